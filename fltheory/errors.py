@@ -1,0 +1,46 @@
+"""Typed errors of fltheory.
+
+Every error raised by the package derives from :class:`FLTheoryError` and from
+the matching built-in exception, so ``except ValueError`` keeps working for
+callers who do not know fltheory.  Messages state what was given, what was
+expected, and where.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FLTheoryError",
+    "InvalidProblemError",
+    "InvalidHyperparameterError",
+    "AssumptionError",
+    "DivergenceError",
+    "NotAffineError",
+]
+
+
+class FLTheoryError(Exception):
+    """Base class of every error raised on purpose by fltheory."""
+
+
+class InvalidProblemError(FLTheoryError, ValueError):
+    """A problem's data is malformed: shapes disagree, a Hessian is not
+    symmetric positive definite, weights are not positive, NaN/inf values,
+    labels outside the allowed set, empty clients."""
+
+
+class InvalidHyperparameterError(FLTheoryError, ValueError):
+    """A hyperparameter is outside its domain (negative rate, q outside
+    (0, 1], local steps < 1, unknown option name, theta < 1, ...)."""
+
+
+class AssumptionError(FLTheoryError, ValueError):
+    """A theorem's hypothesis fails; the message names it and the values."""
+
+
+class DivergenceError(FLTheoryError, ArithmeticError):
+    """A run produced non-finite values; the message names round and algorithm."""
+
+
+class NotAffineError(FLTheoryError, ValueError):
+    """A round map asked to be affine is not (adaptive optimizers, l1 terms,
+    compression, stochastic gradients)."""

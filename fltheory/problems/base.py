@@ -1,0 +1,269 @@
+"""The federation contract shared by analytic and neural clients.
+
+A federation holds N clients with weights p_i > 0 (sum 1) and answers batched
+oracle calls: ``client_grad(X, clients)`` takes an (m, d) array, one row per
+listed client, and returns (m, d).  The global objective is
+F(x) = sum_i p_i f_i(x).
+
+Stochastic gradients come from the *configured oracle* of the federation:
+
+* exact (default): ``stochastic_grad`` returns ``client_grad`` and draws nothing;
+* ``with_gradient_noise(sigma2)``: g = grad f_i(x) + xi, xi ~ N(0, sigma2_i/d I),
+  so E||g - grad f_i(x)||^2 = sigma2_i exactly (THEORY.md section 1);
+* ``with_minibatch(b)`` (federations with per-sample data): the mean of b
+  per-sample gradients drawn uniformly with replacement, index
+  j = floor(u n_i) with u ~ U[0, 1) (one ``rng.random`` call per oracle call,
+  rows in the order of ``clients``).
+
+Random draws are made in row order with one call per oracle call, so a loop
+that calls the oracle one client at a time, in the same client order, draws
+exactly the same numbers as the batched call (the reference loops rely on it).
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from .._validate import finite_array, per_client
+from ..errors import InvalidProblemError
+
+__all__ = ["Federation", "normalize_weights"]
+
+
+def normalize_weights(n_clients: int, n_samples: Any = None, weights: Any = None
+                      ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Return (p, n) with p_i > 0 summing to 1.
+
+    ``weights`` given: normalised to sum 1 (must be positive).  Otherwise
+    p_i = n_i / n when ``n_samples`` is given, else uniform 1/N.
+    """
+    n = None
+    if n_samples is not None:
+        n = np.asarray(n_samples)
+        if n.shape != (n_clients,):
+            raise InvalidProblemError(
+                f"n_samples must have shape ({n_clients},), got {n.shape}")
+        if not np.issubdtype(n.dtype, np.number) or not np.all(np.isfinite(n)) \
+                or np.any(n < 1) or np.any(np.mod(n, 1) != 0):
+            raise InvalidProblemError(
+                f"n_samples must be positive integers, got {n.tolist()[:10]}")
+        n = n.astype(np.int64)
+    if weights is not None:
+        w = finite_array("weights", weights, ndim=1)
+        if w.shape != (n_clients,):
+            raise InvalidProblemError(
+                f"weights must have shape ({n_clients},), got {w.shape}")
+        if np.any(w <= 0):
+            i = int(np.argmax(w <= 0))
+            raise InvalidProblemError(
+                f"weights must be positive, got weights[{i}] = {w[i]!r}")
+        return w / w.sum(), n
+    if n is not None:
+        return n / n.sum(), n
+    return np.full(n_clients, 1.0 / n_clients), None
+
+
+class Federation(ABC):
+    """Abstract federation: N clients, weights, batched oracles.
+
+    Subclasses implement ``client_loss``, ``client_grad``, ``client_hess``,
+    ``fisher_diag``, ``optimum``, ``client_optima`` and the constructors
+    ``without_client`` / ``with_client``.
+    """
+
+    n_clients: int
+    dim: int
+    weights: np.ndarray
+    n_samples: np.ndarray | None
+
+    # --- configured stochastic oracle ------------------------------------
+    _noise_sigma2: np.ndarray | None = None   # per-client sigma_i^2, or None
+    _batch_size: int | None = None
+
+    # --- argument normalisation ------------------------------------------
+    def _clients(self, clients: Any) -> np.ndarray:
+        if clients is None:
+            return np.arange(self.n_clients)
+        idx = np.asarray(clients)
+        if idx.ndim == 0:
+            idx = idx[None]
+        if idx.ndim != 1 or not (np.issubdtype(idx.dtype, np.integer) or idx.size == 0):
+            raise InvalidProblemError(
+                f"clients must be a 1-D array of integer indices, got {clients!r}")
+        idx = idx.astype(np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_clients):
+            raise InvalidProblemError(
+                f"client indices must lie in [0, {self.n_clients}), got {idx.tolist()[:10]}")
+        return idx
+
+    def _points(self, X: Any, m: int) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            if X.shape[0] != self.dim:
+                raise InvalidProblemError(
+                    f"point must have length dim={self.dim}, got shape {X.shape}")
+            return np.broadcast_to(X, (m, self.dim))
+        if X.shape != (m, self.dim):
+            raise InvalidProblemError(
+                f"X must have shape ({m}, {self.dim}) (one row per listed client), got {X.shape}")
+        return X
+
+    def _is_all(self, idx: np.ndarray) -> bool:
+        return idx.shape[0] == self.n_clients and bool(np.all(idx == np.arange(self.n_clients)))
+
+    # --- client oracles (batched) -----------------------------------------
+    @abstractmethod
+    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+        """f_i(X[r]) for the r-th listed client i -> (m,)."""
+
+    @abstractmethod
+    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+        """grad f_i(X[r]) -> (m, d)."""
+
+    @abstractmethod
+    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+        """Hessian of f_i at X[r] -> (m, d, d)."""
+
+    @abstractmethod
+    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+        """Fisher information diagonal of client i at X[r] -> (m, d).
+        Each subclass states which Fisher (empirical or true) it returns."""
+
+    def _minibatch_grad(self, X: np.ndarray, idx: np.ndarray, rng: np.random.Generator,
+                        batch_size: int) -> np.ndarray:
+        raise InvalidProblemError(
+            f"{type(self).__name__} has no per-sample data; use with_gradient_noise instead of with_minibatch")
+
+    def stochastic_grad(self, X: Any, clients: Any = None,
+                        rng: np.random.Generator | None = None) -> np.ndarray:
+        """Gradient from the configured oracle (see module docstring) -> (m, d).
+
+        Exact oracle: equals ``client_grad`` and draws nothing.
+        """
+        idx = self._clients(clients)
+        X = self._points(X, idx.shape[0])
+        if self._noise_sigma2 is None and self._batch_size is None:
+            return self.client_grad(X, idx)
+        if rng is None:
+            raise InvalidProblemError(
+                "stochastic_grad needs a numpy.random.Generator for a stochastic oracle")
+        if self._batch_size is not None:
+            return self._minibatch_grad(X, idx, rng, self._batch_size)
+        g = self.client_grad(X, idx)
+        scale = np.sqrt(self._noise_sigma2[idx] / self.dim)
+        return g + scale[:, None] * rng.standard_normal(g.shape)
+
+    @property
+    def is_stochastic(self) -> bool:
+        """True when ``stochastic_grad`` draws random numbers."""
+        return self._noise_sigma2 is not None or self._batch_size is not None
+
+    @property
+    def noise_sigma2(self) -> np.ndarray | None:
+        """Per-client sigma_i^2 of the Gaussian-noise oracle (exact), or None."""
+        return None if self._noise_sigma2 is None else self._noise_sigma2.copy()
+
+    @property
+    def batch_size(self) -> int | None:
+        """Minibatch size of the sampling oracle, or None."""
+        return self._batch_size
+
+    def with_gradient_noise(self, sigma2: Any) -> "Federation":
+        """Copy whose oracle adds N(0, sigma2_i/d I) noise: E||g - grad||^2 = sigma2_i.
+
+        ``sigma2`` is a scalar or a per-client array, >= 0."""
+        s = per_client("sigma2", sigma2, self.n_clients, strict=False,
+                       error=InvalidProblemError)
+        out = copy.copy(self)
+        out._noise_sigma2 = np.broadcast_to(np.asarray(s, dtype=np.float64),
+                                            (self.n_clients,)).copy()
+        out._batch_size = None
+        return out
+
+    def with_minibatch(self, batch_size: int) -> "Federation":
+        """Copy whose oracle averages ``batch_size`` per-sample gradients drawn
+        uniformly with replacement."""
+        b = per_client("batch_size", batch_size, None, integer=True, minimum=1,
+                       strict=False, error=InvalidProblemError)
+        if not isinstance(b, int):
+            raise InvalidProblemError(f"batch_size must be one integer, got {batch_size!r}")
+        out = copy.copy(self)
+        out._batch_size = b
+        out._noise_sigma2 = None
+        return out
+
+    def exact(self) -> "Federation":
+        """Copy with the exact gradient oracle."""
+        out = copy.copy(self)
+        out._batch_size = None
+        out._noise_sigma2 = None
+        return out
+
+    # --- global objective --------------------------------------------------
+    def _check_point(self, x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (self.dim,):
+            raise InvalidProblemError(f"x must have shape ({self.dim},), got {x.shape}")
+        return x
+
+    def loss(self, x: Any) -> float:
+        """F(x) = sum_i p_i f_i(x)."""
+        x = self._check_point(x)
+        return float(self.weights @ self.client_loss(x))
+
+    def grad(self, x: Any) -> np.ndarray:
+        """grad F(x) -> (d,)."""
+        x = self._check_point(x)
+        return self.weights @ self.client_grad(x)
+
+    def hess(self, x: Any) -> np.ndarray:
+        """Hessian of F at x -> (d, d)."""
+        x = self._check_point(x)
+        return np.einsum("i,ijk->jk", self.weights, self.client_hess(x))
+
+    @abstractmethod
+    def optimum(self) -> np.ndarray:
+        """x* = argmin F."""
+
+    @abstractmethod
+    def client_optima(self) -> np.ndarray:
+        """(N, d) array of the client minimisers x_i*."""
+
+    def optimal_value(self) -> float:
+        """F* = F(x*)."""
+        return self.loss(self.optimum())
+
+    def constants(self, **kwargs: Any):
+        """:class:`~fltheory.problems.constants.ProblemConstants` of this federation
+        (see that module for the formulas and keyword options)."""
+        from .constants import problem_constants
+        return problem_constants(self, **kwargs)
+
+    @abstractmethod
+    def without_client(self, a: int) -> "Federation":
+        """The federation with client ``a`` removed (weights renormalised)."""
+
+    @abstractmethod
+    def with_client(self, other: "Federation", **kwargs: Any) -> "Federation":
+        """The federation with the clients of ``other`` appended."""
+
+    def _copy_oracle_to(self, out: "Federation", n_new: int | None = None) -> "Federation":
+        out._batch_size = self._batch_size
+        if self._noise_sigma2 is not None:
+            s = self._noise_sigma2
+            if n_new is not None and n_new != s.shape[0]:
+                if np.all(s == s[0]):
+                    s = np.full(n_new, s[0])
+                else:
+                    raise InvalidProblemError(
+                        "per-client gradient noise cannot be carried to a federation with "
+                        "different clients; call with_gradient_noise on the result")
+            out._noise_sigma2 = s.copy()
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n_clients={self.n_clients}, dim={self.dim})"

@@ -1,0 +1,320 @@
+"""Quadratic clients f_i(x) = 1/2 x^T H_i x - e_i^T x + c_i (THEORY.md section 1).
+
+grad f_i = H_i x - e_i, Hessian H_i, x_i* = H_i^{-1} e_i,
+L_i = lambda_max(H_i), mu_i = lambda_min(H_i); x* = (sum p_i H_i)^{-1} sum p_i e_i.
+
+Least-squares clients f_i = 1/(2 n_i) ||A_i x - b_i||^2 + (ridge/2)||x||^2 map
+onto this with H_i = A_i^T A_i / n_i + ridge I, e_i = A_i^T b_i / n_i,
+c_i = ||b_i||^2 / (2 n_i); they keep their rows, which enables the minibatch
+oracle and the empirical Fisher.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Sequence
+
+import numpy as np
+
+from .._validate import finite_array, positive
+from ..errors import InvalidProblemError
+from .base import Federation, normalize_weights
+
+__all__ = ["QuadraticFederation"]
+
+_SYM_TOL = 1e-10
+
+
+class QuadraticFederation(Federation):
+    """N quadratic clients with stacked Hessians H (N, d, d) and linear terms e (N, d).
+
+    Parameters
+    ----------
+    H : array (N, d, d)
+        Symmetric positive-definite client Hessians.
+    e : array (N, d)
+        Linear terms: grad f_i(x) = H_i x - e_i.
+    n_samples : array (N,), optional
+        Sample counts n_i; default weights are p_i = n_i / n.
+    weights : array (N,), optional
+        Positive weights (normalised to sum 1); override ``n_samples``.
+    offsets : array (N,), optional
+        Constants c_i added to the losses (they change no gradient).
+    """
+
+    def __init__(self, H: Any, e: Any, n_samples: Any = None, weights: Any = None,
+                 offsets: Any = None) -> None:
+        H = finite_array("H", H, ndim=3)
+        e = finite_array("e", e, ndim=2)
+        N, d, d2 = H.shape
+        if N == 0 or d == 0:
+            raise InvalidProblemError(f"H must have at least one client and dimension, got shape {H.shape}")
+        if d != d2:
+            raise InvalidProblemError(f"each H_i must be square, got H of shape {H.shape}")
+        if e.shape != (N, d):
+            raise InvalidProblemError(f"e must have shape ({N}, {d}) to match H {H.shape}, got {e.shape}")
+        asym = np.abs(H - np.swapaxes(H, 1, 2)).max(axis=(1, 2))
+        scale = np.maximum(np.abs(H).max(axis=(1, 2)), 1.0)
+        bad = np.flatnonzero(asym > _SYM_TOL * scale)
+        if bad.size:
+            i = int(bad[0])
+            raise InvalidProblemError(
+                f"H[{i}] is not symmetric: max |H - H^T| = {asym[i]:.3e}")
+        H = 0.5 * (H + np.swapaxes(H, 1, 2))
+        try:
+            np.linalg.cholesky(H)
+        except np.linalg.LinAlgError:
+            lam = np.linalg.eigvalsh(H)[:, 0]
+            i = int(np.argmin(lam))
+            raise InvalidProblemError(
+                f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
+        self.H = H
+        self.e = e
+        self.n_clients, self.dim = N, d
+        self.weights, self.n_samples = normalize_weights(N, n_samples, weights)
+        if offsets is None:
+            self.offsets = np.zeros(N)
+        else:
+            self.offsets = finite_array("offsets", offsets, ndim=1)
+            if self.offsets.shape != (N,):
+                raise InvalidProblemError(f"offsets must have shape ({N},), got {self.offsets.shape}")
+        self._A: np.ndarray | None = None     # padded rows (N, n_max, d)
+        self._b: np.ndarray | None = None     # padded targets (N, n_max)
+        self._rows: np.ndarray | None = None  # n_i rows per client
+        self._ridge = 0.0
+        self._explicit_weights = weights is not None
+
+    # ------------------------------------------------------------------ data
+    @classmethod
+    def from_least_squares(cls, A: Sequence[Any], b: Sequence[Any], *, ridge: float = 0.0,
+                           weights: Any = None) -> "QuadraticFederation":
+        """Clients f_i(x) = 1/(2 n_i) ||A_i x - b_i||^2 + (ridge/2) ||x||^2.
+
+        ``A`` and ``b`` are sequences of per-client arrays (n_i, d) and (n_i,);
+        clients may hold different numbers of rows.  Weights default to
+        p_i = n_i / n.  Each H_i must be positive definite (enough rows, or
+        ridge > 0).
+        """
+        ridge = positive("ridge", ridge, allow_zero=True, error=InvalidProblemError)
+        if len(A) != len(b) or len(A) == 0:
+            raise InvalidProblemError(
+                f"A and b must be non-empty sequences of equal length, got {len(A)} and {len(b)}")
+        As = [finite_array(f"A[{i}]", a, ndim=2) for i, a in enumerate(A)]
+        bs = [finite_array(f"b[{i}]", v, ndim=1) for i, v in enumerate(b)]
+        d = As[0].shape[1]
+        for i, (a, v) in enumerate(zip(As, bs)):
+            if a.shape[0] == 0:
+                raise InvalidProblemError(f"client {i} has no rows (A[{i}] has shape {a.shape})")
+            if a.shape[1] != d:
+                raise InvalidProblemError(f"A[{i}] has {a.shape[1]} columns, expected {d}")
+            if v.shape != (a.shape[0],):
+                raise InvalidProblemError(f"b[{i}] must have shape ({a.shape[0]},), got {v.shape}")
+        n = np.array([a.shape[0] for a in As])
+        N, nmax = len(As), int(n.max())
+        Ap = np.zeros((N, nmax, d))
+        bp = np.zeros((N, nmax))
+        for i, (a, v) in enumerate(zip(As, bs)):   # construction only, not a hot path
+            Ap[i, : a.shape[0]] = a
+            bp[i, : a.shape[0]] = v
+        H = np.einsum("nri,nrj->nij", Ap, Ap) / n[:, None, None] + ridge * np.eye(d)
+        e = np.einsum("nri,nr->ni", Ap, bp) / n[:, None]
+        c = np.einsum("nr,nr->n", bp, bp) / (2 * n)
+        fed = cls(H, e, n_samples=n, weights=weights, offsets=c)
+        fed._A, fed._b, fed._rows, fed._ridge = Ap, bp, n, ridge
+        return fed
+
+    @property
+    def has_data(self) -> bool:
+        """True when built from least-squares rows (minibatch oracle available)."""
+        return self._A is not None
+
+    # --------------------------------------------------------------- oracles
+    def _H(self, idx: np.ndarray) -> np.ndarray:
+        return self.H if self._is_all(idx) else self.H[idx]
+
+    def _e(self, idx: np.ndarray) -> np.ndarray:
+        return self.e if self._is_all(idx) else self.e[idx]
+
+    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+        """f_i(x) = 1/2 x^T H_i x - e_i^T x + c_i for each listed client -> (m,)."""
+        idx = self._clients(clients)
+        X = self._points(X, idx.shape[0])
+        HX = np.matmul(self._H(idx), X[:, :, None])[:, :, 0]
+        return 0.5 * np.einsum("mi,mi->m", X, HX) - np.einsum("mi,mi->m", self._e(idx), X) \
+            + self.offsets[idx]
+
+    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+        """grad f_i(x) = H_i x - e_i for each listed client -> (m, d)."""
+        idx = self._clients(clients)
+        X = self._points(X, idx.shape[0])
+        G = np.matmul(self._H(idx), X[:, :, None])[:, :, 0]
+        G -= self._e(idx)
+        return G
+
+    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+        """H_i (independent of x) -> (m, d, d), a copy."""
+        idx = self._clients(clients)
+        self._points(X, idx.shape[0])
+        return self.H[idx].copy()
+
+    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+        """True Fisher diagonal of the Gaussian linear model with unit noise
+        variance, which equals diag(H_i) (independent of x) -> (m, d).
+
+        For least-squares clients the ridge term is excluded, so this is
+        diag(A_i^T A_i / n_i).  The empirical Fisher is
+        :meth:`empirical_fisher_diag`."""
+        idx = self._clients(clients)
+        self._points(X, idx.shape[0])
+        diag = np.einsum("mii->mi", self.H[idx])
+        return diag - self._ridge
+
+    def per_sample_residuals(self, X: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """r_ij = a_ij^T x_i - b_ij, zero on padding rows -> (m, n_max)."""
+        self._require_data("per-sample residuals")
+        A = self._A[idx]
+        r = np.einsum("mrd,md->mr", A, X) - self._b[idx]
+        r[np.arange(A.shape[1])[None, :] >= self._rows[idx][:, None]] = 0.0
+        return r
+
+    def empirical_fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+        """(1/n_i) sum_j g_ij (.) g_ij with per-sample gradients
+        g_ij = a_ij (a_ij^T x - b_ij) of the data term (least-squares clients only)."""
+        self._require_data("the empirical Fisher")
+        idx = self._clients(clients)
+        X = self._points(X, idx.shape[0])
+        r = self.per_sample_residuals(X, idx)
+        return np.einsum("mr,mrd->md", r * r, self._A[idx] ** 2) / self._rows[idx][:, None]
+
+    def _require_data(self, what: str) -> None:
+        if self._A is None:
+            raise InvalidProblemError(
+                f"{what} needs least-squares rows; build with QuadraticFederation.from_least_squares")
+
+    def _minibatch_grad(self, X: np.ndarray, idx: np.ndarray, rng: np.random.Generator,
+                        batch_size: int) -> np.ndarray:
+        """Mean of ``batch_size`` per-sample gradients a_j (a_j^T x - b_j) + ridge x,
+        rows j = floor(u n_i), u ~ U[0,1), drawn with replacement."""
+        self._require_data("the minibatch oracle")
+        m = idx.shape[0]
+        u = rng.random((m, batch_size))
+        rows = np.minimum((u * self._rows[idx][:, None]).astype(np.int64), self._rows[idx][:, None] - 1)
+        A = self._A[idx[:, None], rows]                      # (m, b, d)
+        r = np.einsum("mbd,md->mb", A, X) - self._b[idx[:, None], rows]
+        return np.einsum("mb,mbd->md", r, A) / batch_size + self._ridge * X
+
+    def minibatch_variance(self, X: Any, clients: Any = None) -> np.ndarray:
+        """Exact E||g - grad f_i(x)||^2 of the minibatch oracle at each X[r]:
+        (1/b) (1/n_i) sum_j ||g_ij - mean_j g_ij||^2 -> (m,)."""
+        self._require_data("the minibatch variance")
+        if self._batch_size is None:
+            raise InvalidProblemError("no minibatch oracle configured; call with_minibatch(b) first")
+        idx = self._clients(clients)
+        X = self._points(X, idx.shape[0])
+        r = self.per_sample_residuals(X, idx)
+        n = self._rows[idx]
+        G = r[:, :, None] * self._A[idx]                     # (m, n_max, d), zero on padding
+        mean = G.sum(axis=1) / n[:, None]
+        second = np.einsum("mrd,mrd->m", G, G) / n
+        return (second - np.einsum("md,md->m", mean, mean)) / self._batch_size
+
+    # ------------------------------------------------------------- solutions
+    def hess(self, x: Any = None) -> np.ndarray:
+        """sum_i p_i H_i (the point is optional: F is quadratic)."""
+        if x is not None:
+            self._check_point(x)
+        return np.einsum("i,ijk->jk", self.weights, self.H)
+
+    def optimum(self) -> np.ndarray:
+        """x* = (sum p_i H_i)^{-1} sum p_i e_i."""
+        return np.linalg.solve(self.hess(), self.weights @ self.e)
+
+    def client_optima(self) -> np.ndarray:
+        """x_i* = H_i^{-1} e_i -> (N, d)."""
+        return np.linalg.solve(self.H, self.e[:, :, None])[:, :, 0]
+
+    @cached_property
+    def client_eigenvalues(self) -> np.ndarray:
+        """Ascending eigenvalues of each H_i -> (N, d)."""
+        return np.linalg.eigvalsh(self.H)
+
+    @property
+    def client_L(self) -> np.ndarray:
+        """L_i = lambda_max(H_i) -> (N,)."""
+        return self.client_eigenvalues[:, -1].copy()
+
+    @property
+    def client_mu(self) -> np.ndarray:
+        """mu_i = lambda_min(H_i) -> (N,)."""
+        return self.client_eigenvalues[:, 0].copy()
+
+    @property
+    def L(self) -> float:
+        """Smoothness of F: lambda_max(sum p_i H_i)."""
+        return float(np.linalg.eigvalsh(self.hess())[-1])
+
+    @property
+    def mu(self) -> float:
+        """Strong convexity of F: lambda_min(sum p_i H_i)."""
+        return float(np.linalg.eigvalsh(self.hess())[0])
+
+    # ------------------------------------------------------- shifting clients
+    def _subset(self, keep: np.ndarray, weights: np.ndarray | None) -> "QuadraticFederation":
+        n = None if self.n_samples is None else self.n_samples[keep]
+        out = QuadraticFederation(self.H[keep], self.e[keep], n_samples=n, weights=weights,
+                                  offsets=self.offsets[keep])
+        if self._A is not None:
+            out._A, out._b, out._rows, out._ridge = self._A[keep], self._b[keep], self._rows[keep], self._ridge
+        out._batch_size = self._batch_size
+        if self._noise_sigma2 is not None:
+            out._noise_sigma2 = self._noise_sigma2[keep].copy()
+        return out
+
+    def without_client(self, a: int) -> "QuadraticFederation":
+        """Remove client ``a``; weights become n_i / sum_{j != a} n_j (or the
+        remaining explicit weights renormalised)."""
+        if self.n_clients < 2:
+            raise InvalidProblemError("cannot remove the only client of a federation")
+        if not (isinstance(a, (int, np.integer)) and 0 <= a < self.n_clients):
+            raise InvalidProblemError(f"client index must be an integer in [0, {self.n_clients}), got {a!r}")
+        keep = np.delete(np.arange(self.n_clients), a)
+        w = self.weights[keep] if self._explicit_weights else None
+        return self._subset(keep, w)
+
+    def with_client(self, other: "QuadraticFederation", *, weight: float | None = None
+                    ) -> "QuadraticFederation":
+        """Append the clients of ``other``.
+
+        With sample counts on both sides the weights become n_i / n_total.  With
+        explicit weights, pass ``weight`` (total weight of the newcomers in
+        (0, 1)); the old weights are scaled by 1 - weight.
+        """
+        if not isinstance(other, QuadraticFederation):
+            raise InvalidProblemError(f"other must be a QuadraticFederation, got {type(other).__name__}")
+        if other.dim != self.dim:
+            raise InvalidProblemError(f"other has dim {other.dim}, expected {self.dim}")
+        H = np.concatenate([self.H, other.H])
+        e = np.concatenate([self.e, other.e])
+        c = np.concatenate([self.offsets, other.offsets])
+        if weight is not None:
+            w = float(weight)
+            if not 0 < w < 1:
+                raise InvalidProblemError(f"weight must lie in (0, 1), got {weight!r}")
+            weights = np.concatenate([self.weights * (1 - w), other.weights * w])
+            n = None
+        elif self._explicit_weights or other._explicit_weights or \
+                self.n_samples is None or other.n_samples is None:
+            raise InvalidProblemError(
+                "with_client needs sample counts on both federations, or an explicit weight=")
+        else:
+            weights, n = None, np.concatenate([self.n_samples, other.n_samples])
+        out = QuadraticFederation(H, e, n_samples=n, weights=weights, offsets=c)
+        out._explicit_weights = weight is not None
+        if self._A is not None and other._A is not None and self._ridge == other._ridge:
+            nmax = max(self._A.shape[1], other._A.shape[1])
+            pad = lambda A: np.pad(A, [(0, 0), (0, nmax - A.shape[1])] + [(0, 0)] * (A.ndim - 2))
+            out._A = np.concatenate([pad(self._A), pad(other._A)])
+            out._b = np.concatenate([pad(self._b), pad(other._b)])
+            out._rows = np.concatenate([self._rows, other._rows])
+            out._ridge = self._ridge
+        return self._copy_oracle_to(out, out.n_clients)
