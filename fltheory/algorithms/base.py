@@ -1,0 +1,119 @@
+"""The shape of every algorithm: keyword-only hyperparameters + ``init`` + ``round``.
+
+An algorithm is a frozen, keyword-only dataclass of hyperparameters (validated
+in ``__post_init__``) with two methods:
+
+* ``init(problem, x0, rng) -> State``: a frozen dataclass holding the server
+  model ``x``, the round counter ``t`` and whatever the algorithm carries
+  (control variates, h, residuals, targets, optimizer state);
+* ``round(state, problem, participation, rng) -> (State, RoundInfo)``.
+
+``RoundInfo`` holds diagnostics (who took part, completed steps,
+communication) and never feeds back into the state.
+
+Random numbers are drawn in a fixed order every round: first
+``participation.draw``, then the local oracle calls step by step (all active
+rows of step k in client order, then step k+1), then anything the algorithm
+itself samples.  ``reference.py`` follows the same order one client at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from .._validate import per_client
+from ..errors import InvalidHyperparameterError
+from ..participation import FullParticipation, Participants, Participation
+from ..problems.base import Federation
+
+__all__ = ["Algorithm", "RoundInfo", "aggregation_weights", "resolve_per_client",
+           "AGGREGATIONS"]
+
+AGGREGATIONS = ("weights", "samples", "uniform")
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """Diagnostics of one round (never part of the algorithm state).
+
+    clients : (m,) participating client indices.
+    steps : (m,) completed local steps.
+    communication : ``fltheory.compression.Communication`` of the round.
+    extra : algorithm-specific diagnostics (e.g. EFL's client-side model copy).
+    """
+
+    clients: np.ndarray
+    steps: np.ndarray
+    communication: Any
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def resolve_per_client(name: str, value: Any, n_clients: int, *, integer: bool = False,
+                       minimum: float = 0.0, strict: bool = True) -> np.ndarray:
+    """A scalar or per-client hyperparameter as an (N,) array, validated against N."""
+    v = per_client(name, value, n_clients, integer=integer, minimum=minimum, strict=strict)
+    dtype = np.int64 if integer else np.float64
+    return np.broadcast_to(np.asarray(v, dtype=dtype), (n_clients,)).copy()
+
+
+def aggregation_weights(problem: Federation, clients: np.ndarray, scheme: str) -> np.ndarray:
+    """Server weights w_i of the participating clients, summing to 1.
+
+    ``"weights"``: w_i = p_i / sum_{j in S} p_j (THEORY.md section 2, FedAvg);
+    ``"samples"``: w_i = n_i / sum_{j in S} n_j (seed 002 Alg. 1; needs n_i);
+    ``"uniform"``: w_i = 1 / |S| (SCAFFOLD, FedDyn).
+    """
+    if clients.size == 0:
+        return np.zeros(0)
+    if scheme == "weights":
+        w = problem.weights[clients]
+    elif scheme == "samples":
+        if problem.n_samples is None:
+            raise InvalidHyperparameterError(
+                "aggregation='samples' needs a federation with n_samples; this one has none")
+        w = problem.n_samples[clients].astype(np.float64)
+    elif scheme == "uniform":
+        w = np.ones(clients.shape[0])
+    else:
+        raise InvalidHyperparameterError(f"aggregation must be one of {AGGREGATIONS}, got {scheme!r}")
+    return w / w.sum()
+
+
+class Algorithm(ABC):
+    """Base class of every federated algorithm (see module docstring)."""
+
+    name: ClassVar[str] = "algorithm"
+
+    @abstractmethod
+    def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> Any:
+        """The initial state at server model ``x0``."""
+
+    @abstractmethod
+    def round(self, state: Any, problem: Federation, participation: Participation,
+              rng: np.random.Generator) -> tuple[Any, RoundInfo]:
+        """One communication round."""
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The constructor arguments, for provenance records."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            out[f.name] = v.tolist() if isinstance(v, np.ndarray) else v
+        return out
+
+    def nominal_steps(self, problem: Federation) -> np.ndarray:
+        """(N,) nominal local steps E_i (from ``local_steps``; 1 for one-shot exact solvers)."""
+        steps = getattr(self, "local_steps", 1)
+        return resolve_per_client("local_steps", steps, problem.n_clients, integer=True,
+                                  minimum=1, strict=False)
+
+    def participants(self, problem: Federation, participation: Participation | None,
+                     rng: np.random.Generator, t: int) -> Participants:
+        """Draw the round's participants (full participation when ``None``)."""
+        part = participation if participation is not None else FullParticipation()
+        return part.draw(rng, t, self.nominal_steps(problem))

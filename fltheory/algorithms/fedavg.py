@@ -1,0 +1,92 @@
+"""FedAvg (McMahan et al.; seed 002 Alg. 1; THEORY.md section 2).
+
+Round t with participants S (from the participation model), each completing
+s_i local steps:
+
+    y_i^0 = x_t,   y_i^{k+1} = y_i^k - eta_i g_i(y_i^k),   k = 0..s_i - 1,
+    Delta_i = y_i^{s_i} - x_t,
+    x_{t+1} = x_t + eta_g sum_{i in S} w_i Delta_i,
+
+with w_i = p_i / sum_{j in S} p_j (``aggregation="weights"``), n_i / n_S
+(``"samples"``, seed 002 Alg. 1) or 1/|S| (``"uniform"``).  g_i is the
+federation's configured oracle (exact or stochastic).  A participant with
+s_i = 0 sends Delta_i = 0 and keeps its weight.  An empty round leaves x.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._validate import choice, per_client, positive
+from ..compression import Communication
+from ..participation import Participation
+from ..problems.base import Federation
+from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
+from .local import local_descent
+
+__all__ = ["FedAvg", "FedAvgState", "empty_round"]
+
+
+@dataclass(frozen=True)
+class FedAvgState:
+    """x: server model; t: completed rounds."""
+
+    x: np.ndarray
+    t: int
+
+
+def empty_round(d: int) -> RoundInfo:
+    """RoundInfo of a round nobody took part in."""
+    z = np.zeros((0, d))
+    return RoundInfo(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                     Communication.measure(z, z))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class FedAvg(Algorithm):
+    """FedAvg with local SGD.
+
+    Parameters
+    ----------
+    lr : float or (N,) array
+        Client learning rates eta_i > 0.
+    local_steps : int or (N,) array
+        Nominal local steps E_i >= 1 (participation may complete fewer).
+    server_lr : float
+        Server learning rate eta_g > 0 (1 is plain averaging).
+    aggregation : {"weights", "samples", "uniform"}
+    """
+
+    name: ClassVar[str] = "FedAvg"
+    lr: Any = 0.1
+    local_steps: Any = 10
+    server_lr: float = 1.0
+    aggregation: str = "weights"
+
+    def __post_init__(self) -> None:
+        per_client("lr", self.lr, None)
+        per_client("local_steps", self.local_steps, None, integer=True, minimum=1, strict=False)
+        positive("server_lr", self.server_lr)
+        choice("aggregation", self.aggregation, AGGREGATIONS)
+
+    def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> FedAvgState:
+        resolve_per_client("lr", self.lr, problem.n_clients)
+        self.nominal_steps(problem)
+        return FedAvgState(x=np.array(x0, dtype=np.float64), t=0)
+
+    def round(self, state: FedAvgState, problem: Federation, participation: Participation | None,
+              rng: np.random.Generator) -> tuple[FedAvgState, RoundInfo]:
+        part = self.participants(problem, participation, rng, state.t)
+        if part.m == 0:
+            return replace(state, t=state.t + 1), empty_round(problem.dim)
+        lr = resolve_per_client("lr", self.lr, problem.n_clients)[part.clients]
+        X0 = np.broadcast_to(state.x, (part.m, problem.dim))
+        Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng)
+        delta = Y - state.x
+        w = aggregation_weights(problem, part.clients, self.aggregation)
+        x = state.x + self.server_lr * (w @ delta)
+        comm = Communication.measure(delta, X0)
+        return FedAvgState(x=x, t=state.t + 1), RoundInfo(part.clients, part.steps, comm)
