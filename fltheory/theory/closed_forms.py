@@ -1,0 +1,299 @@
+"""Closed-form fixed points and rates of FedOpt-type algorithms on quadratic clients.
+
+Clients are f_i(x) = 1/2 x^T H_i x - e_i^T x (THEORY.md section 1).  A client
+running ``tau_i`` steps of preconditioned gradient descent
+y <- y - eta_i P_i (H_i y - e_i) from y = x (fixed preconditioner P_i,
+restarted every round) ends at
+
+    O_i(x) = (I - B_i) x + B_i x_i*,   B_i = I - (I - eta_i P_i H_i)^{tau_i}
+
+(seed 001, Theorem 2, as restated in THEORY.md section 3 [derived]).  The server
+operator T(x) = sum_i p_i O_i(x) is affine; FedOpt with server GD of rate
+eta_s is the Mann iteration x <- (1 - eta_s) x + eta_s T(x).
+
+Local correction (THEORY.md section 2, "Local correction" [derived]): with a
+fixed preconditioner the running sum over the tau_i steps is G_i = tau_i P_i,
+the client sends Delta~_i = G_i^{-1} Delta_i and M_i = G_i^{-1}.  Since
+Delta_i = O_i(x) - x = -B_i (x - x_i*),
+
+* local correction only, server g = -sum p_i Delta~_i:
+  x+ = x - eta_s sum_i p_i M_i B_i (x - x_i*);
+* joint correction, server g = -(sum p_i M_i)^{-1} sum p_i Delta~_i:
+  x+ = x - eta_s (sum p_i M_i)^{-1} sum_i p_i M_i B_i (x - x_i*).
+
+Both have the fixed point (derived here, checked by iterating the map in
+tests/theory/test_closed_forms.py)
+
+    x~_corr = (sum_i p_i M_i B_i)^{-1} sum_i p_i M_i B_i x_i*,
+
+and since M_i B_i = eta_i H_i + O(eta_i^2) it tends to
+(sum p_i c_i H_i)^{-1} sum p_i c_i e_i as eta_i = c_i h -> 0, i.e. to x* at
+rate O(h) when all clients use the same rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._validate import choice, per_client, positive
+from ..errors import InvalidHyperparameterError, InvalidProblemError
+from ..problems.quadratic import QuadraticFederation
+
+__all__ = [
+    "QuadraticFixedPoint",
+    "client_contraction_matrices",
+    "fedopt_quadratic_round_map",
+    "fedopt_quadratic_fixed_point",
+    "fedopt_small_rate_limit",
+    "fedavg_first_order_bias",
+    "fedprox_exact_fixed_point",
+    "mann_rate",
+]
+
+
+@dataclass(frozen=True)
+class QuadraticFixedPoint:
+    """Fixed point of the FedOpt round map on quadratic clients.
+
+    Attributes
+    ----------
+    x : ndarray (d,)
+        The fixed point x~.
+    optimum : ndarray (d,)
+        x* of F, for comparison.
+    bias : float
+        ||x~ - x*||.
+    operator : ndarray (d, d)
+        Linear part A of the round map x -> A x + b with server rate 1
+        (``sum p_i (I - B_i)`` without correction).
+    offset : ndarray (d,)
+        Affine part b.
+    contraction_norm : float
+        ||A||_2; T is a contraction in the Euclidean norm iff < 1.
+    spectral_radius : float
+        rho(A): the exact asymptotic linear rate with server rate 1.
+    contractive : bool
+        ``spectral_radius < 1`` (the iteration converges to ``x``).
+    client_spectral_radii : ndarray (N,)
+        rho(I - eta_i P_i H_i); >= 1 means a client's local iteration does not
+        contract (the fixed point still exists when sum p_i B_i is invertible).
+    """
+
+    x: np.ndarray
+    optimum: np.ndarray
+    bias: float
+    operator: np.ndarray
+    offset: np.ndarray
+    contraction_norm: float
+    spectral_radius: float
+    contractive: bool
+    client_spectral_radii: np.ndarray
+
+
+def _preconditioners(fed: QuadraticFederation, preconditioners: Any) -> np.ndarray:
+    """Return P as (N, d, d)."""
+    N, d = fed.n_clients, fed.dim
+    if preconditioners is None:
+        return np.broadcast_to(np.eye(d), (N, d, d)).copy()
+    P = np.asarray(preconditioners, dtype=np.float64)
+    if not np.all(np.isfinite(P)):
+        raise InvalidHyperparameterError("preconditioners contain non-finite values")
+    if P.shape == (d,):
+        P = np.broadcast_to(P, (N, d))
+    if P.shape == (N, d):
+        if np.any(P <= 0):
+            raise InvalidHyperparameterError(
+                f"diagonal preconditioners must be positive, got min {P.min()!r}")
+        return np.einsum("ni,ij->nij", P, np.eye(d))
+    if P.shape == (d, d):
+        P = np.broadcast_to(P, (N, d, d))
+    if P.shape != (N, d, d):
+        raise InvalidHyperparameterError(
+            f"preconditioners must have shape (d,), ({N}, {d}), ({d}, {d}) or ({N}, {d}, {d}), got {P.shape}")
+    if np.linalg.matrix_rank(P).min() < d:
+        raise InvalidHyperparameterError("full preconditioners must be invertible")
+    return P.copy()
+
+
+def client_contraction_matrices(fed: QuadraticFederation, lr: Any, local_steps: Any,
+                                preconditioners: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """B_i = I - (I - eta_i P_i H_i)^{tau_i} and the spectral radii rho(I - eta_i P_i H_i).
+
+    Parameters
+    ----------
+    fed : QuadraticFederation
+    lr : float or array (N,)
+        Client rates eta_i > 0.
+    local_steps : int or array (N,)
+        tau_i >= 1.
+    preconditioners : None, (d,), (N, d) diagonal, (d, d) or (N, d, d) full
+        Fixed preconditioners P_i (identity when None).
+
+    Returns
+    -------
+    B : ndarray (N, d, d)
+    radii : ndarray (N,)
+    """
+    if not isinstance(fed, QuadraticFederation):
+        raise InvalidProblemError(f"closed forms need a QuadraticFederation, got {type(fed).__name__}")
+    N, d = fed.n_clients, fed.dim
+    eta = np.broadcast_to(np.asarray(per_client("lr", lr, N), dtype=np.float64), (N,))
+    tau = np.broadcast_to(np.asarray(per_client("local_steps", local_steps, N, integer=True,
+                                                minimum=1, strict=False)), (N,))
+    P = _preconditioners(fed, preconditioners)
+    S = np.eye(d) - eta[:, None, None] * np.matmul(P, fed.H)          # (N, d, d)
+    radii = np.abs(np.linalg.eigvals(S)).max(axis=1)
+    # matrix powers with per-client exponents, vectorised by binary exponentiation
+    power = np.broadcast_to(np.eye(d), (N, d, d)).copy()
+    base, k = S.copy(), tau.astype(np.int64).copy()
+    while np.any(k > 0):
+        odd = (k & 1).astype(bool)
+        power[odd] = np.matmul(power[odd], base[odd])
+        k >>= 1
+        base = np.matmul(base, base)
+    return np.eye(d) - power, radii
+
+
+def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Any, local_steps: Any,
+                               preconditioners: Any = None, *, server_lr: float = 1.0,
+                               correction: str = "none") -> tuple[np.ndarray, np.ndarray]:
+    """The exact FedOpt round map x -> A x + b on quadratic clients (full participation).
+
+    * ``correction="none"``: x+ = x + eta_s sum p_i Delta_i,
+      A = I - eta_s sum p_i B_i, b = eta_s sum p_i B_i x_i*.
+    * ``"local"``: x+ = x + eta_s sum p_i M_i Delta_i, M_i = (tau_i P_i)^{-1}.
+    * ``"joint"``: x+ = x + eta_s (sum p_i M_i)^{-1} sum p_i M_i Delta_i.
+
+    (Seed 001 eq. 6 with THEORY.md section 2 local/global correction [derived].)
+    """
+    correction = choice("correction", correction, ("none", "local", "joint"))
+    eta_s = positive("server_lr", server_lr)
+    B, _ = client_contraction_matrices(fed, lr, local_steps, preconditioners)
+    N, d = fed.n_clients, fed.dim
+    p = fed.weights
+    xs = fed.client_optima()
+    if correction == "none":
+        W = B
+    else:
+        tau = np.broadcast_to(np.asarray(local_steps, dtype=np.float64), (N,))
+        P = _preconditioners(fed, preconditioners)
+        M = np.linalg.inv(tau[:, None, None] * P)
+        W = np.matmul(M, B)
+    K = np.einsum("i,ijk->jk", p, W)
+    c = np.einsum("i,ijk,ik->j", p, W, xs)
+    if correction == "joint":
+        Mbar = np.einsum("i,ijk->jk", p, M)
+        K = np.linalg.solve(Mbar, K)
+        c = np.linalg.solve(Mbar, c)
+    return np.eye(d) - eta_s * K, eta_s * c
+
+
+def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps: Any,
+                                 preconditioners: Any = None, *,
+                                 correction: str = "none") -> QuadraticFixedPoint:
+    """Fixed point of FedOpt with fixed client preconditioners on quadratic clients.
+
+    Seed 001 Theorem 2 (THEORY.md section 3 [derived])::
+
+        B_i = I - (I - eta_i P_i H_i)^{tau_i}
+        x~  = (sum_i p_i B_i)^{-1} sum_i p_i B_i x_i*
+
+    With ``correction="local"`` or ``"joint"`` (M_i = (tau_i P_i)^{-1})::
+
+        x~  = (sum_i p_i M_i B_i)^{-1} sum_i p_i M_i B_i x_i*
+
+    The fixed point does not depend on the server rate.  Rates that make
+    rho(I - eta_i P_i H_i) >= 1 still give a fixed point when the matrix to be
+    inverted is non-singular; ``client_spectral_radii`` and ``contractive``
+    report that the iteration will not reach it.
+
+    Raises
+    ------
+    InvalidHyperparameterError
+        When sum p_i B_i (or sum p_i M_i B_i) is singular: no unique fixed point.
+    """
+    A, b = fedopt_quadratic_round_map(fed, lr, local_steps, preconditioners,
+                                      server_lr=1.0, correction=correction)
+    _, radii = client_contraction_matrices(fed, lr, local_steps, preconditioners)
+    K = np.eye(fed.dim) - A
+    cond = np.linalg.cond(K)
+    if not np.isfinite(cond) or cond > 1e14:
+        raise InvalidHyperparameterError(
+            f"sum_i p_i B_i is singular (condition number {cond:.3e}) for lr={lr!r}, "
+            f"local_steps={local_steps!r}: the FedOpt map has no unique fixed point")
+    x = np.linalg.solve(K, b)
+    xstar = fed.optimum()
+    rho = float(np.abs(np.linalg.eigvals(A)).max())
+    return QuadraticFixedPoint(
+        x=x, optimum=xstar, bias=float(np.linalg.norm(x - xstar)), operator=A, offset=b,
+        contraction_norm=float(np.linalg.norm(A, 2)), spectral_radius=rho,
+        contractive=rho < 1, client_spectral_radii=radii)
+
+
+def mann_rate(fp: QuadraticFixedPoint, server_lr: float) -> float:
+    """Exact asymptotic rate of x <- (1 - eta_s) x + eta_s T(x): the spectral
+    radius of (1 - eta_s) I + eta_s A (THEORY.md section 3)."""
+    eta_s = positive("server_lr", server_lr)
+    d = fp.operator.shape[0]
+    return float(np.abs(np.linalg.eigvals((1 - eta_s) * np.eye(d) + eta_s * fp.operator)).max())
+
+
+def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_steps: Any,
+                            preconditioners: Any = None, *,
+                            correction: str = "none") -> np.ndarray:
+    """Limit of the fixed point as eta_i = c_i h, h -> 0 (seed 001 eq. 8)::
+
+        x~ -> (sum_i p_i c_i tau_i P_i H_i)^{-1} sum_i p_i c_i tau_i P_i e_i
+
+    It equals x* only when c_i tau_i P_i is the same for every client.  With
+    local/joint correction the limit is (sum p_i c_i H_i)^{-1} sum p_i c_i e_i.
+    """
+    correction = choice("correction", correction, ("none", "local", "joint"))
+    N = fed.n_clients
+    c = np.broadcast_to(np.asarray(per_client("rate_ratios", rate_ratios, N), dtype=np.float64), (N,))
+    tau = np.broadcast_to(np.asarray(per_client("local_steps", local_steps, N, integer=True,
+                                                minimum=1, strict=False), dtype=np.float64), (N,))
+    if correction == "none":
+        W = (c * tau)[:, None, None] * _preconditioners(fed, preconditioners)
+    else:
+        W = np.broadcast_to(c[:, None, None] * np.eye(fed.dim), (N, fed.dim, fed.dim))
+    p = fed.weights
+    K = np.einsum("i,ijk,ikl->jl", p, W, fed.H)
+    rhs = np.einsum("i,ijk,ik->j", p, W, fed.e)
+    return np.linalg.solve(K, rhs)
+
+
+def fedavg_first_order_bias(fed: QuadraticFederation, lr: float, local_steps: int) -> np.ndarray:
+    """First-order expansion of the FedAvg fixed point (equal eta, K; THEORY.md section 3)::
+
+        x~ = x* + (eta (K - 1) / 2) (sum p_i H_i)^{-1} sum p_i H_i grad f_i(x*) + O(eta^2)
+
+    Returns the first-order approximation of x~ (not the exact fixed point).
+    """
+    eta = positive("lr", lr)
+    K = per_client("local_steps", local_steps, None, integer=True, minimum=1, strict=False)
+    if not isinstance(K, int):
+        raise InvalidHyperparameterError(f"local_steps must be one integer here, got {local_steps!r}")
+    xstar = fed.optimum()
+    g = fed.client_grad(xstar)                                        # (N, d)
+    v = np.einsum("i,ijk,ik->j", fed.weights, fed.H, g)
+    return xstar + 0.5 * eta * (K - 1) * np.linalg.solve(fed.hess(), v)
+
+
+def fedprox_exact_fixed_point(fed: QuadraticFederation, mu_prox: float) -> np.ndarray:
+    """Fixed point of FedProx with exact local proximal solves (penalty mu_p/2 ||y - x||^2)::
+
+        x~ = (sum p_i (H_i + mu_p I)^{-1} H_i)^{-1} sum p_i (H_i + mu_p I)^{-1} e_i
+
+    (THEORY.md section 3; local solution y_i = (H_i + mu_p I)^{-1}(e_i + mu_p x).)
+    """
+    mu = positive("mu_prox", mu_prox)
+    d = fed.dim
+    R = np.linalg.inv(fed.H + mu * np.eye(d))                          # (N, d, d)
+    p = fed.weights
+    K = np.einsum("i,ijk,ikl->jl", p, R, fed.H)
+    rhs = np.einsum("i,ijk,ik->j", p, R, fed.e)
+    return np.linalg.solve(K, rhs)

@@ -1,0 +1,165 @@
+"""Objective shift when a client departs or joins (seed 000, EFL, Theorem 2, eq. 10-11).
+
+Seed 000 section 4.3-4.4 / Theorem 2: the global objective shifts F -> F^ and
+its minimiser w* -> w^*; D^_k = F_k(w^*) - F_k* is measured "with respect to
+the new objective".  We therefore define, per direction:
+
+* ``kind="depart"``: w* = argmin of the federation *with* client a (old),
+  w^* = argmin *without* a (new); n = total samples before the shift
+  (a included).  Eq. (10): ||w* - w^*||^2 <= 8 L n_a^2 D^_a / (mu^2 n^2).
+* ``kind="join"``: w* = argmin *without* a (old), w^* = argmin *with* a (new);
+  n = samples before the shift (a excluded).
+  Eq. (11): ||w* - w^*||^2 <= 8 L n_a^2 D^_a / (mu^2 (n + n_a)^2).
+
+Hypotheses (Assumptions 1-2 of seed 000, with lambda = 0: the elastic term is
+not part of F_k here): every F_k is L-smooth and F is mu-strongly convex.  We
+take L = max_k L_k over all clients involved and mu = min of the strong-
+convexity constants of the objective before and after the shift (both are
+"F" at some time), the most generous constants the hypotheses allow.
+
+``variant="derived"`` evaluates what the standard argument proves
+(first-order optimality + strong convexity + ||grad F_a||^2 <= 2 L (F_a(w) - F_a*)):
+
+* depart: grad F_old(w^*) = (n_a/n) grad F_a(w^*), so
+  ||w* - w^*||^2 <= 2 L (n_a/n)^2 D^_a / mu_old^2;
+* join: grad F_new(w*) = (n_a/(n+n_a)) grad F_a(w*), so
+  ||w* - w^*||^2 <= 2 L (n_a/(n+n_a))^2 D~_a / mu_new^2 with
+  D~_a = F_a(w*) - F_a* evaluated at the *old* optimum.
+
+For a join, eq. (11) with D^_a at the *new* optimum is not implied by this
+argument; tests/properties/test_objective_shift_properties.py keeps the
+counterexample (n_a > n on a scalar quadratic) as a strict xfail.
+
+When the federation has no sample counts, n_a/n is read from the weights of
+the federation that contains a: p_a = n_a/n (depart), p_a = n_a/(n+n_a) (join).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validate import choice
+from ..errors import InvalidProblemError
+from .result import Assumption, BoundResult, make_result
+
+__all__ = ["objective_shift"]
+
+_REF = {"depart": "seed 000 (EFL) Theorem 2, eq. (10)",
+        "join": "seed 000 (EFL) Theorem 2, eq. (11)"}
+
+
+def _smoothness(fed: Any) -> np.ndarray:
+    """Per-client smoothness constants L_k (duck-typed)."""
+    if hasattr(fed, "client_L"):
+        return np.asarray(fed.client_L, dtype=np.float64)
+    raise InvalidProblemError(
+        f"{type(fed).__name__} exposes no client_L; pass L= explicitly to objective_shift")
+
+
+def _strong_convexity(fed: Any) -> float:
+    """A global strong-convexity constant of F (duck-typed).
+
+    Quadratic: lambda_min(sum p_i H_i).  Federations with a ridge ``reg`` and
+    no ``mu`` attribute (logistic): reg, the infimum over R^d of lambda_min of
+    the Hessian.
+    """
+    from ..problems.quadratic import QuadraticFederation
+    if isinstance(fed, QuadraticFederation):
+        return fed.mu
+    if hasattr(fed, "reg"):
+        return float(fed.reg)
+    if hasattr(fed, "mu"):
+        return float(fed.mu)
+    raise InvalidProblemError(
+        f"{type(fed).__name__} exposes no strong-convexity constant; pass mu= explicitly")
+
+
+def objective_shift(fed: Any, client: int | None = None, kind: str = "depart",
+                    other: Any = None, *, variant: str = "as_printed",
+                    L: float | None = None, mu: float | None = None,
+                    strict: bool = False) -> BoundResult:
+    """Exact objective shift ||w* - w^*||^2 and the EFL Theorem 2 bound.
+
+    Parameters
+    ----------
+    fed : Federation (quadratic or logistic)
+        The federation *before* the shift.
+    client : int
+        ``kind="depart"``: index of the departing client a in ``fed``.
+    kind : {"depart", "join"}
+    other : Federation with one client
+        ``kind="join"``: the arriving client a (``fed.with_client(other)``).
+    variant : {"as_printed", "derived"}
+        ``"as_printed"``: eq. (10)/(11) exactly as printed (constant 8, D^_a at
+        the new optimum).  ``"derived"``: the bound the standard proof gives
+        (constant 2; for a join D_a at the old optimum and mu of the new F).
+    L, mu : float, optional
+        Override the constants (default: max_k L_k over all clients; min of the
+        strong-convexity constants of F before and after).
+    strict : bool
+        Raise AssumptionError when a hypothesis fails.
+
+    Returns
+    -------
+    BoundResult
+        ``measured`` = ||w* - w^*||^2 (exact), ``value`` = the bound,
+        ``ratio`` = measured / value; ``terms`` hold w_star, w_hat, D_hat,
+        L, mu, share (n_a/n or n_a/(n+n_a)) and the constants used.
+    """
+    kind = choice("kind", kind, ("depart", "join"))
+    variant = choice("variant", variant, ("as_printed", "derived"))
+    if kind == "depart":
+        if other is not None:
+            raise InvalidProblemError("kind='depart' takes client=, not other=")
+        if client is None:
+            raise InvalidProblemError("kind='depart' needs the index of the departing client")
+        with_a, without_a = fed, fed.without_client(client)
+        a_idx = int(client)
+        old, new = with_a, without_a
+    else:
+        if other is None:
+            raise InvalidProblemError("kind='join' needs other= (the arriving client's federation)")
+        if other.n_clients != 1:
+            raise InvalidProblemError(f"other must hold exactly one client, got {other.n_clients}")
+        with_a, without_a = fed.with_client(other), fed
+        a_idx = with_a.n_clients - 1
+        old, new = without_a, with_a
+    p_a = float(with_a.weights[a_idx])
+    w_star, w_hat = old.optimum(), new.optimum()
+    a_min = with_a.client_optima()[a_idx]
+    F_a = lambda w: float(with_a.client_loss(w[None, :], [a_idx])[0])
+    F_a_star = F_a(a_min)
+    D_new = F_a(w_hat) - F_a_star        # D^_a: at the new optimum (Theorem 2)
+    D_old = F_a(w_star) - F_a_star       # at the old optimum (derived join bound)
+    L_val = float(np.max(_smoothness(with_a))) if L is None else float(L)
+    mu_old = _strong_convexity(old) if mu is None else float(mu)
+    mu_new = _strong_convexity(new) if mu is None else float(mu)
+    mu_val = min(mu_old, mu_new)
+
+    share = p_a        # n_a / n for a departure, n_a / (n + n_a) for a join
+    n_ratio = p_a if kind == "depart" else p_a / (1.0 - p_a)   # n_a / n
+
+    if variant == "as_printed":
+        D_used, mu_used, const = D_new, mu_val, 8.0
+    elif kind == "depart":
+        D_used, mu_used, const = D_new, mu_old, 2.0
+    else:
+        D_used, mu_used, const = D_old, mu_new, 2.0
+    measured = float(np.sum((w_star - w_hat) ** 2))
+    assumptions = (
+        Assumption("F mu-strongly convex, mu > 0", mu_used > 0,
+                   f"mu = {mu_used!r} (before shift {mu_old!r}, after {mu_new!r})"),
+        Assumption("each F_k L-smooth with L >= mu", L_val > 0 and L_val >= mu_used,
+                   f"L = max_k L_k = {L_val!r}, mu = {mu_used!r}"),
+        Assumption("client a has a positive share n_a/n < 1 (depart) / any n_a > 0 (join)",
+                   0 < p_a < 1, f"p_a = {p_a!r}"),
+    )
+    value = const * L_val * share ** 2 * D_used / mu_used ** 2 if mu_used > 0 else None
+    terms = {"w_star": w_star, "w_hat": w_hat, "D_hat": D_new, "D_old_optimum": D_old,
+             "D_used": D_used, "L": L_val, "mu": mu_used, "mu_before": mu_old,
+             "mu_after": mu_new, "share": share, "n_a_over_n": n_ratio, "constant": const,
+             "kind": kind}
+    return make_result(value, assumptions, reference=_REF[kind], variant=variant,
+                       terms=terms, measured=measured, strict=strict)

@@ -1,0 +1,128 @@
+"""The one result type of every bound and closed-form check in fltheory.theory.
+
+A :class:`BoundResult` holds the value of a published bound, the hypotheses it
+needs (each marked held/violated, with the numbers), the reference (paper,
+theorem, equation), the reading of the formula (``variant``) and its named
+components.  A bound whose hypotheses fail has ``value=None``: it is never
+evaluated into a meaningless number.  ``strict=True`` in the functions that
+build results raises :class:`~fltheory.errors.AssumptionError` instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..errors import AssumptionError
+
+__all__ = ["Assumption", "BoundResult", "make_result"]
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One hypothesis of a theorem.
+
+    Attributes
+    ----------
+    name : str
+        The hypothesis as the paper states it (e.g. ``"lambda_2 > 27 beta"``).
+    held : bool
+        Whether it holds for the given constants.
+    detail : str
+        The numbers that decided it (e.g. ``"lambda_2 = 1.0, 27 beta = 2.7"``).
+    """
+
+    name: str
+    held: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class BoundResult:
+    """Value of a bound with its hypotheses (scipy.optimize-like, fixed fields).
+
+    Attributes
+    ----------
+    value : float or None
+        The bound; ``None`` when a hypothesis fails (see ``assumptions``).
+    assumptions : tuple of Assumption
+        Every hypothesis checked, held or not.
+    reference : str
+        Paper, theorem and equation (seed file and section).
+    variant : str
+        Which reading of the formula was evaluated (``"as_printed"``,
+        ``"corrected"``, ...), see THEORY.md section 4.
+    terms : dict
+        Named components of the bound (constants, summands).
+    measured : float or None
+        The quantity the bound is held against, when the routine computes it
+        (e.g. the exact objective shift), else ``None``.
+    """
+
+    value: float | None
+    assumptions: tuple[Assumption, ...]
+    reference: str
+    variant: str
+    terms: Mapping[str, Any] = field(default_factory=dict)
+    measured: float | None = None
+
+    @property
+    def valid(self) -> bool:
+        """True when every hypothesis holds (and so ``value`` is a number)."""
+        return all(a.held for a in self.assumptions)
+
+    @property
+    def violated(self) -> tuple[Assumption, ...]:
+        """The hypotheses that fail."""
+        return tuple(a for a in self.assumptions if not a.held)
+
+    @property
+    def ratio(self) -> float | None:
+        """measured / value when both are known and value > 0, else None."""
+        if self.measured is None or self.value is None or self.value <= 0:
+            return None
+        return self.measured / self.value
+
+    @property
+    def holds(self) -> bool | None:
+        """measured <= value (None when either is unknown)."""
+        if self.measured is None or self.value is None:
+            return None
+        return self.measured <= self.value
+
+    def __str__(self) -> str:
+        lines = [f"{self.reference} [{self.variant}]",
+                 f"  value    = {self.value!r}"]
+        if self.measured is not None:
+            lines.append(f"  measured = {self.measured!r}  ratio = {self.ratio!r}")
+        for a in self.assumptions:
+            lines.append(f"  [{'ok' if a.held else 'VIOLATED'}] {a.name}: {a.detail}")
+        return "\n".join(lines)
+
+
+def make_result(value: float | None, assumptions: Iterable[Assumption], *, reference: str,
+                variant: str, terms: Mapping[str, Any] | None = None,
+                measured: float | None = None, strict: bool = False) -> BoundResult:
+    """Assemble a :class:`BoundResult`; drop the value when a hypothesis fails.
+
+    With ``strict=True`` a failed hypothesis raises AssumptionError naming the
+    hypothesis, the values and the reference.  A non-finite value with all
+    hypotheses held is an internal error and raises ArithmeticError-derived
+    AssumptionError rather than returning NaN.
+    """
+    assumptions = tuple(assumptions)
+    bad = [a for a in assumptions if not a.held]
+    if bad:
+        if strict:
+            text = "; ".join(f"{a.name} fails ({a.detail})" for a in bad)
+            raise AssumptionError(f"{reference}: {text}")
+        value = None
+    elif value is not None:
+        value = float(value)
+        if not math.isfinite(value):
+            raise AssumptionError(
+                f"{reference}: the bound evaluates to {value!r} although every stated "
+                f"hypothesis holds; terms = {dict(terms or {})}")
+    return BoundResult(value=value, assumptions=assumptions, reference=reference,
+                       variant=variant, terms=dict(terms or {}), measured=measured)
