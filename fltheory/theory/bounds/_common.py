@@ -1,0 +1,45 @@
+"""Small shared helpers of the bound modules: hypothesis checks that build
+:class:`~fltheory.theory.result.Assumption` records, and duck-typed reading of
+problem-constant objects (``fltheory.problems.constants.ProblemConstants`` or
+anything with the same attribute names)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import InvalidHyperparameterError
+from ..result import Assumption
+
+__all__ = ["positive_check", "constant_from", "as_float"]
+
+
+def as_float(name: str, value: Any) -> float:
+    """A finite real scalar (typed error otherwise)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidHyperparameterError(f"{name} must be a real number, got {value!r}") from exc
+    if not np.isfinite(v):
+        raise InvalidHyperparameterError(f"{name} must be finite, got {v!r}")
+    return v
+
+
+def positive_check(name: str, value: float, *, allow_zero: bool = False) -> Assumption:
+    """Assumption record for ``value > 0`` (or ``>= 0``)."""
+    ok = value >= 0 if allow_zero else value > 0
+    return Assumption(f"{name} {'>=' if allow_zero else '>'} 0", bool(ok), f"{name} = {value!r}")
+
+
+def constant_from(obj: Any, *names: str, default: Any = None, required: bool = True) -> Any:
+    """First attribute of ``obj`` among ``names`` (duck-typed ProblemConstants)."""
+    for n in names:
+        if hasattr(obj, n):
+            v = getattr(obj, n)
+            if v is not None:
+                return v
+    if required and default is None:
+        raise InvalidHyperparameterError(
+            f"{type(obj).__name__} has none of the attributes {names}; pass the constant explicitly")
+    return default

@@ -1,0 +1,276 @@
+"""EFL (seed 000, Ma et al.) Theorem 1 (eq. 7), its corollaries (eq. 8-9,
+section 4.1) and the incomplete-client rate (section 4.2).
+
+Notation: N clients with base weights p^k, E local steps per round, client k
+completes s_t^k in {0..E} steps in round t (random, any distribution), the
+aggregation weight p_t^k is ``"plain"`` (p^k) or ``"adaptive"``
+(E p^k / s_t^k, section 4.2); an inactive client (s = 0) is not aggregated:
+p_t^k = 0 (so the s = 0 terms of every sum vanish and sum_k p_t^k counts
+active clients only).
+
+Theorem 1 (eq. 7)::
+
+    eta_tau = 16 E / (mu ((tau + 1) E + gamma) S_tau),  S_tau = E[sum_k p_tau^k s_tau^k]
+    E||w_{tau E} - w*||^2 <= C_tau / (tau E + gamma)^2 + H_tau J / (tau E + gamma)
+    gamma = max{4 E^2 theta / min_tau S_tau, 32 E (1 + theta) L / (mu min_tau S_tau)}
+    H_tau = sum_{t < tau} E[r_t]
+    C_tau = max{gamma^2 ||w_0 - w*||^2, (16 E / mu)^2 sum_{t < tau} E[B_t] / S_t^2}
+    B_t = sum (p_t^k)^2 s_t^k sigma_k^2 + 2 (2 + theta) L sum p_t^k s_t^k D_k
+          + (2 + mu / (2 (1 + theta) L)) E (E - 1) G^2 (sum p s + theta (sum p - 2) + sum p s^K)
+          + 2 E G^2 sum ((p_t^k)^2 / p^k) s_t^k
+
+Readings (THEORY.md section 4), ``variant="corrected"`` (default) vs ``"as_printed"``:
+
+* J.  Printed: max_tau 32 E sum_k E[p s] / (D_k / mu E[sum p s]) with D_k
+  outside its sum; as printed we evaluate the unbound D_k as D = sum p^k D_k,
+  i.e. J = 32 E mu sum_k E[p s] / (D S_tau) (units inverted).  Corrected:
+  J = max_tau (32 E / mu) sum_k E[p_tau^k s_tau^k] D_k / S_tau.
+* s_t^K in B_t.  Corrected: s_t^k.  As printed we read the capital K as the full
+  local step count E (its usual meaning), i.e. the last sum is E sum_k p_t^k.
+* r_t (both variants): 0 when E[p_t^k s_t^k] / p^k is the same for every k,
+  1 otherwise (section 4.3 uses r = 1 after a departure).
+* D_k = F~_k(w*) - F~_k* must be supplied by the caller; the elastic objective
+  F~_k changes every round, and :func:`efl_heterogeneity` evaluates it with
+  lambda = 0 (F~_k = F_k), which is the convention of this module.
+* Eq. (6) sums j = 0..s, the update has s terms (j = 0..s-1); this concerns the
+  algorithm, not the value of the bound.
+
+Every expectation is linear in the per-client moments E[p s], E[p],
+E[p^2 s], so E[B_t] is evaluated from them exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..._validate import choice, per_client, positive
+from ...errors import InvalidHyperparameterError
+from ..result import Assumption, BoundResult, make_result
+from ._common import constant_from
+
+__all__ = ["StepMoments", "efl_step_moments", "efl_heterogeneity", "efl_theorem1",
+           "efl_theorem1_from_constants", "efl_inactive_rate", "efl_abandonment",
+           "efl_incomplete_rate"]
+
+_REF = "seed 000 (EFL) Theorem 1, eq. (7)"
+
+
+class StepMoments(NamedTuple):
+    """Per-round, per-client moments of (p_t^k, s_t^k), arrays of shape (T, N).
+
+    ps = E[p_t^k s_t^k], p = E[p_t^k], p2s = E[(p_t^k)^2 s_t^k],
+    max_ratio = max over the support of p_t^k / p^k (Assumption 5 needs <= theta).
+    """
+
+    ps: np.ndarray
+    p: np.ndarray
+    p2s: np.ndarray
+    max_ratio: float
+
+
+def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
+                     weighting: str = "plain") -> StepMoments:
+    """Moments of the aggregation weights from step distributions.
+
+    Parameters
+    ----------
+    weights : array (N,)
+        Base weights p^k (positive, sum 1).
+    step_probs : array (N, E+1) or (T, N, E+1)
+        P(s_t^k = j) for j = 0..E (rows sum to 1); a 2-D array is the same
+        distribution every round.
+    E : int
+        Local steps of a complete client.
+    weighting : {"plain", "adaptive"}
+        p_t^k = p^k, or E p^k / s_t^k (seed 000 section 4.2), for s_t^k > 0;
+        p_t^k = 0 when s_t^k = 0.
+    """
+    weighting = choice("weighting", weighting, ("plain", "adaptive"))
+    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    p = np.asarray(weights, dtype=np.float64)
+    q = np.asarray(step_probs, dtype=np.float64)
+    if q.ndim == 2:
+        q = q[None]
+    if q.ndim != 3 or q.shape[1:] != (p.shape[0], E + 1):
+        raise InvalidHyperparameterError(
+            f"step_probs must have shape (N, E+1) = ({p.shape[0]}, {E + 1}) or (T, N, E+1), got "
+            f"{np.asarray(step_probs).shape}")
+    if np.any(q < 0) or np.any(np.abs(q.sum(-1) - 1) > 1e-9):
+        raise InvalidHyperparameterError("step_probs rows must be probability vectors (>= 0, sum 1)")
+    s = np.arange(E + 1, dtype=np.float64)
+    active = s > 0
+    if weighting == "plain":
+        ratio = active.astype(np.float64)                       # p_t^k / p^k as a function of s
+    else:
+        ratio = np.where(active, E / np.where(active, s, 1.0), 0.0)
+    pk = p[None, :, None]
+    ps = np.sum(q * pk * ratio * s, axis=-1)
+    pe = np.sum(q * pk * ratio, axis=-1)
+    p2s = np.sum(q * (pk * ratio) ** 2 * s, axis=-1)
+    support = q > 0
+    max_ratio = float(np.max(np.where(support, ratio[None, None, :], 0.0)))
+    return StepMoments(ps, pe, p2s, max_ratio)
+
+
+def efl_heterogeneity(fed: Any) -> np.ndarray:
+    """D_k = F_k(w*) - F_k* for every client, with lambda = 0 (F~_k = F_k)."""
+    xstar = fed.optimum()
+    at_opt = fed.client_loss(xstar)
+    at_own = fed.client_loss(fed.client_optima())
+    return np.maximum(at_opt - at_own, 0.0)
+
+
+def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2: Any,
+                 D: Any, G2: float, weights: Any, init_dist2: float,
+                 step_probs: Any = None, weighting: str = "plain",
+                 moments: StepMoments | None = None, variant: str = "corrected",
+                 strict: bool = False) -> BoundResult:
+    """EFL Theorem 1 (seed 000 eq. 7) after ``tau`` rounds; see the module docstring.
+
+    Parameters
+    ----------
+    tau : int
+        Rounds (the bound is on E||w_{tau E} - w*||^2).
+    E, theta, mu, L, G2 : constants of Assumptions 1-5.
+    sigma2, D : scalar or array (N,)
+        Per-client gradient-noise variance sigma_k^2 and heterogeneity D_k.
+    weights : array (N,)
+        Base weights p^k.
+    init_dist2 : float
+        ||w_0 - w*||^2.
+    step_probs, weighting : see :func:`efl_step_moments`; or pass ``moments``.
+        With T < tau rounds of distributions the last one is repeated.
+    variant : {"corrected", "as_printed"}
+
+    Returns
+    -------
+    BoundResult with terms gamma, J, H, C, eta (step sizes for t < tau),
+    S (E[sum p s] per round), B (E[B_t] per round), r (per round).
+    """
+    variant = choice("variant", variant, ("corrected", "as_printed"))
+    T = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
+    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    theta = float(theta)
+    mu = positive("mu", mu)
+    L = positive("L", L)
+    G2 = positive("G2", G2, allow_zero=True)
+    w0 = positive("init_dist2", init_dist2, allow_zero=True)
+    p = np.asarray(weights, dtype=np.float64)
+    N = p.shape[0]
+    if p.ndim != 1 or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
+        raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
+    sig = np.broadcast_to(np.asarray(per_client("sigma2", sigma2, N, strict=False), float), (N,))
+    Dk = np.broadcast_to(np.asarray(per_client("D", D, N, strict=False), float), (N,))
+    if moments is None:
+        if step_probs is None:
+            step_probs = np.zeros((N, E + 1))
+            step_probs[:, E] = 1.0
+        moments = efl_step_moments(p, step_probs, E, weighting=weighting)
+    rows = np.minimum(np.arange(T), moments.ps.shape[0] - 1)
+    ps, pe, p2s = moments.ps[rows], moments.p[rows], moments.p2s[rows]      # (T, N)
+    S = ps.sum(axis=1)
+
+    assumptions = [
+        Assumption("Assumption 1-2: 0 < mu <= L", mu <= L, f"mu = {mu!r}, L = {L!r}"),
+        Assumption("Assumption 5: p_tau^k <= theta p^k", moments.max_ratio <= theta,
+                   f"max p_tau^k / p^k = {moments.max_ratio!r}, theta = {theta!r}"),
+        Assumption("E[sum_k p_tau^k s_tau^k] != 0 every round", bool(np.all(S > 0)),
+                   f"min_tau E[sum p s] = {float(S.min())!r}"),
+    ]
+    value = None
+    terms: dict[str, Any] = {"S": S}
+    if np.all(S > 0):
+        Smin = float(S.min())
+        gamma = max(4 * E ** 2 * theta / Smin, 32 * E * (1 + theta) * L / (mu * Smin))
+        t = np.arange(T)
+        eta = 16 * E / (mu * ((t + 1) * E + gamma) * S)
+        ratio = ps / p[None, :]
+        r = (np.ptp(ratio, axis=1) > 1e-12 * np.abs(ratio).max(axis=1)).astype(float)
+        H = float(r.sum())
+        sum_p = pe.sum(axis=1)
+        last = S if variant == "corrected" else E * sum_p
+        B = (p2s @ sig + 2 * (2 + theta) * L * (ps @ Dk)
+             + (2 + mu / (2 * (1 + theta) * L)) * E * (E - 1) * G2 * (S + theta * (sum_p - 2) + last)
+             + 2 * E * G2 * (p2s / p[None, :]).sum(axis=1))
+        if variant == "corrected":
+            J = float(np.max(32 * E / mu * (ps @ Dk) / S))
+        else:
+            Dbar = float(p @ Dk)
+            J = float(np.max(32 * E * mu * ps.sum(axis=1) / (Dbar * S))) if Dbar > 0 else None
+        C = max(gamma ** 2 * w0, (16 * E / mu) ** 2 * float(np.sum(B / S ** 2)))
+        assumptions.append(Assumption(
+            "J is finite (as printed it divides by D)", J is not None,
+            f"D = sum p^k D_k = {float(p @ Dk)!r}"))
+        if J is not None:
+            value = C / (T * E + gamma) ** 2 + H * J / (T * E + gamma)
+        terms.update(gamma=gamma, eta=eta, r=r, H=H, J=J, B=B, C=C,
+                     eta_max_allowed=1 / (2 * (1 + theta) * L),
+                     first_term=C / (T * E + gamma) ** 2,
+                     second_term=None if J is None else H * J / (T * E + gamma))
+    return make_result(value, assumptions, reference=_REF, variant=variant, terms=terms,
+                       strict=strict)
+
+
+def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: float,
+                                weights: Any, init_dist2: float, **kwargs: Any) -> BoundResult:
+    """:func:`efl_theorem1` with mu, L, sigma2, D, G2 read from a ProblemConstants-like
+    object (attributes ``mu``, ``L``, ``sigma2``, ``D_k`` (or ``D``), ``G2``)."""
+    return efl_theorem1(
+        tau, E=E, theta=theta, weights=weights, init_dist2=init_dist2,
+        mu=constant_from(constants, "mu"), L=constant_from(constants, "L"),
+        sigma2=constant_from(constants, "sigma2", default=0.0, required=False),
+        D=constant_from(constants, "D_k", "D"), G2=constant_from(constants, "G2"), **kwargs)
+
+
+def efl_inactive_rate(tau: int, inactive: Any, J: float, E: int, *, constant: float = 1.0) -> float:
+    """Section 4.1: the rate with inactive clients, constant * sum_{t<tau} y_t J / (tau E + E^2).
+
+    ``inactive`` holds y_t for t = 0..tau-1 (indicators or probabilities)."""
+    y = np.asarray(inactive, dtype=np.float64)
+    if y.shape != (int(tau),):
+        raise InvalidHyperparameterError(f"inactive must have shape ({tau},), got {y.shape}")
+    positive("J", J, allow_zero=True)
+    return float(constant * y.sum() * J / (tau * E + E ** 2))
+
+
+def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
+                    gamma: float, *, constant: float = 1.0) -> BoundResult:
+    """Corollary 1 (seed 000 eq. 8-9): abandon an inactive client a when
+    y^a J > f_1(T) = C~_T / (E (T - tau0) + gamma~)^2 with C~_T = T C and
+    gamma~ = gamma (the paper's approximations C_tau ~ C~_tau = tau C).
+
+    Returns a BoundResult with value = f_1(T), measured = y^a J (f_0, the bound
+    when the client is kept); ``terms["abandon"]`` is the eq. (8) decision and
+    ``terms["eq9_threshold"]`` = constant * (C / J) / (T E) (eq. 9).
+    """
+    y_a = float(y_a)
+    assumptions = (
+        Assumption("0 < y^a < 1", 0 < y_a < 1, f"y^a = {y_a!r}"),
+        Assumption("0 <= tau0 < T", 0 <= tau0 < T, f"tau0 = {tau0!r}, T = {T!r}"),
+        Assumption("J > 0", J > 0, f"J = {J!r}"),
+    )
+    f1 = T * C / (E * (T - tau0) + gamma) ** 2
+    kept = y_a * J
+    terms = {"f0": kept, "f1": f1, "abandon": kept > f1,
+             "eq9_threshold": constant * (C / J) / (T * E) if J > 0 else None}
+    return make_result(f1, assumptions, reference="seed 000 (EFL) Corollary 1, eq. (8)-(9)",
+                       variant="as_printed", terms=terms, measured=kept)
+
+
+def efl_incomplete_rate(tau: int, E: int, weights: Any, sigma2: Any, inv_steps: Any, *,
+                        constant: float = 1.0) -> float:
+    """Section 4.2 rate with adaptive weights p_t^k = E p^k / s_t^k::
+
+        constant * (E^5 sum_t sum_k p^k E[1/s_t^k] + E^2 sum_t sum_k (p^k sigma_k)^2 E[1/s_t^k])
+                   / (tau E + E^2)^2
+
+    ``inv_steps`` holds E[1/s_t^k] as (N,) (every round) or (tau, N);
+    ``sigma2`` is sigma_k^2 (so (p^k sigma_k)^2 = (p^k)^2 sigma_k^2).
+    """
+    p = np.asarray(weights, dtype=np.float64)
+    inv = np.broadcast_to(np.asarray(inv_steps, dtype=np.float64), (int(tau), p.shape[0]))
+    s2 = np.broadcast_to(np.asarray(sigma2, dtype=np.float64), p.shape)
+    num = E ** 5 * np.sum(inv @ p) + E ** 2 * np.sum(inv @ (p ** 2 * s2))
+    return float(constant * num / (tau * E + E ** 2) ** 2)

@@ -1,0 +1,126 @@
+"""FedElasticNet (seed 003) Theorem 3.1, eq. (13) (proof: Appendix B, Theorem B.6 and eq. 42).
+
+For convex beta-smooth client losses L_k, uniform sampling of P of m clients
+per round and lambda_2 > 27 beta (FedElasticNet with FedDyn, Alg. 3)::
+
+    E[R(mean_{t<T} gamma_t) - R*] <= (1/T)(1/kappa_0)(E||gamma_0 - theta*||^2 + kappa C_0)
+        + (kappa'/kappa_0) lambda_1^2 d
+        - (1/T)(2 lambda_1/lambda_2) sum_{t=1}^T <gamma_{t-1} - theta*, (1/m) sum_k E sign(theta~_k^t - theta^{t-1})>
+
+    kappa   = (10 m / P)(1/lambda_2)(lambda_2 + beta)/(lambda_2^2 - 25 beta^2)
+    kappa_0 = (2/lambda_2)(lambda_2^2 - 25 lambda_2 beta - 50 beta^2)/(lambda_2^2 - 25 beta^2)
+    kappa'  = (5/lambda_2)(lambda_2 + beta)/(lambda_2^2 - 25 beta^2)   (= kappa P/(2m))
+
+C_0 = (1/m) sum_k E||grad L_k(theta_k^0) - grad L_k(theta*)|| is printed
+without the square (``variant="as_printed"``) while C_t is squared everywhere
+else in the proof (Lemma B.5 uses it as a squared norm): ``variant="corrected"``
+squares it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import InvalidHyperparameterError
+from ..result import Assumption, BoundResult, make_result
+from ._common import as_float, constant_from, positive_check
+
+__all__ = ["elasticnet_constants", "elasticnet_C0", "elasticnet_sign_term",
+           "elasticnet_theorem31", "elasticnet_theorem31_from_constants"]
+
+_REF = "seed 003 (FedElasticNet) Theorem 3.1, eq. (13)"
+
+
+def elasticnet_constants(beta: float, lambda2: float, m: int, P: int) -> dict[str, float]:
+    """kappa, kappa_0, kappa' of Theorem 3.1 (formulas in the module docstring)."""
+    b, l2 = as_float("beta", beta), as_float("lambda2", lambda2)
+    den = l2 ** 2 - 25 * b ** 2
+    if den == 0:
+        raise InvalidHyperparameterError(f"lambda2^2 = 25 beta^2 (lambda2 = {l2}, beta = {b}): kappa undefined")
+    kappa = (10 * m / P) * (1 / l2) * (l2 + b) / den
+    kappa0 = (2 / l2) * (l2 ** 2 - 25 * l2 * b - 50 * b ** 2) / den
+    kappa_p = (5 / l2) * (l2 + b) / den
+    return {"kappa": kappa, "kappa_0": kappa0, "kappa_prime": kappa_p}
+
+
+def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected") -> float:
+    """C_0 from (m, d) arrays of grad L_k(theta_k^0) and grad L_k(theta*):
+    mean of the norms (as printed) or of the squared norms (corrected)."""
+    g0 = np.asarray(grads_init, dtype=np.float64)
+    gs = np.asarray(grads_opt, dtype=np.float64)
+    if g0.shape != gs.shape or g0.ndim != 2:
+        raise InvalidHyperparameterError(f"grads must be two (m, d) arrays, got {g0.shape} and {gs.shape}")
+    sq = np.sum((g0 - gs) ** 2, axis=1)
+    if variant == "as_printed":
+        return float(np.mean(np.sqrt(sq)))
+    if variant == "corrected":
+        return float(np.mean(sq))
+    raise InvalidHyperparameterError(f"variant must be 'as_printed' or 'corrected', got {variant!r}")
+
+
+def elasticnet_sign_term(gammas: Any, theta_star: Any, mean_signs: Any, *, lambda1: float,
+                         lambda2: float) -> float:
+    """Trajectory term -(1/T)(2 lambda_1/lambda_2) sum_{t=1}^T <gamma_{t-1} - theta*, s_t>.
+
+    Parameters
+    ----------
+    gammas : (T, d)
+        gamma_{t-1} for t = 1..T (gamma_t = mean of the participating clients' models).
+    theta_star : (d,)
+    mean_signs : (T, d)
+        s_t = (1/m) sum_k E sign(theta~_k^t - theta^{t-1}) (an estimate from a run).
+    """
+    G = np.asarray(gammas, dtype=np.float64)
+    Sg = np.asarray(mean_signs, dtype=np.float64)
+    th = np.asarray(theta_star, dtype=np.float64)
+    if G.ndim != 2 or G.shape != Sg.shape or th.shape != (G.shape[1],):
+        raise InvalidHyperparameterError(
+            f"gammas and mean_signs must be (T, d) and theta_star (d,), got {G.shape}, {Sg.shape}, {th.shape}")
+    if np.any(np.abs(Sg) > 1):
+        raise InvalidHyperparameterError("mean sign vectors must lie in [-1, 1]")
+    T = G.shape[0]
+    return float(-(2 * lambda1 / lambda2) * np.einsum("td,td->", G - th, Sg) / T)
+
+
+def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float, m: int, P: int,
+                         d: int, init_dist2: float, C0: float, sign_term: float | None = None,
+                         variant: str = "corrected", strict: bool = False) -> BoundResult:
+    """Theorem 3.1 (eq. 13) bound on E[R(mean gamma_t) - R*] after T rounds.
+
+    ``C0`` must be computed with the matching ``variant`` (see
+    :func:`elasticnet_C0`); ``variant`` is recorded and used to label the
+    result.  ``sign_term`` is the trajectory term from
+    :func:`elasticnet_sign_term`; when omitted the bound is returned without
+    it and ``terms["sign_term"]`` is None (the bound is then not complete
+    unless lambda_1 = 0, where the term vanishes).
+    """
+    if variant not in ("as_printed", "corrected"):
+        raise InvalidHyperparameterError(f"variant must be 'as_printed' or 'corrected', got {variant!r}")
+    a = [positive_check("beta", beta), positive_check("lambda1", lambda1, allow_zero=True),
+         Assumption("lambda_2 > 27 beta", lambda2 > 27 * beta,
+                    f"lambda_2 = {lambda2!r}, 27 beta = {27 * beta!r}"),
+         Assumption("1 <= P <= m", 1 <= P <= m, f"P = {P}, m = {m}"),
+         positive_check("T", T), positive_check("d", d),
+         positive_check("init_dist2", init_dist2, allow_zero=True),
+         positive_check("C0", C0, allow_zero=True)]
+    value = None
+    terms: dict[str, Any] = {}
+    if all(x.held for x in a):
+        k = elasticnet_constants(beta, lambda2, m, P)
+        first = (1 / T) * (1 / k["kappa_0"]) * (init_dist2 + k["kappa"] * C0)
+        second = k["kappa_prime"] / k["kappa_0"] * lambda1 ** 2 * d
+        if sign_term is None and lambda1 == 0:
+            sign_term = 0.0
+        terms = dict(k, first_term=first, second_term=second, sign_term=sign_term)
+        value = first + second + (sign_term or 0.0)
+        a.append(Assumption("trajectory sign term supplied (or lambda_1 = 0)", sign_term is not None,
+                            f"sign_term = {sign_term!r}"))
+    return make_result(value, a, reference=_REF, variant=variant, terms=terms, strict=strict)
+
+
+def elasticnet_theorem31_from_constants(constants: Any, T: int, **kw: Any) -> BoundResult:
+    """:func:`elasticnet_theorem31` with beta read from a ProblemConstants-like object
+    (attribute ``beta`` or ``L``)."""
+    return elasticnet_theorem31(T, beta=constant_from(constants, "beta", "L"), **kw)

@@ -1,0 +1,62 @@
+"""Seed 000 (EFL) Table 1: rounds to eps accuracy as tabulated (constants
+hidden: each formula is multiplied by an explicit ``constant``, default 1).
+
+| algorithm | convexity | rounds |
+|---|---|---|
+| SCAFFOLD | mu-SC | G^2/(mu S eps) + G/(mu sqrt(eps)) + L/mu |
+| MIME     | mu-SC | G^2/(mu S eps) + delta/mu |
+| VRL-SGD  | NC    | N sigma^2/(S eps^2) + N/eps |
+| FedAMP   | NC    | G^2/(L S eps) + G/eps^(3/2) + L^2/sqrt(eps) |
+| EFL      | mu-SC | G^2/(mu S eps) + L/(mu sqrt(eps)) |
+
+Note: the SCAFFOLD row has the shape of SCAFFOLD's *FedAvg* bound (their
+Theorem I: a G^2/(mu S eps) sampling term and a G/(mu sqrt(eps)) drift term),
+not of SCAFFOLD's own sigma^2/(mu K S eps) + beta/mu + N/S (compare
+:mod:`fltheory.theory.bounds.scaffold`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..result import BoundResult, make_result
+from ._common import positive_check
+
+__all__ = ["table1_rounds", "TABLE1_ALGORITHMS"]
+
+TABLE1_ALGORITHMS = ("SCAFFOLD", "MIME", "VRL-SGD", "FedAMP", "EFL")
+
+
+def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: float | None = None,
+                  L: float | None = None, delta: float | None = None, N: int | None = None,
+                  sigma2: float | None = None, constant: float = 1.0,
+                  strict: bool = False) -> BoundResult:
+    """Evaluate one row of seed 000 Table 1; ``terms`` holds each summand."""
+    from ...errors import InvalidHyperparameterError
+    if algorithm not in TABLE1_ALGORITHMS:
+        raise InvalidHyperparameterError(f"algorithm must be one of {TABLE1_ALGORITHMS}, got {algorithm!r}")
+    need = {"SCAFFOLD": ("mu", "L"), "MIME": ("mu", "delta"), "VRL-SGD": ("N", "sigma2"),
+            "FedAMP": ("L",), "EFL": ("mu", "L")}[algorithm]
+    given = dict(mu=mu, L=L, delta=delta, N=N, sigma2=sigma2)
+    for name in need:
+        if given[name] is None:
+            raise InvalidHyperparameterError(f"Table 1 row {algorithm} needs {name}=")
+    checks = [positive_check("eps", eps), positive_check("S", S), positive_check("G", G, allow_zero=True)]
+    checks += [positive_check(n, given[n], allow_zero=n in ("delta", "sigma2")) for n in need]
+    terms: dict[str, float] = {}
+    if all(a.held for a in checks):
+        if algorithm == "SCAFFOLD":
+            terms = {"G2/(mu S eps)": G ** 2 / (mu * S * eps), "G/(mu sqrt eps)": G / (mu * math.sqrt(eps)),
+                     "L/mu": L / mu}
+        elif algorithm == "MIME":
+            terms = {"G2/(mu S eps)": G ** 2 / (mu * S * eps), "delta/mu": delta / mu}
+        elif algorithm == "VRL-SGD":
+            terms = {"N sigma2/(S eps2)": N * sigma2 / (S * eps ** 2), "N/eps": N / eps}
+        elif algorithm == "FedAMP":
+            terms = {"G2/(L S eps)": G ** 2 / (L * S * eps), "G/eps^1.5": G / eps ** 1.5,
+                     "L2/sqrt eps": L ** 2 / math.sqrt(eps)}
+        else:
+            terms = {"G2/(mu S eps)": G ** 2 / (mu * S * eps), "L/(mu sqrt eps)": L / (mu * math.sqrt(eps))}
+    value = constant * sum(terms.values()) if terms else None
+    return make_result(value, checks, reference=f"seed 000 (EFL) Table 1, row {algorithm}",
+                       variant=f"big_O(constant={constant})", terms=terms, strict=strict)
