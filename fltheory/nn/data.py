@@ -1,0 +1,134 @@
+"""Data for neural federations that needs no network access.
+
+* :func:`load_digits`: the 8x8 digits bundled with scikit-learn (optional
+  extra ``fltheory[digits]``; imported lazily, ImportError with the install
+  command if missing), pixels scaled to [0, 1].
+* :func:`synthetic_next_char`: a next-character task from per-client Markov
+  chains over a small alphabet.
+* :func:`iid_partition`, :func:`split_clients`, :func:`federation_from_partition`:
+  turn a pooled data set and a partition (lists of indices, e.g. from
+  ``fltheory.problems.generators.dirichlet_partition`` / ``m_class_partition``)
+  into a :class:`NeuralFederation` with a per-client train/test split.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .._validate import in_unit_interval, per_client
+from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .federation import NeuralFederation
+from .losses import Loss, SoftmaxCrossEntropy
+from .sequential import Sequential
+
+__all__ = ["load_digits", "iid_partition", "split_clients", "federation_from_partition",
+           "digits_federation", "synthetic_next_char"]
+
+
+def load_digits() -> tuple[np.ndarray, np.ndarray]:
+    """The 1797 scikit-learn 8x8 digits: images (1797, 8, 8) in [0, 1]
+    (pixel / 16) and labels (1797,) in 0..9."""
+    try:
+        from sklearn.datasets import load_digits as _load
+    except ImportError as exc:        # pragma: no cover - depends on the environment
+        raise ImportError("the digits data set needs scikit-learn: pip install 'fltheory[digits]'") from exc
+    bunch = _load()
+    return bunch.images.astype(np.float64) / 16.0, bunch.target.astype(np.int64)
+
+
+def iid_partition(n: int, n_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """A uniformly random split of range(n) into n_clients parts of sizes
+    differing by at most one."""
+    n = per_client("n", n, None, integer=True)
+    n_clients = per_client("n_clients", n_clients, None, integer=True)
+    if n_clients > n:
+        raise InvalidHyperparameterError(f"cannot split {n} samples over {n_clients} clients")
+    return [np.sort(p) for p in np.array_split(rng.permutation(n), n_clients)]
+
+
+def split_clients(inputs: np.ndarray, targets: np.ndarray, parts: Sequence[Any], test_fraction: float,
+                  rng: np.random.Generator) -> tuple[list, list, list, list]:
+    """Per-client train/test split: client i gets the samples ``parts[i]``,
+    of which round(test_fraction n_i) (at least 1) chosen uniformly go to its
+    test set.  Every part needs >= 2 samples.  -> (train_u, train_t, test_u, test_t)."""
+    frac = in_unit_interval("test_fraction", test_fraction, right_closed=False)
+    tu, tt, su, st = [], [], [], []
+    for i, p in enumerate(parts):                      # construction only
+        p = np.asarray(p, dtype=np.int64)
+        if p.ndim != 1 or p.size < 2:
+            raise InvalidProblemError(f"part {i} must list at least 2 sample indices, got {p.size}")
+        k = min(max(1, int(round(frac * p.size))), p.size - 1)
+        perm = rng.permutation(p)
+        test, train = np.sort(perm[:k]), np.sort(perm[k:])
+        tu.append(inputs[train]), tt.append(targets[train])
+        su.append(inputs[test]), st.append(targets[test])
+    return tu, tt, su, st
+
+
+def federation_from_partition(model: Sequential, inputs: np.ndarray, targets: np.ndarray,
+                              parts: Sequence[Any], rng: np.random.Generator, *,
+                              loss: Loss | None = None, test_fraction: float = 0.2) -> NeuralFederation:
+    """A NeuralFederation whose client i holds ``parts[i]`` of the pooled data,
+    split by :func:`split_clients`; loss defaults to SoftmaxCrossEntropy."""
+    tu, tt, su, st = split_clients(inputs, targets, parts, test_fraction, rng)
+    return NeuralFederation(model, loss or SoftmaxCrossEntropy(), tu, tt, test_inputs=su, test_targets=st)
+
+
+def digits_federation(model: Sequential, n_clients: int, rng: np.random.Generator, *,
+                      parts: Sequence[Any] | None = None, test_fraction: float = 0.2) -> NeuralFederation:
+    """The sklearn digits over ``n_clients`` clients (IID split unless ``parts``
+    is given, e.g. a Dirichlet partition of the labels).  Inputs are shaped for
+    the model: (64,) for an MLP, (1, 8, 8) for a CNN."""
+    images, labels = load_digits()
+    shape = tuple(model.input_shape)
+    if shape == (64,):
+        inputs = images.reshape(-1, 64)
+    elif shape == (1, 8, 8):
+        inputs = images[:, None]
+    else:
+        raise InvalidProblemError(f"digits inputs are (64,) or (1, 8, 8); the model expects {shape}")
+    if parts is None:
+        parts = iid_partition(labels.shape[0], n_clients, rng)
+    elif len(parts) != n_clients:
+        raise InvalidProblemError(f"parts has {len(parts)} entries, expected n_clients={n_clients}")
+    return federation_from_partition(model, inputs, labels, parts, rng, test_fraction=test_fraction)
+
+
+def synthetic_next_char(n_clients: int, rng: np.random.Generator, *, vocab: int = 8, seq_len: int = 6,
+                        n_samples: int | Sequence[int] = 60, heterogeneity: float = 0.5,
+                        concentration: float = 1.0) -> tuple[list, list]:
+    """Per-client next-character data from first-order Markov chains.
+
+    A shared transition matrix P_0 and client matrices Q_i have rows drawn
+    from Dirichlet(concentration 1); client i's chain is
+    P_i = (1 - h) P_0 + h Q_i with h = ``heterogeneity`` in [0, 1].  Each
+    sample is a chain path c_0..c_T of length T + 1 = seq_len + 1 started
+    from the uniform distribution; the input is the one-hot encoding of
+    c_0..c_{T-1} (seq_len, vocab) and the target is c_T.
+
+    Returns (inputs, targets): lists of (n_i, seq_len, vocab) and (n_i,).
+    """
+    n_clients = per_client("n_clients", n_clients, None, integer=True)
+    vocab = per_client("vocab", vocab, None, integer=True, minimum=1)
+    seq_len = per_client("seq_len", seq_len, None, integer=True)
+    h = in_unit_interval("heterogeneity", heterogeneity, left_closed=True)
+    conc = per_client("concentration", concentration, None)
+    ns = np.broadcast_to(np.asarray(per_client("n_samples", n_samples, n_clients, integer=True)),
+                         (n_clients,))
+    P0 = rng.dirichlet(np.full(vocab, conc), size=vocab)
+    inputs, targets = [], []
+    eye = np.eye(vocab)
+    for i in range(n_clients):                         # construction only
+        P = (1 - h) * P0 + h * rng.dirichlet(np.full(vocab, conc), size=vocab)
+        cdf = np.cumsum(P, axis=1)
+        n = int(ns[i])
+        path = np.empty((n, seq_len + 1), dtype=np.int64)
+        path[:, 0] = rng.integers(0, vocab, size=n)
+        for t in range(seq_len):                       # vectorised over samples
+            u = rng.random(n)[:, None]
+            path[:, t + 1] = np.minimum((u > cdf[path[:, t]]).sum(axis=1), vocab - 1)
+        inputs.append(eye[path[:, :-1]])
+        targets.append(path[:, -1])
+    return inputs, targets

@@ -1,0 +1,342 @@
+"""Layers: thin wrappers around the pure kernels that declare their parameter
+blocks and build the cache of the backward pass.
+
+A layer is configured by its constructor, sized by ``build(input_shape)``
+(the per-sample input shape, returns the per-sample output shape) and then
+used through two pure methods (nothing is stored on the layer):
+
+* ``forward(p, x) -> (y, cache)``: p maps block names to (m, *shape) arrays
+  (views into the flat parameters), x (m, n, *input_shape);
+* ``backward(p, cache, dy, mode, need_dx) -> (dx, grads)``: dy (m, n,
+  *output_shape); ``grads`` maps block names to
+
+  - ``mode="sum"``: sum_j g_j, shape (m, *shape);
+  - ``mode="per_sample"``: g_j, shape (m, n, *shape);
+  - ``mode="sq_sum"``: sum_j g_j (.) g_j, shape (m, *shape);
+
+  where g_j is the gradient of the j-th sample's term.  Samples never
+  interact, so each g_j is exact.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidHyperparameterError, InvalidProblemError
+from . import kernels as K
+from . import recurrent_kernels as R
+from .params import INIT_SCHEMES, ParamSpec
+
+__all__ = ["Layer", "Dense", "Conv2D", "MaxPool2D", "AvgPool2D", "Flatten", "ReLU", "Tanh",
+           "Sigmoid", "RNN", "LSTM", "MODES"]
+
+MODES = ("sum", "per_sample", "sq_sum")
+Params = dict[str, np.ndarray]
+
+
+def _int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidHyperparameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _scheme(init: str) -> str:
+    if init not in INIT_SCHEMES[:2]:
+        raise InvalidHyperparameterError(f"init must be one of {INIT_SCHEMES[:2]}, got {init!r}")
+    return init
+
+
+def _reduce(g: np.ndarray, mode: str) -> np.ndarray:
+    """Per-sample block (m, n, ...) reduced according to ``mode``."""
+    if mode == "per_sample":
+        return g
+    if mode == "sq_sum":
+        return np.einsum("mn...,mn...->m...", g, g)
+    return g.sum(axis=1)
+
+
+class Layer(ABC):
+    """Base class (see module docstring)."""
+
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+
+    def build(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        self.input_shape = tuple(int(s) for s in input_shape)
+        self.output_shape = self._output_shape(self.input_shape)
+        return self.output_shape
+
+    @abstractmethod
+    def _output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        ...
+
+    def specs(self) -> list[ParamSpec]:
+        """Parameter blocks of the built layer (none by default)."""
+        return []
+
+    @abstractmethod
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        ...
+
+    @abstractmethod
+    def backward(self, p: Params, cache: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        ...
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Dense(Layer):
+    """y = x W + b, W (in, out) (kernels.dense_forward)."""
+
+    def __init__(self, units: int, *, init: str = "he") -> None:
+        self.units = _int("units", units, 1)
+        self.init = _scheme(init)
+
+    def _output_shape(self, s: tuple[int, ...]) -> tuple[int, ...]:
+        if len(s) != 1:
+            raise InvalidProblemError(f"Dense expects flat inputs (features,), got input shape {s}; "
+                                      "insert Flatten() first")
+        return (self.units,)
+
+    def specs(self) -> list[ParamSpec]:
+        i, o = self.input_shape[0], self.units
+        return [ParamSpec("W", (i, o), i, o, self.init), ParamSpec("b", (o,))]
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        return K.dense_forward(x, p["W"], p["b"]), x
+
+    def backward(self, p: Params, x: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        dx = np.matmul(dy, np.swapaxes(p["W"], 1, 2)) if need_dx else None
+        if mode == "sum":
+            _, dW, db = K.dense_backward(x, p["W"], dy)
+        elif mode == "per_sample":
+            dW, db = K.dense_per_sample(x, dy)
+        else:
+            dW, db = K.dense_sq_sum(x, dy)
+        return dx, {"W": dW, "b": db}
+
+    def __repr__(self) -> str:
+        return f"Dense({self.units})"
+
+
+class Conv2D(Layer):
+    """2-D cross-correlation with square k x k kernels, stride and zero padding,
+    computed by im2col (kernels.conv2d_forward).  Inputs (C, H, W)."""
+
+    def __init__(self, channels: int, kernel: int, *, stride: int = 1, padding: int = 0,
+                 init: str = "he") -> None:
+        self.channels = _int("channels", channels, 1)
+        self.kernel = _int("kernel", kernel, 1)
+        self.stride = _int("stride", stride, 1)
+        self.padding = _int("padding", padding, 0)
+        self.init = _scheme(init)
+
+    def _output_shape(self, s: tuple[int, ...]) -> tuple[int, ...]:
+        if len(s) != 3:
+            raise InvalidProblemError(f"Conv2D expects inputs (C, H, W), got input shape {s}")
+        ho = K.conv_output_size(s[1], self.kernel, self.stride, self.padding)
+        wo = K.conv_output_size(s[2], self.kernel, self.stride, self.padding)
+        if ho < 1 or wo < 1:
+            raise InvalidHyperparameterError(
+                f"Conv2D kernel {self.kernel} with padding {self.padding} does not fit input {s}")
+        return (self.channels, ho, wo)
+
+    def specs(self) -> list[ParamSpec]:
+        C, k, O = self.input_shape[0], self.kernel, self.channels
+        return [ParamSpec("W", (O, C, k, k), C * k * k, O * k * k, self.init), ParamSpec("b", (O,))]
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        return K.conv2d_forward(x, p["W"], p["b"], self.stride, self.padding)
+
+    def backward(self, p: Params, cols: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        if mode == "sum":
+            dx, dW, db = K.conv2d_backward(cols, p["W"], dy, self.input_shape, self.stride,
+                                           self.padding, need_dx)
+            return dx, {"W": dW, "b": db}
+        dx = None
+        if need_dx:
+            m, n, Ho, Wo, Kc = cols.shape
+            O = p["W"].shape[1]
+            dcols = np.matmul(dy.transpose(0, 1, 3, 4, 2).reshape(m, n * Ho * Wo, O),
+                              p["W"].reshape(m, O, Kc)).reshape(cols.shape)
+            dx = K.col2im(dcols, *self.input_shape, self.kernel, self.stride, self.padding)
+        dW, db = K.conv2d_per_sample(cols, dy, p["W"].shape[1:])
+        return dx, {"W": _reduce(dW, mode), "b": _reduce(db, mode)}
+
+    def __repr__(self) -> str:
+        return f"Conv2D({self.channels}, {self.kernel}, stride={self.stride}, padding={self.padding})"
+
+
+class _Pool(Layer):
+    def __init__(self, size: int, *, stride: int | None = None) -> None:
+        self.size = _int("size", size, 1)
+        self.stride = self.size if stride is None else _int("stride", stride, 1)
+
+    def _output_shape(self, s: tuple[int, ...]) -> tuple[int, ...]:
+        if len(s) != 3 or s[1] < self.size or s[2] < self.size:
+            raise InvalidProblemError(
+                f"{type(self).__name__}({self.size}) expects inputs (C, H, W) with H, W >= "
+                f"{self.size}, got input shape {s}")
+        return (s[0], (s[1] - self.size) // self.stride + 1, (s[2] - self.size) // self.stride + 1)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.size}, stride={self.stride})"
+
+
+class MaxPool2D(_Pool):
+    """Max over k x k windows with a stride (default stride = k, no padding)."""
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        return K.maxpool_forward(x, self.size, self.stride)
+
+    def backward(self, p: Params, arg: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        _, H, W = self.input_shape
+        return (K.maxpool_backward(arg, dy, self.size, self.stride, H, W) if need_dx else None), {}
+
+
+class AvgPool2D(_Pool):
+    """Mean over k x k windows with a stride (default stride = k, no padding)."""
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        return K.avgpool_forward(x, self.size, self.stride), None
+
+    def backward(self, p: Params, cache: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        _, H, W = self.input_shape
+        return (K.avgpool_backward(dy, self.size, self.stride, H, W) if need_dx else None), {}
+
+
+class Flatten(Layer):
+    """(m, n, *s) -> (m, n, prod(s))."""
+
+    def _output_shape(self, s: tuple[int, ...]) -> tuple[int, ...]:
+        return (prod(s),)
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        return x.reshape(*x.shape[:2], -1), None
+
+    def backward(self, p: Params, cache: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        return dy.reshape(*dy.shape[:2], *self.input_shape), {}
+
+
+class _Activation(Layer):
+    def _output_shape(self, s: tuple[int, ...]) -> tuple[int, ...]:
+        return s
+
+
+class ReLU(_Activation):
+    """max(x, 0)."""
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        return K.relu_forward(x), x
+
+    def backward(self, p: Params, x: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        return K.relu_backward(x, dy), {}
+
+
+class Tanh(_Activation):
+    """tanh(x)."""
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        y = K.tanh_forward(x)
+        return y, y
+
+    def backward(self, p: Params, y: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        return K.tanh_backward(y, dy), {}
+
+
+class Sigmoid(_Activation):
+    """1 / (1 + exp(-x)), overflow-free."""
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        y = K.sigmoid_forward(x)
+        return y, y
+
+    def backward(self, p: Params, y: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        return K.sigmoid_backward(y, dy), {}
+
+
+class _Recurrent(Layer):
+    gates = 1
+
+    def __init__(self, hidden: int, *, return_sequences: bool = False, init: str = "glorot") -> None:
+        self.hidden = _int("hidden", hidden, 1)
+        self.return_sequences = bool(return_sequences)
+        self.init = _scheme(init)
+
+    def _output_shape(self, s: tuple[int, ...]) -> tuple[int, ...]:
+        if len(s) != 2:
+            raise InvalidProblemError(
+                f"{type(self).__name__} expects sequences (T, features), got input shape {s}")
+        return (s[0], self.hidden) if self.return_sequences else (self.hidden,)
+
+    def specs(self) -> list[ParamSpec]:
+        D, Hd, G = self.input_shape[1], self.hidden, self.gates * self.hidden
+        return [ParamSpec("Wx", (D, G), D, G, self.init), ParamSpec("Wh", (Hd, G), Hd, G, self.init),
+                ParamSpec("b", (G,))]
+
+    def _dh_out(self, dy: np.ndarray) -> np.ndarray:
+        if self.return_sequences:
+            return dy
+        T = self.input_shape[0]
+        dh = np.zeros((*dy.shape[:2], T, self.hidden))
+        dh[:, :, -1] = dy
+        return dh
+
+    def _finish(self, h_all: np.ndarray, cache: Any) -> tuple[np.ndarray, Any]:
+        return (h_all if self.return_sequences else h_all[:, :, -1]), cache
+
+    def _grads(self, cache: Any, dA: np.ndarray, mode: str) -> Params:
+        per = mode != "sum"
+        dWx, dWh, db = R.recurrent_param_grads(cache.x, cache.h, dA, per)
+        if per:
+            dWx, dWh, db = (_reduce(g, mode) for g in (dWx, dWh, db))
+        return {"Wx": dWx, "Wh": dWh, "b": db}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.hidden}, return_sequences={self.return_sequences})"
+
+
+class RNN(_Recurrent):
+    """Elman RNN h_t = tanh(x_t Wx + h_{t-1} Wh + b), h_0 = 0; outputs h_T
+    (or all h_t with ``return_sequences``).  Inputs (T, D)."""
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        return self._finish(*R.rnn_forward(x, p["Wx"], p["Wh"], p["b"]))
+
+    def backward(self, p: Params, cache: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        dx, dA = R.rnn_backward(cache, p["Wx"], p["Wh"], self._dh_out(dy))
+        return dx, self._grads(cache, dA, mode)
+
+
+class LSTM(_Recurrent):
+    """LSTM with gates [i, f, g, o] (recurrent_kernels module docstring),
+    h_0 = c_0 = 0; the forget-gate bias starts at 1 (Jozefowicz et al. 2015),
+    the other biases at 0.  Inputs (T, D)."""
+
+    gates = 4
+
+    def specs(self) -> list[ParamSpec]:
+        return super().specs()[:2] + [ParamSpec("b", (4 * self.hidden,), init="lstm_bias")]
+
+    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        return self._finish(*R.lstm_forward(x, p["Wx"], p["Wh"], p["b"]))
+
+    def backward(self, p: Params, cache: Any, dy: np.ndarray, mode: str = "sum",
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        dx, dZ = R.lstm_backward(cache, p["Wx"], p["Wh"], self._dh_out(dy))
+        return dx, self._grads(cache, dZ, mode)

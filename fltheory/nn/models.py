@@ -1,0 +1,59 @@
+"""Miniature versions of the seed papers' networks.
+
+* :func:`mlp`: the fully connected network with two hidden layers of 200 and
+  100 ReLU units used for MNIST/EMNIST-L in seed 003 (FedElasticNet, section 4
+  "Experimental Setup", after Acar et al. 2021 and McMahan et al. 2017).
+* :func:`cnn`: seed 002 Table 1 (Conv 5x5 16 ReLU, MaxPool 2x2/2, Conv 5x5 32
+  ReLU, MaxPool 2x2/2, FC 512 ReLU, output 10 with softmax), sized to the data:
+  the convolutions use padding 2 ("same") so 8x8 digits give 8 -> 4 -> 2, and
+  the FC width is a parameter (512 in the paper).
+* :func:`char_lstm`: a small character-level LSTM (one-hot characters -> LSTM
+  -> Dense over the vocabulary), the shape of seed 003's Shakespeare model in
+  miniature (a single LSTM layer instead of a stacked one).
+
+The softmax of the output layer lives in the loss (SoftmaxCrossEntropy).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .._validate import per_client
+from ..errors import InvalidHyperparameterError
+from .layers import LSTM, Conv2D, Dense, Flatten, MaxPool2D, ReLU
+from .sequential import Sequential
+
+__all__ = ["mlp", "cnn", "char_lstm"]
+
+
+def mlp(input_dim: int, n_classes: int, hidden: Sequence[int] = (200, 100)) -> Sequential:
+    """Dense(h_1) ReLU ... Dense(h_k) ReLU Dense(n_classes); seed 003 uses (200, 100)."""
+    input_dim = per_client("input_dim", input_dim, None, integer=True)
+    n_classes = per_client("n_classes", n_classes, None, integer=True)
+    layers = []
+    for h in hidden:
+        layers += [Dense(per_client("hidden width", h, None, integer=True)), ReLU()]
+    return Sequential(layers + [Dense(n_classes)], (input_dim,))
+
+
+def cnn(input_shape: tuple[int, int, int], n_classes: int, *, channels: tuple[int, int] = (16, 32),
+        kernel: int = 5, fc: int = 512) -> Sequential:
+    """Seed 002 Table 1: Conv(k, c1, pad k//2) ReLU MaxPool(2) Conv(k, c2, pad k//2)
+    ReLU MaxPool(2) Flatten Dense(fc) ReLU Dense(n_classes).  Needs H, W >= 4."""
+    if len(channels) != 2:
+        raise InvalidHyperparameterError(f"channels must be two integers, got {channels!r}")
+    if len(input_shape) != 3 or min(input_shape[1:]) < 4:
+        raise InvalidHyperparameterError(
+            f"input_shape must be (C, H, W) with H, W >= 4 (two 2x2 poolings), got {input_shape!r}")
+    pad = kernel // 2
+    return Sequential([Conv2D(channels[0], kernel, padding=pad), ReLU(), MaxPool2D(2),
+                       Conv2D(channels[1], kernel, padding=pad), ReLU(), MaxPool2D(2),
+                       Flatten(), Dense(fc), ReLU(), Dense(n_classes)], input_shape)
+
+
+def char_lstm(vocab: int, seq_len: int, hidden: int = 32) -> Sequential:
+    """One-hot sequences (seq_len, vocab) -> LSTM(hidden) -> Dense(vocab) logits
+    of the next character."""
+    vocab = per_client("vocab", vocab, None, integer=True, minimum=1)
+    seq_len = per_client("seq_len", seq_len, None, integer=True)
+    return Sequential([LSTM(hidden), Dense(vocab, init="glorot")], (seq_len, vocab))

@@ -1,0 +1,132 @@
+"""Sequential models over one flat parameter vector.
+
+``Sequential(layers, input_shape)`` builds the layers, lays their parameter
+blocks out in one vector of length ``dim`` and evaluates the network for m
+parameter rows at once: ``X`` (m, d) and ``inputs`` (m, n, *input_shape),
+row r of X applied to the samples inputs[r].  This is how a federation
+evaluates m clients, each at its own point on its own data, in one pass.
+
+Gradients of L(X_r) = sum_j w_rj l(net(X_r; u_rj), t_rj) come from one
+backward pass with dl_j/dout scaled by w_rj (exact backpropagation):
+
+* ``mode="sum"``: the gradient (m, d);
+* ``mode="per_sample"``: the per-sample gradients w_rj grad l_j (m, n, d);
+* ``mode="sq_sum"``: sum_j (w_rj grad l_j)^2 elementwise (m, d), computed
+  for Dense layers as (x^2)^T (dy^2) without forming per-sample gradients.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .layers import MODES, Layer
+from .losses import Loss
+from .params import ParamLayout
+
+__all__ = ["Sequential"]
+
+
+class Sequential:
+    """A chain of layers with flat parameters (see module docstring).
+
+    Parameters
+    ----------
+    layers : sequence of Layer
+        Built in order; each layer instance belongs to one model.
+    input_shape : tuple of int
+        Per-sample input shape, e.g. (64,) for flat 8x8 digits, (1, 8, 8) for
+        a CNN, (T, V) for one-hot character sequences.
+    """
+
+    def __init__(self, layers: Sequence[Layer], input_shape: Sequence[int]) -> None:
+        if len(layers) == 0:
+            raise InvalidProblemError("Sequential needs at least one layer")
+        for i, layer in enumerate(layers):
+            if not isinstance(layer, Layer):
+                raise InvalidProblemError(f"layers[{i}] must be a Layer, got {type(layer).__name__}")
+        self.layers = list(layers)
+        self.input_shape = tuple(int(s) for s in input_shape)
+        shape = self.input_shape
+        for layer in self.layers:
+            shape = layer.build(shape)
+        self.output_shape = shape
+        self.layout = ParamLayout([layer.specs() for layer in self.layers])
+        self.dim = self.layout.dim
+
+    # ----------------------------------------------------------- parameters
+    def init(self, rng: np.random.Generator) -> np.ndarray:
+        """A flat initial vector (d,) from each block's scheme (params module)."""
+        if not isinstance(rng, np.random.Generator):
+            raise InvalidHyperparameterError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        return self.layout.init(rng)
+
+    def _rows(self, X: Any) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None]
+        if X.ndim != 2 or X.shape[1] != self.dim:
+            raise InvalidProblemError(f"parameters must have shape (m, {self.dim}) or ({self.dim},), "
+                                      f"got {X.shape}")
+        return np.ascontiguousarray(X)
+
+    def _inputs(self, inputs: Any, m: int) -> np.ndarray:
+        u = np.asarray(inputs, dtype=np.float64)
+        if u.ndim != 2 + len(self.input_shape) or u.shape[0] != m \
+                or tuple(u.shape[2:]) != self.input_shape:
+            raise InvalidProblemError(f"inputs must have shape ({m}, n, *{self.input_shape}), got {u.shape}")
+        return u
+
+    # --------------------------------------------------------------- passes
+    def forward(self, X: Any, inputs: Any) -> tuple[np.ndarray, list[Any]]:
+        """Outputs (m, n, *output_shape) and the per-layer caches."""
+        X = self._rows(X)
+        h = self._inputs(inputs, X.shape[0])
+        caches = []
+        for layer, p in zip(self.layers, self.layout.views(X)):
+            h, cache = layer.forward(p, h)
+            caches.append(cache)
+        return h, caches
+
+    def predict(self, X: Any, inputs: Any) -> np.ndarray:
+        """Outputs (m, n, *output_shape)."""
+        return self.forward(X, inputs)[0]
+
+    def backward(self, X: Any, caches: list[Any], dout: np.ndarray, mode: str = "sum") -> np.ndarray:
+        """Parameter gradients from dL/dout (m, n, *output_shape): (m, d) for
+        ``"sum"``/``"sq_sum"``, (m, n, d) for ``"per_sample"``."""
+        if mode not in MODES:
+            raise InvalidHyperparameterError(f"mode must be one of {MODES}, got {mode!r}")
+        X = self._rows(X)
+        m, n = dout.shape[:2]
+        G = np.zeros((m, n, self.dim) if mode == "per_sample" else (m, self.dim))
+        gviews = self.layout.views(G)
+        pviews = self.layout.views(X)
+        dy = dout
+        for l in range(len(self.layers) - 1, -1, -1):
+            layer = self.layers[l]
+            dy, grads = layer.backward(pviews[l], caches[l], dy, mode, need_dx=l > 0)
+            for name, g in grads.items():
+                gviews[l][name][...] = g
+        return G
+
+    def value_and_grad(self, X: Any, inputs: Any, targets: np.ndarray, loss: Loss,
+                       sample_weights: np.ndarray | None = None, mode: str = "sum"
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """(L (m,), gradient) with L_r = sum_j w_rj l_j (w = 1/n by default).
+
+        ``mode`` as in :meth:`backward`; for ``"per_sample"`` the rows are
+        w_rj grad l_j, for ``"sq_sum"`` the gradient block holds
+        sum_j w_rj (grad l_j)^2 (the weights enter as sqrt(w) in dout)."""
+        out, caches = self.forward(X, inputs)
+        val, dl = loss.value_and_grad(out, targets)
+        m, n = val.shape
+        w = np.full((m, n), 1.0 / n) if sample_weights is None else sample_weights
+        scale = np.sqrt(w) if mode == "sq_sum" else w
+        dout = dl * scale.reshape(m, n, *([1] * (dl.ndim - 2)))
+        return (val * w).sum(axis=1), self.backward(X, caches, dout, mode)
+
+    def __repr__(self) -> str:
+        return f"Sequential({self.layers!r}, input_shape={self.input_shape}, dim={self.dim})"
