@@ -1,0 +1,66 @@
+"""Argument checks shared by the optimizer constructors and their state
+functions.  Hyperparameters raise :class:`InvalidHyperparameterError`; arrays
+of the wrong shape raise :class:`InvalidProblemError`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validate import in_unit_interval, positive
+from ..errors import InvalidHyperparameterError, InvalidProblemError
+
+__all__ = ["learning_rate", "decay", "stability", "accumulator", "rows", "grads_like",
+           "client_index"]
+
+
+def learning_rate(name: str, lr: Any) -> float:
+    """A finite learning rate > 0."""
+    return positive(name, lr)
+
+
+def decay(name: str, beta: Any) -> float:
+    """A decay / momentum coefficient in [0, 1)."""
+    return in_unit_interval(name, beta, left_closed=True, right_closed=False)
+
+
+def stability(name: str, eps: Any) -> float:
+    """A stabilising constant eps > 0 (added to a square root in a denominator)."""
+    return positive(name, eps)
+
+
+def accumulator(name: str, value: Any) -> float:
+    """An initial second-moment accumulator >= 0."""
+    return positive(name, value, allow_zero=True)
+
+
+def rows(params: Any, where: str) -> np.ndarray:
+    """``params`` as a float64 (m, d) array (one row per client)."""
+    arr = np.asarray(params, dtype=np.float64)
+    if arr.ndim != 2:
+        raise InvalidProblemError(
+            f"{where}: params must be an (m, d) array with one row per client, got shape {arr.shape}")
+    return arr
+
+
+def grads_like(grads: Any, m: int, where: str) -> np.ndarray:
+    """``grads`` as a float64 (m, d) array whose row count matches the state."""
+    g = np.asarray(grads, dtype=np.float64)
+    if g.ndim != 2 or g.shape[0] != m:
+        raise InvalidProblemError(
+            f"{where}: grads must be an ({m}, d) array matching the state's {m} rows, got shape {g.shape}")
+    return g
+
+
+def client_index(clients: Any, m: int, where: str) -> np.ndarray:
+    """The (m,) int64 client indices of the rows; ``None`` means 0..m-1."""
+    if clients is None:
+        return np.arange(m, dtype=np.int64)
+    c = np.asarray(clients)
+    if c.shape != (m,) or not np.issubdtype(c.dtype, np.integer):
+        raise InvalidHyperparameterError(
+            f"{where}: clients must be an ({m},) integer array (one index per row), got {c!r}")
+    if m and c.min() < 0:
+        raise InvalidHyperparameterError(f"{where}: client indices must be >= 0, got {c.tolist()}")
+    return c.astype(np.int64)

@@ -1,0 +1,185 @@
+"""AdaGrad, Adam and Yogi as pure optimizers sharing one moment recursion.
+
+All three keep a first moment mu and a second moment nu per coordinate (the
+update is elementwise, so the preconditioner is diagonal):
+
+    mu_k = b1 mu_{k-1} + (1 - b1) g_k                      (mu_0 = 0)
+    AdaGrad: nu_k = nu_{k-1} + g_k^2
+    Adam:    nu_k = b2 nu_{k-1} + (1 - b2) g_k^2
+    Yogi:    nu_k = nu_{k-1} - (1 - b2) g_k^2 sign(nu_{k-1} - g_k^2)
+    u_k = -lr mu_hat_k / (sqrt(nu_hat_k) + eps)
+
+with nu_0 = ``initial_accumulator`` and, when ``bias_correction`` is on,
+mu_hat = mu / (1 - b1^k), nu_hat = nu / (1 - b2^k), k the optimizer's own
+step counter ``count`` (never the round number); without it mu_hat = mu,
+nu_hat = nu.  (Reddi et al. 2021, "Adaptive Federated Optimization",
+Algorithm 2; Kingma and Ba 2015, Algorithm 1; Zaheer et al. 2018, Yogi,
+Algorithm 2; seed 001 section 3 for their use as client optimizers.)
+
+Local-correction weight (seed 001 section 5: "if the client optimizer is Adam
+then [the matrix] is a weighted summation of local pre-conditioners").  With
+D_k = s_k / (sqrt(nu_hat_k) + eps), s_k = 1/(1 - b1^k) (bias correction) or 1,
+a gradient g_j enters every later step through mu, so over K restarted steps
+Delta = -lr sum_j A^(j) g_j with A^(j) = sum_{k>=j} (1 - b1) b1^(k-j) D_k and
+
+    sum_j A^(j) = sum_k D_k (1 - b1^k)   =: sum_k m_k.
+
+``precond`` therefore returns the effective diagonal
+m_k = (1 - b1^k) s_k / (sqrt(nu_hat_k) + eps), i.e. 1/(sqrt(nu_hat)+eps) with
+bias correction and (1 - b1^k)/(sqrt(nu)+eps) without; for AdaGrad (b1 = 0)
+m_k = 1/(sqrt(nu_k)+eps).  Before any update it is 0.  The factor
+(1 - b1^k) is the EMA, with coefficient b1, of a unit weight started at 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _checks
+from .base import Optimizer
+
+__all__ = ["AdaptiveState", "adagrad", "adam", "yogi"]
+
+
+class AdaptiveState(NamedTuple):
+    """count: (m,) steps taken; mu: (m, d) first moment; nu: (m, d) second moment."""
+
+    count: np.ndarray
+    mu: np.ndarray
+    nu: np.ndarray
+
+
+def _second_moment(rule: str, nu: np.ndarray, g2: np.ndarray, b2: float) -> np.ndarray:
+    if rule == "adagrad":
+        return nu + g2
+    if rule == "adam":
+        return b2 * nu + (1.0 - b2) * g2
+    return nu - (1.0 - b2) * g2 * np.sign(nu - g2)  # yogi
+
+
+def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
+             initial_accumulator: float, bias_correction: bool, name: str) -> Optimizer:
+    """The shared recursion of the module docstring; ``rule`` is
+    "adagrad", "adam" or "yogi".  Use :func:`adagrad`, :func:`adam`,
+    :func:`yogi` or the server helpers instead of calling this directly."""
+    lr = _checks.learning_rate(f"{name}: lr", lr)
+    b1 = _checks.decay(f"{name}: b1", b1)
+    b2 = _checks.decay(f"{name}: b2", b2)
+    eps = _checks.stability(f"{name}: eps", eps)
+    nu0 = _checks.accumulator(f"{name}: initial_accumulator", initial_accumulator)
+    bias_correction = bool(bias_correction)
+
+    def init(params: Any, clients: Any = None) -> AdaptiveState:
+        x = _checks.rows(params, f"{name}.init")
+        _checks.client_index(clients, x.shape[0], f"{name}.init")
+        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), np.zeros_like(x),
+                             np.full_like(x, nu0))
+
+    def _scales(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = count.astype(np.float64)[:, None]
+        if not bias_correction:
+            return np.ones_like(k), np.ones_like(k)
+        with np.errstate(divide="ignore"):
+            return 1.0 / (1.0 - b1 ** k), 1.0 / (1.0 - b2 ** k)
+
+    def update(grads: Any, state: AdaptiveState, params: Any = None
+               ) -> tuple[np.ndarray, AdaptiveState]:
+        g = _checks.grads_like(grads, state.count.shape[0], f"{name}.update")
+        mu = b1 * state.mu + (1.0 - b1) * g
+        nu = _second_moment(rule, state.nu, g * g, b2)
+        count = state.count + 1
+        s1, s2 = _scales(count)
+        step = (s1 * mu) / (np.sqrt(s2 * nu) + eps)
+        return -lr * step, AdaptiveState(count, mu, nu)
+
+    def precond(state: AdaptiveState) -> np.ndarray:
+        started = (state.count > 0)[:, None]
+        k = np.maximum(state.count, 1)
+        s1, s2 = _scales(k)
+        weight = (1.0 - b1 ** k.astype(np.float64))[:, None] * s1
+        return np.where(started, weight / (np.sqrt(s2 * state.nu) + eps), 0.0)
+
+    return Optimizer(init, update, precond, name)
+
+
+def adagrad(lr: float, eps: float = 1e-8, initial_accumulator: float = 0.0) -> Optimizer:
+    r"""AdaGrad: nu <- nu + g*g, u = -lr g / (sqrt(nu) + eps).
+
+    Seed 001 section 3 (client AdaGrad, P = diag(1/(sqrt(v)+eps)), THEORY.md
+    section 2); Duchi et al. 2011 (diagonal version).
+
+    Parameters
+    ----------
+    lr : float
+        Learning rate > 0.
+    eps : float
+        Added to sqrt(nu) in the denominator, > 0 (default 1e-8).
+    initial_accumulator : float
+        nu_0 >= 0, the value restarted every round (default 0).
+
+    Notes
+    -----
+    ``precond``: 1/(sqrt(nu_k)+eps) of the last update (0 before any update).
+    No bias correction and no first moment (b1 = 0); for Reddi et al.'s
+    FedAdagrad with momentum use :func:`fltheory.optim.fedadagrad`.
+    """
+    return adaptive("adagrad", lr, 0.0, 0.0, eps, initial_accumulator, False,
+                    f"adagrad(lr={lr}, eps={eps}, initial_accumulator={initial_accumulator})")
+
+
+def adam(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+         bias_correction: bool = True, initial_accumulator: float = 0.0) -> Optimizer:
+    r"""Adam: EMA moments, u = -lr mu_hat / (sqrt(nu_hat) + eps).
+
+    mu_k = b1 mu + (1-b1) g, nu_k = b2 nu + (1-b2) g^2; with
+    ``bias_correction`` (default True, Kingma and Ba 2015, Algorithm 1)
+    mu_hat = mu/(1-b1^k), nu_hat = nu/(1-b2^k), k = own step counter.
+
+    Parameters
+    ----------
+    lr : float
+        Learning rate > 0.
+    b1, b2 : float
+        Moment decays in [0, 1) (defaults 0.9, 0.999).
+    eps : float
+        > 0, added to sqrt(nu_hat) (default 1e-8).
+    bias_correction : bool
+        Divide the moments by (1 - b^k) (default True).
+    initial_accumulator : float
+        nu_0 >= 0 (default 0).
+
+    Notes
+    -----
+    ``precond``: the effective diagonal of the module docstring,
+    (1-b1^k) s_k / (sqrt(nu_hat_k)+eps).
+    """
+    return adaptive("adam", lr, b1, b2, eps, initial_accumulator, bias_correction,
+                    f"adam(lr={lr}, b1={b1}, b2={b2}, eps={eps}, bias_correction={bias_correction})")
+
+
+def yogi(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-3,
+         initial_accumulator: float = 1e-6, bias_correction: bool = False) -> Optimizer:
+    r"""Yogi: nu <- nu - (1-b2) g^2 sign(nu - g^2); u = -lr mu_hat/(sqrt(nu_hat)+eps).
+
+    Zaheer et al. 2018, Algorithm 2 (no bias correction there: default False,
+    also Reddi et al. 2021 Algorithm 2 which has none).  nu stays >= 0 when
+    nu_0 >= 0: if nu > g^2 it decreases by (1-b2) g^2 < nu; otherwise it grows.
+
+    Parameters
+    ----------
+    lr : float
+        Learning rate > 0.
+    b1, b2 : float
+        Decays in [0, 1) (defaults 0.9, 0.999).
+    eps : float
+        > 0 (default 1e-3, Zaheer et al.'s recommended value).
+    initial_accumulator : float
+        nu_0 >= 0 (default 1e-6, Zaheer et al.).
+    bias_correction : bool
+        Optional Adam-style division by (1 - b^k), counted by the optimizer's
+        own step counter (default False).
+    """
+    return adaptive("yogi", lr, b1, b2, eps, initial_accumulator, bias_correction,
+                    f"yogi(lr={lr}, b1={b1}, b2={b2}, eps={eps}, bias_correction={bias_correction})")

@@ -1,0 +1,218 @@
+"""AdaGrad, Adam, Yogi and the FedOpt server helpers against the formulas,
+written out by hand and as readable per-coordinate loops."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from fltheory import optim
+
+
+def _loop_reference(rule, G, lr, b1, b2, eps, nu0, bc):
+    """Per-row, per-coordinate reference with Python floats.
+    Returns steps (K, m, d) and the local-correction weights m_k (K, m, d)."""
+    K, m, d = G.shape
+    steps = np.zeros((K, m, d))
+    weights = np.zeros((K, m, d))
+    for i in range(m):
+        for j in range(d):
+            mu, nu = 0.0, nu0
+            for k in range(1, K + 1):
+                g = float(G[k - 1, i, j])
+                mu = b1 * mu + (1 - b1) * g
+                if rule == "adagrad":
+                    nu = nu + g * g
+                elif rule == "adam":
+                    nu = b2 * nu + (1 - b2) * g * g
+                else:
+                    diff = nu - g * g
+                    sgn = (diff > 0) - (diff < 0)
+                    nu = nu - (1 - b2) * g * g * sgn
+                mh = mu / (1 - b1 ** k) if bc else mu
+                vh = nu / (1 - b2 ** k) if bc else nu
+                steps[k - 1, i, j] = -lr * mh / (math.sqrt(vh) + eps)
+                s1 = 1 / (1 - b1 ** k) if bc else 1.0
+                weights[k - 1, i, j] = (1 - b1 ** k) * s1 / (math.sqrt(vh) + eps)
+    return steps, weights
+
+
+def _run(opt, G):
+    s = opt.init(np.zeros(G.shape[1:]))
+    steps, pre = [], []
+    for g in G:
+        u, s = opt.update(g, s, None)
+        steps.append(u)
+        pre.append(opt.precond(s))
+    return np.array(steps), np.array(pre), s
+
+
+def test_adagrad_first_step_by_hand():
+    g = np.array([[3.0, -4.0], [0.5, 0.0]])
+    opt = optim.adagrad(0.1, eps=1e-8, initial_accumulator=1.0)
+    s = opt.init(np.zeros((2, 2)))
+    u, s = opt.update(g, s, None)
+    expected = -0.1 * g / (np.sqrt(1.0 + g * g) + 1e-8)
+    np.testing.assert_allclose(u, expected, rtol=1e-15)
+    np.testing.assert_allclose(opt.precond(s), 1 / (np.sqrt(1.0 + g * g) + 1e-8), rtol=1e-15)
+
+
+def test_adam_first_step_with_bias_correction_is_signed_lr():
+    """k = 1: mu_hat = g, nu_hat = g^2 so u = -lr g/(|g| + eps)."""
+    g = np.array([[2.0, -0.25, 1e-3]])
+    lr, eps = 0.01, 1e-8
+    opt = optim.adam(lr, 0.9, 0.999, eps, bias_correction=True)
+    u, s = opt.update(g, opt.init(np.zeros((1, 3))), None)
+    np.testing.assert_allclose(u, -lr * g / (np.abs(g) + eps), rtol=1e-12)
+    # without correction: mu = 0.1 g, nu = 0.001 g^2
+    opt2 = optim.adam(lr, 0.9, 0.999, eps, bias_correction=False)
+    u2, _ = opt2.update(g, opt2.init(np.zeros((1, 3))), None)
+    np.testing.assert_allclose(u2, -lr * 0.1 * g / (np.sqrt(0.001) * np.abs(g) + eps), rtol=1e-12)
+
+
+def test_yogi_first_step_by_hand():
+    """nu_0 = 0.5: coordinate with g^2 = 4 > nu grows by (1-b2) g^2; with
+    g^2 = 0.01 < nu it shrinks by (1-b2) g^2."""
+    g = np.array([[2.0, 0.1]])
+    lr, b1, b2, eps = 0.05, 0.9, 0.99, 1e-3
+    opt = optim.yogi(lr, b1, b2, eps, initial_accumulator=0.5)
+    u, s = opt.update(g, opt.init(np.zeros((1, 2))), None)
+    nu = np.array([0.5 + 0.01 * 4.0, 0.5 - 0.01 * 0.01])
+    np.testing.assert_allclose(s.nu, [nu], rtol=1e-15)
+    np.testing.assert_allclose(u, -lr * 0.1 * g / (np.sqrt(nu) + eps), rtol=1e-13)
+    # bias-corrected variant on its first step
+    optb = optim.yogi(lr, b1, b2, eps, initial_accumulator=0.5, bias_correction=True)
+    ub, _ = optb.update(g, optb.init(np.zeros((1, 2))), None)
+    np.testing.assert_allclose(ub, -lr * g / (np.sqrt(nu / 0.01) + eps), rtol=1e-13)
+
+
+CASES = [("adagrad", dict(lr=0.3, eps=1e-6, initial_accumulator=0.2), 0.0, 0.0, False),
+         ("adam", dict(lr=0.1, b1=0.8, b2=0.95, eps=1e-7, bias_correction=True), 0.8, 0.95, True),
+         ("adam", dict(lr=0.1, b1=0.8, b2=0.95, eps=1e-7, bias_correction=False), 0.8, 0.95, False),
+         ("yogi", dict(lr=0.1, b1=0.5, b2=0.9, eps=1e-3, initial_accumulator=0.3), 0.5, 0.9, False),
+         ("yogi", dict(lr=0.1, b1=0.5, b2=0.9, eps=1e-3, initial_accumulator=0.3,
+                       bias_correction=True), 0.5, 0.9, True)]
+
+
+@pytest.mark.parametrize("rule,kw,b1,b2,bc", CASES)
+def test_multi_step_against_loop(rule, kw, b1, b2, bc):
+    rng = np.random.default_rng(7)
+    G = rng.normal(size=(7, 3, 4)) * rng.uniform(0.1, 3, size=(1, 1, 4))
+    opt = getattr(optim, rule)(**kw)
+    steps, pre, s = _run(opt, G)
+    nu0 = kw.get("initial_accumulator", 0.0)
+    ref, w = _loop_reference(rule, G, kw["lr"], b1, b2, kw["eps"], nu0, bc)
+    np.testing.assert_allclose(steps, ref, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(pre, w, rtol=1e-12)
+    assert s.count.tolist() == [7, 7, 7]
+
+
+@pytest.mark.parametrize("rule,kw,b1,b2,bc", CASES)
+def test_correction_weight_sums_gradient_weights(rule, kw, b1, b2, bc):
+    """Seed 001 section 5: Delta = -lr sum_j A^(j) g_j with
+    A^(j) = sum_{k>=j} (1-b1) b1^(k-j) D_k, D_k = s_k/(sqrt(nu_hat_k)+eps)
+    (b1 = 0: A^(j) = D_j); the optimizer's sum_k precond_k equals sum_j A^(j)."""
+    rng = np.random.default_rng(11)
+    K = 6
+    G = rng.normal(size=(K, 1, 3))
+    opt = getattr(optim, rule)(**kw)
+    steps, pre, _ = _run(opt, G)
+    _, w = _loop_reference(rule, G, kw["lr"], b1, b2, kw["eps"], kw.get("initial_accumulator", 0.0), bc)
+    # D_k = w_k / (1 - b1^k) (w is the loop's m_k)
+    D = np.array([w[k - 1] / (1 - b1 ** k) for k in range(1, K + 1)])
+    A = np.array([sum((1 - b1) * b1 ** (k - j) * D[k] for k in range(j, K)) for j in range(K)])
+    np.testing.assert_allclose(steps.sum(0), -kw["lr"] * (A * G).sum(0), rtol=1e-11)
+    np.testing.assert_allclose(pre.sum(0), A.sum(0), rtol=1e-11)
+
+
+@given(st.sampled_from(["sgd", "momentum", "nesterov", "adagrad", "adam", "yogi"]),
+       st.floats(0.01, 2.0))
+def test_updates_linear_in_lr(name, lr):
+    rng = np.random.default_rng(5)
+    G = rng.normal(size=(5, 2, 3))
+    make = {"sgd": lambda a: optim.sgd(a), "momentum": lambda a: optim.momentum(a, 0.9),
+            "nesterov": lambda a: optim.momentum(a, 0.9, nesterov=True),
+            "adagrad": lambda a: optim.adagrad(a), "adam": lambda a: optim.adam(a),
+            "yogi": lambda a: optim.yogi(a)}[name]
+    s1, p1, _ = _run(make(lr), G)
+    s2, p2, _ = _run(make(1.0), G)
+    np.testing.assert_allclose(s1, lr * s2, rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(p1, p2, rtol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adagrad", "adam", "yogi", "nesterov"])
+def test_constant_gradient_step_is_minus_lr_precond_times_g(name):
+    """With a constant gradient g every step equals -lr m_k g (m_k = precond)."""
+    lr = 0.2
+    opt = {"sgd": optim.sgd(lr), "momentum": optim.momentum(lr, 0.7),
+           "nesterov": optim.momentum(lr, 0.7, nesterov=True), "adagrad": optim.adagrad(lr),
+           "adam": optim.adam(lr, 0.9, 0.99), "yogi": optim.yogi(lr)}[name]
+    g = np.array([[0.5, -1.5, 2.0]])
+    s = opt.init(np.zeros((1, 3)))
+    for _ in range(5):
+        u, s = opt.update(g, s, None)
+        np.testing.assert_allclose(u, -lr * opt.precond(s) * g, rtol=1e-13)
+
+
+# ---- server helpers (Reddi et al. 2021, Algorithm 2) ---------------------------------
+
+def _reddi_loop(rule, deltas, x0, eta, b1, b2, tau):
+    """Algorithm 2 of Reddi et al. in Delta form, one coordinate at a time."""
+    x = x0.astype(float).copy()
+    m = np.zeros_like(x)
+    v = np.full_like(x, tau * tau)
+    out = [x.copy()]
+    for D in deltas:
+        for j in range(x.size):
+            m[j] = b1 * m[j] + (1 - b1) * D[j]
+            if rule == "adagrad":
+                v[j] = v[j] + D[j] ** 2
+            elif rule == "adam":
+                v[j] = b2 * v[j] + (1 - b2) * D[j] ** 2
+            else:
+                v[j] = v[j] - (1 - b2) * D[j] ** 2 * np.sign(v[j] - D[j] ** 2)
+            x[j] = x[j] + eta * m[j] / (math.sqrt(v[j]) + tau)
+        out.append(x.copy())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("rule", ["adagrad", "adam", "yogi"])
+def test_server_helpers_follow_reddi_algorithm_2(rule):
+    rng = np.random.default_rng(2)
+    deltas = rng.normal(size=(6, 4)) * 0.3
+    x0 = rng.normal(size=4)
+    eta, b1, b2, tau = 0.1, 0.9, 0.99, 1e-2
+    opt = {"adagrad": optim.fedadagrad(eta, tau=tau, b1=b1),
+           "adam": optim.fedadam(eta, b1, b2, tau), "yogi": optim.fedyogi(eta, b1, b2, tau)}[rule]
+    x = x0[None, :].copy()
+    s = opt.init(x)
+    xs = [x[0].copy()]
+    for D in deltas:
+        u, s = opt.update(-D[None, :], s, x)          # pseudo-gradient g = -Delta
+        x = x + u
+        xs.append(x[0].copy())
+    np.testing.assert_allclose(np.array(xs), _reddi_loop(rule, deltas, x0, eta, b1, b2, tau),
+                               rtol=1e-12, atol=1e-14)
+
+
+def test_server_sgd_one_is_fedavg():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(1, 3))
+    Y = rng.normal(size=(5, 3))
+    p = rng.uniform(0.5, 2, size=5)
+    p /= p.sum()
+    g = -(p[:, None] * (Y - x)).sum(0, keepdims=True)
+    opt = optim.fedavg(1.0)
+    u, _ = opt.update(g, opt.init(x), x)
+    np.testing.assert_allclose(x + u, (p[:, None] * Y).sum(0, keepdims=True), rtol=1e-13)
+
+
+def test_fedavgm_is_heavy_ball_on_pseudo_gradient():
+    g = np.array([[1.0, -1.0]])
+    opt = optim.fedavgm(0.5, 0.9)
+    s = opt.init(np.zeros((1, 2)))
+    u1, s = opt.update(g, s, None)
+    u2, s = opt.update(g, s, None)
+    np.testing.assert_allclose(u1, -0.5 * g, rtol=1e-15)
+    np.testing.assert_allclose(u2, -0.5 * 1.9 * g, rtol=1e-15)
