@@ -304,6 +304,7 @@ def save_results(path: str | os.PathLike[str], data: Mapping[str, Any], record: 
         large[key] = arr
         return {"$npz": key}
 
+    _reject_reserved(data, "data")
     body = to_jsonable(dict(data), where="data", array_hook=hook)
     doc: dict[str, Any] = {"format": FORMAT, "record": record.to_dict(), "data": body,
                            "arrays_file": None}
@@ -328,6 +329,17 @@ def save_results(path: str | os.PathLike[str], data: Mapping[str, Any], record: 
             with contextlib.suppress(FileNotFoundError):
                 old.unlink()
     return target
+
+
+def _reject_reserved(obj: Any, where: str) -> None:
+    if isinstance(obj, Mapping):
+        if "$npz" in obj:
+            raise InvalidProblemError(f"{where} uses the reserved key '$npz' (marks NPZ-stored arrays)")
+        for key, value in obj.items():
+            _reject_reserved(value, f"{where}[{key!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            _reject_reserved(value, f"{where}[{i}]")
 
 
 def load_results(path: str | os.PathLike[str]) -> tuple[dict[str, Any], RunRecord, dict[str, Any]]:
