@@ -1,0 +1,153 @@
+"""Hypothesis strategies and bound-checking helpers for users' property tests.
+
+A complete property test (EFL Theorem 2, eq. (10), over random quadratic
+federations whose clients are all L-smooth and mu-strongly convex)::
+
+    from hypothesis import given, strategies as st
+    from fltheory.testing import quadratic_federations, check_bound
+    from fltheory.theory import objective_shift
+
+    @given(quadratic_federations(n_clients=st.integers(2, 5), dim=st.integers(1, 4),
+                                 L=st.floats(1, 100), mu=st.floats(0.01, 1),
+                                 heterogeneity=st.floats(0, 100)),
+           st.data())
+    def test_departure_shift(fed, data):
+        a = data.draw(st.integers(0, fed.n_clients - 1))
+        res = objective_shift(fed, a, kind="depart")
+        check_bound(res.measured, res, rtol=1e-9, label="EFL eq. 10", instance=fed)
+
+Every argument of the strategies is a value or a Hypothesis strategy.  Random
+matrices are built from a numpy Generator seeded by a drawn integer (so
+shrinking works on the sizes, constants and seed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from .errors import InvalidHyperparameterError
+from .problems.quadratic import QuadraticFederation
+
+__all__ = ["quadratic_federations", "logistic_federations", "check_bound", "describe_federation"]
+
+
+def _strategy(value: Any) -> SearchStrategy:
+    return value if isinstance(value, SearchStrategy) else st.just(value)
+
+
+def _orthogonal(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """n random orthogonal d x d matrices (QR of Gaussians, sign-fixed)."""
+    Z = rng.standard_normal((n, d, d))
+    Q, R = np.linalg.qr(Z)
+    return Q * np.sign(np.einsum("nii->ni", R))[:, None, :]
+
+
+def build_quadratic(n_clients: int, dim: int, L: float, mu: float, heterogeneity: float,
+                    n_samples: Any, seed: int) -> QuadraticFederation:
+    """Quadratic federation whose every client has spectrum in [mu, L] (client 0
+    has exactly mu and L when dim >= 2) and optima x_i* = heterogeneity * z_i,
+    z_i ~ N(0, I/d)."""
+    if not (0 < mu <= L):
+        raise InvalidHyperparameterError(f"need 0 < mu <= L, got mu={mu!r}, L={L!r}")
+    rng = np.random.default_rng(seed)
+    eig = mu + (L - mu) * rng.random((n_clients, dim))
+    if dim >= 2:
+        eig[0, 0], eig[0, 1] = mu, L
+    Q = _orthogonal(rng, n_clients, dim)
+    H = np.einsum("nij,nj,nkj->nik", Q, eig, Q)
+    xs = heterogeneity * rng.standard_normal((n_clients, dim)) / np.sqrt(dim)
+    e = np.einsum("nij,nj->ni", H, xs)
+    return QuadraticFederation(H, e, n_samples=n_samples)
+
+
+@st.composite
+def quadratic_federations(draw: Any, n_clients: Any = st.integers(2, 6),
+                          dim: Any = st.integers(1, 4),
+                          L: Any = st.floats(1.0, 1e3),
+                          mu: Any = st.floats(1e-3, 1.0),
+                          heterogeneity: Any = st.floats(0.0, 1e2),
+                          n_samples: Any = None) -> QuadraticFederation:
+    """Random :class:`QuadraticFederation` meeting the given constants.
+
+    Every client f_i is L-smooth and mu-strongly convex (so F is too); when
+    the drawn mu exceeds the drawn L they are swapped.  ``heterogeneity``
+    scales the spread of the client optima.  Sample counts default to
+    integers in [1, 1000] per client (so n_a/n ranges over (0, 1)).
+    """
+    N = draw(_strategy(n_clients))
+    d = draw(_strategy(dim))
+    a, b = draw(_strategy(L)), draw(_strategy(mu))
+    L_, mu_ = max(a, b), min(a, b)
+    het = draw(_strategy(heterogeneity))
+    if n_samples is None:
+        n = draw(st.lists(st.integers(1, 1000), min_size=N, max_size=N))
+    else:
+        n = draw(_strategy(n_samples))
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    return build_quadratic(N, d, L_, mu_, het, n, seed)
+
+
+@st.composite
+def logistic_federations(draw: Any, n_clients: Any = st.integers(2, 5), dim: Any = st.integers(1, 3),
+                         samples: Any = st.integers(2, 30), reg: Any = st.floats(1e-2, 1.0),
+                         heterogeneity: Any = st.floats(0.0, 5.0)) -> Any:
+    """Random binary LogisticFederation (needs fltheory.problems.LogisticFederation):
+    features ~ N(m_i, I) with client means m_i = heterogeneity * z_i, labels
+    from a logistic model with a shared true weight vector; ridge ``reg`` > 0
+    so F is reg-strongly convex."""
+    from .problems import LogisticFederation  # ImportError until it exists
+    N = draw(_strategy(n_clients))
+    d = draw(_strategy(dim))
+    sizes = draw(st.lists(_strategy(samples), min_size=N, max_size=N))
+    lam = draw(_strategy(reg))
+    het = draw(_strategy(heterogeneity))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    w = rng.standard_normal(d)
+    feats, labels = [], []
+    for i in range(N):                       # construction only
+        A = het * rng.standard_normal(d) + rng.standard_normal((sizes[i], d))
+        prob = 1.0 / (1.0 + np.exp(-A @ w))
+        labels.append(np.where(rng.random(sizes[i]) < prob, 1.0, -1.0))
+        feats.append(A)
+    return LogisticFederation(feats, labels, reg=lam)
+
+
+def describe_federation(fed: Any) -> str:
+    """A copy-pasteable description of a small federation (for failure messages)."""
+    with np.printoptions(precision=17, threshold=10_000):
+        parts = [f"{type(fed).__name__}(n_clients={fed.n_clients}, dim={fed.dim})",
+                 f"weights={np.asarray(fed.weights)!r}"]
+        if getattr(fed, "n_samples", None) is not None:
+            parts.append(f"n_samples={np.asarray(fed.n_samples)!r}")
+        if hasattr(fed, "H"):
+            parts += [f"H={fed.H!r}", f"e={fed.e!r}"]
+    return "\n".join(parts)
+
+
+def check_bound(measured: float, bound_result: Any, *, rtol: float = 0.0, label: str = "",
+                instance: Any = None) -> None:
+    """Assert measured <= bound (1 + rtol), with a message naming the bound,
+    its hypotheses, its terms and the instance.
+
+    Fails as well when a hypothesis of the bound is violated (the bound has
+    no value): a property test must draw instances that meet the hypotheses.
+    """
+    head = f"{label + ': ' if label else ''}{bound_result.reference} [{bound_result.variant}]"
+    inst = "" if instance is None else "\ninstance:\n" + (
+        describe_federation(instance) if hasattr(instance, "n_clients") else repr(instance))
+    if bound_result.value is None:
+        raise AssertionError(f"{head}: bound not evaluated, violated hypotheses:\n{bound_result}{inst}")
+    m = float(measured)
+    if not np.isfinite(m):
+        raise AssertionError(f"{head}: measured value is not finite ({m!r}){inst}")
+    limit = bound_result.value * (1.0 + rtol)
+    if not m <= limit:
+        terms = {k: v for k, v in dict(bound_result.terms).items() if np.ndim(v) == 0}
+        raise AssertionError(
+            f"{head}: measured {m!r} > bound {bound_result.value!r} (ratio "
+            f"{m / bound_result.value if bound_result.value else float('inf')!r}, rtol {rtol})\n"
+            f"{bound_result}\nterms: {terms}{inst}")
