@@ -32,7 +32,8 @@ from hypothesis.strategies import SearchStrategy
 from .errors import InvalidHyperparameterError
 from .problems.quadratic import QuadraticFederation
 
-__all__ = ["quadratic_federations", "logistic_federations", "check_bound", "describe_federation"]
+__all__ = ["quadratic_federations", "logistic_federations", "check_bound", "describe_federation",
+           "build_quadratic"]
 
 
 def _strategy(value: Any) -> SearchStrategy:
