@@ -1,0 +1,226 @@
+"""EFL, Elastic Federated Learning (Ma et al.; seed 000 Alg. 1 and 2, eq. 2-6, sections 4.1-4.3).
+
+State [x, x_client, R^G, R^k, u^k, v^k]: the server copy x of the global
+model, the client copy x_client (what clients hold after applying the
+compressed broadcasts), the server residual R^G (d,), the client residuals
+R^k (N, d) and each client's latest reported u^k = diag(I_k), v^k = u^k * w^k
+(N, d; zero until the client first reports).  U = sum_k u^k, V = sum_k v^k
+over all N clients.
+
+Round tau, participants P with completed steps s_k in {0..E_k}:
+
+1. Local objective (eq. 2-3), with U, V from the reports of earlier rounds:
+       F~_k(w) = f_k(w) + (lambda/2) w^T diag(U) w - lambda w^T V + const.
+2. Client k with s_k > 0 starts at w = x_client and takes s_k steps (eq. 4)
+       w <- w - eta_k (g_k(w) + lambda U * w - lambda V),
+   forms Delta^k = R^k + (w_final - x_client), sends ST(Delta^k) and keeps
+   R^k <- Delta^k - ST(Delta^k) (eq. 5); it reports u^k = diag(I_k(w_final))
+   (``problem.fisher_diag``) and v^k = u^k * w_final (Alg. 1, ClientUpdate).
+3. Server (Alg. 1, eq. 6): Delta^G = R^G + sum_{k: s_k > 0} p_tau^k ST(Delta^k),
+   x <- x + Delta^G (server copy, uncompressed), broadcast ST(Delta^G),
+   R^G <- Delta^G - ST(Delta^G), x_client <- x_client + ST(Delta^G).
+
+Conventions of this implementation:
+
+* Alg. 1 prints the aggregation with the client's uncompressed Delta^k; the
+  server only receives ST(Delta^k), so it aggregates ST(Delta^k) (THEORY.md).
+* Inactive clients (s_k = 0, or not drawn) cannot respond (section 4): they
+  send nothing, keep R^k and their previous (u^k, v^k), and get no weight.
+* One client copy x_client is shared by all clients: every client applies
+  every broadcast ST(Delta^G) (Alg. 1's w^k_{tau E} = w^k_{(tau-1)E} + ST(Delta^G)).
+  Invariant: x - x_client = R^G.
+* U = V = 0 before any report (round 1 is then plain local SGD).
+* Aggregation weights p^k are the federation weights, *not* renormalised over
+  the participants (eq. 6 sums p_tau^k Delta^k over all clients):
+  ``weights="plain"``: p_tau^k = p^k; ``"adaptive"`` (section 4.2):
+  p_tau^k = E_k p^k / s_k.  Assumption 5 bounds p_tau^k <= theta p^k; the
+  adaptive rule satisfies it for theta >= max E_k, which is the default.
+  The paper gives no rule for a weight above theta p^k:
+  ``on_excess="raise"`` (default) raises AssumptionError, ``"clip"`` sets
+  p_tau^k = theta p^k and records the clipped clients in ``RoundInfo.extra``.
+* ``compression="st"`` is the ternary top-k of Alg. 2 with sparsity ``q``
+  (k = max(floor(d q), 1)); ``compression=None`` transmits exactly (then the
+  residuals stay 0 and x_client = x).  ST with q = 1 is still ternary (every
+  entry becomes +-mean|T|), not the identity.
+* The learning rate is constant (the paper's eta_tau decays; use a
+  per-round schedule by running with different ``lr`` if needed).
+
+``RoundInfo.extra``: ``client_model`` (x_client after the round),
+``weights`` (p_tau^k of the participants, 0 for inactive), ``weight_ratio``
+(p_tau^k / p^k), ``clipped`` (clients whose weight was clipped).
+Communication: ST(Delta^k) up as ternary plus (u^k, v^k) dense, ST(Delta^G)
+down as ternary plus (U, V) dense, per active participant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._validate import choice, in_unit_interval, per_client, positive
+from ..compression import Communication, st
+from ..errors import AssumptionError, InvalidHyperparameterError
+from ..participation import Participation
+from ..problems.base import Federation
+from .base import Algorithm, RoundInfo, resolve_per_client
+from .fedavg import empty_round
+from .local import LocalObjective, local_descent
+
+__all__ = ["EFL", "EFLState", "EFL_WEIGHTS"]
+
+EFL_WEIGHTS = ("plain", "adaptive")
+_COMPRESSIONS = ("st", None)
+_EXCESS = ("raise", "clip")
+_RATIO_TOL = 1e-12
+
+
+@dataclass(frozen=True)
+class EFLState:
+    """x: server copy (d,); x_client: client copy (d,); residual_global: R^G (d,);
+    residuals: R^k (N, d); u, v: latest reported u^k, v^k (N, d); t: completed rounds."""
+
+    x: np.ndarray
+    x_client: np.ndarray
+    residual_global: np.ndarray
+    residuals: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    t: int
+
+    @property
+    def U(self) -> np.ndarray:
+        """U = sum_k u^k."""
+        return self.u.sum(axis=0)
+
+    @property
+    def V(self) -> np.ndarray:
+        """V = sum_k v^k."""
+        return self.v.sum(axis=0)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EFL(Algorithm):
+    """Elastic Federated Learning (see module docstring).
+
+    Parameters
+    ----------
+    lr : float or (N,) array
+        Local rate eta > 0.
+    local_steps : int or (N,) array
+        Maximum local steps E >= 1 per round.
+    lam : float >= 0
+        Elastic coefficient lambda of eq. 2.
+    weights : {"plain", "adaptive"}
+        p_tau^k = p^k, or E p^k / s_k (section 4.2).
+    theta : float >= 1 or None
+        Bound of Assumption 5, p_tau^k <= theta p^k; None means max_k E_k.
+    on_excess : {"raise", "clip"}
+        What to do when a weight exceeds theta p^k.
+    compression : {"st", None}
+        ST ternary top-k compression with error feedback both ways, or none.
+    q : float in (0, 1]
+        ST sparsity (fraction of entries kept).
+    """
+
+    name: ClassVar[str] = "EFL"
+    lr: Any = 0.1
+    local_steps: Any = 10
+    lam: float = 0.0
+    weights: str = "plain"
+    theta: float | None = None
+    on_excess: str = "raise"
+    compression: str | None = "st"
+    q: float = 0.1
+
+    def __post_init__(self) -> None:
+        per_client("lr", self.lr, None)
+        per_client("local_steps", self.local_steps, None, integer=True, minimum=1, strict=False)
+        positive("lam", self.lam, allow_zero=True)
+        choice("weights", self.weights, EFL_WEIGHTS)
+        choice("on_excess", self.on_excess, _EXCESS)
+        choice("compression", self.compression, _COMPRESSIONS)
+        in_unit_interval("q", self.q)
+        if self.theta is not None:
+            th = positive("theta", self.theta)
+            if th < 1.0:
+                raise InvalidHyperparameterError(
+                    f"theta (Assumption 5, p_tau^k <= theta p^k) must be >= 1, got {self.theta!r}")
+
+    def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> EFLState:
+        resolve_per_client("lr", self.lr, problem.n_clients)
+        self.nominal_steps(problem)
+        x = np.array(x0, dtype=np.float64)
+        N, d = problem.n_clients, problem.dim
+        return EFLState(x=x, x_client=x.copy(), residual_global=np.zeros(d),
+                        residuals=np.zeros((N, d)), u=np.zeros((N, d)), v=np.zeros((N, d)), t=0)
+
+    def _compress(self, T: np.ndarray) -> np.ndarray:
+        return T.copy() if self.compression is None else st(T, self.q)
+
+    def _aggregation(self, problem: Federation, clients: np.ndarray, steps: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """(p_tau^k, p_tau^k / p^k, clipped clients) for participants with s_k > 0."""
+        E = self.nominal_steps(problem)[clients]
+        p = problem.weights[clients]
+        ratio = np.ones(clients.shape[0]) if self.weights == "plain" else E / steps
+        theta = float(E.max()) if self.theta is None else float(self.theta)
+        over = ratio > theta * (1.0 + _RATIO_TOL)
+        clipped: list[int] = []
+        if over.any():
+            if self.on_excess == "raise":
+                j = int(np.argmax(over))
+                raise AssumptionError(
+                    f"EFL Assumption 5 (p_tau^k <= theta p^k) fails: client {int(clients[j])} completed "
+                    f"s = {int(steps[j])} of E = {int(E[j])} steps, weight ratio {ratio[j]:.6g} > "
+                    f"theta = {theta:.6g}; pass on_excess='clip' to cap it")
+            clipped = [int(c) for c in clients[over]]
+            ratio = np.where(over, theta, ratio)
+        return ratio * p, ratio, clipped
+
+    def round(self, state: EFLState, problem: Federation, participation: Participation | None,
+              rng: np.random.Generator) -> tuple[EFLState, RoundInfo]:
+        part = self.participants(problem, participation, rng, state.t)
+        d = problem.dim
+        active = np.flatnonzero(part.steps > 0)
+        if active.size == 0:
+            info = empty_round(d)
+            info = RoundInfo(part.clients, part.steps, info.communication,
+                             {"client_model": state.x_client.copy(), "weights": np.zeros(part.m),
+                              "weight_ratio": np.zeros(part.m), "clipped": []})
+            return replace(state, t=state.t + 1), info
+        clients, steps = part.clients[active], part.steps[active]
+        m = clients.shape[0]
+        lr = resolve_per_client("lr", self.lr, problem.n_clients)[clients]
+        W0 = np.broadcast_to(state.x_client, (m, d))
+        U, V = state.U, state.V
+        objective = LocalObjective.diagonal(np.broadcast_to(self.lam * U, (m, d)),
+                                            np.broadcast_to(self.lam * V, (m, d)))
+        Y, _ = local_descent(problem, W0, clients, steps, lr, rng, objective)
+        T = state.residuals[clients] + (Y - state.x_client)
+        sent = self._compress(T)
+        residuals = state.residuals.copy()
+        residuals[clients] = T - sent
+        p_tau, ratio, clipped = self._aggregation(problem, clients, steps)
+        delta_g = state.residual_global + p_tau @ sent
+        broadcast = self._compress(delta_g[None, :])[0]
+        u = state.u.copy()
+        v = state.v.copy()
+        u[clients] = problem.fisher_diag(Y, clients)
+        v[clients] = u[clients] * Y
+        new = EFLState(x=state.x + delta_g, x_client=state.x_client + broadcast,
+                       residual_global=delta_g - broadcast, residuals=residuals, u=u, v=v,
+                       t=state.t + 1)
+        kind = "dense" if self.compression is None else "ternary"
+        comm = Communication.measure(sent, np.broadcast_to(broadcast, (m, d)),
+                                     up_kind=kind, down_kind=kind) \
+            + Communication.measure(np.hstack([u[clients], v[clients]]),
+                                    np.broadcast_to(np.concatenate([U, V]), (m, 2 * d)))
+        w_all = np.zeros(part.m)
+        w_all[active] = p_tau
+        r_all = np.zeros(part.m)
+        r_all[active] = ratio
+        extra = {"client_model": new.x_client.copy(), "weights": w_all, "weight_ratio": r_all,
+                 "clipped": clipped}
+        return new, RoundInfo(part.clients, part.steps, comm, extra)

@@ -1,0 +1,155 @@
+"""SCAFFOLD (Karimireddy et al.; seed 004, equations restated in THEORY.md section 2).
+
+State [x, c, c_i]: server model x, global control c and client controls c_i
+(N, d), with c = (1/N) sum_i c_i kept as an invariant (all start at 0).
+Round t with participants S (|S| = m), client i completing s_i local steps:
+
+    y_i^0 = x,   y_i^{k+1} = y_i^k - eta_i (g_i(y_i^k) + c - c_i),   k = 0..s_i - 1,
+    option I :  c_i^+ = g_i(x)                                  (a fresh oracle call at x),
+    option II:  c_i^+ = c_i - c + (x - y_i^{s_i}) / (s_i eta_i)  (= mean of the s_i
+                                                               gradients used, exact oracle),
+    x <- x + (eta_g / |S|) sum_{i in S} (y_i - x),
+    c <- c + (1/N) sum_{i in S} (c_i^+ - c_i).
+
+Conventions of this implementation (the paper assumes every sampled client
+completes K steps):
+
+* option II divides by the client's *completed* steps s_i (not the nominal K),
+  so c_i^+ stays the mean of the gradients the client actually used;
+* a participant with s_i = 0 sends y_i - x = 0 (it keeps its share 1/|S| of
+  the average, as in FedAvg) and leaves its control unchanged, in both options;
+* option I's oracle calls are drawn *after* all local steps of the round, one
+  batched call over the participants with s_i > 0 in ascending client order
+  (THEORY.md RNG order: participation, local steps, algorithm draws).
+
+Averaging is uniform (1/|S| and 1/N, as in the paper), so the fixed point is
+the minimiser of the uniform average (1/N) sum_i f_i; it equals x* of
+F = sum p_i f_i when the weights are equal.  Communication: 2d numbers up
+(y_i - x, c_i^+ - c_i) and 2d down (x, c) per participant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._validate import choice, per_client, positive
+from ..compression import Communication, threshold
+from ..participation import Participants, Participation
+from ..problems.base import Federation
+from .base import Algorithm, RoundInfo, resolve_per_client
+from .fedavg import empty_round
+from .local import LocalObjective, local_descent
+
+__all__ = ["Scaffold", "ScaffoldState", "SCAFFOLD_OPTIONS", "scaffold_round"]
+
+SCAFFOLD_OPTIONS = ("I", "II")
+
+
+@dataclass(frozen=True)
+class ScaffoldState:
+    """x: server model (d,); c: global control (d,); c_clients: client controls (N, d);
+    t: completed rounds."""
+
+    x: np.ndarray
+    c: np.ndarray
+    c_clients: np.ndarray
+    t: int
+
+
+def scaffold_init(problem: Federation, x0: np.ndarray) -> ScaffoldState:
+    """All controls zero, so c = mean c_i holds from the start."""
+    d = problem.dim
+    return ScaffoldState(x=np.array(x0, dtype=np.float64), c=np.zeros(d),
+                         c_clients=np.zeros((problem.n_clients, d)), t=0)
+
+
+def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants,
+                   rng: np.random.Generator, *, lr: np.ndarray, server_lr: float, option: str,
+                   lambda1: float = 0.0, lambda2: float = 0.0, eps: float = 0.0
+                   ) -> tuple[ScaffoldState, RoundInfo]:
+    """One SCAFFOLD round for drawn participants ``part`` (shared with FedElasticNet Alg. 2).
+
+    ``lr`` is the (N,) array of client rates.  ``lambda2`` and ``lambda1`` add
+    lambda2 (y - x) + lambda1 sign(y - x) to the corrected local gradient
+    (seed 003 Alg. 2, eq. 7); ``eps > 0`` zeroes transmitted model-change
+    entries with |Delta(j)| <= eps (seed 003 section 3; the control change
+    c_i^+ - c_i is sent dense).  With all three zero this is SCAFFOLD.
+    """
+    d = problem.dim
+    if part.m == 0:
+        return replace(state, t=state.t + 1), empty_round(d)
+    clients, steps = part.clients, part.steps
+    rates = lr[clients]
+    x, c = state.x, state.c
+    X0 = np.broadcast_to(x, (part.m, d))
+    ci = state.c_clients[clients]
+    # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient
+    objective = LocalObjective.linear(ci - c)
+    if lambda2 != 0.0:
+        objective = objective + LocalObjective.proximal(lambda2, X0)
+    if lambda1 != 0.0:
+        objective = objective + LocalObjective.l1_term(lambda1, X0)
+    Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective)
+    delta = Y - x
+    done = steps > 0
+    ci_new = ci.copy()
+    if option == "I":
+        if done.any():
+            ci_new[done] = problem.stochastic_grad(X0[done], clients[done], rng)
+    else:
+        ci_new[done] = ci[done] - c + (x - Y[done]) / (steps[done] * rates[done])[:, None]
+    dc = ci_new - ci
+    sent = threshold(delta, eps) if eps > 0 else delta
+    x_new = x + (server_lr / part.m) * sent.sum(axis=0)
+    c_new = c + dc.sum(axis=0) / problem.n_clients
+    C = state.c_clients.copy()
+    C[clients] = ci_new
+    up = np.hstack([sent, dc])
+    down = np.hstack([X0, np.broadcast_to(c, (part.m, d))])
+    comm = Communication.measure(up, down, up_kind="sparse" if eps > 0 else "dense")
+    new = ScaffoldState(x=x_new, c=c_new, c_clients=C, t=state.t + 1)
+    return new, RoundInfo(clients, steps, comm)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Scaffold(Algorithm):
+    """SCAFFOLD with options I and II and client sampling (see module docstring).
+
+    Parameters
+    ----------
+    lr : float or (N,) array
+        Local rates eta_l > 0.
+    local_steps : int or (N,) array
+        Nominal local steps K >= 1 (participation may complete fewer).
+    server_lr : float
+        Global rate eta_g > 0.
+    option : {"I", "II"}
+        Control update: fresh gradient at x (I) or from the local change (II).
+    """
+
+    name: ClassVar[str] = "SCAFFOLD"
+    lr: Any = 0.1
+    local_steps: Any = 10
+    server_lr: float = 1.0
+    option: str = "II"
+
+    def __post_init__(self) -> None:
+        per_client("lr", self.lr, None)
+        per_client("local_steps", self.local_steps, None, integer=True, minimum=1, strict=False)
+        positive("server_lr", self.server_lr)
+        choice("option", self.option, SCAFFOLD_OPTIONS)
+
+    def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> ScaffoldState:
+        resolve_per_client("lr", self.lr, problem.n_clients)
+        self.nominal_steps(problem)
+        return scaffold_init(problem, x0)
+
+    def round(self, state: ScaffoldState, problem: Federation, participation: Participation | None,
+              rng: np.random.Generator) -> tuple[ScaffoldState, RoundInfo]:
+        part = self.participants(problem, participation, rng, state.t)
+        lr = resolve_per_client("lr", self.lr, problem.n_clients)
+        return scaffold_round(state, problem, part, rng, lr=lr, server_lr=self.server_lr,
+                              option=self.option)

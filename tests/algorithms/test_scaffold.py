@@ -1,0 +1,152 @@
+"""SCAFFOLD: fast path vs the per-client reference loop, convergence to x* where
+FedAvg stalls at its closed-form fixed point, the c = mean(c_i) invariant,
+controls at the fixed point, communication, bad hyperparameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from fltheory.algorithms.fedavg import FedAvg
+from fltheory.algorithms.reference import reference_run
+from fltheory.algorithms.run import run
+from fltheory.algorithms.scaffold import Scaffold
+from fltheory.errors import InvalidHyperparameterError
+from fltheory.participation import Participants, Participation
+from fltheory.problems.logistic import LogisticFederation
+from fltheory.problems.quadratic import QuadraticFederation
+
+
+class RandomParticipation(Participation):
+    """Each client takes part with probability 0.7 and completes U{0..E_i} steps."""
+
+    def draw(self, rng, t, local_steps):
+        E = np.asarray(local_steps)
+        clients = np.flatnonzero(rng.random(E.shape[0]) < 0.7)
+        steps = rng.integers(0, E[clients] + 1)
+        return Participants(clients.astype(np.int64), np.asarray(steps, dtype=np.int64))
+
+
+def quadratic(seed: int, N: int = 4, d: int = 3, spread: float = 5.0, weights=None) -> QuadraticFederation:
+    """Clients with spectra in [1, 4] and optima spread ~ N(0, spread^2) apart."""
+    rng = np.random.default_rng(seed)
+    Q = np.linalg.qr(rng.standard_normal((N, d, d)))[0]
+    lam = rng.uniform(1.0, 4.0, (N, d))
+    H = np.einsum("nij,nj,nkj->nik", Q, lam, Q)
+    opt = spread * rng.standard_normal((N, d))
+    return QuadraticFederation(H, np.einsum("nij,nj->ni", H, opt), weights=weights)
+
+
+def logistic(seed: int, N: int = 4, f: int = 3) -> LogisticFederation:
+    rng = np.random.default_rng(seed)
+    feats, labels = [], []
+    for i in range(N):
+        n = int(rng.integers(6, 12))
+        A = rng.standard_normal((n, f)) + i
+        feats.append(A)
+        labels.append(np.where(rng.random(n) < 0.5, -1.0, 1.0))
+    return LogisticFederation(feats, labels, reg=0.1)
+
+
+@pytest.mark.parametrize("option", ["I", "II"])
+@pytest.mark.parametrize("kind", ["quadratic", "logistic"])
+def test_fast_path_equals_reference_loop(option, kind):
+    if kind == "quadratic":
+        fed = quadratic(1).with_gradient_noise(np.array([0.1, 0.2, 0.3, 0.4]))
+        lr = np.array([0.05, 0.08, 0.1, 0.06])
+    else:
+        fed = logistic(2).with_minibatch(3)
+        lr = 0.3
+    alg = Scaffold(lr=lr, local_steps=np.array([3, 4, 2, 5]), server_lr=0.9, option=option)
+    part = RandomParticipation()
+    x0 = np.linspace(-1, 1, fed.dim)
+    fast = run(alg, fed, 6, participation=part, seed=7, x0=x0).x
+    ref = reference_run(alg, fed, 6, participation=part, seed=7, x0=x0)
+    np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-12)
+    assert np.max(np.abs(fast[-1] - fast[0])) > 1e-3       # it moved
+
+
+def fedavg_fixed_point(fed: QuadraticFederation, lr: float, K: int) -> np.ndarray:
+    """THEORY.md section 3: x~ = (sum p_i B_i)^{-1} sum p_i B_i x_i*, B_i = I - (I - lr H_i)^K."""
+    d = fed.dim
+    B = np.eye(d) - np.array([np.linalg.matrix_power(np.eye(d) - lr * H, K) for H in fed.H])
+    xi = fed.client_optima()
+    lhs = np.einsum("i,ijk->jk", fed.weights, B)
+    rhs = np.einsum("i,ijk,ik->j", fed.weights, B, xi)
+    return np.linalg.solve(lhs, rhs)
+
+
+@pytest.mark.parametrize("option", ["I", "II"])
+def test_reaches_x_star_where_fedavg_stalls(option):
+    fed = quadratic(3, spread=10.0)                 # equal weights: x* of the uniform average
+    x_star = fed.optimum()
+    lr, K, R = 0.1, 5, 150
+    hist = run(Scaffold(lr=lr, local_steps=K, option=option), fed, R)
+    assert np.linalg.norm(hist.x[-1] - x_star) <= 1e-10
+    # the controls converge to the client gradients at x* (no drift left)
+    np.testing.assert_allclose(hist.state.c_clients, fed.client_grad(x_star), rtol=0, atol=1e-9)
+    avg = run(FedAvg(lr=lr, local_steps=K), fed, R)
+    x_tilde = fedavg_fixed_point(fed, lr, K)
+    np.testing.assert_allclose(avg.x[-1], x_tilde, rtol=0, atol=1e-9)
+    stall = np.linalg.norm(avg.x[-1] - x_star)
+    assert stall == pytest.approx(np.linalg.norm(x_tilde - x_star), rel=1e-8)
+    assert stall > 1e-2                          # a fixed distance, far above SCAFFOLD's error
+
+
+@given(seed=st.integers(0, 10_000), option=st.sampled_from(["I", "II"]))
+def test_global_control_is_mean_of_client_controls(seed, option):
+    fed = quadratic(seed, N=5, d=2).with_gradient_noise(0.5)
+    gaps = []
+
+    def check(t, state, info):
+        gaps.append(np.max(np.abs(state.c - state.c_clients.mean(axis=0))))
+        # clients that took no step keep their control
+        untouched = np.setdiff1d(np.arange(5), info.clients[info.steps > 0])
+        prev = check.prev
+        np.testing.assert_array_equal(state.c_clients[untouched], prev[untouched])
+        check.prev = state.c_clients.copy()
+
+    check.prev = np.zeros((5, 2))
+    run(Scaffold(lr=0.05, local_steps=4, option=option), fed, 8,
+        participation=RandomParticipation(), seed=seed, callback=check)
+    assert max(gaps) <= 1e-12
+
+
+def test_option_two_control_is_mean_gradient_used():
+    """Exact oracle, one round from x0: c_i^+ = (1/K) sum_k grad f_i(y_i^k)."""
+    fed = quadratic(4)
+    lr, K = 0.07, 4
+    x0 = np.ones(fed.dim)
+    hist = run(Scaffold(lr=lr, local_steps=K, option="II"), fed, 1, x0=x0)
+    for i in range(fed.n_clients):
+        y, grads = x0.copy(), []
+        for _ in range(K):                        # c = c_i = 0 in round 1
+            g = fed.H[i] @ y - fed.e[i]
+            grads.append(g)
+            y = y - lr * g
+        np.testing.assert_allclose(hist.state.c_clients[i], np.mean(grads, axis=0), rtol=0, atol=1e-12)
+
+
+def test_communication_counts_two_vectors_each_way():
+    fed = quadratic(5)
+    hist = run(Scaffold(lr=0.1, local_steps=2), fed, 2, x0=np.full(fed.dim, 3.0))
+    comm = hist.communication[-1]
+    N, d = fed.n_clients, fed.dim
+    assert comm.up_floats == 2 * d * N
+    assert comm.down_floats == 2 * d * N
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(lr=-0.1), dict(lr=0.0), dict(local_steps=0), dict(local_steps=1.5), dict(server_lr=0.0),
+    dict(option="III"), dict(option=2), dict(lr=np.array([[0.1]])),
+])
+def test_bad_hyperparameters(kwargs):
+    with pytest.raises(InvalidHyperparameterError):
+        Scaffold(**kwargs)
+
+
+def test_per_client_length_checked_against_problem():
+    fed = quadratic(0)
+    with pytest.raises(InvalidHyperparameterError, match="clients"):
+        run(Scaffold(lr=np.array([0.1, 0.2])), fed, 1)
