@@ -27,10 +27,25 @@ preconditioners, logistic clients) would show it:
 4. at point 1 with the round counters advanced by one round (the map must not
    depend on t: bias-corrected averages and server Adam do),
 
-each by the relative residual
+each by the relative residual (perturbing only the free coordinates, see
+"Frozen fields")
 ||Phi(S) - M S - c||_inf / (||M||_inf ||S||_inf + ||c||_inf + ||Phi(S)||_inf),
 which must not exceed ``rtol``; otherwise :class:`NotAffineError` names the
 algorithm, the check and the residual.
+
+Frozen fields
+-------------
+A field whose value after a round does not depend on the state (identical
+output at S0 and at a random point) is *frozen*: FedCurv's Fisher diagonals
+on quadratic clients are diag(H_i) whatever the local models.  The map need
+not be affine in such a field (FedCurv's penalty is bilinear in the Fisher
+diagonals and the local models), but every state after one round has it at
+its constant value, and on that set the map is affine in the free fields.
+Recovery therefore keeps frozen fields at their constant (one more ordinary
+round is run when the base state does not have it: ``warmup`` counts it),
+sets the columns of M for frozen coordinates to zero (their rows are zero
+and c holds the constant), and perturbs only free coordinates in the checks.
+M S + c is exact for states whose frozen fields have their constant value.
 
 Invariant subspace
 ------------------
@@ -115,6 +130,10 @@ class AffineRoundMap:
         Diagnostics of the ordinary round at ``base``.
     round_map : RoundMap
         The underlying map (converts between states and vectors).
+    frozen : ndarray (n,) of bool
+        Coordinates of frozen fields (see the module docstring).
+    frozen_fields : tuple of str
+        Their paths (FedCurv: ``"I"``, the Fisher diagonals diag(H_i)).
     """
 
     M: np.ndarray
@@ -131,6 +150,8 @@ class AffineRoundMap:
     counter_step: dict[str, np.ndarray]
     info: RoundInfo
     round_map: RoundMap = field(repr=False)
+    frozen: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, dtype=bool))
+    frozen_fields: tuple[str, ...] = ()
 
     def __call__(self, S: Any) -> np.ndarray:
         """M S + c (S of shape (n,) or (k, n) rows)."""
@@ -210,19 +231,41 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = Non
             f"max_dim={max_dim}; recovering M needs {n + 5} rounds and {n * n} floats")
     S0 = rm.to_vector(rm.template)
     h = max(1.0, float(np.abs(S0).max(initial=0.0)))
-    F0 = rm(S0)
+    with np.errstate(all="ignore"):
+        F0 = rm(S0)
+        Fz = rm(S0 + h * gen.standard_normal(n))
+    frozen = np.zeros(n, dtype=bool)
+    for path in rm.layout.paths:             # fields whose next value ignores the state
+        sl = rm.layout.slices[path]
+        tol = rtol * max(1.0, float(np.abs(F0[sl]).max(initial=0.0)))
+        if np.all(np.isfinite(Fz[sl])) and np.abs(Fz[sl] - F0[sl]).max(initial=0.0) <= tol:
+            frozen[sl] = True
+    if np.any(frozen) and not np.allclose(S0[frozen], F0[frozen], rtol=rtol, atol=0.0):
+        nxt, _ = rm.step(rm.template)        # one more ordinary round puts them at their value
+        rm = RoundMap(algorithm, problem, nxt, warmup=rm.warmup + 1, initial=rm.initial)
+        S0 = rm.to_vector(nxt)
+        h = max(1.0, float(np.abs(S0).max(initial=0.0)))
+        F0 = rm(S0)
     info = rm.last_info
-    M = np.empty((n, n))
-    for j in range(n):                       # one round per state coordinate (construction)
+    M = np.zeros((n, n))
+    for j in np.flatnonzero(~frozen):        # one round per free coordinate (construction)
         Sj = S0.copy()
         Sj[j] += h
         M[:, j] = (rm(Sj) - F0) / h
     c = F0 - M @ S0
+    free = (~frozen).astype(np.float64)
 
     residuals: dict[str, float] = {}
 
     def check(name: str, S: np.ndarray, mapping: RoundMap = rm) -> None:
-        out = mapping(S)
+        with np.errstate(all="ignore"):
+            out = mapping(S)
+        if not np.all(np.isfinite(out)):
+            residuals[name] = float("inf")
+            raise NotAffineError(
+                f"{algorithm.name} is not affine on this problem: check '{name}' gives non-finite "
+                "values (the round is not defined on the whole state space, e.g. a negative "
+                "second-moment estimate)")
         r = _rel_residual(out, M @ S + c, S, M, c)
         residuals[name] = r
         if not (r <= rtol):
@@ -231,22 +274,23 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = Non
                 f"residual {r:.3e} > rtol={rtol:.1e} (|Phi(S) - (M S + c)|_inf = "
                 f"{np.abs(out - M @ S - c).max():.3e})")
 
-    check("random point", S0 + h * gen.standard_normal(n))
-    check("small perturbation", S0 + _SMALL_SCALE * h * gen.standard_normal(n))
+    check("random point", S0 + h * free * gen.standard_normal(n))
+    check("small perturbation", S0 + _SMALL_SCALE * h * free * gen.standard_normal(n))
     S_fix = np.linalg.lstsq(np.eye(n) - M, c, rcond=None)[0]
     if np.all(np.isfinite(S_fix)):
         hf = _NEAR_FIXED * max(1.0, float(np.abs(S_fix).max(initial=0.0)))
-        check("near fixed point", S_fix + hf * gen.standard_normal(n))
+        check("near fixed point", S_fix + hf * free * gen.standard_normal(n))
     nxt, _ = rm.step(rm.template)
     later = rm.with_template(nxt)
-    check("round counter advanced", S0 + h * gen.standard_normal(n), later)
+    check("round counter advanced", S0 + h * free * gen.standard_normal(n), later)
 
     before, after = counters_of(rm.template), counters_of(nxt)
     counter_step = {p: np.asarray(after[p]) - np.asarray(before[p]) for p in before}
     return AffineRoundMap(
         M=M, c=c, dim=n, layout=rm.layout, x_slice=rm.x_slice, base=S0, step=h,
         residual=max(residuals.values()), residuals=residuals, algorithm=algorithm.name,
-        warmup=rm.warmup, counter_step=counter_step, info=info, round_map=rm)
+        warmup=rm.warmup, counter_step=counter_step, info=info, round_map=rm,
+        frozen=frozen, frozen_fields=tuple(p for p in rm.layout.paths if frozen[rm.layout.slices[p]].all()))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ S (row-major, ``ravel``).  Skipped, and copied unchanged from a template when
 a vector is turned back into a state:
 
 * the counters: fields named ``t`` or ``count`` (any dtype);
-* integer and boolean arrays and scalars (step counters, masks);
+* integer arrays and scalars (step counters), boolean arrays (masks);
 * ``None`` and every other object (callables, strings, hyperparameters).
 
 The leaf named ``x`` at the top level is the server model; ``x_slice`` locates
@@ -33,7 +33,10 @@ previous local models before round 1, so its first round carries no
 penalty).  The map is defined on the layout of a *template* state; when the
 state after one round has a different layout than the template, the template
 is advanced by one ordinary round, at most ``max_warmup`` times, and the
-number of such rounds is recorded in ``RoundMap.warmup``.
+number of such rounds is recorded in ``RoundMap.warmup``.  Boolean fields
+(FedCurv's ``seen`` mask: no penalty for clients that have not trained yet)
+and the None-ness of optional fields count as layout here: they must be the
+same before and after a round.
 
 Determinism
 -----------
@@ -98,7 +101,7 @@ def _join(prefix: str, name: str) -> str:
 
 
 def _walk(obj: Any, prefix: str, leaves: list[tuple[str, Any]], counters: list[tuple[str, Any]],
-          depth: int = 0) -> None:
+          flags: list[tuple[str, Any]] | None = None, depth: int = 0) -> None:
     if depth > 32:
         raise InvalidProblemError(f"state nesting deeper than 32 levels at {prefix!r}")
     for name, value in _children(obj) or []:
@@ -108,11 +111,25 @@ def _walk(obj: Any, prefix: str, leaves: list[tuple[str, Any]], counters: list[t
             continue
         if _is_float_leaf(value):
             leaves.append((path, value))
-        elif isinstance(value, (np.ndarray, int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-            if np.issubdtype(np.asarray(value).dtype, np.integer):
+        elif isinstance(value, (np.ndarray, int, np.integer, bool, np.bool_)):
+            kind = np.asarray(value).dtype
+            if np.issubdtype(kind, np.integer):
                 counters.append((path, value))
+            elif flags is not None:
+                flags.append((path, np.asarray(value).tobytes()))
         elif _children(value) is not None:
-            _walk(value, path, leaves, counters, depth + 1)
+            _walk(value, path, leaves, counters, flags, depth + 1)
+        elif flags is not None:
+            flags.append((path, None if value is None else type(value).__name__))
+
+
+def _signature(state: Any) -> tuple[Any, ...]:
+    """Layout plus the values of boolean flags and the None-ness of optional
+    fields: what must stay fixed for a round map to be time-invariant."""
+    leaves: list[tuple[str, Any]] = []
+    flags: list[tuple[str, Any]] = []
+    _walk(state, "", leaves, [], flags)
+    return tuple((p, np.shape(v)) for p, v in leaves), tuple(flags)
 
 
 @dataclass(frozen=True)
@@ -378,7 +395,7 @@ def round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = None, stat
     template = state
     for warm in range(max_warmup + 1):
         nxt, _ = _deterministic_round(algorithm, problem, template)
-        if state_layout(nxt).same_as(state_layout(template)):
+        if _signature(nxt) == _signature(template):
             return RoundMap(algorithm, problem, template, warmup=warm, initial=initial)
         template = nxt
     raise InvalidProblemError(
