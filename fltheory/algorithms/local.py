@@ -259,7 +259,7 @@ def _batched_newton(problem, clients, D, b, Y0, tol, max_iter):
         G = problem.client_grad(Y, clients) + D * Y - b
         norms = np.linalg.norm(G, axis=1)
         if np.all(norms <= tol):
-            return Y
+            return _newton_polish(problem, clients, D, b, Y, G, norms, eye)
         Hs = problem.client_hess(Y, clients) + D[:, :, None] * eye
         step = np.linalg.solve(Hs, G[:, :, None])[:, :, 0]
         f0 = _smooth_value(problem, clients, D, b, Y)
@@ -268,6 +268,10 @@ def _batched_newton(problem, clients, D, b, Y0, tol, max_iter):
         for _ls in range(60):
             Ynew = Y - t[:, None] * step
             ok = _smooth_value(problem, clients, D, b, Ynew) <= f0 - 1e-4 * t * slope
+            # near the optimum values tie in floating point and Armijo cannot hold;
+            # a step that halves the gradient norm is accepted there
+            ok |= np.linalg.norm(problem.client_grad(Ynew, clients) + D * Ynew - b, axis=1) \
+                <= 0.5 * norms
             ok |= norms <= tol
             if ok.all():
                 break
@@ -280,6 +284,18 @@ def _batched_newton(problem, clients, D, b, Y0, tol, max_iter):
             f"exact local solve: Newton did not reach gradient norm {tol:g} in {max_iter} iterations "
             f"(worst row {worst:.3e})")
     return Y
+
+
+def _newton_polish(problem, clients, D, b, Y, G, norms, eye):
+    """One more full Newton step per row, kept where it lowers the gradient norm.
+
+    Newton converges quadratically, so a row stopped at ||grad|| <= tol lands at
+    the floating-point floor after one more step; this makes the solution
+    independent (to rounding) of where the tolerance cut the iteration."""
+    Hs = problem.client_hess(Y, clients) + D[:, :, None] * eye
+    Ynew = Y - np.linalg.solve(Hs, G[:, :, None])[:, :, 0]
+    new_norms = np.linalg.norm(problem.client_grad(Ynew, clients) + D * Ynew - b, axis=1)
+    return np.where((new_norms < norms)[:, None], Ynew, Y)
 
 
 def _proximal_gradient(problem, clients, objective, D, b, Y0, tol, max_iter=200000):

@@ -1,0 +1,246 @@
+"""FedCurv (Shoham et al.; seed 002 eq. 2), FedCL (seed 002 section 2.1) and their
+temporal-ensembling variants (seed 002 Alg. 2); THEORY.md section 2.
+
+**FedCurv** (``fisher="client"``).  Participant s of round t minimises
+
+    h_s(y) = f_s(y) + alpha sum_{j in S_t \\ s} (y - w_j)^T diag(I_j) (y - w_j)   (seed 002 eq. 2)
+
+where w_j is the local model client j obtained the last time it trained and
+I_j the Fisher diagonal at w_j (the federation's ``fisher_diag``: for
+quadratic clients the true Fisher diag(H_j) of the unit-noise Gaussian model,
+for logistic clients whatever ``LogisticFederation.fisher_diag`` documents).
+Only clients that have trained before contribute (round 1 has no penalty: no
+previous local models exist); with full participation w_j, I_j are exactly
+those of the previous round.  The server needs only the sums
+U = sum_{j in S} I_j, V = sum_{j in S} I_j * w_j; client s uses
+U - I_s and V - I_s * w_s, i.e. the diagonal quadratic term
+D = 2 alpha (U - u_s), b = 2 alpha (V - v_s) of
+:class:`~fltheory.algorithms.local.LocalObjective`.  After training, each
+participant stores w_s = y_s and I_s = fisher_diag(y_s) (a participant that
+completed no step stores the received model).
+
+**FedCL** (``fisher="proxy"``).  Seed 002: FedCL "keeps a proxy dataset at the
+central node so that the calculation of the Fisher information matrix can be
+completed in the center".  The server computes I_P = Fisher diagonal of the
+proxy at the global model it sends, and every participant minimises
+
+    h_s(y) = f_s(y) + alpha (y - c)^T diag(I_P) (y - c),   c = x_t,
+
+the single-term form of eq. 2 centred at the global model (as in Yao and
+Sun's FedCL, the paper seed 002 cites; seed 002 prints no FedCL formula, so
+the weight is eq. 2's alpha with one Fisher term).  ``proxy`` is a Federation
+(I_P = sum_i p_i fisher_diag_i(x_t) over its clients) or a callable
+x -> (d,) Fisher diagonal.
+
+**TE** (``target=TemporalEnsemble(beta)``): see :mod:`.targets`.  With
+``of="global"`` every centre (w_j, or c for FedCL) becomes the ensemble T of
+the global models; with ``of="local"`` (client Fisher only) each w_j becomes
+the ensemble of client j's own past local models.
+
+Local steps: y^{k+1} = y^k - eta_s grad h_s(y^k) (``solver="gd"``) or the
+exact minimiser (``solver="exact"``); then x_{t+1} = x_t + eta_g sum w_i Delta_i.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from .._validate import choice, per_client, positive
+from ..compression import Communication
+from ..errors import InvalidHyperparameterError, InvalidProblemError
+from ..participation import Participation
+from ..problems.base import Federation
+from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
+from .fedavg import empty_round
+from .fedprox import SOLVERS, check_target
+from .local import LocalObjective, exact_local_solve, local_descent
+from .targets import EnsembleState, TemporalEnsemble
+
+__all__ = ["FedCurv", "FedCurvState", "FedCurvTE", "FedCL", "FISHERS", "proxy_fisher"]
+
+FISHERS = ("client", "proxy")
+
+
+def proxy_fisher(proxy: Federation | Callable[[np.ndarray], Any], x: np.ndarray) -> np.ndarray:
+    """I_P(x): the proxy's Fisher diagonal at the server model x -> (d,).
+
+    Federation proxy: sum_i p_i fisher_diag_i(x) (its weighted clients pooled);
+    callable: ``proxy(x)``, which must return a finite non-negative (d,) array.
+    """
+    d = x.shape[0]
+    if isinstance(proxy, Federation):
+        if proxy.dim != d:
+            raise InvalidProblemError(f"proxy federation has dim {proxy.dim}, the problem has dim {d}")
+        return proxy.weights @ proxy.fisher_diag(np.broadcast_to(x, (proxy.n_clients, d)))
+    out = np.asarray(proxy(x.copy()), dtype=np.float64)
+    if out.shape != (d,) or not np.all(np.isfinite(out)) or np.any(out < 0):
+        raise InvalidProblemError(
+            f"proxy Fisher callable must return a finite non-negative array of shape ({d},), "
+            f"got shape {out.shape}")
+    return out
+
+
+@dataclass(frozen=True)
+class FedCurvState:
+    """x: server model; t: completed rounds; W, I: (N, d) last local model and its
+    Fisher diagonal per client; seen: (N,) has the client trained; target: TE state."""
+
+    x: np.ndarray
+    t: int
+    W: np.ndarray
+    I: np.ndarray
+    seen: np.ndarray
+    target: EnsembleState | None = None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class FedCurv(Algorithm):
+    """FedCurv / FedCL with an optional temporal-ensembling target (module docstring).
+
+    Parameters
+    ----------
+    lr : float or (N,) array
+        Client rates eta_i > 0.
+    local_steps : int or (N,) array
+        Nominal local steps E_i >= 1 (the exact solver uses 1).
+    alpha : float >= 0
+        Penalty weight of seed 002 eq. 2.
+    fisher : {"client", "proxy"}
+        FedCurv (client Fisher at the previous local models) or FedCL (proxy
+        Fisher at the server model).
+    proxy : Federation or callable, required for ``fisher="proxy"``.
+    solver : {"gd", "exact"}
+    aggregation : {"weights", "samples", "uniform"}
+    server_lr : float > 0
+    target : TemporalEnsemble or None
+    """
+
+    name: ClassVar[str] = "FedCurv"
+    lr: Any = 0.1
+    local_steps: Any = 10
+    alpha: float = 0.1
+    fisher: str = "client"
+    proxy: Any = None
+    solver: str = "gd"
+    aggregation: str = "weights"
+    server_lr: float = 1.0
+    target: TemporalEnsemble | None = None
+
+    def __post_init__(self) -> None:
+        per_client("lr", self.lr, None)
+        per_client("local_steps", self.local_steps, None, integer=True, minimum=1, strict=False)
+        positive("alpha", self.alpha, allow_zero=True)
+        choice("fisher", self.fisher, FISHERS)
+        choice("solver", self.solver, SOLVERS)
+        choice("aggregation", self.aggregation, AGGREGATIONS)
+        positive("server_lr", self.server_lr)
+        if self.fisher == "proxy":
+            if self.proxy is None or not (isinstance(self.proxy, Federation) or callable(self.proxy)):
+                raise InvalidHyperparameterError(
+                    f"fisher='proxy' (FedCL) needs proxy= a Federation or a callable x -> (d,) "
+                    f"Fisher diagonal, got {self.proxy!r}")
+        elif self.proxy is not None:
+            raise InvalidHyperparameterError("proxy= is used only with fisher='proxy' (FedCL)")
+        check_target(self.target, allow_local=self.fisher == "client")
+
+    def nominal_steps(self, problem: Federation) -> np.ndarray:
+        if self.solver == "exact":
+            return np.ones(problem.n_clients, dtype=np.int64)
+        return super().nominal_steps(problem)
+
+    def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> FedCurvState:
+        resolve_per_client("lr", self.lr, problem.n_clients)
+        self.nominal_steps(problem)
+        N, d = problem.n_clients, problem.dim
+        if isinstance(self.proxy, Federation) and self.proxy.dim != d:
+            raise InvalidProblemError(f"proxy federation has dim {self.proxy.dim}, the problem has dim {d}")
+        te = None
+        if self.target is not None:
+            te = self.target.init((N, d) if self.target.of == "local" else (d,))
+        return FedCurvState(x=np.array(x0, dtype=np.float64), t=0, W=np.zeros((N, d)),
+                            I=np.zeros((N, d)), seen=np.zeros(N, dtype=bool), target=te)
+
+    # ------------------------------------------------------------------ penalty
+    def _objective(self, state: FedCurvState, clients: np.ndarray) -> tuple[LocalObjective, np.ndarray]:
+        """The round's penalty as (D, b) rows, and what the server sends beyond x."""
+        m, d = clients.shape[0], state.x.shape[0]
+        a2 = 2.0 * float(self.alpha)
+        if self.fisher == "proxy":
+            Ip = proxy_fisher(self.proxy, state.x)
+            c = state.x if self.target is None else self.target.centre(state.target, state.x)
+            D = np.broadcast_to(a2 * Ip, (m, d))
+            b = np.broadcast_to(a2 * Ip * c, (m, d))
+            return LocalObjective.diagonal(D, b), Ip[None, :]
+        centres = state.W[clients]
+        if self.target is not None:
+            if self.target.of == "local":
+                centres = self.target.centre(
+                    EnsembleState(state.target.hat[clients], state.target.count[clients]), centres)
+            elif int(state.target.count) > 0:
+                centres = np.broadcast_to(self.target.centre(state.target, state.x), (m, d))
+        u = np.where(state.seen[clients][:, None], state.I[clients], 0.0)
+        v = u * centres
+        U = u.sum(axis=0)
+        V = v.sum(axis=0)
+        D = a2 * (U - u)
+        b = a2 * (V - v)
+        return LocalObjective.diagonal(D, b), np.hstack([D, b])
+
+    def round(self, state: FedCurvState, problem: Federation, participation: Participation | None,
+              rng: np.random.Generator) -> tuple[FedCurvState, RoundInfo]:
+        part = self.participants(problem, participation, rng, state.t)
+        te_global = self.target is not None and self.target.of == "global"
+        if part.m == 0:
+            te = self.target.update(state.target, state.x) if te_global else state.target
+            return (FedCurvState(x=state.x, t=state.t + 1, W=state.W, I=state.I, seen=state.seen,
+                                 target=te), empty_round(problem.dim))
+        d = problem.dim
+        X0 = np.broadcast_to(state.x, (part.m, d))
+        objective, sent = self._objective(state, part.clients)
+        if self.solver == "gd":
+            lr = resolve_per_client("lr", self.lr, problem.n_clients)[part.clients]
+            Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng, objective)
+        else:
+            Y = np.array(X0, copy=True)
+            act = np.flatnonzero(part.steps > 0)
+            if act.size:
+                Y[act] = exact_local_solve(problem, part.clients[act], objective.take(act), X0[act])
+        delta = Y - state.x
+        w = aggregation_weights(problem, part.clients, self.aggregation)
+        x = state.x + self.server_lr * (w @ delta)
+        W, I, seen, te = state.W, state.I, state.seen, state.target
+        if self.fisher == "client":
+            W = W.copy()
+            I = I.copy()
+            seen = seen.copy()
+            W[part.clients] = Y
+            I_new = problem.fisher_diag(Y, part.clients)
+            I[part.clients] = I_new
+            seen[part.clients] = True
+            up = np.hstack([delta, I_new])
+            if self.target is not None and self.target.of == "local":
+                te = self.target.update(state.target, Y, rows=part.clients)
+        else:
+            up = delta
+        if te_global:
+            te = self.target.update(state.target, x)
+        down = np.hstack([X0, np.broadcast_to(sent, (part.m, sent.shape[1]))])
+        comm = Communication.measure(up, down)
+        return (FedCurvState(x=x, t=state.t + 1, W=W, I=I, seen=seen, target=te),
+                RoundInfo(part.clients, part.steps, comm))
+
+
+def FedCL(*, proxy: Any, **kwargs: Any) -> FedCurv:
+    """FedCL: ``FedCurv(fisher="proxy", proxy=proxy, **kwargs)`` (server-side proxy Fisher)."""
+    return FedCurv(fisher="proxy", proxy=proxy, **kwargs)
+
+
+def FedCurvTE(*, beta: float, of: str = "global", **kwargs: Any) -> FedCurv:
+    """FedCurv-TE / FedCL-TE (seed 002 Alg. 2):
+    ``FedCurv(target=TemporalEnsemble(beta=beta, of=of), **kwargs)``."""
+    if "target" in kwargs:
+        raise InvalidHyperparameterError("FedCurvTE sets target itself; pass beta (and of) only")
+    return FedCurv(target=TemporalEnsemble(beta=beta, of=of), **kwargs)

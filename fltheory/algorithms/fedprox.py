@@ -1,0 +1,154 @@
+"""FedProx (Li et al.; seed 002 eq. 1; THEORY.md section 2) and FedProx-TE (seed 002 Alg. 2).
+
+Round t with participants S, each completing s_i local steps, centre c (the
+received model x_t, or the temporal-ensembling target T of
+:mod:`~fltheory.algorithms.targets`):
+
+    h_i(y) = f_i(y) + (mu/2) ||y - c||^2,
+
+* ``solver="gd"``: y^0 = x_t, y^{k+1} = y^k - eta_i (g_i(y^k) + mu (y^k - c)),
+  k = 0..s_i - 1 (g_i the federation's configured oracle);
+* ``solver="exact"``: y = argmin h_i (closed form (H_i + mu I)^{-1}(e_i + mu c)
+  on quadratic clients, batched Newton otherwise); a participant with s_i = 0
+  does not solve and sends Delta_i = 0 (nominal steps are 1 in this mode);
+
+then Delta_i = y_i - x_t and x_{t+1} = x_t + eta_g sum_{i in S} w_i Delta_i with
+the weights of :func:`~fltheory.algorithms.base.aggregation_weights`.
+
+Seed 002 eq. 1 writes the penalty alpha ||w - w_g||^2, i.e. mu = 2 alpha.
+With mu = 0 and ``solver="gd"`` this is FedAvg exactly.  On quadratic clients
+with the exact solver and full participation the fixed point is
+(sum p_i (H_i + mu I)^{-1} H_i)^{-1} sum p_i (H_i + mu I)^{-1} e_i
+(THEORY.md section 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._validate import choice, per_client, positive
+from ..compression import Communication
+from ..errors import InvalidHyperparameterError
+from ..participation import Participation
+from ..problems.base import Federation
+from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
+from .fedavg import empty_round
+from .local import LocalObjective, exact_local_solve, local_descent
+from .targets import EnsembleState, TemporalEnsemble
+
+__all__ = ["FedProx", "FedProxState", "FedProxTE", "SOLVERS", "check_target"]
+
+SOLVERS = ("gd", "exact")
+
+
+def check_target(target: Any, *, allow_local: bool) -> None:
+    """``target`` is None or a TemporalEnsemble whose ``of`` the algorithm supports."""
+    if target is None:
+        return
+    if not isinstance(target, TemporalEnsemble):
+        raise InvalidHyperparameterError(
+            f"target must be None or a TemporalEnsemble, got {type(target).__name__}")
+    if target.of == "local" and not allow_local:
+        raise InvalidHyperparameterError(
+            "TemporalEnsemble(of='local') ensembles per-client centres and applies to FedCurv "
+            "with client Fisher only; this algorithm has one centre, use of='global'")
+
+
+@dataclass(frozen=True)
+class FedProxState:
+    """x: server model; t: completed rounds; target: temporal-ensemble state or None."""
+
+    x: np.ndarray
+    t: int
+    target: EnsembleState | None = None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class FedProx(Algorithm):
+    """FedProx: local objective f_i(y) + (mu/2)||y - c||^2 (see module docstring).
+
+    Parameters
+    ----------
+    lr : float or (N,) array
+        Client rates eta_i > 0 (used by ``solver="gd"``).
+    local_steps : int or (N,) array
+        Nominal local steps E_i >= 1 (``solver="gd"``; the exact solver uses 1).
+    mu : float >= 0
+        Proximal coefficient (seed 002 eq. 1: mu = 2 alpha).
+    solver : {"gd", "exact"}
+    aggregation : {"weights", "samples", "uniform"}
+    server_lr : float > 0
+    target : TemporalEnsemble or None
+        Centre the penalty at the temporal-ensembling target (FedProx-TE).
+    """
+
+    name: ClassVar[str] = "FedProx"
+    lr: Any = 0.1
+    local_steps: Any = 10
+    mu: float = 0.1
+    solver: str = "gd"
+    aggregation: str = "weights"
+    server_lr: float = 1.0
+    target: TemporalEnsemble | None = None
+
+    def __post_init__(self) -> None:
+        per_client("lr", self.lr, None)
+        per_client("local_steps", self.local_steps, None, integer=True, minimum=1, strict=False)
+        positive("mu", self.mu, allow_zero=True)
+        choice("solver", self.solver, SOLVERS)
+        choice("aggregation", self.aggregation, AGGREGATIONS)
+        positive("server_lr", self.server_lr)
+        check_target(self.target, allow_local=False)
+
+    def nominal_steps(self, problem: Federation) -> np.ndarray:
+        if self.solver == "exact":
+            return np.ones(problem.n_clients, dtype=np.int64)
+        return super().nominal_steps(problem)
+
+    def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> FedProxState:
+        resolve_per_client("lr", self.lr, problem.n_clients)
+        self.nominal_steps(problem)
+        x = np.array(x0, dtype=np.float64)
+        te = None if self.target is None else self.target.init((problem.dim,))
+        return FedProxState(x=x, t=0, target=te)
+
+    def centre(self, state: FedProxState) -> np.ndarray:
+        """The penalty centre: x_t, or the TE target once a global model has been ensembled."""
+        if self.target is None:
+            return state.x
+        return self.target.centre(state.target, state.x)
+
+    def round(self, state: FedProxState, problem: Federation, participation: Participation | None,
+              rng: np.random.Generator) -> tuple[FedProxState, RoundInfo]:
+        part = self.participants(problem, participation, rng, state.t)
+        if part.m == 0:   # G_t = G_{t-1} still enters the ensemble (Alg. 2 runs every round)
+            te = state.target if self.target is None else self.target.update(state.target, state.x)
+            return FedProxState(x=state.x, t=state.t + 1, target=te), empty_round(problem.dim)
+        d = problem.dim
+        X0 = np.broadcast_to(state.x, (part.m, d))
+        C = np.broadcast_to(self.centre(state), (part.m, d))
+        objective = LocalObjective.proximal(float(self.mu), C)
+        if self.solver == "gd":
+            lr = resolve_per_client("lr", self.lr, problem.n_clients)[part.clients]
+            Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng, objective)
+        else:
+            Y = np.array(X0, copy=True)
+            act = np.flatnonzero(part.steps > 0)
+            if act.size:
+                Y[act] = exact_local_solve(problem, part.clients[act], objective.take(act), X0[act])
+        delta = Y - state.x
+        w = aggregation_weights(problem, part.clients, self.aggregation)
+        x = state.x + self.server_lr * (w @ delta)
+        te = state.target if self.target is None else self.target.update(state.target, x)
+        comm = Communication.measure(delta, X0)
+        return FedProxState(x=x, t=state.t + 1, target=te), RoundInfo(part.clients, part.steps, comm)
+
+
+def FedProxTE(*, beta: float, **kwargs: Any) -> FedProx:
+    """FedProx-TE (seed 002 Alg. 2): ``FedProx(target=TemporalEnsemble(beta=beta), **kwargs)``."""
+    if "target" in kwargs:
+        raise InvalidHyperparameterError("FedProxTE sets target itself; pass beta only")
+    return FedProx(target=TemporalEnsemble(beta=beta), **kwargs)

@@ -1,0 +1,103 @@
+"""Temporal-ensembling constraint targets (seed 002, Alg. 2; THEORY.md section 2).
+
+Seed 002 (Zhu and Ye) replaces the centre of a local penalty (FedProx's
+proximal term, FedCL/FedCurv's Fisher term) by an exponential average of the
+past global models G_1, G_2, ... with the bias correction of Adam:
+
+    T_hat <- (1 - beta) G_t + beta T_hat,    T = T_hat / (1 - beta^t),
+
+with T_hat = 0 before round 1 (Alg. 2, lines 2-5).  Indexing used here: the
+loop of Alg. 2 runs after round t has produced G_t, and T is the centre of
+round t + 1.  Round 1 has no target yet (Alg. 2 starts at t = 1 with G_1, so
+the initial model G_0 is never ensembled); it uses the base algorithm's
+centre, the model it received.  With beta = 0, T = G_t, the model every client
+receives in round t + 1: the base algorithm, bit for bit.
+
+``of`` chooses what is ensembled:
+
+* ``"global"`` (Alg. 2 as printed): the global models.  FedProx-TE and
+  FedCL-TE; for FedCurv (client Fisher) every centre w_j becomes T.
+* ``"local"`` (FedCurv only): the same recursion run per client on the
+  previous local models w_j that FedCurv uses as centres, each client with its
+  own counter (number of its models ensembled).  This is the reading under
+  which beta = 0 reproduces FedCurv exactly; seed 002 only evaluates FedCL-TE
+  ("FedCL and FedCurv are essentially the same"), so both are offered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .._validate import choice, in_unit_interval
+from ..errors import InvalidHyperparameterError
+
+__all__ = ["TemporalEnsemble", "EnsembleState"]
+
+
+@dataclass(frozen=True)
+class EnsembleState:
+    """hat: (..., d) running average T_hat; count: (...) number of models ensembled."""
+
+    hat: np.ndarray
+    count: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemporalEnsemble:
+    """Temporal-ensembling target of seed 002 Alg. 2.
+
+    Parameters
+    ----------
+    beta : float in [0, 1)
+        Momentum of the ensemble (seed 002 Table 2 uses 0.2-0.6).
+    of : {"global", "local"}
+        Ensemble the global models (Alg. 2 as printed) or, for FedCurv only,
+        each client's previous local models (see the module docstring).
+    """
+
+    OPTIONS: ClassVar[tuple[str, ...]] = ("global", "local")
+    beta: float
+    of: str = "global"
+
+    def __post_init__(self) -> None:
+        try:
+            b = float(self.beta)
+        except (TypeError, ValueError):
+            raise InvalidHyperparameterError(
+                f"TemporalEnsemble beta must be a real number in [0, 1), got {self.beta!r}") from None
+        if not (np.isfinite(b) and 0.0 <= b < 1.0):
+            raise InvalidHyperparameterError(f"TemporalEnsemble beta must lie in [0, 1), got {b!r}")
+        in_unit_interval("1 - beta", 1.0 - b)
+        choice("TemporalEnsemble of", self.of, self.OPTIONS)
+
+    def init(self, shape: tuple[int, ...]) -> EnsembleState:
+        """T_hat = 0 and no model ensembled; ``shape`` is (d,) or (N, d)."""
+        return EnsembleState(hat=np.zeros(shape), count=np.zeros(shape[:-1], dtype=np.int64))
+
+    def update(self, state: EnsembleState, G: np.ndarray,
+               rows: np.ndarray | None = None) -> EnsembleState:
+        """T_hat <- (1 - beta) G + beta T_hat and count += 1 (on ``rows`` only when given)."""
+        b = float(self.beta)
+        if rows is None:
+            return EnsembleState(hat=(1.0 - b) * G + b * state.hat, count=state.count + 1)
+        hat = state.hat.copy()
+        count = state.count.copy()
+        hat[rows] = (1.0 - b) * G + b * state.hat[rows]
+        count[rows] += 1
+        return EnsembleState(hat=hat, count=count)
+
+    def centre(self, state: EnsembleState, fallback: np.ndarray) -> np.ndarray:
+        """T = T_hat / (1 - beta^count), and ``fallback`` (the base centre) where
+        nothing has been ensembled yet (count 0: round 1, or a client's first round)."""
+        b = float(self.beta)
+        count = np.asarray(state.count)
+        if count.ndim == 0:
+            if count == 0:
+                return np.array(fallback, dtype=np.float64, copy=True)
+            return state.hat / (1.0 - b ** int(count))
+        done = count > 0
+        denom = np.where(done, 1.0 - b ** count.astype(np.float64), 1.0)
+        return np.where(done[:, None], state.hat / denom[:, None], fallback)

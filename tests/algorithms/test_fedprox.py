@@ -1,0 +1,161 @@
+"""FedProx / FedProx-TE: vectorized rounds == per-client reference loop, reductions,
+the exact-prox fixed point on quadratics, bad hyperparameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from fltheory.algorithms.fedavg import FedAvg
+from fltheory.algorithms.fedprox import FedProx, FedProxTE
+from fltheory.algorithms.reference import reference_run
+from fltheory.algorithms.run import run
+from fltheory.algorithms.targets import TemporalEnsemble
+from fltheory.errors import InvalidHyperparameterError
+from fltheory.participation import Participants, Participation
+from fltheory.problems.generators import random_quadratic
+from fltheory.problems.logistic import LogisticFederation
+
+
+class SampledIncomplete(Participation):
+    """Test participation: q clients uniformly without replacement, each completing
+    U{0..E_i} local steps (inactive and incomplete clients)."""
+
+    def __init__(self, q: int) -> None:
+        self.q = q
+
+    def draw(self, rng, t, local_steps):
+        E = np.asarray(local_steps)
+        clients = np.sort(rng.choice(E.shape[0], size=self.q, replace=False))
+        steps = rng.integers(0, E[clients] + 1)
+        return Participants(clients.astype(np.int64), steps.astype(np.int64))
+
+
+def quadratic(seed=0, N=5, d=4):
+    return random_quadratic(N, d, L=4.0, mu=0.5, heterogeneity=1.0, seed=seed)
+
+
+def logistic(seed=0, N=4, f=3, n=12):
+    rng = np.random.default_rng(seed)
+    A = [rng.standard_normal((n + i, f)) for i in range(N)]
+    y = [np.where(rng.random(n + i) < 0.5, -1.0, 1.0) for i in range(N)]
+    return LogisticFederation(A, y, reg=0.05)
+
+
+CASES = [
+    ("quad-exact-oracle", lambda: quadratic(1), None),
+    ("quad-noise-sampled", lambda: quadratic(2).with_gradient_noise(0.3), SampledIncomplete(3)),
+    ("logistic-sampled", lambda: logistic(3), SampledIncomplete(2)),
+    ("logistic-minibatch", lambda: logistic(4).with_minibatch(3), SampledIncomplete(3)),
+]
+
+
+@pytest.mark.parametrize("name,make,part", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("variant", ["gd", "te", "exact", "exact-te"])
+def test_vectorized_equals_reference(name, make, part, variant):
+    fed = make()
+    lr = np.linspace(0.05, 0.12, fed.n_clients)
+    steps = np.arange(fed.n_clients) % 3 + 2
+    kw = dict(lr=lr, local_steps=steps, mu=0.7, server_lr=0.9)
+    if variant.startswith("exact"):
+        kw["solver"] = "exact"
+    if variant.endswith("te"):
+        kw["target"] = TemporalEnsemble(beta=0.6)
+    alg = FedProx(**kw)
+    x0 = np.linspace(-0.3, 0.4, fed.dim)
+    hist = run(alg, fed, 6, participation=part, seed=11, x0=x0)
+    ref = reference_run(alg, fed, 6, participation=part, seed=11, x0=x0)
+    np.testing.assert_allclose(hist.x, ref, rtol=0, atol=1e-12)
+    assert np.linalg.norm(hist.x[-1] - hist.x[0]) > 1e-3   # the runs actually moved
+
+
+@pytest.mark.parametrize("part", [None, SampledIncomplete(3)])
+def test_mu_zero_is_fedavg(part):
+    fed = quadratic(5).with_gradient_noise(0.2)
+    a = run(FedProx(lr=0.1, local_steps=4, mu=0.0, server_lr=0.8), fed, 5, participation=part, seed=3)
+    b = run(FedAvg(lr=0.1, local_steps=4, server_lr=0.8), fed, 5, participation=part, seed=3)
+    np.testing.assert_array_equal(a.x, b.x)
+
+
+@pytest.mark.parametrize("solver", ["gd", "exact"])
+def test_te_beta_zero_is_base(solver):
+    fed = quadratic(6)
+    part = SampledIncomplete(3)
+    base = run(FedProx(lr=0.1, local_steps=3, mu=0.5, solver=solver), fed, 6, participation=part, seed=2)
+    te = run(FedProxTE(beta=0.0, lr=0.1, local_steps=3, mu=0.5, solver=solver), fed, 6,
+             participation=part, seed=2)
+    np.testing.assert_array_equal(base.x, te.x)
+
+
+def test_te_target_is_bias_corrected_average_of_global_models():
+    """Seed 002 Alg. 2 by hand: after rounds 1..t, T = sum_s (1-b) b^(t-s) G_s / (1 - b^t)."""
+    fed = quadratic(7)
+    beta = 0.5
+    alg = FedProxTE(beta=beta, lr=0.1, local_steps=2, mu=1.0)
+    hist = run(alg, fed, 4, seed=0, x0=np.ones(fed.dim))
+    G = hist.x[1:]                       # G_1..G_4 (G_0 is not ensembled)
+    t = G.shape[0]
+    coeff = (1 - beta) * beta ** (t - 1 - np.arange(t))
+    expected = coeff @ G / (1 - beta ** t)
+    np.testing.assert_allclose(alg.centre(hist.state), expected, rtol=1e-13, atol=1e-15)
+
+
+def test_exact_fixed_point_closed_form():
+    """Long run of exact FedProx == (sum p (H+mu I)^-1 H)^-1 sum p (H+mu I)^-1 e (THEORY.md sec. 3)."""
+    fed = random_quadratic(4, 3, L=3.0, mu=0.5, heterogeneity=2.0, seed=9)
+    mu = 0.8
+    eye = np.eye(fed.dim)
+    Rinv = np.linalg.inv(fed.H + mu * eye)
+    A = np.einsum("i,ijk,ikl->jl", fed.weights, Rinv, fed.H)
+    c = np.einsum("i,ijk,ik->j", fed.weights, Rinv, fed.e)
+    x_tilde = np.linalg.solve(A, c)
+    hist = run(FedProx(mu=mu, solver="exact"), fed, 400, seed=0)
+    np.testing.assert_allclose(hist.x[-1], x_tilde, rtol=0, atol=1e-10)
+    assert np.linalg.norm(x_tilde - fed.optimum()) > 1e-2     # the fixed point is biased
+
+
+def test_exact_solver_is_the_prox_minimiser_on_logistic():
+    """One exact round from x: each y_i satisfies grad f_i(y) + mu (y - x) = 0."""
+    fed = logistic(8)
+    mu = 0.4
+    x0 = np.array([0.2, -0.1, 0.3])
+    hist = run(FedProx(mu=mu, solver="exact", aggregation="uniform"), fed, 1, seed=0, x0=x0)
+    # reconstruct the local minimisers from the update is not unique; check optimality of the mean
+    # through the reference, and the local optimality directly via the vectorized solver
+    from fltheory.algorithms.local import LocalObjective, exact_local_solve
+    N = fed.n_clients
+    X0 = np.broadcast_to(x0, (N, 3))
+    Y = exact_local_solve(fed, np.arange(N), LocalObjective.proximal(mu, X0), X0)
+    res = fed.client_grad(Y) + mu * (Y - x0)
+    assert np.abs(res).max() < 1e-10
+    np.testing.assert_allclose(hist.x[1], Y.mean(axis=0), rtol=0, atol=1e-12)
+
+
+@given(mu=st.floats(-5, -1e-6) | st.just(float("nan")))
+def test_negative_mu_rejected(mu):
+    with pytest.raises(InvalidHyperparameterError, match="mu"):
+        FedProx(mu=mu)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(lr=-0.1), "lr"), (dict(lr=0.0), "lr"), (dict(local_steps=0), "local_steps"),
+    (dict(local_steps=1.5), "local_steps"), (dict(solver="newton"), "solver"),
+    (dict(aggregation="mean"), "aggregation"), (dict(server_lr=0.0), "server_lr"),
+    (dict(target=0.5), "TemporalEnsemble"), (dict(target=TemporalEnsemble(beta=0.2, of="local")), "of="),
+])
+def test_bad_hyperparameters(kw, match):
+    with pytest.raises(InvalidHyperparameterError, match=match):
+        FedProx(**kw)
+
+
+@pytest.mark.parametrize("beta", [-0.1, 1.0, 1.5, float("nan")])
+def test_bad_beta(beta):
+    with pytest.raises(InvalidHyperparameterError, match="beta"):
+        TemporalEnsemble(beta=beta)
+
+
+def test_per_client_lr_length_checked():
+    fed = quadratic(0)
+    with pytest.raises(InvalidHyperparameterError, match="clients"):
+        run(FedProx(lr=[0.1, 0.2]), fed, 1)
