@@ -129,10 +129,13 @@ def describe_federation(fed: Any) -> str:
     return "\n".join(parts)
 
 
-def check_bound(measured: float, bound_result: Any, *, rtol: float = 0.0, label: str = "",
-                instance: Any = None) -> None:
-    """Assert measured <= bound (1 + rtol), with a message naming the bound,
-    its hypotheses, its terms and the instance.
+def check_bound(measured: float, bound_result: Any, *, rtol: float = 0.0, atol: float = 0.0,
+                label: str = "", instance: Any = None) -> None:
+    """Assert measured <= bound (1 + rtol) + atol, with a message naming the
+    bound, its hypotheses, its terms and the instance.
+
+    ``atol`` is for floating-point noise when both sides can be 0 (state in
+    the test how it was derived).
 
     Fails as well when a hypothesis of the bound is violated (the bound has
     no value): a property test must draw instances that meet the hypotheses.
@@ -145,10 +148,10 @@ def check_bound(measured: float, bound_result: Any, *, rtol: float = 0.0, label:
     m = float(measured)
     if not np.isfinite(m):
         raise AssertionError(f"{head}: measured value is not finite ({m!r}){inst}")
-    limit = bound_result.value * (1.0 + rtol)
+    limit = bound_result.value * (1.0 + rtol) + atol
     if not m <= limit:
         terms = {k: v for k, v in dict(bound_result.terms).items() if np.ndim(v) == 0}
         raise AssertionError(
             f"{head}: measured {m!r} > bound {bound_result.value!r} (ratio "
-            f"{m / bound_result.value if bound_result.value else float('inf')!r}, rtol {rtol})\n"
+            f"{m / bound_result.value if bound_result.value else float('inf')!r}, rtol {rtol}, atol {atol})\n"
             f"{bound_result}\nterms: {terms}{inst}")

@@ -21,6 +21,15 @@ def _fed(n_clients, dim):
         n_samples=st.lists(SIZES, min_size=n_clients, max_size=n_clients), **CONSTS)
 
 
+def _atol(res):
+    """Floating-point noise of ||w* - w^*||^2: each optimum is solved to about
+    kappa * eps * ||w|| (kappa = L/mu), so the squared shift carries an absolute
+    error up to (2 kappa eps (||w*|| + ||w^*||))^2; a factor 100 of margin."""
+    kappa = res.terms["L"] / res.terms["mu"]
+    scale = np.linalg.norm(res.terms["w_star"]) + np.linalg.norm(res.terms["w_hat"]) + 1.0
+    return (200 * kappa * np.finfo(float).eps * scale) ** 2
+
+
 @st.composite
 def departures(draw):
     N = draw(st.integers(2, 5))
@@ -39,24 +48,24 @@ def test_departure_eq10_holds_as_printed_and_derived(case):
     fed, a = case
     for variant in ("as_printed", "derived"):
         res = objective_shift(fed, a, kind="depart", variant=variant)
-        check_bound(res.measured, res, rtol=1e-8, label=f"eq. 10 {variant}", instance=fed)
+        check_bound(res.measured, res, rtol=1e-8, atol=_atol(res), label=f"eq. 10 {variant}", instance=fed)
 
 
 @given(arrivals())
 def test_join_derived_bound_holds(case):
     fed, new = case
     res = objective_shift(fed, kind="join", other=new, variant="derived")
-    check_bound(res.measured, res, rtol=1e-8, label="eq. 11 derived", instance=fed.with_client(new))
+    check_bound(res.measured, res, rtol=1e-8, atol=_atol(res), label="eq. 11 derived", instance=fed.with_client(new))
 
 
 @given(logistic_federations(), st.data())
 def test_logistic_departure_and_join(fed, data):
     a = data.draw(st.integers(0, fed.n_clients - 1))
     res = objective_shift(fed, a, kind="depart")
-    check_bound(res.measured, res, rtol=1e-6, label="eq. 10 logistic", instance=fed)
+    check_bound(res.measured, res, rtol=1e-6, atol=_atol(res), label="eq. 10 logistic", instance=fed)
     res = objective_shift(fed.without_client(a), kind="join",
                           other=_single(fed, a), variant="derived")
-    check_bound(res.measured, res, rtol=1e-6, label="eq. 11 derived logistic", instance=fed)
+    check_bound(res.measured, res, rtol=1e-6, atol=_atol(res), label="eq. 11 derived logistic", instance=fed)
 
 
 def _single(fed, a):

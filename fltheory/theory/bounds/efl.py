@@ -116,10 +116,8 @@ def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
 
 def efl_heterogeneity(fed: Any) -> np.ndarray:
     """D_k = F_k(w*) - F_k* for every client, with lambda = 0 (F~_k = F_k)."""
-    xstar = fed.optimum()
-    at_opt = fed.client_loss(xstar)
-    at_own = fed.client_loss(fed.client_optima())
-    return np.maximum(at_opt - at_own, 0.0)
+    from ..objective_shift import suboptimality_gaps
+    return suboptimality_gaps(fed, fed.optimum())
 
 
 def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2: Any,
