@@ -6,21 +6,58 @@ the participating clients (sorted ascending) and the number of local steps
 s_k in {0, ..., E_k} each completes (0 = inactive, < E_k = incomplete; seed 000
 section 4).  Models that draw nothing (``FullParticipation``) leave the
 generator untouched, so deterministic runs consume no randomness.
+
+**Empty rounds.**  ``Participants`` may be empty (m = 0): :class:`Bernoulli`
+can select nobody, and a :class:`Schedule` can leave no client available.
+Algorithms must accept m = 0 (the round leaves the server model unchanged
+unless the algorithm's own rule says otherwise, e.g. a server momentum still
+decays); clients with s_k = 0 are listed as participants with 0 steps
+(EFL's inactive clients), not dropped.
+
+**Models.**
+
+* :class:`FullParticipation` -- every available client, E_k steps.
+* :class:`UniformSampling` (S) -- S clients uniformly without replacement.
+* :class:`Bernoulli` (p) -- client i independently with probability p_i.
+* :class:`IncompleteSteps` (base, distribution, inactive_prob) -- the
+  clients of ``base`` complete s_k ~ ``distribution`` steps, and each is
+  inactive (s_k = 0) with probability ``inactive_prob``.  Ready-made
+  distributions: :class:`FullSteps`, :class:`UniformSteps`,
+  :class:`BinomialSteps`, :class:`FixedSteps`, :class:`TimeVarying`; any
+  callable ``(rng, t, E) -> s`` or ``(rng, t, E, clients) -> s`` works.
+* :class:`Schedule` (base, departures, arrivals) -- client a leaves at round
+  t_a (absent for t >= t_a), client b arrives at round t_b (absent for
+  t < t_b); ``base`` draws among the clients present (seed 000 sections 4.3
+  and 4.4).
+
+**Draw order** (so that a reference loop calling the same object reproduces a
+run bit for bit): every model states exactly which generator calls it makes,
+in order; wrappers first let their base draw, then make their own calls.
 """
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["Participants", "Participation", "FullParticipation"]
+from ._validate import in_unit_interval
+from .errors import InvalidHyperparameterError
+
+__all__ = ["Participants", "Participation", "FullParticipation", "UniformSampling", "Bernoulli",
+           "IncompleteSteps", "Schedule", "StepDistribution", "FullSteps", "UniformSteps",
+           "BinomialSteps", "FixedSteps", "TimeVarying"]
 
 
 @dataclass(frozen=True)
 class Participants:
-    """clients: (m,) sorted int64 indices; steps: (m,) int64 completed steps."""
+    """clients: (m,) sorted int64 indices; steps: (m,) int64 completed steps.
+
+    m may be 0 (nobody takes part this round); steps may contain 0 (inactive).
+    """
 
     clients: np.ndarray
     steps: np.ndarray
@@ -30,8 +67,28 @@ class Participants:
         return int(self.clients.shape[0])
 
 
+def _nominal(local_steps: Any) -> np.ndarray:
+    E = np.asarray(local_steps)
+    if E.ndim != 1 or not np.issubdtype(E.dtype, np.number) or not np.all(np.isfinite(E)) \
+            or np.any(np.mod(E, 1) != 0) or np.any(E < 0):
+        raise InvalidHyperparameterError(
+            f"local_steps must be a 1-D array of integers >= 0 (one per client), got {local_steps!r}")
+    return E.astype(np.int64)
+
+
+def _check_rng(rng: Any, where: str) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidHyperparameterError(
+            f"{where}: rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    return rng
+
+
 class Participation(ABC):
-    """Base class: subclasses implement :meth:`draw`."""
+    """Base class: subclasses implement :meth:`draw`.
+
+    Models that can be restricted by a :class:`Schedule` also implement
+    :meth:`draw_among` (all models of this module do).
+    """
 
     @abstractmethod
     def draw(self, rng: np.random.Generator, t: int, local_steps: np.ndarray) -> Participants:
@@ -41,10 +98,356 @@ class Participation(ABC):
         """Indices of the clients present in round t (all, unless a schedule says otherwise)."""
         return np.arange(n_clients)
 
+    def draw_among(self, rng: np.random.Generator, t: int, local_steps: np.ndarray,
+                   candidates: np.ndarray) -> Participants:
+        """The participants of round t chosen among ``candidates`` (sorted indices)."""
+        raise InvalidHyperparameterError(
+            f"{type(self).__name__} does not implement draw_among, so it cannot be restricted "
+            "to the clients present under a Schedule")
 
-class FullParticipation(Participation):
+
+class _Restrictable(Participation):
+    """``draw`` = ``draw_among`` over ``available(t, N)``."""
+
+    def draw(self, rng: np.random.Generator, t: int, local_steps: np.ndarray) -> Participants:
+        E = _nominal(local_steps)
+        return self.draw_among(rng, t, E, self.available(t, E.shape[0]))
+
+
+class FullParticipation(_Restrictable):
     """Every client, every round, all E_i local steps.  Draws nothing."""
 
     def draw(self, rng: np.random.Generator, t: int, local_steps: np.ndarray) -> Participants:
         E = np.asarray(local_steps, dtype=np.int64)
         return Participants(np.arange(E.shape[0], dtype=np.int64), E.copy())
+
+    def draw_among(self, rng: np.random.Generator, t: int, local_steps: np.ndarray,
+                   candidates: np.ndarray) -> Participants:
+        E = np.asarray(local_steps, dtype=np.int64)
+        c = np.asarray(candidates, dtype=np.int64)
+        return Participants(c.copy(), E[c].copy())
+
+    def inclusion_probabilities(self, n_clients: int) -> np.ndarray:
+        """P(client i takes part) = 1."""
+        return np.ones(n_clients)
+
+
+class UniformSampling(_Restrictable):
+    """S clients drawn uniformly without replacement among those available.
+
+    Draw order: one call ``rng.choice(candidates, size=S, replace=False)``
+    (``candidates`` the sorted available indices, all N without a schedule),
+    then the result is sorted.  Every selected client completes E_k steps.
+    Inclusion probability S / N per client (S / #available under a schedule).
+
+    Parameters
+    ----------
+    S : int
+        Clients per round, in [1, N] (N is checked at draw time); a round
+        with fewer than S available clients raises.
+    """
+
+    def __init__(self, S: int) -> None:
+        if isinstance(S, bool) or not isinstance(S, (int, np.integer)) or S < 1:
+            raise InvalidHyperparameterError(f"UniformSampling: S must be an integer >= 1, got {S!r}")
+        self.S = int(S)
+
+    def draw_among(self, rng: np.random.Generator, t: int, local_steps: np.ndarray,
+                   candidates: np.ndarray) -> Participants:
+        rng = _check_rng(rng, "UniformSampling.draw")
+        E = _nominal(local_steps)
+        if self.S > E.shape[0]:
+            raise InvalidHyperparameterError(
+                f"UniformSampling: S must lie in [1, N = {E.shape[0]}], got S = {self.S}")
+        c = np.asarray(candidates, dtype=np.int64)
+        if self.S > c.shape[0]:
+            raise InvalidHyperparameterError(
+                f"UniformSampling: round {t} has {c.shape[0]} available clients, fewer than S = {self.S}")
+        chosen = np.sort(rng.choice(c, size=self.S, replace=False)).astype(np.int64)
+        return Participants(chosen, E[chosen].copy())
+
+    def inclusion_probabilities(self, n_clients: int) -> np.ndarray:
+        """P(client i takes part) = S / N (without a schedule)."""
+        return np.full(n_clients, self.S / n_clients)
+
+
+class Bernoulli(_Restrictable):
+    """Each available client takes part independently with probability p_i.
+
+    Draw order: one call ``u = rng.random(N)`` (for all N clients, present or
+    not); client i takes part iff u_i < p_i and i is available.  The round
+    may be empty (see the module doc).  Every selected client completes E_k
+    steps.
+
+    Parameters
+    ----------
+    p : float or (N,) array
+        Probabilities in (0, 1].
+    """
+
+    def __init__(self, p: Any) -> None:
+        arr = np.asarray(p, dtype=np.float64) if np.ndim(p) else None
+        if arr is None:
+            self.p: float | np.ndarray = in_unit_interval("Bernoulli: p", p)
+        else:
+            if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) \
+                    or np.any(arr <= 0) or np.any(arr > 1):
+                raise InvalidHyperparameterError(
+                    f"Bernoulli: p must be a scalar or a 1-D per-client array in (0, 1], got {p!r}")
+            self.p = arr
+
+    def _p(self, n: int) -> np.ndarray:
+        if isinstance(self.p, np.ndarray):
+            if self.p.shape[0] != n:
+                raise InvalidHyperparameterError(
+                    f"Bernoulli: p has {self.p.shape[0]} entries but there are {n} clients")
+            return self.p
+        return np.full(n, self.p)
+
+    def draw_among(self, rng: np.random.Generator, t: int, local_steps: np.ndarray,
+                   candidates: np.ndarray) -> Participants:
+        rng = _check_rng(rng, "Bernoulli.draw")
+        E = _nominal(local_steps)
+        n = E.shape[0]
+        p = self._p(n)
+        u = rng.random(n)
+        present = np.zeros(n, dtype=bool)
+        present[np.asarray(candidates, dtype=np.int64)] = True
+        chosen = np.flatnonzero((u < p) & present).astype(np.int64)
+        return Participants(chosen, E[chosen].copy())
+
+    def inclusion_probabilities(self, n_clients: int) -> np.ndarray:
+        """P(client i takes part) = p_i (without a schedule)."""
+        return self._p(n_clients).copy()
+
+
+# ---- step distributions --------------------------------------------------------------
+
+class StepDistribution(ABC):
+    """Completed local steps of the selected clients: ``(rng, t, E, clients) -> s``
+    with E, clients, s of shape (m,) and 0 <= s <= E."""
+
+    @abstractmethod
+    def __call__(self, rng: np.random.Generator, t: int, E: np.ndarray,
+                 clients: np.ndarray) -> np.ndarray:
+        ...
+
+
+class FullSteps(StepDistribution):
+    """s_k = E_k.  Draws nothing."""
+
+    def __call__(self, rng, t, E, clients):
+        return np.asarray(E, dtype=np.int64).copy()
+
+
+class UniformSteps(StepDistribution):
+    """s_k uniform on {0, ..., E_k}.  Draw order: one call ``rng.integers(0, E + 1)``."""
+
+    def __call__(self, rng, t, E, clients):
+        return rng.integers(0, np.asarray(E, dtype=np.int64) + 1).astype(np.int64)
+
+
+class BinomialSteps(StepDistribution):
+    """s_k ~ Binomial(E_k, prob) (each step completed independently with
+    probability ``prob`` in [0, 1]).  Draw order: one call ``rng.binomial(E, prob)``."""
+
+    def __init__(self, prob: float) -> None:
+        self.prob = in_unit_interval("BinomialSteps: prob", prob, left_closed=True)
+
+    def __call__(self, rng, t, E, clients):
+        return rng.binomial(np.asarray(E, dtype=np.int64), self.prob).astype(np.int64)
+
+
+class FixedSteps(StepDistribution):
+    """s_k = steps[k] for a fixed per-client (N,) array (checked against E_k at
+    draw time).  Draws nothing."""
+
+    def __init__(self, steps: Any) -> None:
+        arr = np.asarray(steps)
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.number) or not np.all(np.isfinite(arr)) \
+                or np.any(np.mod(arr, 1) != 0) or np.any(arr < 0):
+            raise InvalidHyperparameterError(
+                f"FixedSteps: steps must be a 1-D per-client array of integers >= 0, got {steps!r}")
+        self.steps = arr.astype(np.int64)
+
+    def __call__(self, rng, t, E, clients):
+        c = np.asarray(clients, dtype=np.int64)
+        if c.size and c.max() >= self.steps.shape[0]:
+            raise InvalidHyperparameterError(
+                f"FixedSteps: steps has {self.steps.shape[0]} entries, got client {int(c.max())}")
+        return self.steps[c].copy()
+
+
+def _accepts_clients(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` takes a fourth positional argument (``clients``)."""
+    if isinstance(fn, StepDistribution):
+        return True
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 4
+
+
+def _call(fn: Callable[..., Any], rng: np.random.Generator, t: int, E: np.ndarray,
+          clients: np.ndarray) -> Any:
+    return fn(rng, t, E, clients) if _accepts_clients(fn) else fn(rng, t, E)
+
+
+class TimeVarying(StepDistribution):
+    """A different distribution each round: ``schedule(t)`` returns the
+    distribution of round t (a :class:`StepDistribution` or a callable
+    ``(rng, t, E[, clients])``), whose draws are then made."""
+
+    def __init__(self, schedule: Callable[[int], Any]) -> None:
+        if not callable(schedule):
+            raise InvalidHyperparameterError(
+                f"TimeVarying: schedule must be a callable of the round t, got {schedule!r}")
+        self.schedule = schedule
+
+    def __call__(self, rng, t, E, clients):
+        dist = self.schedule(t)
+        if not callable(dist):
+            raise InvalidHyperparameterError(
+                f"TimeVarying: schedule({t}) must return a step distribution, got {dist!r}")
+        return _call(dist, rng, t, E, clients)
+
+
+class IncompleteSteps(_Restrictable):
+    """The clients of ``base`` complete a random number of local steps.
+
+    Draw order: (1) ``base`` makes its calls; (2) ``distribution`` makes its
+    calls on the (m,) nominal steps E of the selected clients; (3) if
+    ``inactive_prob`` is non-zero anywhere, one call ``rng.random(m)`` and
+    client k is set inactive (s_k = 0) iff that number is < y_k.
+
+    Parameters
+    ----------
+    base : Participation
+        Who is selected (e.g. :class:`FullParticipation`, :class:`UniformSampling`).
+    distribution : StepDistribution or callable, optional
+        ``(rng, t, E) -> s`` or ``(rng, t, E, clients) -> s`` returning integers
+        in [0, E_k] (checked; a violation raises InvalidHyperparameterError).
+        Default :class:`FullSteps`.
+    inactive_prob : float or (N,) array
+        y_k in [0, 1): probability that a selected client does no step (seed
+        000 section 4.1).  Default 0.
+    """
+
+    def __init__(self, base: Participation, distribution: Any = None, *,
+                 inactive_prob: Any = 0.0) -> None:
+        if not isinstance(base, Participation):
+            raise InvalidHyperparameterError(
+                f"IncompleteSteps: base must be a Participation, got {type(base).__name__}")
+        if distribution is not None and not callable(distribution):
+            raise InvalidHyperparameterError(
+                f"IncompleteSteps: distribution must be callable, got {distribution!r}")
+        self.base = base
+        self.distribution = FullSteps() if distribution is None else distribution
+        y = np.asarray(inactive_prob, dtype=np.float64)
+        if y.ndim > 1 or y.size == 0 or not np.all(np.isfinite(y)) or np.any(y < 0) or np.any(y >= 1):
+            raise InvalidHyperparameterError(
+                f"IncompleteSteps: inactive_prob must be a scalar or per-client array in [0, 1), "
+                f"got {inactive_prob!r}")
+        self.inactive_prob = y
+
+    def available(self, t: int, n_clients: int) -> np.ndarray:
+        return self.base.available(t, n_clients)
+
+    def draw_among(self, rng: np.random.Generator, t: int, local_steps: np.ndarray,
+                   candidates: np.ndarray) -> Participants:
+        E = _nominal(local_steps)
+        chosen = self.base.draw_among(rng, t, E, candidates)
+        c = chosen.clients
+        E_sel = E[c]
+        raw = np.asarray(_call(self.distribution, rng, t, E_sel.copy(), c.copy()))
+        if raw.shape != E_sel.shape or not np.issubdtype(raw.dtype, np.number) \
+                or not np.all(np.isfinite(raw)) or np.any(np.mod(raw, 1) != 0):
+            raise InvalidHyperparameterError(
+                f"IncompleteSteps: round {t}: the step distribution must return {E_sel.shape[0]} integers, "
+                f"got {raw!r}")
+        s = raw.astype(np.int64)
+        bad = (s < 0) | (s > E_sel)
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise InvalidHyperparameterError(
+                f"IncompleteSteps: round {t}: client {int(c[i])} got {int(s[i])} steps, "
+                f"outside [0, E = {int(E_sel[i])}]")
+        if np.any(self.inactive_prob > 0):
+            y = self.inactive_prob
+            if y.ndim == 1:
+                if y.shape[0] != E.shape[0]:
+                    raise InvalidHyperparameterError(
+                        f"IncompleteSteps: inactive_prob has {y.shape[0]} entries but there are "
+                        f"{E.shape[0]} clients")
+                y = y[c]
+            s = np.where(_check_rng(rng, "IncompleteSteps.draw").random(c.shape[0]) < y, 0, s)
+        return Participants(c, s.astype(np.int64))
+
+
+class Schedule(_Restrictable):
+    """Client departure and arrival (seed 000 sections 4.3 and 4.4).
+
+    Client a in ``departures`` (mapping a -> t_a) is present only for
+    t < t_a; client b in ``arrivals`` (b -> t_b) only for t >= t_b; a client
+    in both is present for t_b <= t < t_a.  ``base`` draws among the present
+    clients (its own draw order unchanged, applied to the restricted
+    candidate set; this wrapper draws nothing).
+
+    Parameters
+    ----------
+    base : Participation
+        Must implement :meth:`Participation.draw_among` (all models here do).
+    departures, arrivals : mapping int -> int, optional
+        Client index -> round (>= 0).
+    """
+
+    def __init__(self, base: Participation, *, departures: Mapping[int, int] | None = None,
+                 arrivals: Mapping[int, int] | None = None) -> None:
+        if not isinstance(base, Participation):
+            raise InvalidHyperparameterError(
+                f"Schedule: base must be a Participation, got {type(base).__name__}")
+        self.base = base
+        self.departures = self._check("departures", departures)
+        self.arrivals = self._check("arrivals", arrivals)
+        for c in set(self.departures) & set(self.arrivals):
+            if self.arrivals[c] >= self.departures[c]:
+                raise InvalidHyperparameterError(
+                    f"Schedule: client {c} arrives at round {self.arrivals[c]} but departs at round "
+                    f"{self.departures[c]}; it would never be present")
+
+    @staticmethod
+    def _check(name: str, mapping: Mapping[int, int] | None) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for k, v in dict(mapping or {}).items():
+            ok = all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0
+                     for x in (k, v))
+            if not ok:
+                raise InvalidHyperparameterError(
+                    f"Schedule: {name} must map client indices >= 0 to rounds >= 0, got {k!r}: {v!r}")
+            out[int(k)] = int(v)
+        return out
+
+    def available(self, t: int, n_clients: int) -> np.ndarray:
+        listed = list(self.departures) + list(self.arrivals)
+        if listed and max(listed) >= n_clients:
+            raise InvalidHyperparameterError(
+                f"Schedule: client {max(listed)} is scheduled but there are {n_clients} clients")
+        present = np.zeros(n_clients, dtype=bool)
+        present[np.asarray(self.base.available(t, n_clients), dtype=np.int64)] = True
+        for a, ta in self.departures.items():
+            if t >= ta:
+                present[a] = False
+        for b, tb in self.arrivals.items():
+            if t < tb:
+                present[b] = False
+        return np.flatnonzero(present).astype(np.int64)
+
+    def draw_among(self, rng: np.random.Generator, t: int, local_steps: np.ndarray,
+                   candidates: np.ndarray) -> Participants:
+        E = _nominal(local_steps)
+        own = self.available(t, E.shape[0])
+        return self.base.draw_among(rng, t, E, np.intersect1d(candidates, own).astype(np.int64))
