@@ -117,3 +117,17 @@ def test_macro_values():
     assert float(format_macro_value(0.123456)) == pytest.approx(0.1235)
     assert format_macro_value(1.5e-7) == r"\ensuremath{1.5\times10^{-7}}"
     assert format_macro_value(123456.0) == r"\ensuremath{1.235\times10^{5}}"
+
+
+def test_readme_example_is_a_valid_experiment_that_holds(root):
+    """The complete example of experiments/README.md, run as written."""
+    from pathlib import Path
+
+    from experiments._runner import reproduce
+    readme = Path(__file__).resolve().parents[2] / "experiments" / "README.md"
+    code = re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)[0]
+    pkg = make_package(root, {"gd_rate": code})
+    (exp,) = discover(pkg)
+    (outcome,) = reproduce([exp], root / "out", show_progress=False)
+    assert outcome.action == "computed", outcome.error
+    assert outcome.status == "holds"
