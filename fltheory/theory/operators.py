@@ -1,0 +1,417 @@
+"""The FedOpt operator T and its fixed points when T is not affine (THEORY.md section 3).
+
+Seed 001, eq. 6 (restated in THEORY.md section 3): O_i(x) is the model after
+tau_i ClientOpt steps from x with a restarted optimizer state, and
+
+    T(x) = sum_i p_i O_i(x);
+
+FedOpt with server GD of rate eta_s is the Mann iteration
+x <- (1 - eta_s) x + eta_s T(x), and server optimizers change the iteration,
+not the fixed points of T.  Here T is evaluated as *one round of the
+algorithm with the server step replaced by plain averaging* (server rate 1,
+full participation, exact gradients):
+
+    T(x) = x + sum_i w_i Delta_i(x)              (correction "none"),
+    T(x) = x + sum_i w_i Delta~_i(x)             ("local"),
+    T(x) = x + (sum w_i M_i)^{-1} sum w_i Delta~_i  ("joint"),
+
+so the fixed points of T are those of the algorithm with any server
+optimizer; with correction "none" T is sum p_i O_i (seed 001 eq. 6).  This is
+non-linear for logistic clients, adaptive client optimizers (AdaGrad, Adam,
+Yogi) and l1 terms.
+
+* :func:`operator_fixed_point`: root of T(x) - x by ``scipy.optimize.root``
+  with ``method="hybr"`` (MINPACK's Powell hybrid method, forward-difference
+  Jacobian), cross-checked by Anderson acceleration of the Picard iteration
+  (memory 5, :func:`anderson_fixed_point`); the Jacobian of T at the fixed
+  point by central differences with step h_j = eps^(1/3) max(1, |x_j|)
+  (truncation O(h^2) balanced against rounding eps/h); local contraction
+  factor ||J||_2 and spectral radius rho(J).
+* :func:`lipschitz_ratios`: ||O_i(x) - O_i(y)|| / ||x - y|| over sampled
+  pairs (Assumption 1 of seed 001), next to the SGD bound (1 - eta_i mu_i)^tau_i
+  of :func:`sgd_contraction_bound`.
+* :func:`minimizer_inconsistency`: ||x~(eta) - x*|| as a function of the
+  client rate (seed 001 section 4: the non-vanishing bias of local adaptivity
+  and its removal by local correction).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import scipy.optimize
+
+from .._validate import per_client
+from ..algorithms.base import Algorithm, resolve_per_client
+from ..errors import AssumptionError, DivergenceError, InvalidHyperparameterError, InvalidProblemError
+from ..problems.base import Federation
+from .round_maps import _deterministic_round, check_deterministic_setting, state_layout
+
+__all__ = [
+    "FedOptOperator", "OperatorFixedPoint", "LipschitzRatios", "Inconsistency",
+    "fedopt_operator", "operator_fixed_point", "anderson_fixed_point", "operator_jacobian",
+    "lipschitz_ratios", "sgd_contraction_bound", "minimizer_inconsistency",
+]
+
+_FD_STEP = np.finfo(float).eps ** (1.0 / 3.0)
+
+
+def _averaging_version(algorithm: Algorithm) -> Algorithm:
+    """The algorithm with its server step replaced by plain averaging (rate 1)."""
+    changes: dict[str, Any] = {}
+    names = {f.name for f in dataclasses.fields(algorithm)}  # type: ignore[arg-type]
+    if "server_optimizer" in names:
+        from ..optim import sgd
+        changes["server_optimizer"] = sgd(1.0)
+    if "server_lr" in names:
+        changes["server_lr"] = 1.0
+    if getattr(algorithm, "client_state", "restart") != "restart":
+        raise InvalidHyperparameterError(
+            f"the operator T of seed 001 needs client_state='restart', got "
+            f"{algorithm.client_state!r}: with persisted client state a round is not a function of x")
+    if getattr(algorithm, "target", None) is not None:
+        raise InvalidHyperparameterError(
+            f"{algorithm.name} with a temporal-ensembling target depends on past models, "
+            "not on x alone: no operator T(x)")
+    return dataclasses.replace(algorithm, **changes) if changes else algorithm
+
+
+@dataclass(frozen=True, eq=False)
+class FedOptOperator:
+    """T(x): one averaging round of ``algorithm`` from server model x (module docstring).
+
+    Call ``T(x)`` on a (d,) vector; ``T.client_maps(X)`` gives O_i for the rows
+    of X (FedAvg and FedOpt only); ``T.evaluations`` counts rounds.
+    """
+
+    algorithm: Algorithm
+    averaging: Algorithm
+    problem: Federation
+    template: Any
+    counter: list = dataclasses.field(default_factory=lambda: [0])
+
+    @property
+    def dim(self) -> int:
+        return self.problem.dim
+
+    @property
+    def evaluations(self) -> int:
+        return self.counter[0]
+
+    def __call__(self, x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (self.problem.dim,):
+            raise InvalidProblemError(f"x must have shape ({self.problem.dim},), got {x.shape}")
+        state = dataclasses.replace(self.template, x=x.copy())
+        new, _ = _deterministic_round(self.averaging, self.problem, state)
+        self.counter[0] += 1
+        return np.asarray(new.x, dtype=np.float64)
+
+    def residual(self, x: Any) -> np.ndarray:
+        """T(x) - x."""
+        return self(x) - np.asarray(x, dtype=np.float64)
+
+    def client_maps(self, X: Any, clients: Any = None) -> np.ndarray:
+        """O_i(X[r]) for the listed clients (all by default), vectorized -> (m, d).
+
+        FedAvg: tau_i SGD steps of rate eta_i; FedOpt: tau_i steps of the client
+        optimizer from a fresh ``init`` with rate scale s_i (seed 001 eq. 3).
+        The uncorrected client models (Assumption 1 is about O_i)."""
+        from ..algorithms.fedavg import FedAvg
+        from ..algorithms.fedopt import FedOpt
+        from ..algorithms.local import local_descent
+
+        p = self.problem
+        idx = p._clients(clients)
+        X = p._points(X, idx.shape[0]).copy()
+        steps = self.algorithm.nominal_steps(p)[idx]
+        if isinstance(self.algorithm, FedOpt):
+            scale = resolve_per_client("client_lr_scale", self.algorithm.client_lr_scale, p.n_clients)[idx]
+            Y, _ = local_descent(p, X, idx, steps, scale, None, optimizer=self.algorithm.client_optimizer)
+        elif isinstance(self.algorithm, FedAvg):
+            lr = resolve_per_client("lr", self.algorithm.lr, p.n_clients)[idx]
+            Y, _ = local_descent(p, X, idx, steps, lr, None)
+        else:
+            raise InvalidHyperparameterError(
+                f"client maps O_i are available for FedAvg and FedOpt, got {self.algorithm.name}")
+        return Y
+
+
+def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: Any = None) -> FedOptOperator:
+    """The operator T of seed 001 eq. 6 for ``algorithm`` on ``problem`` (module docstring).
+
+    The algorithm's state must be its server model (plus server-optimizer
+    state without float fields after the switch to plain averaging); the
+    federation must have an exact oracle.
+
+    Raises
+    ------
+    InvalidProblemError
+        Stochastic oracle (T is defined with exact gradients here; E[O_i] of a
+        stochastic client is not computed).
+    InvalidHyperparameterError
+        Persisted client state, temporal-ensembling targets, or a state that
+        carries more than the server model (use ``round_map``).
+    """
+    if not isinstance(algorithm, Algorithm):
+        raise InvalidHyperparameterError(
+            f"algorithm must be an fltheory Algorithm, got {type(algorithm).__name__}")
+    if not isinstance(problem, Federation):
+        raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
+    check_deterministic_setting(problem, None)
+    avg = _averaging_version(algorithm)
+    x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=np.float64)
+    template = avg.init(problem, x0, np.random.default_rng(0))
+    layout = state_layout(template)
+    if layout.paths != ("x",):
+        raise InvalidHyperparameterError(
+            f"{algorithm.name}'s state carries {list(layout.paths)}, not only the server model x: "
+            "it is not an operator on x (use fltheory.theory.round_map on the full state)")
+    return FedOptOperator(algorithm=algorithm, averaging=avg, problem=problem, template=template)
+
+
+def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: Any, *,
+                      step: float | None = None) -> np.ndarray:
+    """Central-difference Jacobian of T at x: column j = (T(x + h_j e_j) - T(x - h_j e_j)) / (2 h_j),
+    h_j = step * max(1, |x_j|), step = eps^(1/3) by default (2 d evaluations)."""
+    x = np.asarray(x, dtype=np.float64)
+    s = _FD_STEP if step is None else float(step)
+    if not (np.isfinite(s) and s > 0):
+        raise InvalidHyperparameterError(f"step must be finite and > 0, got {step!r}")
+    d = x.shape[0]
+    J = np.empty((d, d))
+    for j in range(d):
+        hj = s * max(1.0, abs(x[j]))
+        xp, xm = x.copy(), x.copy()
+        xp[j] += hj
+        xm[j] -= hj
+        J[:, j] = (np.asarray(T(xp)) - np.asarray(T(xm))) / (2.0 * hj)
+    return J
+
+
+def anderson_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: Any, *, memory: int = 5,
+                         tol: float = 1e-12, max_iter: int = 10000) -> tuple[np.ndarray, int]:
+    """Anderson acceleration (type II) of x <- T(x).
+
+    With residuals f_k = T(x_k) - x_k and the last m differences
+    dF = [f_{k-j+1} - f_{k-j}], dX likewise, gamma = argmin ||f_k - dF gamma||
+    (least squares) and x_{k+1} = x_k + f_k - (dX + dF) gamma.  Stops when
+    ||f_k||_inf <= tol * max(1, ||x_k||_inf); returns (x, iterations).
+
+    Raises DivergenceError when it does not converge in ``max_iter`` steps.
+    """
+    x = np.array(x0, dtype=np.float64)
+    f = np.asarray(T(x)) - x
+    Xs, Fs = [x.copy()], [f.copy()]
+    for k in range(1, max_iter + 1):
+        if not np.all(np.isfinite(f)):
+            raise DivergenceError(f"Anderson iteration produced non-finite values at step {k}")
+        if np.abs(f).max() <= tol * max(1.0, np.abs(x).max()):
+            return x, k - 1
+        if len(Fs) > 1:
+            dF = np.diff(np.array(Fs[-memory - 1:]), axis=0).T
+            dX = np.diff(np.array(Xs[-memory - 1:]), axis=0).T
+            gamma = np.linalg.lstsq(dF, f, rcond=None)[0]
+            x = x + f - (dX + dF) @ gamma
+        else:
+            x = x + f
+        f = np.asarray(T(x)) - x
+        Xs.append(x.copy())
+        Fs.append(f.copy())
+        if len(Xs) > memory + 1:
+            Xs.pop(0)
+            Fs.pop(0)
+    raise DivergenceError(
+        f"Anderson iteration did not reach ||T(x) - x|| <= {tol:g} in {max_iter} steps "
+        f"(last {np.abs(f).max():.3e})")
+
+
+@dataclass(frozen=True)
+class OperatorFixedPoint:
+    """Fixed point x~ = T(x~) with its local contraction (scipy-like fixed fields).
+
+    x : (d,) root of T(x) - x (scipy.optimize.root, ``method``).
+    residual : ||T(x) - x||_inf.
+    cross_check : (d,) the Anderson fixed point; ``cross_check_gap`` = ||x - cross_check||_inf.
+    jacobian : (d, d) central-difference Jacobian of T at x.
+    spectral_norm : ||J||_2 (local contraction factor in the Euclidean norm).
+    spectral_radius : rho(J) (local asymptotic rate of the Picard iteration).
+    method : root-finding method.
+    evaluations : rounds evaluated.
+    """
+
+    x: np.ndarray
+    residual: float
+    cross_check: np.ndarray | None
+    cross_check_gap: float | None
+    jacobian: np.ndarray
+    spectral_norm: float
+    spectral_radius: float
+    method: str
+    evaluations: int
+
+
+def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray], x0: Any = None, *,
+                         method: str = "hybr", tol: float = 1e-12, cross_check: bool = True,
+                         jacobian_step: float | None = None) -> OperatorFixedPoint:
+    """Fixed point of T by ``scipy.optimize.root(T(x) - x, x0, method)`` (default
+    ``"hybr"``, Powell's hybrid method), cross-checked by :func:`anderson_fixed_point`.
+
+    Raises DivergenceError when the root solver fails or its residual exceeds
+    ``1e3 tol`` max(1, ||x||_inf), or when the Anderson fixed point differs by
+    more than 1e3 tol max(1, ||x||_inf) / sigma_min(I - J) (two solutions of
+    T(x) = x to accuracy tol can differ by that much; more means two fixed
+    points or a non-smooth T)."""
+    d = T.dim if isinstance(T, FedOptOperator) else np.asarray(x0).shape[0]
+    x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
+    fun = lambda x: np.asarray(T(x)) - x  # noqa: E731
+    sol = scipy.optimize.root(fun, x0, method=method, tol=tol)
+    x = np.asarray(sol.x, dtype=np.float64)
+    res = float(np.abs(fun(x)).max())
+    scale = max(1.0, float(np.abs(x).max()))
+    if not np.all(np.isfinite(x)) or res > 1e3 * tol * scale:
+        raise DivergenceError(
+            f"scipy.optimize.root(method={method!r}) did not find a fixed point: "
+            f"||T(x) - x||_inf = {res:.3e} ({sol.message})")
+    J = operator_jacobian(T, x, step=jacobian_step)
+    other, gap = None, None
+    if cross_check:
+        other, _ = anderson_fixed_point(T, x0, tol=tol)
+        gap = float(np.abs(other - x).max())
+        # both solve T(x) = x to ~tol; they agree to tol / sigma_min(I - J)
+        smin = float(np.linalg.svd(np.eye(d) - J, compute_uv=False)[-1])
+        allowed = 1e3 * tol * scale / max(smin, 1e-8)
+        if gap > allowed:
+            raise DivergenceError(
+                f"fixed point cross-check failed: root ({method}) and Anderson differ by {gap:.3e} "
+                f"> {allowed:.3e} (several fixed points, or a non-smooth T)")
+    evals = T.evaluations if isinstance(T, FedOptOperator) else -1
+    return OperatorFixedPoint(
+        x=x, residual=res, cross_check=other, cross_check_gap=gap, jacobian=J,
+        spectral_norm=float(np.linalg.norm(J, 2)),
+        spectral_radius=float(np.abs(np.linalg.eigvals(J)).max()),
+        method=method, evaluations=evals)
+
+
+@dataclass(frozen=True)
+class LipschitzRatios:
+    """Empirical Lipschitz ratios of the client maps (Assumption 1 of seed 001).
+
+    ratios : (n_pairs, N) ||O_i(x) - O_i(y)|| / ||x - y|| (unsquared).
+    squared : (n_pairs, N) ratios ** 2 (the squared-norm form of A1).
+    max_ratio : (N,) largest ratio per client.
+    operator_ratios : (n_pairs,) ||T(x) - T(y)|| / ||x - y||.
+    """
+
+    ratios: np.ndarray
+    squared: np.ndarray
+    max_ratio: np.ndarray
+    operator_ratios: np.ndarray
+
+
+def lipschitz_ratios(T: FedOptOperator, rng: np.random.Generator, *, n_pairs: int = 20,
+                     center: Any = None, radius: float = 1.0) -> LipschitzRatios:
+    """Ratios over ``n_pairs`` pairs x, y = center + radius * N(0, I) (each client
+    sees the same pairs; clients are processed together).  ``center`` defaults
+    to x* of the federation when available, else 0."""
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidHyperparameterError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+    if isinstance(n_pairs, bool) or not isinstance(n_pairs, (int, np.integer)) or n_pairs < 1:
+        raise InvalidHyperparameterError(f"n_pairs must be an integer >= 1, got {n_pairs!r}")
+    if not (np.isfinite(radius) and radius > 0):
+        raise InvalidHyperparameterError(f"radius must be finite and > 0, got {radius!r}")
+    p = T.problem
+    N, d = p.n_clients, p.dim
+    if center is None:
+        try:
+            center = p.optimum()
+        except (InvalidProblemError, NotImplementedError):
+            center = np.zeros(d)
+    center = np.asarray(center, dtype=np.float64)
+    ratios = np.empty((n_pairs, N))
+    op = np.empty(n_pairs)
+    for k in range(n_pairs):
+        x = center + radius * rng.standard_normal(d)
+        y = center + radius * rng.standard_normal(d)
+        Ox = T.client_maps(np.broadcast_to(x, (N, d)))
+        Oy = T.client_maps(np.broadcast_to(y, (N, d)))
+        dist = float(np.linalg.norm(x - y))
+        ratios[k] = np.linalg.norm(Ox - Oy, axis=1) / dist
+        op[k] = float(np.linalg.norm(T(x) - T(y))) / dist
+    return LipschitzRatios(ratios=ratios, squared=ratios ** 2, max_ratio=ratios.max(axis=0),
+                           operator_ratios=op)
+
+
+def sgd_contraction_bound(problem: Federation, lr: Any, local_steps: Any) -> np.ndarray:
+    """Assumption 1 for local GD (seed 001; THEORY.md section 3): (1 - eta_i mu_i)^{tau_i} per client.
+
+    For mu_i-strongly convex, L_i-smooth f_i and eta_i <= 1/L_i, one gradient
+    step is a contraction with factor max(|1 - eta mu|, |1 - eta L|) =
+    1 - eta_i mu_i, hence the *unsquared* form used here:
+
+        ||O_i(x) - O_i(y)|| <= (1 - eta_i mu_i)^{tau_i} ||x - y||.
+
+    THEORY.md states A1 in squared form, ||O_i(x) - O_i(y)||^2 <= rho_i ||x - y||^2
+    with rho_i = (1 - eta_i mu_i)^{tau_i}; it follows from the unsquared form
+    (squared ratio <= rho_i^2 <= rho_i) and is weaker.
+
+    Raises AssumptionError when eta_i > 1/L_i for some client (the bound's
+    hypothesis fails)."""
+    N = problem.n_clients
+    eta = np.broadcast_to(np.asarray(per_client("lr", lr, N), dtype=np.float64), (N,))
+    tau = np.broadcast_to(np.asarray(per_client("local_steps", local_steps, N, integer=True,
+                                                minimum=1, strict=False)), (N,))
+    mu = getattr(problem, "client_mu", None)
+    L = getattr(problem, "client_L", None)
+    if mu is None or L is None:
+        raise InvalidProblemError(f"{type(problem).__name__} exposes no client_mu / client_L")
+    mu, L = np.asarray(mu, dtype=np.float64), np.asarray(L, dtype=np.float64)
+    bad = np.flatnonzero(eta * L > 1.0 + 1e-12)
+    if bad.size:
+        i = int(bad[0])
+        raise AssumptionError(
+            f"the SGD contraction bound needs eta_i <= 1/L_i; client {i} has eta = {eta[i]:.4g}, "
+            f"1/L = {1.0 / L[i]:.4g}")
+    return (1.0 - eta * mu) ** tau
+
+
+@dataclass(frozen=True)
+class Inconsistency:
+    """Minimizer inconsistency ||x~(eta) - x*|| over client rates.
+
+    rates : (k,) the rates h passed to ``make_algorithm``.
+    distances : (k,) ||x~(h) - x*||.
+    fixed_points : (k, d).
+    optimum : (d,) x*.
+    """
+
+    rates: np.ndarray
+    distances: np.ndarray
+    fixed_points: np.ndarray
+    optimum: np.ndarray
+
+
+def minimizer_inconsistency(make_algorithm: Callable[[float], Algorithm], problem: Federation,
+                            rates: Sequence[float], *, x0: Any = None,
+                            tol: float = 1e-12) -> Inconsistency:
+    """||x~(h) - x*|| for each rate h, x~(h) the fixed point of the operator of
+    ``make_algorithm(h)`` (seed 001 section 4; THEORY.md section 3, "non-vanishing
+    bias").  Rates are processed from the largest down, each warm-started at the
+    previous fixed point."""
+    r = np.asarray(rates, dtype=np.float64)
+    if r.ndim != 1 or r.size == 0 or not np.all(np.isfinite(r)) or np.any(r <= 0):
+        raise InvalidHyperparameterError(f"rates must be a non-empty 1-D array of positive numbers, got {rates!r}")
+    xstar = problem.optimum()
+    order = np.argsort(-r)
+    fps = np.empty((r.size, problem.dim))
+    start = xstar if x0 is None else np.asarray(x0, dtype=np.float64)
+    for k in order:                               # one fixed point per rate (a short sweep)
+        T = fedopt_operator(make_algorithm(float(r[k])), problem)
+        fp = operator_fixed_point(T, start, tol=tol, cross_check=False)
+        fps[k] = fp.x
+        start = fp.x
+    return Inconsistency(rates=r, distances=np.linalg.norm(fps - xstar, axis=1),
+                         fixed_points=fps, optimum=xstar)
