@@ -29,6 +29,10 @@ m_k = (1 - b1^k) s_k / (sqrt(nu_hat_k) + eps), i.e. 1/(sqrt(nu_hat)+eps) with
 bias correction and (1 - b1^k)/(sqrt(nu)+eps) without; for AdaGrad (b1 = 0)
 m_k = 1/(sqrt(nu_k)+eps).  Before any update it is 0.  The factor
 (1 - b1^k) is the EMA, with coefficient b1, of a unit weight started at 0.
+k is the optimizer's own counter, so the identity also holds for a state
+persisted across rounds (the sum then weights every gradient still held in
+mu, earlier rounds' included); after :func:`mean_rows` of rows with different
+counters it is approximate.
 """
 
 from __future__ import annotations

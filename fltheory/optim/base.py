@@ -10,7 +10,11 @@ client; a server optimizer uses m = 1):
   ``params + updates``.  Updates are linear in the learning rate, so a
   per-client rate scale s_i may be applied to the rows of ``updates``.
 * ``precond(state) -> (m, d) or (m, d, d)``: the preconditioner m_k applied at
-  the last update, used by local correction (THEORY.md section 2, FedOpt).
+  the last update, used by local correction (THEORY.md section 2, FedOpt):
+  the client sends Delta / sum_k m_k.  It excludes the learning rate, is 0
+  before the first update, and for optimizers with memory (momentum, Adam,
+  Yogi) is the weight that makes sum_k m_k equal the total weight of the
+  gradients in Delta (see each optimizer's docstring).
 
 Every state is a NamedTuple whose fields are arrays with the client axis
 first, including its own step counter ``count`` (m,), so rows can be gathered
@@ -23,6 +27,8 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
+
+from ..errors import InvalidHyperparameterError
 
 __all__ = ["Optimizer", "take_rows", "put_rows", "mean_rows"]
 
@@ -60,7 +66,15 @@ def mean_rows(state: Any, weights: np.ndarray | None = None) -> Any:
         if np.issubdtype(f.dtype, np.integer):
             fields.append(f.copy())
             continue
-        w = np.full(f.shape[0], 1.0 / f.shape[0]) if weights is None else weights / weights.sum()
+        if weights is None:
+            w = np.full(f.shape[0], 1.0 / f.shape[0])
+        else:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != (f.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+                raise InvalidHyperparameterError(
+                    f"mean_rows: weights must be ({f.shape[0]},) non-negative with a positive sum, "
+                    f"got {weights!r}")
+            w = w / w.sum()
         avg = np.tensordot(w, f, axes=(0, 0))
         fields.append(np.broadcast_to(avg, f.shape).copy())
     return type(state)(*fields)

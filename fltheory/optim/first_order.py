@@ -12,6 +12,10 @@ starts from a freshly initialised state and takes K steps,
 
 which is the normalisation that makes Delta / G a weighted average of the
 gradients used (seed 001, appendix F).  Before any update (count = 0) it is 0.
+The weights are computed from the optimizer's own counter, so they stay exact
+for a state persisted across rounds (Delta / G is then a weighted average of
+every gradient still held in the buffers, earlier rounds' included); after
+:func:`mean_rows` of rows with different counters they are approximate.
 """
 
 from __future__ import annotations

@@ -39,3 +39,11 @@ def test_shapes_checked():
         opt.update(np.zeros((3, 3)), s, None)
     with pytest.raises(InvalidHyperparameterError, match="clients"):
         opt.init(np.zeros((2, 3)), clients=np.array([0]))
+
+
+def test_mean_rows_weights_checked():
+    s = optim.adam(0.1).init(np.zeros((2, 3)))
+    with pytest.raises(InvalidHyperparameterError, match="weights"):
+        optim.mean_rows(s, np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(InvalidHyperparameterError, match="weights"):
+        optim.mean_rows(s, np.array([-1.0, 1.0]))
