@@ -69,7 +69,9 @@ def cvxpy_local_solve(problem: Federation, clients: np.ndarray, objective: Local
     A cross-check of :func:`~fltheory.algorithms.local.exact_local_solve` for small
     problems (it loops over the rows: one conic program per client).  Supports
     quadratic clients and binary logistic clients; ``tol``/``max_iter`` are
-    accepted for signature compatibility (the solver's own tolerances apply).
+    accepted for signature compatibility.  CLARABEL runs with gap and
+    feasibility tolerances 1e-10; the exponential cone of the logistic loss
+    still limits the accuracy to about 1e-6.
     """
     import cvxpy as cp
 
@@ -98,7 +100,8 @@ def cvxpy_local_solve(problem: Federation, clients: np.ndarray, objective: Local
         if objective.has_l1:
             expr = expr + float(objective.l1[r]) * cp.norm1(y - objective.z[r])
         prob = cp.Problem(cp.Minimize(expr))
-        prob.solve(solver=cp.CLARABEL)
+        prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10,
+                   tol_ktratio=1e-10, max_iter=500)
         if y.value is None or prob.status not in ("optimal", "optimal_inaccurate"):
             raise DivergenceError(f"cvxpy local solve failed for client {i}: status {prob.status}")
         out[r] = y.value

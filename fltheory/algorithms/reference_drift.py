@@ -80,7 +80,10 @@ def _argmin_one(problem: Federation, i: int, D: np.ndarray, b: np.ndarray,
             def value(w):
                 return problem.client_loss(w[None, :], np.array([i]))[0] + 0.5 * np.sum(D * w * w) - b @ w
             t, f0 = 1.0, value(y)
-            while value(y - t * step) > f0 - 1e-4 * t * (g @ step) and t > 1e-10:
+            full_ok = np.linalg.norm(_local_objective_grad(problem, i, y - step, D, b)) < np.linalg.norm(g)
+            # Armijo backtracking far from the solution; near it (where rounding hides the
+            # decrease in value) the full step, accepted when it shrinks the gradient
+            while not full_ok and value(y - t * step) > f0 - 1e-4 * t * (g @ step) and t > 1e-10:
                 t *= 0.5
             y = y - t * step
         return y

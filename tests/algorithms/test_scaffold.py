@@ -133,8 +133,8 @@ def test_communication_counts_two_vectors_each_way():
     hist = run(Scaffold(lr=0.1, local_steps=2), fed, 2, x0=np.full(fed.dim, 3.0))
     comm = hist.communication[-1]
     N, d = fed.n_clients, fed.dim
-    assert comm.up_floats == 2 * d * N
-    assert comm.down_floats == 2 * d * N
+    assert comm.floats_up == 2 * d * N
+    assert comm.floats_down == 2 * d * N
 
 
 @pytest.mark.parametrize("kwargs", [
