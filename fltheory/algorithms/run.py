@@ -116,7 +116,12 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
     grads = [float(np.sum(problem.grad(x0) ** 2))]
     clients, steps, comms, extras = [], [], [], []
     for t in range(1, int(rounds) + 1):
-        state, info = algorithm.round(state, problem, participation, gen)
+        try:
+            state, info = algorithm.round(state, problem, participation, gen)
+        except DivergenceError as exc:
+            raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
+        except FloatingPointError as exc:     # under np.errstate(all="raise")
+            raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
         x = np.asarray(state.x)
         if not np.all(np.isfinite(x)):
             raise DivergenceError(

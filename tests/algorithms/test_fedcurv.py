@@ -13,21 +13,15 @@ from fltheory.algorithms.reference import reference_run
 from fltheory.algorithms.run import run
 from fltheory.algorithms.targets import TemporalEnsemble
 from fltheory.errors import InvalidHyperparameterError, InvalidProblemError
-from fltheory.participation import Participants, Participation
+from fltheory.participation import IncompleteSteps, UniformSampling, UniformSteps
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.logistic import LogisticFederation
 
 
-class SampledIncomplete(Participation):
-    """q clients uniformly without replacement, each completing U{0..E_i} steps."""
-
-    def __init__(self, q: int) -> None:
-        self.q = q
-
-    def draw(self, rng, t, local_steps):
-        E = np.asarray(local_steps)
-        clients = np.sort(rng.choice(E.shape[0], size=self.q, replace=False))
-        return Participants(clients.astype(np.int64), rng.integers(0, E[clients] + 1).astype(np.int64))
+def SampledIncomplete(q: int) -> IncompleteSteps:
+    """q clients uniformly without replacement, each completing U{0..E_i} local steps
+    (inactive and incomplete clients)."""
+    return IncompleteSteps(UniformSampling(q), UniformSteps())
 
 
 def quadratic(seed=0, N=5, d=4):

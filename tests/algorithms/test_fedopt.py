@@ -1,0 +1,232 @@
+"""FedOpt with local adaptivity (seed 001): vectorized == reference loop, FedAvg
+reduction, closed-form fixed point, local/joint correction, server wiring, states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fltheory import optim
+from fltheory.algorithms.fedavg import FedAvg
+from fltheory.algorithms.fedopt import FedOpt
+from fltheory.algorithms.reference import reference_run
+from fltheory.algorithms.run import run
+from fltheory.errors import InvalidHyperparameterError
+from fltheory.participation import IncompleteSteps, UniformSampling, UniformSteps
+from fltheory.problems.generators import random_quadratic
+from fltheory.problems.logistic import LogisticFederation
+
+
+def sampled(q: int) -> IncompleteSteps:
+    """q clients uniformly without replacement, each completing U{0..E_i} steps."""
+    return IncompleteSteps(UniformSampling(q), UniformSteps())
+
+
+def quadratic(seed=0, N=5, d=4, het=1.0):
+    return random_quadratic(N, d, L=4.0, mu=0.5, heterogeneity=het, seed=seed)
+
+
+def logistic(seed=0, N=4, f=3, n=12):
+    rng = np.random.default_rng(seed)
+    A = [rng.standard_normal((n + i, f)) for i in range(N)]
+    y = [np.where(rng.random(n + i) < 0.5, -1.0, 1.0) for i in range(N)]
+    return LogisticFederation(A, y, reg=0.05)
+
+
+def spd(N, d, seed):
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((N, d, d)) / np.sqrt(d)
+    return np.einsum("nij,nkj->nik", B, B) + 0.5 * np.eye(d)
+
+
+CLIENT_OPTS = {
+    "sgd": lambda N, d: optim.sgd(0.1),
+    "adagrad": lambda N, d: optim.adagrad(0.05, initial_accumulator=0.1),
+    "adam": lambda N, d: optim.adam(0.02),
+    "momentum": lambda N, d: optim.momentum(0.05, 0.8),
+    "precond-matrix": lambda N, d: optim.preconditioned(0.05, spd(N, d, 3)),
+}
+SETTINGS = [
+    ("quad", lambda: quadratic(1), None),
+    ("quad-noise-sampled", lambda: quadratic(2).with_gradient_noise(0.3), sampled(3)),
+    ("logistic-minibatch-sampled", lambda: logistic(3).with_minibatch(4), sampled(3)),
+]
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=[s[0] for s in SETTINGS])
+@pytest.mark.parametrize("copt", list(CLIENT_OPTS))
+@pytest.mark.parametrize("correction,client_state", [
+    ("none", "restart"), ("local", "restart"), ("joint", "restart"),
+    ("joint", "persist"), ("local", "synchronise"),
+])
+def test_vectorized_equals_reference(setting, copt, correction, client_state):
+    _, make, part = setting
+    fed = make()
+    alg = FedOpt(client_optimizer=CLIENT_OPTS[copt](fed.n_clients, fed.dim),
+                 server_optimizer=optim.adam(0.05), local_steps=np.arange(fed.n_clients) % 3 + 2,
+                 client_lr_scale=np.linspace(0.6, 1.2, fed.n_clients), correction=correction,
+                 client_state=client_state)
+    x0 = np.linspace(-0.3, 0.4, fed.dim)
+    hist = run(alg, fed, 5, participation=part, seed=7, x0=x0)
+    ref = reference_run(alg, fed, 5, participation=part, seed=7, x0=x0)
+    np.testing.assert_allclose(hist.x, ref, rtol=0, atol=1e-12)
+    assert np.linalg.norm(hist.x[-1] - hist.x[0]) > 1e-3
+
+
+@pytest.mark.parametrize("part", [None, sampled(3)])
+def test_sgd_client_sgd_one_server_is_fedavg(part):
+    fed = quadratic(4).with_gradient_noise(0.2)
+    lr = np.linspace(0.05, 0.1, fed.n_clients)
+    a = run(FedOpt(client_optimizer=optim.sgd(1.0), server_optimizer=optim.sgd(1.0),
+                   client_lr_scale=lr, local_steps=4), fed, 6, participation=part, seed=3)
+    b = run(FedAvg(lr=lr, local_steps=4), fed, 6, participation=part, seed=3)
+    np.testing.assert_allclose(a.x, b.x, rtol=0, atol=1e-15)
+
+
+def test_fixed_preconditioner_fixed_point_closed_form():
+    """Full participation, client GD with fixed P_i, tau_i steps, no correction:
+    x~ = (sum p B_i)^-1 sum p B_i x_i*, B_i = I - (I - eta_i P_i H_i)^tau_i (THEORY.md sec. 3)."""
+    fed = quadratic(5, N=4, d=3, het=2.0)
+    P = spd(4, 3, 8)
+    scale = np.array([1.0, 0.5, 0.8, 1.2])
+    tau = np.array([2, 5, 3, 4])
+    eta = 0.05
+    alg = FedOpt(client_optimizer=optim.preconditioned(eta, P), server_optimizer=optim.sgd(1.0),
+                 local_steps=tau, client_lr_scale=scale)
+    B = np.array([np.eye(3) - np.linalg.matrix_power(np.eye(3) - eta * s * Pi @ Hi, t)
+                  for s, Pi, Hi, t in zip(scale, P, fed.H, tau)])
+    xs = fed.client_optima()
+    x_tilde = np.linalg.solve(np.einsum("i,ijk->jk", fed.weights, B),
+                              np.einsum("i,ijk,ik->j", fed.weights, B, xs))
+    hist = run(alg, fed, 1500, seed=0)
+    np.testing.assert_allclose(hist.x[-1], x_tilde, rtol=0, atol=1e-9)
+    assert np.linalg.norm(x_tilde - fed.optimum()) > 1e-2
+
+
+def _fixed_point(alg, fed):
+    """Fixed point of the deterministic round map x -> T(x) (restarted client states,
+    server SGD, full participation) by a root solver, checked by one more round."""
+    from scipy.optimize import root
+
+    def T(x):
+        state = alg.init(fed, x, np.random.default_rng(0))
+        return alg.round(state, fed, None, np.random.default_rng(0))[0].x
+
+    sol = root(lambda x: T(x) - x, fed.optimum(), method="hybr", tol=1e-15)
+    assert np.linalg.norm(T(sol.x) - sol.x) < 1e-14, "root solver did not reach the fixed point"
+    return sol.x
+
+
+def test_adagrad_local_correction_bias_is_order_eta():
+    """Seed 001 section 5: with local correction the fixed point tends to x* at rate
+    O(eta); without it the AdaGrad bias does not vanish as eta -> 0."""
+    fed = quadratic(6, N=4, d=3, het=2.0)
+    x_star = fed.optimum()
+    tau = np.array([2, 6, 3, 8])
+    dist_corr, dist_none = [], []
+    for eta in (0.04, 0.02, 0.01):
+        common = dict(local_steps=tau, client_optimizer=optim.adagrad(eta, initial_accumulator=1.0),
+                      server_optimizer=optim.sgd(1.0))
+        xj = _fixed_point(FedOpt(correction="joint", **common), fed)
+        xn = _fixed_point(FedOpt(correction="none", **common), fed)
+        dist_corr.append(np.linalg.norm(xj - x_star))
+        dist_none.append(np.linalg.norm(xn - x_star))
+    r = np.array(dist_corr[1:]) / np.array(dist_corr[:-1])
+    assert np.all(np.abs(r - 0.5) < 0.05), (dist_corr, r)            # O(eta): halves with eta
+    assert min(dist_none) > 5 * dist_corr[0]                        # non-vanishing without
+    assert abs(dist_none[-1] / dist_none[0] - 1) < 0.3
+
+
+def test_joint_and_local_correction_share_the_fixed_point():
+    fed = quadratic(7, N=4, d=3, het=2.0)
+    common = dict(local_steps=np.array([2, 6, 3, 8]), server_optimizer=optim.sgd(1.0),
+                  client_optimizer=optim.adagrad(0.03, initial_accumulator=1.0))
+    xj = _fixed_point(FedOpt(correction="joint", **common), fed)
+    # one local-correction round from the joint fixed point does not move it
+    h = run(FedOpt(correction="local", **common), fed, 1, seed=0, x0=xj)
+    assert np.linalg.norm(h.x[1] - xj) < 1e-12
+
+
+def test_local_correction_by_hand_with_sgd():
+    """Client SGD, tau_i steps, rate scale s_i: G_i = s_i tau_i, so the corrected
+    change is Delta_i / (s_i tau_i) and joint correction divides by sum w_i / (s_i tau_i)."""
+    fed = quadratic(8, N=3, d=2)
+    s = np.array([0.5, 1.0, 2.0])
+    tau = np.array([1, 2, 3])
+    x0 = np.array([0.3, -0.2])
+    deltas = []
+    for i in range(3):
+        y = x0.copy()
+        for _ in range(tau[i]):
+            y = y - 0.1 * s[i] * (fed.H[i] @ y - fed.e[i])
+        deltas.append(y - x0)
+    deltas = np.array(deltas)
+    p = fed.weights
+    kw = dict(client_optimizer=optim.sgd(0.1), server_optimizer=optim.sgd(1.0), local_steps=tau,
+              client_lr_scale=s)
+    local = run(FedOpt(correction="local", **kw), fed, 1, x0=x0).x[1]
+    joint = run(FedOpt(correction="joint", **kw), fed, 1, x0=x0).x[1]
+    tilde = deltas / (s * tau)[:, None]
+    np.testing.assert_allclose(local, x0 + p @ tilde, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(joint, x0 + (p @ tilde) / (p @ (1 / (s * tau))), rtol=0, atol=1e-15)
+
+
+def test_server_adagrad_step_by_hand_and_own_counter():
+    """Server AdaGrad on g = -sum p_i Delta_i: x1 = x0 - lr g / (sqrt(g^2) + eps); the
+    server state's step counter counts non-empty rounds."""
+    fed = quadratic(9)
+    x0 = np.linspace(-1, 1, fed.dim)
+    one_round = run(FedAvg(lr=0.1, local_steps=3), fed, 1, x0=x0)
+    g = -(one_round.x[1] - x0)
+    alg = FedOpt(client_optimizer=optim.sgd(0.1), server_optimizer=optim.adagrad(0.2, eps=1e-3),
+                 local_steps=3)
+    h = run(alg, fed, 1, x0=x0)
+    np.testing.assert_allclose(h.x[1], x0 - 0.2 * g / (np.abs(g) + 1e-3), rtol=1e-14, atol=1e-15)
+    never = IncompleteSteps(UniformSampling(2), UniformSteps(), inactive_prob=0.0)
+    h3 = run(alg, fed, 3, participation=never, seed=1)
+    assert int(h3.state.server.count[0]) == 3
+
+
+def test_synchronised_states_are_shared_and_persisted_states_are_per_client():
+    fed = quadratic(10)
+    kw = dict(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.sgd(1.0), local_steps=3)
+    sync = run(FedOpt(client_state="synchronise", **kw), fed, 2, participation=UniformSampling(3), seed=2)
+    nu = sync.state.clients.nu
+    np.testing.assert_allclose(nu, np.broadcast_to(nu[0], nu.shape), rtol=0, atol=0)
+    pers = run(FedOpt(client_state="persist", **kw), fed, 1, participation=UniformSampling(3), seed=2)
+    chosen = pers.clients[0]
+    others = np.setdiff1d(np.arange(fed.n_clients), chosen)
+    assert np.all(pers.state.clients.nu[others] == 0)        # never trained: initial accumulator
+    assert np.all(pers.state.clients.nu[chosen] > 0)
+    assert np.all(pers.state.clients.count[chosen] == 3)
+
+
+def test_empty_round_changes_nothing_but_t():
+    fed = quadratic(11)
+    alg = FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.adam(0.1), local_steps=2)
+    st0 = alg.init(fed, np.ones(fed.dim), np.random.default_rng(0))
+    nobody = IncompleteSteps(UniformSampling(1), UniformSteps(), inactive_prob=0.0)
+
+    class Empty(type(nobody).__mro__[-2]):      # a Participation that selects no one
+        def draw(self, rng, t, local_steps):
+            from fltheory.participation import Participants
+            return Participants(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+    st1, info = alg.round(st0, fed, Empty(), np.random.default_rng(0))
+    assert st1.t == 1 and info.clients.size == 0
+    np.testing.assert_array_equal(st1.x, st0.x)
+    assert int(st1.server.count[0]) == 0
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(client_optimizer="adagrad"), "client_optimizer"),
+    (dict(server_optimizer=None), "server_optimizer"),
+    (dict(correction="global"), "correction"), (dict(client_state="reset"), "client_state"),
+    (dict(client_lr_scale=-1.0), "client_lr_scale"), (dict(client_lr_scale=0.0), "client_lr_scale"),
+    (dict(local_steps=0), "local_steps"), (dict(aggregation="median"), "aggregation"),
+])
+def test_bad_hyperparameters(kw, match):
+    base = dict(client_optimizer=optim.sgd(0.1), server_optimizer=optim.sgd(1.0))
+    base.update(kw)
+    with pytest.raises(InvalidHyperparameterError, match=match):
+        FedOpt(**base)
