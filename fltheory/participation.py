@@ -236,14 +236,16 @@ class StepDistribution(ABC):
 class FullSteps(StepDistribution):
     """s_k = E_k.  Draws nothing."""
 
-    def __call__(self, rng, t, E, clients):
+    def __call__(self, rng: np.random.Generator, t: int, E: np.ndarray,
+                 clients: np.ndarray) -> np.ndarray:
         return np.asarray(E, dtype=np.int64).copy()
 
 
 class UniformSteps(StepDistribution):
     """s_k uniform on {0, ..., E_k}.  Draw order: one call ``rng.integers(0, E + 1)``."""
 
-    def __call__(self, rng, t, E, clients):
+    def __call__(self, rng: np.random.Generator, t: int, E: np.ndarray,
+                 clients: np.ndarray) -> np.ndarray:
         return rng.integers(0, np.asarray(E, dtype=np.int64) + 1).astype(np.int64)
 
 
@@ -254,7 +256,8 @@ class BinomialSteps(StepDistribution):
     def __init__(self, prob: float) -> None:
         self.prob = in_unit_interval("BinomialSteps: prob", prob, left_closed=True)
 
-    def __call__(self, rng, t, E, clients):
+    def __call__(self, rng: np.random.Generator, t: int, E: np.ndarray,
+                 clients: np.ndarray) -> np.ndarray:
         return rng.binomial(np.asarray(E, dtype=np.int64), self.prob).astype(np.int64)
 
 
@@ -270,7 +273,8 @@ class FixedSteps(StepDistribution):
                 f"FixedSteps: steps must be a 1-D per-client array of integers >= 0, got {steps!r}")
         self.steps = arr.astype(np.int64)
 
-    def __call__(self, rng, t, E, clients):
+    def __call__(self, rng: np.random.Generator, t: int, E: np.ndarray,
+                 clients: np.ndarray) -> np.ndarray:
         c = np.asarray(clients, dtype=np.int64)
         if c.size and c.max() >= self.steps.shape[0]:
             raise InvalidHyperparameterError(
@@ -308,7 +312,8 @@ class TimeVarying(StepDistribution):
                 f"TimeVarying: schedule must be a callable of the round t, got {schedule!r}")
         self.schedule = schedule
 
-    def __call__(self, rng, t, E, clients):
+    def __call__(self, rng: np.random.Generator, t: int, E: np.ndarray,
+                 clients: np.ndarray) -> np.ndarray:
         dist = self.schedule(t)
         if not callable(dist):
             raise InvalidHyperparameterError(
