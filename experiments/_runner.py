@@ -107,14 +107,21 @@ def overall_status(checks: Sequence[dict[str, Any]]) -> str:
 
 def experiment_status(out: Path, experiment: Experiment) -> str:
     """For ``fltheory list``: holds / violated / not checkable / not run /
-    failed (an error log is present)."""
+    failed (an error log is present); " (stale)" is appended when the stored
+    result no longer matches the experiment's config or code."""
     out = Path(out)
     if (out / f"{experiment.name}.error.log").exists():
         return f"failed (see {experiment.name}.error.log)"
     doc = read_result(out, experiment.name)
     if doc is None:
         return "not run"
-    return overall_status(doc.get("checks", []))
+    status = overall_status(doc.get("checks", []))
+    key = doc.get("key", {})
+    try:
+        fresh = key == result_key(experiment, key.get("mode", "quick"), key.get("seed", 0))
+    except (ExperimentDefinitionError, TypeError, ValueError):
+        fresh = False
+    return status if fresh else f"{status} (stale)"
 
 
 # --------------------------------------------------------------------------- one experiment

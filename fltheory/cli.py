@@ -112,9 +112,11 @@ def _cmd_list(args: argparse.Namespace, registry: list[Any], package: str) -> in
     if not registry:
         return 0
     width = max(len(e.name) for e in registry)
-    for exp in registry:
+    statuses = [experiment_status(Path(args.out), exp) for exp in registry]
+    swidth = max(len(s) for s in statuses)
+    for exp, status in zip(registry, statuses):
         theorems = "; ".join(t.label() for t in exp.theorems)
-        _say(f"{exp.name:<{width}}  {experiment_status(Path(args.out), exp):<14}  {theorems}")
+        _say(f"{exp.name:<{width}}  {status:<{swidth}}  {theorems}")
     return 0
 
 

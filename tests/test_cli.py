@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+import experiments._runner as runner
 from fltheory.cli import main
 
 from .experiments.fake_package import failing, good, make_package, rewrite
@@ -20,6 +21,12 @@ NUMBERS = ("data", "checks", "macros", "key", "experiment")
 @pytest.fixture
 def root(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
+    # Other engineers edit fltheory while these tests run: hash a frozen
+    # stand-in for the package sources so only the fake modules change keys.
+    frozen = tmp_path / "frozen_fltheory"
+    frozen.mkdir()
+    (frozen / "stand_in.py").write_text("X = 1\n")
+    monkeypatch.setattr(runner, "_FLTHEORY_ROOT", frozen)
     return tmp_path
 
 
@@ -147,6 +154,12 @@ def test_failure_is_reported_and_others_complete_in_parallel(root, capsys):
     assert re.search(r"alpha\s+holds|alpha\s+violated", listing)
     assert main(["--package", pkg, "list", "--out", str(root / "nothing")]) == 0
     assert re.search(r"alpha\s+not run", capsys.readouterr().out)
+    rewrite(root, pkg, "alpha", good("alpha", n=201))
+    assert main(["--package", pkg, "list", "--out", str(out)]) == 0
+    listing = capsys.readouterr().out
+    lines = {ln.split()[0]: ln for ln in listing.splitlines()[1:]}
+    assert "(stale)" in lines["alpha"] and "(stale)" not in lines["gamma"]
+    assert re.match(r"gamma\s+(holds|violated)", lines["gamma"])
 
 
 def test_wrong_axes_count_fails_that_experiment(root, capsys):
