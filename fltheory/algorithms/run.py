@@ -126,8 +126,9 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         if not np.all(np.isfinite(x)):
             raise DivergenceError(
                 f"{algorithm.name} diverged in round {t}: the server model has non-finite entries")
-        loss = problem.loss(x)
-        g2 = float(np.sum(problem.grad(x) ** 2))
+        with np.errstate(over="ignore", invalid="ignore"):   # non-finite is reported below
+            loss = problem.loss(x)
+            g2 = float(np.sum(problem.grad(x) ** 2))
         if not (np.isfinite(loss) and np.isfinite(g2)):
             raise DivergenceError(
                 f"{algorithm.name} diverged in round {t}: F(x) = {loss!r}, ||grad F||^2 = {g2!r}")
