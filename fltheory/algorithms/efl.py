@@ -26,9 +26,18 @@ Conventions of this implementation:
   server only receives ST(Delta^k), so it aggregates ST(Delta^k) (THEORY.md).
 * Inactive clients (s_k = 0, or not drawn) cannot respond (section 4): they
   send nothing, keep R^k and their previous (u^k, v^k), and get no weight.
+  The server step runs every round, also when nobody is active (then
+  Delta^G = R^G: the server still flushes its residual, as Alg. 1 reads).
 * One client copy x_client is shared by all clients: every client applies
   every broadcast ST(Delta^G) (Alg. 1's w^k_{tau E} = w^k_{(tau-1)E} + ST(Delta^G)).
-  Invariant: x - x_client = R^G.
+  Conservation: x_client + R^G = x_0 + sum over rounds of sum_k p_tau^k ST(Delta^k).
+* The server copy as printed (x <- x + Delta^G with Delta^G = R^G_old + ...)
+  adds each server residual twice: once inside Delta^G of the round it was
+  left over from, and again as R^G_old in the next round, so
+  x - x_client = sum_{s <= tau} R^G_s (not R^G_tau).  ``server_update=
+  "consistent"`` uses x <- x + Delta^G - R^G_old instead, which keeps
+  x = x_client + R^G (every client contribution counted once).  Default
+  ``"as_printed"``; with ``compression=None`` both coincide (R^G = 0).
 * U = V = 0 before any report (round 1 is then plain local SGD).
 * Aggregation weights p^k are the federation weights, *not* renormalised over
   the participants (eq. 6 sums p_tau^k Delta^k over all clients):
@@ -47,9 +56,15 @@ Conventions of this implementation:
 
 ``RoundInfo.extra``: ``client_model`` (x_client after the round),
 ``weights`` (p_tau^k of the participants, 0 for inactive), ``weight_ratio``
-(p_tau^k / p^k), ``clipped`` (clients whose weight was clipped).
+(p_tau^k / p^k), ``clipped`` (clients whose weight was clipped), ``active``
+(clients with s_k > 0), ``local_change`` (w_final - x_client of the active
+clients), ``sent`` (their ST(Delta^k)) and ``broadcast`` (ST(Delta^G)).
+ST keeps exactly k entries per message (``compression.st`` with
+``ties="index"``; Alg. 2 as printed keeps every tie, which only differs when
+magnitudes tie exactly).
 Communication: ST(Delta^k) up as ternary plus (u^k, v^k) dense, ST(Delta^G)
-down as ternary plus (U, V) dense, per active participant.
+down as ternary plus (U, V) dense, per active participant (the uplink entropy
+mixes the ternary messages with the dense Fisher vectors).
 """
 
 from __future__ import annotations
@@ -73,6 +88,7 @@ __all__ = ["EFL", "EFLState", "EFL_WEIGHTS"]
 EFL_WEIGHTS = ("plain", "adaptive")
 _COMPRESSIONS = ("st", None)
 _EXCESS = ("raise", "clip")
+_SERVER_UPDATES = ("as_printed", "consistent")
 _RATIO_TOL = 1e-12
 
 
@@ -122,6 +138,9 @@ class EFL(Algorithm):
         ST ternary top-k compression with error feedback both ways, or none.
     q : float in (0, 1]
         ST sparsity (fraction of entries kept).
+    server_update : {"as_printed", "consistent"}
+        Server copy update: x <- x + Delta^G (Alg. 1 as printed) or
+        x <- x + Delta^G - R^G_old (each client contribution counted once).
     """
 
     name: ClassVar[str] = "EFL"
@@ -133,6 +152,7 @@ class EFL(Algorithm):
     on_excess: str = "raise"
     compression: str | None = "st"
     q: float = 0.1
+    server_update: str = "as_printed"
 
     def __post_init__(self) -> None:
         per_client("lr", self.lr, None)
@@ -141,6 +161,7 @@ class EFL(Algorithm):
         choice("weights", self.weights, EFL_WEIGHTS)
         choice("on_excess", self.on_excess, _EXCESS)
         choice("compression", self.compression, _COMPRESSIONS)
+        choice("server_update", self.server_update, _SERVER_UPDATES)
         in_unit_interval("q", self.q)
         if self.theta is not None:
             th = positive("theta", self.theta)
@@ -162,10 +183,11 @@ class EFL(Algorithm):
     def _aggregation(self, problem: Federation, clients: np.ndarray, steps: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """(p_tau^k, p_tau^k / p^k, clipped clients) for participants with s_k > 0."""
-        E = self.nominal_steps(problem)[clients]
+        E_all = self.nominal_steps(problem)
+        E = E_all[clients]
         p = problem.weights[clients]
         ratio = np.ones(clients.shape[0]) if self.weights == "plain" else E / steps
-        theta = float(E.max()) if self.theta is None else float(self.theta)
+        theta = float(E_all.max()) if self.theta is None else float(self.theta)
         over = ratio > theta * (1.0 + _RATIO_TOL)
         clipped: list[int] = []
         if over.any():
@@ -184,12 +206,6 @@ class EFL(Algorithm):
         part = self.participants(problem, participation, rng, state.t)
         d = problem.dim
         active = np.flatnonzero(part.steps > 0)
-        if active.size == 0:
-            info = empty_round(d)
-            info = RoundInfo(part.clients, part.steps, info.communication,
-                             {"client_model": state.x_client.copy(), "weights": np.zeros(part.m),
-                              "weight_ratio": np.zeros(part.m), "clipped": []})
-            return replace(state, t=state.t + 1), info
         clients, steps = part.clients[active], part.steps[active]
         m = clients.shape[0]
         lr = resolve_per_client("lr", self.lr, problem.n_clients)[clients]
@@ -197,7 +213,9 @@ class EFL(Algorithm):
         U, V = state.U, state.V
         objective = LocalObjective.diagonal(np.broadcast_to(self.lam * U, (m, d)),
                                             np.broadcast_to(self.lam * V, (m, d)))
-        Y, _ = local_descent(problem, W0, clients, steps, lr, rng, objective)
+        Y = W0.copy()
+        if m:
+            Y, _ = local_descent(problem, W0, clients, steps, lr, rng, objective)
         T = state.residuals[clients] + (Y - state.x_client)
         sent = self._compress(T)
         residuals = state.residuals.copy()
@@ -207,9 +225,14 @@ class EFL(Algorithm):
         broadcast = self._compress(delta_g[None, :])[0]
         u = state.u.copy()
         v = state.v.copy()
-        u[clients] = problem.fisher_diag(Y, clients)
-        v[clients] = u[clients] * Y
-        new = EFLState(x=state.x + delta_g, x_client=state.x_client + broadcast,
+        if m:
+            u[clients] = problem.fisher_diag(Y, clients)
+            v[clients] = u[clients] * Y
+        if self.server_update == "as_printed":
+            x_new = state.x + delta_g                  # Alg. 1 / eq. 6: w^G += Delta^G
+        else:
+            x_new = state.x + (delta_g - state.residual_global)   # each contribution once
+        new = EFLState(x=x_new, x_client=state.x_client + broadcast,
                        residual_global=delta_g - broadcast, residuals=residuals, u=u, v=v,
                        t=state.t + 1)
         kind = "dense" if self.compression is None else "ternary"
@@ -222,5 +245,6 @@ class EFL(Algorithm):
         r_all = np.zeros(part.m)
         r_all[active] = ratio
         extra = {"client_model": new.x_client.copy(), "weights": w_all, "weight_ratio": r_all,
-                 "clipped": clipped}
+                 "clipped": clipped, "active": clients, "local_change": Y - state.x_client,
+                 "sent": sent, "broadcast": broadcast}
         return new, RoundInfo(part.clients, part.steps, comm, extra)

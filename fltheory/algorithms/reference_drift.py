@@ -247,13 +247,10 @@ def _efl_loop(alg, problem, rounds, participation, rng, x0):
     xs = [x_server.copy()]
     for t in range(rounds):
         members = [(i, s) for i, s in draw_participants(alg, problem, participation, rng, t) if s > 0]
-        if not members:
-            xs.append(x_server.copy())
-            continue
         U = np.sum(u, axis=0)
         V = np.sum(v, axis=0)
         w = {i: x_client.copy() for i, _ in members}
-        for k in range(max(s for _, s in members)):
+        for k in range(max([s for _, s in members], default=0)):
             for i, s in members:
                 if s > k:
                     g = client_gradient(problem, i, w[i], rng)
@@ -272,8 +269,11 @@ def _efl_loop(alg, problem, rounds, participation, rng, x0):
             u[i] = problem.fisher_diag(w[i][None, :], np.array([i]))[0]
             v[i] = u[i] * w[i]
         broadcast = compress(delta_G)
+        if alg.server_update == "as_printed":
+            x_server = x_server + delta_G              # seed 000 Alg. 1 / eq. 6
+        else:
+            x_server = x_server + (delta_G - R_G)      # R_G is still the previous residual here
         R_G = delta_G - broadcast
-        x_server = x_server + delta_G
         x_client = x_client + broadcast
         xs.append(x_server.copy())
     return np.array(xs)
