@@ -31,7 +31,10 @@ each by the relative residual (perturbing only the free coordinates, see
 "Frozen fields")
 ||Phi(S) - M S - c||_inf / (||M||_inf ||S||_inf + ||c||_inf + ||Phi(S)||_inf),
 which must not exceed ``rtol``; otherwise :class:`NotAffineError` names the
-algorithm, the check and the residual.
+algorithm, the check and the residual.  Limitation: a piecewise-affine map
+(l1 prox, thresholding) that is affine on a region containing all these
+points passes (e.g. FedElasticNet when every |e_i - x| stays far above the
+l1 threshold); the recovered map is then exact on that region only.
 
 Frozen fields
 -------------
@@ -66,8 +69,10 @@ Then
 * fixed point: S~ = S_init + Q z with (I - M_V) z = Q^T (S_1 - S_init),
   S_1 = M S_init + c (unique when I - M_V is non-singular, which is the case
   whenever the eigenvalue 1 of M is semisimple); it depends on S_init only
-  through the conserved quantities, and the server-model part is the same for
-  every S_init in the algorithms above;
+  through the conserved quantities W^T S_init.  The server-model part is the
+  same for every start that satisfies the algorithm's invariant (SCAFFOLD:
+  c = mean c_i; FedDyn: h = (1/m) sum grad_k, both true at ``init``); a start
+  that breaks it moves the server model too (the tests show it for SCAFFOLD);
 * ``spectral_rate`` = rho(M_V): the exact asymptotic rate of
   ||S_t - S~|| (and of ||x_t - x~|| unless x does not see the slowest mode);
 * ``contraction_factor`` = ||M_V||_2 = max_{v in V} ||M v|| / ||v||: one-round
