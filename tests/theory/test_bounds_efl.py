@@ -1,0 +1,139 @@
+"""EFL Theorem 1 (seed 000 eq. 7), corollaries (eq. 8-9) and section 4.2, evaluated
+against hand computations of the printed formulas."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fltheory.errors import AssumptionError, InvalidHyperparameterError
+from fltheory.testing import build_quadratic
+from fltheory.theory.bounds import (efl_abandonment, efl_heterogeneity, efl_incomplete_rate,
+                                    efl_inactive_rate, efl_step_moments, efl_theorem1,
+                                    efl_theorem1_from_constants)
+
+E = 4
+P = np.array([0.2, 0.3, 0.5])
+
+
+def _dist():
+    q = np.zeros((3, E + 1))
+    q[0, [0, 2, 4]] = [0.1, 0.3, 0.6]      # client 0: inactive w.p. 0.1, 2 or 4 steps
+    q[1, 4] = 1.0                           # client 1: always complete
+    q[2, [1, 4]] = [0.5, 0.5]               # client 2: 1 or 4 steps
+    return q
+
+
+def test_moments_plain_by_hand():
+    m = efl_step_moments(P, _dist(), E, weighting="plain")
+    np.testing.assert_allclose(m.ps[0], [0.2 * (0.3 * 2 + 0.6 * 4), 0.3 * 4, 0.5 * (0.5 * 1 + 0.5 * 4)])
+    np.testing.assert_allclose(m.p[0], [0.2 * 0.9, 0.3, 0.5])
+    np.testing.assert_allclose(m.p2s[0], [0.04 * (0.6 + 2.4), 0.09 * 4, 0.25 * 2.5])
+    assert m.max_ratio == 1.0
+
+
+def test_moments_adaptive_by_hand():
+    # p_t^k = E p^k / s: p s = E p^k whenever s > 0
+    m = efl_step_moments(P, _dist(), E, weighting="adaptive")
+    np.testing.assert_allclose(m.ps[0], [E * 0.2 * 0.9, E * 0.3, E * 0.5])
+    np.testing.assert_allclose(m.p[0], [0.2 * (0.3 * 2 + 0.6 * 1), 0.3, 0.5 * (0.5 * 4 + 0.5 * 1)])
+    np.testing.assert_allclose(m.p2s[0], [0.04 * (0.3 * 16 / 2 + 0.6 * 4), 0.09 * 4, 0.25 * (0.5 * 16 + 0.5 * 4)])
+    assert m.max_ratio == pytest.approx(E / 1)
+
+
+def _kw(**over):
+    kw = dict(E=E, theta=4.0, mu=0.5, L=3.0, sigma2=[1.0, 2.0, 0.5], D=[0.3, 0.1, 0.2], G2=2.0,
+              weights=P, init_dist2=5.0, step_probs=_dist(), weighting="plain")
+    kw.update(over)
+    return kw
+
+
+def test_theorem1_by_hand_corrected_and_as_printed():
+    tau = 6
+    m = efl_step_moments(P, _dist(), E)
+    ps, pe, p2s = m.ps[0], m.p[0], m.p2s[0]
+    S = ps.sum()
+    theta, mu, L, G2 = 4.0, 0.5, 3.0, 2.0
+    sig, D = np.array([1.0, 2.0, 0.5]), np.array([0.3, 0.1, 0.2])
+    gamma = max(4 * E ** 2 * theta / S, 32 * E * (1 + theta) * L / (mu * S))
+    common = p2s @ sig + 2 * (2 + theta) * L * (ps @ D) + 2 * E * G2 * np.sum(p2s / P)
+    k = (2 + mu / (2 * (1 + theta) * L)) * E * (E - 1) * G2
+    B_corr = common + k * (2 * S + theta * (pe.sum() - 2))
+    B_print = common + k * (S + theta * (pe.sum() - 2) + E * pe.sum())
+    J_corr = 32 * E / mu * (ps @ D) / S
+    J_print = 32 * E * mu * S / ((P @ D) * S)
+    for variant, B, J in (("corrected", B_corr, J_corr), ("as_printed", B_print, J_print)):
+        C = max(gamma ** 2 * 5.0, (16 * E / mu) ** 2 * tau * B / S ** 2)
+        # E[p s]/p^k differs across clients (client 0 is inactive sometimes): r_t = 1
+        expected = C / (tau * E + gamma) ** 2 + tau * J / (tau * E + gamma)
+        res = efl_theorem1(tau, variant=variant, **_kw())
+        assert res.valid
+        assert res.value == pytest.approx(expected, rel=1e-12)
+        assert res.terms["H"] == tau
+        np.testing.assert_allclose(res.terms["eta"],
+                                   16 * E / (mu * ((np.arange(tau) + 1) * E + gamma) * S))
+
+
+def test_step_sizes_meet_the_smoothness_condition():
+    res = efl_theorem1(50, **_kw())
+    assert np.all(res.terms["eta"] <= res.terms["eta_max_allowed"])
+
+
+def test_r_is_zero_when_ratios_are_equal():
+    q = np.zeros((3, E + 1))
+    q[:, E] = 1.0
+    res = efl_theorem1(5, **_kw(step_probs=q))
+    assert res.terms["H"] == 0
+    assert res.value == pytest.approx(res.terms["first_term"])
+
+
+def test_adaptive_weights_need_theta_at_least_E_over_min_steps():
+    res = efl_theorem1(5, **_kw(weighting="adaptive", theta=2.0))
+    assert res.value is None
+    assert any("Assumption 5" in a.name for a in res.violated)
+    with pytest.raises(AssumptionError, match="theta = 2.0"):
+        efl_theorem1(5, strict=True, **_kw(weighting="adaptive", theta=2.0))
+    assert efl_theorem1(5, **_kw(weighting="adaptive", theta=4.0)).valid
+
+
+def test_never_active_federation_has_no_bound():
+    q = np.zeros((3, E + 1))
+    q[:, 0] = 1.0
+    res = efl_theorem1(3, **_kw(step_probs=q))
+    assert res.value is None
+
+
+def test_from_constants_duck_typed():
+    c = SimpleNamespace(mu=0.5, L=3.0, sigma2=[1.0, 2.0, 0.5], D_k=[0.3, 0.1, 0.2], G2=2.0)
+    kw = _kw()
+    for k in ("mu", "L", "sigma2", "D", "G2"):
+        kw.pop(k)
+    a = efl_theorem1_from_constants(c, 4, **kw)
+    assert a.value == pytest.approx(efl_theorem1(4, **_kw()).value)
+
+
+def test_heterogeneity_with_lambda_zero():
+    fed = build_quadratic(3, 2, L=2.0, mu=0.5, heterogeneity=2.0, n_samples=[1, 2, 3], seed=0)
+    D = efl_heterogeneity(fed)
+    direct = fed.client_loss(fed.optimum()) - fed.client_loss(fed.client_optima())
+    np.testing.assert_allclose(D, direct, rtol=1e-10)
+
+
+def test_corollaries_by_hand():
+    assert efl_inactive_rate(3, [1, 0, 1], J=2.0, E=4) == pytest.approx(2 * 2.0 / (12 + 16))
+    r = efl_abandonment(0.5, J=2.0, C=3.0, T=10, E=4, tau0=2, gamma=5.0)
+    assert r.value == pytest.approx(10 * 3.0 / (4 * 8 + 5.0) ** 2)
+    assert r.terms["abandon"] == (1.0 > r.value)
+    assert r.terms["eq9_threshold"] == pytest.approx(1.5 / 40)
+    assert efl_abandonment(1.5, J=2.0, C=3.0, T=10, E=4, tau0=2, gamma=5.0).value is None
+    rate = efl_incomplete_rate(2, 4, P, [1.0, 4.0, 0.0], [1.0, 0.5, 0.25])
+    inv = np.array([1.0, 0.5, 0.25])
+    num = 2 * (4 ** 5 * (P @ inv) + 4 ** 2 * ((P ** 2 * np.array([1.0, 4.0, 0.0])) @ inv))
+    assert rate == pytest.approx(num / (8 + 16) ** 2)
+
+
+@pytest.mark.parametrize("over", [dict(weights=[0.5, 0.6, -0.1]), dict(step_probs=np.ones((3, 3))),
+                                  dict(E=0), dict(mu=-1.0), dict(variant="literal")])
+def test_bad_inputs(over):
+    with pytest.raises(InvalidHyperparameterError):
+        efl_theorem1(3, **_kw(**over))
