@@ -1,0 +1,115 @@
+"""SCAFFOLD/FedAvg complexities, EFL Table 1, FedElasticNet Theorem 3.1 and the seed-001
+Theorem 1 recursion, evaluated against hand computations and their hypotheses."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fltheory.errors import AssumptionError, InvalidHyperparameterError
+from fltheory.theory.bounds import (elasticnet_C0, elasticnet_constants, elasticnet_sign_term,
+                                    elasticnet_theorem31, elasticnet_theorem31_from_constants,
+                                    fedavg_lower_bound, fedavg_rounds, fedopt_theorem1,
+                                    scaffold_quadratic_rounds, scaffold_rounds,
+                                    scaffold_rounds_from_constants, scaffold_step_conditions,
+                                    table1_rounds)
+
+
+def test_scaffold_rounds_formula_and_slopes():
+    kw = dict(sigma2=2.0, mu=0.5, K=10, S=5, N=20, eps=1e-2, beta=4.0)
+    r = scaffold_rounds(**kw)
+    assert r.value == pytest.approx(2.0 / (0.5 * 10 * 5 * 1e-2) + 4.0 / 0.5 + 20 / 5)
+    assert scaffold_rounds(constant=3.0, **kw).value == pytest.approx(3 * r.value)
+    half = scaffold_rounds(**dict(kw, eps=5e-3))
+    assert half.terms["statistical"] == pytest.approx(2 * r.terms["statistical"])
+    c = SimpleNamespace(sigma2=2.0, mu=0.5, L=4.0)
+    assert scaffold_rounds_from_constants(c, K=10, S=5, N=20, eps=1e-2).value == pytest.approx(r.value)
+    assert scaffold_rounds(**dict(kw, S=30)).value is None
+
+
+def test_fedavg_rounds_and_lower_bound():
+    r = fedavg_rounds(sigma2=1.0, mu=1.0, K=2, S=2, N=4, eps=0.25, G=3.0, B=1.0, beta=4.0)
+    assert r.value == pytest.approx(1 / (1 * 2 * 2 * 0.25) + 0.5 * 9 / (2 * 0.25) + 2 * 3 / 0.5 + 4)
+    lb = fedavg_lower_bound(G=3.0, mu=2.0, R=10, K=2)
+    assert lb.value == pytest.approx(9 / (2 * 100))
+    assert fedavg_lower_bound(G=3.0, mu=2.0, R=10, K=1).value is None
+    assert fedavg_lower_bound(G=3.0, mu=2.0, R=10, K=2, sigma2=0.1).value is None
+    q = scaffold_quadratic_rounds(beta=2.0, sigma2=1.0, mu=0.5, K=4, N=8, eps=0.1, delta=0.5)
+    assert q.value == pytest.approx(2 / (0.5 * 4 * 8 * 0.1) + (2 + 0.5 * 4) / (0.5 * 4))
+
+
+def test_scaffold_step_conditions():
+    ok = scaffold_step_conditions(eta_l=1e-3, eta_g=1.0, beta=1.0, K=10, R=200, mu=1.0, N=10, S=5)
+    assert ok.valid and ok.value == pytest.approx(1 / 810) and ok.terms["R_min"] == 162
+    bad = scaffold_step_conditions(eta_l=1e-2, eta_g=1.0, beta=1.0, K=10, R=100, mu=1.0, N=100, S=5)
+    assert {a.name for a in bad.violated} == {"eta_l <= 1/(81 beta K eta_g)", "R >= max(162 beta/mu, 30 N/S)"}
+    with pytest.raises(AssumptionError, match="600"):
+        scaffold_step_conditions(eta_l=1e-3, eta_g=1.0, beta=1.0, K=10, R=100, mu=1.0, N=100, S=5,
+                                 strict=True)
+
+
+def test_table1_rows():
+    kw = dict(eps=0.01, S=4, G=2.0, mu=0.5, L=3.0, delta=1.0, N=10, sigma2=2.0)
+    assert table1_rounds("SCAFFOLD", **kw).value == pytest.approx(4 / (0.5 * 4 * 0.01) + 2 / (0.5 * 0.1) + 6)
+    assert table1_rounds("MIME", **kw).value == pytest.approx(4 / (0.5 * 4 * 0.01) + 2)
+    assert table1_rounds("VRL-SGD", **kw).value == pytest.approx(10 * 2 / (4 * 1e-4) + 1000)
+    assert table1_rounds("FedAMP", **kw).value == pytest.approx(4 / (3 * 4 * 0.01) + 2 / 1e-3 + 9 / 0.1)
+    assert table1_rounds("EFL", **kw).value == pytest.approx(4 / (0.5 * 4 * 0.01) + 3 / (0.5 * 0.1))
+    with pytest.raises(InvalidHyperparameterError):
+        table1_rounds("FedNova", **kw)
+    with pytest.raises(InvalidHyperparameterError):
+        table1_rounds("MIME", eps=0.1, S=2, mu=1.0)
+
+
+def test_elasticnet_constants_and_identity():
+    k = elasticnet_constants(beta=1.0, lambda2=30.0, m=10, P=4)
+    assert k["kappa"] == pytest.approx(25 / 30 * 31 / (900 - 25))
+    assert k["kappa_0"] == pytest.approx(2 / 30 * (900 - 750 - 50) / 875)
+    assert k["kappa_prime"] == pytest.approx(k["kappa"] * 4 / 20)
+
+
+def test_elasticnet_theorem31():
+    kw = dict(beta=1.0, lambda1=0.01, lambda2=30.0, m=10, P=4, d=5, init_dist2=2.0, C0=3.0)
+    k = elasticnet_constants(1.0, 30.0, 10, 4)
+    r = elasticnet_theorem31(10, sign_term=-0.5, **kw)
+    expected = (1 / 10) / k["kappa_0"] * (2 + k["kappa"] * 3) + k["kappa_prime"] / k["kappa_0"] * 1e-4 * 5 - 0.5
+    assert r.value == pytest.approx(expected)
+    missing = elasticnet_theorem31(10, **kw)
+    assert missing.value is None
+    assert elasticnet_theorem31(10, **dict(kw, lambda1=0.0)).valid
+    low = elasticnet_theorem31(10, sign_term=0.0, **dict(kw, lambda2=27.0))
+    assert low.value is None and low.violated[0].name == "lambda_2 > 27 beta"
+    with pytest.raises(AssumptionError, match="27 beta"):
+        elasticnet_theorem31(10, sign_term=0.0, strict=True, **dict(kw, lambda2=20.0))
+    c = SimpleNamespace(L=1.0)
+    kw.pop("beta")
+    assert elasticnet_theorem31_from_constants(c, 10, sign_term=-0.5, **kw).value == pytest.approx(expected)
+
+
+def test_elasticnet_C0_variants_and_sign_term():
+    g0 = np.array([[3.0, 4.0], [0.0, 1.0]])
+    gs = np.zeros((2, 2))
+    assert elasticnet_C0(g0, gs, variant="as_printed") == pytest.approx((5 + 1) / 2)
+    assert elasticnet_C0(g0, gs, variant="corrected") == pytest.approx((25 + 1) / 2)
+    gam = np.array([[1.0, 2.0], [0.0, 1.0], [2.0, 2.0]])
+    th = np.array([1.0, 1.0])
+    s = np.array([[0.5, -1.0], [1.0, 0.0], [0.0, 0.2]])
+    loop = sum(float((gam[t] - th) @ s[t]) for t in range(3))
+    assert elasticnet_sign_term(gam, th, s, lambda1=0.1, lambda2=2.0) == pytest.approx(-(0.2 / 2) * loop / 3)
+    with pytest.raises(InvalidHyperparameterError):
+        elasticnet_sign_term(gam, th, 2 * s, lambda1=0.1, lambda2=2.0)
+
+
+def test_fedopt_theorem1_recursion_unrolled():
+    p = np.array([0.25, 0.75])
+    rho, phi = np.array([0.5, 0.9]), np.array([1.0, 2.0])
+    r = fedopt_theorem1(5, rho=rho, phi=phi, weights=p, server_lr=0.5, init_dist2=4.0)
+    a = 1 - 0.5 * (1 - p @ rho)
+    V = 0.25 * (p ** 2 @ phi)
+    e = 4.0
+    for t in range(5):
+        e = a * e + V                              # the recursion itself
+    assert r.value == pytest.approx(e)
+    assert r.terms["floor"] == pytest.approx(V / (1 - a))
+    assert fedopt_theorem1(5, rho=[1.0, 1.0], phi=phi, weights=p, server_lr=0.5, init_dist2=1.0).value is None
+    assert fedopt_theorem1(5, rho=rho, phi=phi, weights=p, server_lr=1.5, init_dist2=1.0).value is None
