@@ -1,0 +1,173 @@
+"""The FedOpt operator T, its fixed points, local contraction and Lipschitz ratios."""
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from fltheory import optim
+from fltheory.algorithms.fedavg import FedAvg
+from fltheory.algorithms.fedopt import FedOpt
+from fltheory.algorithms.fedprox import FedProx
+from fltheory.algorithms.run import run
+from fltheory.algorithms.scaffold import Scaffold
+from fltheory.errors import AssumptionError, InvalidHyperparameterError, InvalidProblemError
+from fltheory.problems.generators import random_quadratic
+from fltheory.problems.logistic import LogisticFederation
+from fltheory.theory.closed_forms import (fedopt_quadratic_fixed_point, fedopt_quadratic_round_map,
+                                          fedopt_small_rate_limit)
+from fltheory.theory.operators import (anderson_fixed_point, fedopt_operator,
+                                       lipschitz_ratios, minimizer_inconsistency,
+                                       operator_fixed_point, sgd_contraction_bound)
+
+N, D = 4, 3
+STEPS = np.array([1, 3, 5, 2])
+SCALE = np.array([0.5, 1.0, 2.0, 1.5])
+
+
+@pytest.fixture(scope="module")
+def fed():
+    return random_quadratic(N, D, L=2.0, mu=0.3, heterogeneity=2.0, seed=21,
+                            weights=[0.1, 0.2, 0.3, 0.4], constants="clients")
+
+
+def adagrad_fedopt(lr, *, server=1.0, correction="none"):
+    return FedOpt(client_optimizer=optim.adagrad(lr, initial_accumulator=0.1),
+                  server_optimizer=optim.sgd(server), local_steps=STEPS, client_lr_scale=SCALE,
+                  correction=correction)
+
+
+def adagrad_client_loop(fed, x, i, lr, v0=0.1, eps=1e-8):
+    """AdaGrad from a restarted state (seed 001, THEORY.md section 2), one client."""
+    y, v = x.copy(), np.full(x.shape, v0)
+    for _ in range(STEPS[i]):
+        g = fed.H[i] @ y - fed.e[i]
+        v = v + g * g
+        y = y - SCALE[i] * lr * g / (np.sqrt(v) + eps)
+    return y
+
+
+def test_client_maps_and_operator_match_per_client_loop(fed):
+    T = fedopt_operator(adagrad_fedopt(0.1), fed)
+    x = np.array([0.4, -1.0, 2.0])
+    O = T.client_maps(np.broadcast_to(x, (N, D)))
+    for i in range(N):
+        np.testing.assert_allclose(O[i], adagrad_client_loop(fed, x, i, 0.1), atol=1e-14)
+    np.testing.assert_allclose(T(x), fed.weights @ O, atol=1e-14)       # T = sum p_i O_i
+
+
+def test_adagrad_fixed_point_equals_end_of_long_simulation(fed):
+    T = fedopt_operator(adagrad_fedopt(0.1), fed)
+    fp = operator_fixed_point(T, np.zeros(D))
+    assert fp.residual < 1e-12 and fp.cross_check_gap < 1e-9
+    # server SGD(1) is the Picard iteration, SGD(0.5) a Mann iteration: same fixed point
+    for server in (1.0, 0.5):
+        hist = run(adagrad_fedopt(0.1, server=server), fed, 1500)
+        np.testing.assert_allclose(hist.x[-1], fp.x, atol=1e-9)
+    # the local rate of the Picard iteration is rho(J)
+    assert 0 < fp.spectral_radius <= fp.spectral_norm + 1e-12
+    hist = run(adagrad_fedopt(0.1), fed, 200)
+    err = np.linalg.norm(hist.x - fp.x, axis=1)
+    t = np.arange(100, 201)
+    slope = np.polyfit(t, np.log(err[t]), 1)[0]
+    assert slope == pytest.approx(np.log(fp.spectral_radius), rel=0.02)
+
+
+def test_jacobian_of_affine_operator_is_exact(fed):
+    lr = np.array([0.05, 0.1, 0.2, 0.15])
+    T = fedopt_operator(FedAvg(lr=lr, local_steps=STEPS, server_lr=0.3), fed)
+    fp = operator_fixed_point(T, np.ones(D))
+    A, _ = fedopt_quadratic_round_map(fed, lr, STEPS)                  # server rate 1
+    np.testing.assert_allclose(fp.jacobian, A, atol=1e-9)
+    np.testing.assert_allclose(fp.x, fedopt_quadratic_fixed_point(fed, lr, STEPS).x, atol=1e-11)
+    assert fp.spectral_radius == pytest.approx(np.abs(np.linalg.eigvals(A)).max(), rel=1e-8)
+
+
+def test_logistic_fedprox_fixed_point():
+    rng = np.random.default_rng(3)
+    feats = [rng.standard_normal((8, 2)) + k for k in range(3)]
+    labels = [np.where(rng.random(8) < 0.5, -1.0, 1.0) for _ in range(3)]
+    fed = LogisticFederation(feats, labels, reg=0.2)
+    alg = FedProx(mu=0.5, solver="exact")
+    fp = operator_fixed_point(fedopt_operator(alg, fed), np.zeros(2))
+    hist = run(alg, fed, 300)
+    np.testing.assert_allclose(hist.x[-1], fp.x, atol=1e-9)
+    assert fp.spectral_norm < 1
+
+
+def test_anderson_on_a_linear_contraction():
+    A = np.array([[0.5, 0.2], [0.0, 0.9]])
+    b = np.array([1.0, -1.0])
+    x, iters = anderson_fixed_point(lambda x: A @ x + b, np.zeros(2))
+    np.testing.assert_allclose(x, np.linalg.solve(np.eye(2) - A, b), atol=1e-11)
+    assert iters < 20
+
+
+# ------------------------------------------------------------ Assumption 1
+@given(seed=st.integers(0, 10_000), frac=st.floats(0.05, 1.0), tau=st.integers(1, 6))
+def test_sgd_lipschitz_ratios_never_exceed_bound(seed, frac, tau):
+    """||O_i(x) - O_i(y)|| <= (1 - eta mu_i)^tau ||x - y|| for eta <= 1/L_i (unsquared)."""
+    fed = random_quadratic(3, 3, L=3.0, mu=0.2, heterogeneity=1.0, seed=seed, constants="clients")
+    eta = frac / fed.client_L.max()
+    T = fedopt_operator(FedAvg(lr=eta, local_steps=tau), fed)
+    rat = lipschitz_ratios(T, np.random.default_rng(seed), n_pairs=5, radius=2.0)
+    bound = sgd_contraction_bound(fed, eta, tau)
+    assert np.all(rat.ratios <= bound * (1 + 1e-12))
+    assert np.all(rat.squared <= bound * (1 + 1e-12))             # the squared form of A1
+    assert np.all(rat.operator_ratios <= fed.weights @ bound * (1 + 1e-12))
+
+
+def test_sgd_bound_is_attained_on_the_slowest_eigenvector(fed):
+    """The bound is tight: x - y along the eigenvector of mu_i gives equality."""
+    eta, tau = 0.2, 3
+    T = fedopt_operator(FedAvg(lr=eta, local_steps=tau), fed)
+    lam, V = np.linalg.eigh(fed.H[0])
+    x, y = np.zeros(D), V[:, 0]
+    O = T.client_maps(np.stack([x, y]), [0, 0])
+    ratio = np.linalg.norm(O[0] - O[1])
+    assert ratio == pytest.approx(sgd_contraction_bound(fed, eta, tau)[0], rel=1e-12)
+
+
+def test_sgd_bound_refuses_large_rates(fed):
+    with pytest.raises(AssumptionError, match="1/L"):
+        sgd_contraction_bound(fed, 1.1 / fed.client_L.min(), 2)
+
+
+# --------------------------------------------------- minimizer inconsistency
+def test_local_adaptivity_bias_and_its_removal(fed):
+    """Seed 001 section 4: without correction ||x~ - x*|| tends to a non-zero
+    constant as the client rate shrinks; with local (or joint) correction it is O(eta)."""
+    rates = np.array([0.02, 0.01, 0.005, 0.0025])
+    plain = minimizer_inconsistency(lambda h: adagrad_fedopt(h), fed, rates)
+    corrected = minimizer_inconsistency(lambda h: adagrad_fedopt(h, correction="local"), fed, rates)
+    joint = minimizer_inconsistency(lambda h: adagrad_fedopt(h, correction="joint"), fed, rates)
+    assert plain.distances.min() > 0.1
+    assert plain.distances[-1] > 0.9 * plain.distances[-2]            # not shrinking with eta
+    ratios = corrected.distances / rates
+    np.testing.assert_allclose(ratios[1:], ratios[:-1], rtol=0.05)     # linear in eta
+    np.testing.assert_allclose(joint.distances, corrected.distances, rtol=1e-6)
+
+
+def test_fixed_preconditioner_limit_matches_seed_001_eq_8(fed):
+    """With fixed P_i, x~(h) -> (sum p c tau P H)^{-1} sum p c tau P e at rate O(h)."""
+    P = np.array([[1.0, 0.5, 1.5], [0.8, 1.2, 1.0], [1.0, 1.0, 0.6], [1.4, 0.9, 1.1]])
+    make = lambda h: FedOpt(client_optimizer=optim.preconditioned(h, P), server_optimizer=optim.sgd(1.0),  # noqa: E731
+                            local_steps=STEPS, client_lr_scale=SCALE)
+    limit = fedopt_small_rate_limit(fed, SCALE, STEPS, preconditioners=P)
+    rates = np.array([0.004, 0.002, 0.001])
+    inc = minimizer_inconsistency(make, fed, rates)
+    gaps = np.linalg.norm(inc.fixed_points - limit, axis=1)
+    np.testing.assert_allclose(gaps / rates, (gaps / rates)[0], rtol=0.05)
+    assert np.linalg.norm(limit - fed.optimum()) > 0.1                 # a real, non-vanishing bias
+
+
+# ------------------------------------------------------------------ refusals
+def test_operator_refusals(fed):
+    with pytest.raises(InvalidHyperparameterError, match="restart"):
+        fedopt_operator(FedOpt(client_optimizer=optim.adagrad(0.1), server_optimizer=optim.sgd(1.0),
+                               client_state="persist"), fed)
+    with pytest.raises(InvalidHyperparameterError, match="not only the server model"):
+        fedopt_operator(Scaffold(lr=0.1, local_steps=2), fed)
+    with pytest.raises(InvalidProblemError, match="stochastic"):
+        fedopt_operator(FedAvg(lr=0.1, local_steps=2), fed.with_gradient_noise(0.5))
+    with pytest.raises(InvalidHyperparameterError, match="rates"):
+        minimizer_inconsistency(lambda h: FedAvg(lr=h), fed, [0.1, -1.0])
