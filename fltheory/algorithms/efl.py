@@ -51,8 +51,10 @@ Conventions of this implementation:
   (k = max(floor(d q), 1)); ``compression=None`` transmits exactly (then the
   residuals stay 0 and x_client = x).  ST with q = 1 is still ternary (every
   entry becomes +-mean|T|), not the identity.
-* The learning rate is constant (the paper's eta_tau decays; use a
-  per-round schedule by running with different ``lr`` if needed).
+* Learning rate: eta_{k,tau} = lr_k * lr_schedule(tau) with tau = 0, 1, ...
+  the number of completed rounds (the paper's eta_tau decays with tau, e.g.
+  Theorem 1's 16E / (mu ((tau+1)E + gamma) E[sum p s])); constant when
+  ``lr_schedule`` is None.
 
 ``RoundInfo.extra``: ``client_model`` (x_client after the round),
 ``weights`` (p_tau^k of the participants, 0 for inactive), ``weight_ratio``
@@ -70,7 +72,7 @@ mixes the ternary messages with the dense Fisher vectors).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -138,6 +140,8 @@ class EFL(Algorithm):
         ST ternary top-k compression with error feedback both ways, or none.
     q : float in (0, 1]
         ST sparsity (fraction of entries kept).
+    lr_schedule : callable(tau) -> float > 0, optional
+        Round-dependent factor of the local rate (tau = completed rounds).
     server_update : {"as_printed", "consistent"}
         Server copy update: x <- x + Delta^G (Alg. 1 as printed) or
         x <- x + Delta^G - R^G_old (each client contribution counted once).
@@ -153,6 +157,7 @@ class EFL(Algorithm):
     compression: str | None = "st"
     q: float = 0.1
     server_update: str = "as_printed"
+    lr_schedule: Callable[[int], float] | None = None
 
     def __post_init__(self) -> None:
         per_client("lr", self.lr, None)
@@ -162,6 +167,9 @@ class EFL(Algorithm):
         choice("on_excess", self.on_excess, _EXCESS)
         choice("compression", self.compression, _COMPRESSIONS)
         choice("server_update", self.server_update, _SERVER_UPDATES)
+        if self.lr_schedule is not None and not callable(self.lr_schedule):
+            raise InvalidHyperparameterError(
+                f"lr_schedule must be a callable tau -> factor or None, got {self.lr_schedule!r}")
         in_unit_interval("q", self.q)
         if self.theta is not None:
             th = positive("theta", self.theta)
@@ -176,6 +184,12 @@ class EFL(Algorithm):
         N, d = problem.n_clients, problem.dim
         return EFLState(x=x, x_client=x.copy(), residual_global=np.zeros(d),
                         residuals=np.zeros((N, d)), u=np.zeros((N, d)), v=np.zeros((N, d)), t=0)
+
+    def rate_factor(self, tau: int) -> float:
+        """lr_schedule(tau), validated (1 without a schedule)."""
+        if self.lr_schedule is None:
+            return 1.0
+        return positive(f"lr_schedule({tau})", self.lr_schedule(tau))
 
     def _compress(self, T: np.ndarray) -> np.ndarray:
         return T.copy() if self.compression is None else st(T, self.q)
@@ -208,7 +222,7 @@ class EFL(Algorithm):
         active = np.flatnonzero(part.steps > 0)
         clients, steps = part.clients[active], part.steps[active]
         m = clients.shape[0]
-        lr = resolve_per_client("lr", self.lr, problem.n_clients)[clients]
+        lr = resolve_per_client("lr", self.lr, problem.n_clients)[clients] * self.rate_factor(state.t)
         W0 = np.broadcast_to(state.x_client, (m, d))
         U, V = state.U, state.V
         objective = LocalObjective.diagonal(np.broadcast_to(self.lam * U, (m, d)),

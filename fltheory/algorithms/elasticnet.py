@@ -12,10 +12,10 @@ One class, :class:`FedElasticNet`, with ``base`` selecting the algorithm:
     ``solver="cvxpy"``: a cross-check for small problems) or replaced by
     ``local_steps`` (sub)gradient steps (``solver="gd"``) with
     gradient g_k + lambda_2 (theta - x) + lambda_1 sign(theta - x).  Alg. 1
-    prints the weights n_k/n summed over P without renormalising; this
-    class uses the package's ``aggregation`` schemes (default
-    w_k = p_k / sum_P p_j), which coincide with Alg. 1 under full
-    participation with p_k = n_k/n.  Seed 003 treats "FedAvg + elastic net"
+    prints the weights n_k/n summed over P without renormalising
+    (``aggregation="as_printed"``, w_k = p_k); the default is the package's
+    w_k = p_k / sum_P p_j, and both coincide under full participation
+    with p_k = n_k/n.  Seed 003 treats "FedAvg + elastic net"
     and "FedProx + elastic net" as the same algorithm (lambda_2 is FedProx's
     mu); both names select it.
 
@@ -129,8 +129,9 @@ class FedElasticNet(Algorithm):
         eta_g for Alg. 1 and 2 (Alg. 3 has no server rate: must be 1).
     option : {"I", "II"}
         SCAFFOLD control update (Alg. 2 prints option II).
-    aggregation : {"weights", "samples", "uniform"}
-        Alg. 1 server weights.
+    aggregation : {"weights", "samples", "uniform", "as_printed"}
+        Alg. 1 server weights; "as_printed" is line 7 literally, w_k = p_k
+        (= n_k/n) summed over P without renormalisation.
     """
 
     name: ClassVar[str] = "FedElasticNet"
@@ -152,7 +153,7 @@ class FedElasticNet(Algorithm):
         positive("eps", self.eps, allow_zero=True)
         positive("server_lr", self.server_lr)
         choice("option", self.option, SCAFFOLD_OPTIONS)
-        choice("aggregation", self.aggregation, AGGREGATIONS)
+        choice("aggregation", self.aggregation, AGGREGATIONS + ("as_printed",))
         if self.base == "feddyn" and self.server_lr != 1.0:
             raise InvalidHyperparameterError(
                 f"base='feddyn' (seed 003 Alg. 3) has no server rate; got server_lr={self.server_lr!r}, "
@@ -212,7 +213,10 @@ class FedElasticNet(Algorithm):
                         exact=self._exact)
         delta = Y - state.x
         sent = threshold(delta, self.eps) if self.eps > 0 else delta
-        w = aggregation_weights(problem, part.clients, self.aggregation)
+        if self.aggregation == "as_printed":
+            w = problem.weights[part.clients]           # Alg. 1 line 7: n_k/n, not renormalised
+        else:
+            w = aggregation_weights(problem, part.clients, self.aggregation)
         x = state.x + self.server_lr * (w @ sent)
         comm = Communication.measure(sent, X0, up_kind="sparse" if self.eps > 0 else "dense")
         return FedAvgState(x=x, t=state.t + 1), RoundInfo(part.clients, part.steps, comm)

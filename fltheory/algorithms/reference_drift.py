@@ -219,7 +219,7 @@ def _elasticnet_avg_loop(alg, problem, rounds, participation, rng, x0):
             w = {i: float(problem.n_samples[i]) for i, _ in members}
         else:
             w = {i: float(problem.weights[i]) for i, _ in members}
-        total = sum(w.values())
+        total = 1.0 if alg.aggregation == "as_printed" else sum(w.values())
         step = np.zeros(d)
         for i, _ in members:
             step += (w[i] / total) * reference_threshold(ys[i] - x, alg.eps)
@@ -247,6 +247,7 @@ def _efl_loop(alg, problem, rounds, participation, rng, x0):
     xs = [x_server.copy()]
     for t in range(rounds):
         members = [(i, s) for i, s in draw_participants(alg, problem, participation, rng, t) if s > 0]
+        factor = 1.0 if alg.lr_schedule is None else float(alg.lr_schedule(t))
         U = np.sum(u, axis=0)
         V = np.sum(v, axis=0)
         w = {i: x_client.copy() for i, _ in members}
@@ -255,7 +256,7 @@ def _efl_loop(alg, problem, rounds, participation, rng, x0):
                 if s > k:
                     g = client_gradient(problem, i, w[i], rng)
                     g = g + alg.lam * U * w[i] - alg.lam * V      # gradient of F~_k (eq. 3)
-                    w[i] = w[i] - per_client_value(alg.lr, i) * g
+                    w[i] = w[i] - per_client_value(alg.lr, i) * factor * g
         delta_G = R_G.copy()
         for i, s in members:
             delta_k = R[i] + w[i] - x_client                   # eq. 5 input

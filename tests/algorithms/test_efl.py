@@ -60,6 +60,7 @@ WEIGHTS = np.array([0.1, 0.2, 0.3, 0.4])
     dict(lam=0.2, weights="adaptive", compression=None),
     dict(lam=0.2, weights="adaptive", theta=2.0, on_excess="clip", compression="st", q=0.2),
     dict(lam=0.3, weights="adaptive", compression="st", q=0.34, server_update="consistent"),
+    dict(lam=0.3, weights="adaptive", compression="st", q=0.5, lr_schedule=lambda tau: 2.0 / (tau + 2)),
 ])
 def test_fast_path_equals_reference_loop(kind, kwargs):
     if kind == "quadratic":
@@ -193,7 +194,14 @@ def test_fisher_sums_keep_latest_reports():
 @pytest.mark.parametrize("kwargs", [
     dict(q=0.0), dict(q=1.5), dict(lam=-1.0), dict(theta=0.5), dict(local_steps=0), dict(lr=-0.1),
     dict(weights="uniform"), dict(compression="topk"), dict(on_excess="ignore"),
+    dict(server_update="fixed"), dict(lr_schedule=0.5),
 ])
 def test_bad_hyperparameters(kwargs):
     with pytest.raises(InvalidHyperparameterError):
         EFL(**kwargs)
+
+
+def test_schedule_with_a_bad_value_is_rejected_when_used():
+    fed = quadratic(0)
+    with pytest.raises(InvalidHyperparameterError, match="lr_schedule"):
+        run(EFL(lr=0.1, local_steps=2, lr_schedule=lambda tau: 1.0 - tau), fed, 3)

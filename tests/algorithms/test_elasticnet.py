@@ -90,6 +90,8 @@ def test_alg1_exact_without_l1_is_fedprox_closed_form():
 # ------------------------------------------------------------------ reference loops
 CASES = [
     ("fedprox", dict(lambda1=0.3, lambda2=0.5, eps=0.05)),
+    ("fedprox", dict(lambda1=0.3, lambda2=0.5, eps=0.0, aggregation="as_printed")),
+    ("fedprox", dict(lambda1=0.1, lambda2=0.5, eps=0.0, aggregation="uniform")),
     ("fedavg", dict(lambda1=0.2, lambda2=0.0, eps=0.02, solver="gd", lr=LR, local_steps=STEPS)),
     ("scaffold", dict(lambda1=0.1, lambda2=0.3, eps=0.01, lr=LR, local_steps=STEPS)),
     ("scaffold", dict(lambda1=0.1, lambda2=0.0, eps=0.0, lr=LR, local_steps=STEPS, option="I")),

@@ -117,3 +117,12 @@ def test_fixed_point_ignores_unequal_weights():
 def test_bad_hyperparameters(kwargs):
     with pytest.raises(InvalidHyperparameterError):
         FedDyn(**kwargs)
+
+
+def test_reaches_optimum_with_client_sampling():
+    """With exact local solves and S = 2 of 4 clients per round FedDyn still converges to x*."""
+    from fltheory.participation import UniformSampling
+
+    fed = quadratic(12, spread=10.0)
+    hist = run(FedDyn(alpha=2.0), fed, 400, participation=UniformSampling(2), seed=1)
+    assert np.linalg.norm(hist.x[-1] - fed.optimum()) <= 1e-10

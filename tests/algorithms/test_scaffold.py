@@ -150,3 +150,26 @@ def test_per_client_length_checked_against_problem():
     fed = quadratic(0)
     with pytest.raises(InvalidHyperparameterError, match="clients"):
         run(Scaffold(lr=np.array([0.1, 0.2])), fed, 1)
+
+
+@pytest.mark.parametrize("option", ["I", "II"])
+def test_reaches_x_star_with_client_sampling(option):
+    """The fixed point is x* for any sampling pattern (exact gradients): S = 2 of 4 clients."""
+    from fltheory.participation import UniformSampling
+
+    fed = quadratic(12, spread=10.0)
+    hist = run(Scaffold(lr=0.1, local_steps=5, option=option), fed, 400,
+               participation=UniformSampling(2), seed=1)
+    assert np.linalg.norm(hist.x[-1] - fed.optimum()) <= 1e-10
+
+
+def test_fast_path_equals_reference_with_package_participation():
+    from fltheory.participation import IncompleteSteps, UniformSampling, UniformSteps
+
+    fed = quadratic(13).with_gradient_noise(0.2)
+    part = IncompleteSteps(UniformSampling(3), UniformSteps(), inactive_prob=0.2)
+    for option in ("I", "II"):
+        alg = Scaffold(lr=0.05, local_steps=4, option=option)
+        fast = run(alg, fed, 5, participation=part, seed=3, x0=np.ones(fed.dim)).x
+        ref = reference_run(alg, fed, 5, participation=part, seed=3, x0=np.ones(fed.dim))
+        np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-12)
