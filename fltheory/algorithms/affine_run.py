@@ -5,7 +5,7 @@ exact gradients, linear local updates), R rounds are R matrix-vector products
 
     S_{t+1} = M S_t + c,    x_t = S_t[x_slice],
 
-after a one-off recovery of (M, c) that costs dim(S) + 5 ordinary rounds.
+after a one-off recovery of (M, c) that costs dim(S) + 7 ordinary rounds.
 The History has the fields of :func:`fltheory.algorithms.run.run` and the same
 server models, losses, gaps, distances and gradient norms up to rounding
 (tests hold them to 1e-10).  What differs, by construction:

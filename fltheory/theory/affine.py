@@ -210,7 +210,7 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = Non
     rng : Generator, optional
         Draws the check points (``numpy.random.default_rng(0)`` by default).
     max_dim : int
-        Refuse states larger than this (recovery costs dim(S) + 5 rounds and
+        Refuse states larger than this (recovery costs dim(S) + 7 rounds and
         dim(S)^2 floats); e.g. SCAFFOLD carries (N + 2) d numbers.
 
     Returns
@@ -233,7 +233,7 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = Non
     if n > max_dim:
         raise InvalidProblemError(
             f"{algorithm.name}: the state has {n} numbers ({rm.layout.describe()}), more than "
-            f"max_dim={max_dim}; recovering M needs {n + 5} rounds and {n * n} floats")
+            f"max_dim={max_dim}; recovering M needs {n + 7} rounds and {n * n} floats")
     S0 = rm.to_vector(rm.template)
     h = max(1.0, float(np.abs(S0).max(initial=0.0)))
     with np.errstate(all="ignore"):
