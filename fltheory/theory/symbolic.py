@@ -124,9 +124,10 @@ def efl_step_size_condition() -> dict[str, Any]:
 
     With gamma = 32 E (1 + theta) L/(mu S_min) + g (g >= 0) and S_tau = S_min + s
     (s >= 0), the ratio eta_tau / (1/(2 (1+theta) L)) is returned together with
-    its value at the extreme point (tau = -1 formal bound, g = s = 0), which
-    simplifies to 1; since the ratio decreases in tau, g and s, eta_tau <=
-    1/(2 (1+theta) L) for all tau >= 0.  Likewise gamma >= 4 E^2 theta/S_min
+    the value of its upper bound 16 E/(mu gamma S_tau) (the (tau+1) E term
+    dropped) at g = s = 0, which simplifies to 1; the ratio is decreasing in
+    tau, g and s (``derivatives``), so eta_tau < 1/(2 (1+theta) L) for all
+    tau >= 0.  Likewise gamma >= 4 E^2 theta/S_min
     gives eta_tau <= 4/(mu E theta).
     """
     E, mu, L, theta, Smin, s, g, tau = sp.symbols("E mu L theta S_min s g tau", positive=True)
