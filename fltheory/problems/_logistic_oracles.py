@@ -1,0 +1,156 @@
+"""Batched logistic-regression oracles on padded per-client data.
+
+Every function takes
+
+* ``A``  (m, n, f): the features of the rows of m clients, padding rows zero;
+* ``y``  (m, n): labels (binary: +-1; multinomial: class index), padding 0;
+* ``rw`` (m, n): row weights, mask / n_i for client oracles (zero on padding);
+* ``X``  (m, D): one parameter row per client; D = f (binary) or f*C.
+
+and sums row terms weighted by ``rw``, so a client's objective is the
+mean over its n_i rows, and pooling all clients of a federation in one row
+block with rw = p_i / n_i gives the global objective F = sum_i p_i f_i.
+
+Binary (THEORY.md section 1): l(x; a, y) = log(1 + exp(-y a^T x)) computed as
+logaddexp(0, -z); gradient -y s(-z) a; Hessian s(z) s(-z) a a^T, with s the
+logistic sigmoid (scipy.special.expit, stable for |z| up to 1e4 and beyond).
+
+Multinomial: the parameter is the row-major flattening of W in R^{f x C},
+x[j*C + c] = W[j, c]; logits z = W^T a; l = logsumexp(z) - z_y;
+gradient a (p - e_y)^T with p = softmax(z); Hessian (a a^T) kron (diag p - p p^T)
+in the same (j, c) ordering.  The ridge term (reg/2)||x||^2 is added by the
+caller's ``reg`` argument to loss, gradient and Hessian only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit, log_softmax, logsumexp, softmax
+
+
+def _matvec(A: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """(m, n, f) @ (m, f) -> (m, n)."""
+    return np.matmul(A, X[:, :, None])[:, :, 0]
+
+
+def _rmatvec(A: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """A^T R per client: (m, n, f), (m, n) -> (m, f)."""
+    return np.matmul(R[:, None, :], A)[:, 0, :]
+
+
+# ---------------------------------------------------------------- binary
+def binary_loss(A, y, rw, X, reg):
+    z = y * _matvec(A, X)
+    return np.einsum("mn,mn->m", rw, np.logaddexp(0.0, -z)) + 0.5 * reg * np.einsum("md,md->m", X, X)
+
+
+def binary_coef(A, y, X):
+    """Per-row gradient coefficients -y s(-y a^T x), and the margins y a^T x."""
+    z = y * _matvec(A, X)
+    return -y * expit(-z), z
+
+
+def binary_grad(A, y, rw, X, reg):
+    coef, _ = binary_coef(A, y, X)
+    return _rmatvec(A, rw * coef) + reg * X
+
+
+def binary_curvature(A, y, X):
+    """s(z) s(-z) per row (the same for z and -z, so labels drop out)."""
+    z = _matvec(A, X)
+    return expit(z) * expit(-z)
+
+
+def binary_hess(A, y, rw, X, reg):
+    w = rw * binary_curvature(A, y, X)
+    H = np.matmul(np.swapaxes(A * w[:, :, None], 1, 2), A)
+    if reg:
+        H += reg * np.eye(A.shape[2])
+    return H
+
+
+def binary_fisher_diag(A, y, rw, X):
+    """True Fisher diagonal (1/n) sum_j s(z_j) s(-z_j) a_j^2 (no ridge)."""
+    return _rmatvec(A * A, rw * binary_curvature(A, y, X))
+
+
+def binary_per_sample(A, y, X):
+    """Per-row data gradients -y_j s(-z_j) a_j -> (m, n, f) (zero on padding)."""
+    coef, _ = binary_coef(A, y, X)
+    return coef[:, :, None] * A
+
+
+# ----------------------------------------------------------- multinomial
+def _logits(A, X, C):
+    m, n, f = A.shape
+    return np.matmul(A, X.reshape(m, f, C))            # (m, n, C)
+
+
+def _onehot(y, C):
+    return (y[:, :, None] == np.arange(C)).astype(np.float64)
+
+
+def multi_loss(A, y, rw, X, reg, C):
+    Z = _logits(A, X, C)
+    picked = np.take_along_axis(Z, y[:, :, None].astype(np.int64), axis=2)[:, :, 0]
+    rows = logsumexp(Z, axis=2) - picked
+    return np.einsum("mn,mn->m", rw, rows) + 0.5 * reg * np.einsum("md,md->m", X, X)
+
+
+def multi_residual(A, y, X, C):
+    """p - e_y per row -> (m, n, C), and the probabilities p."""
+    P = softmax(_logits(A, X, C), axis=2)
+    return P - _onehot(y, C), P
+
+
+def multi_grad(A, y, rw, X, reg, C):
+    R, _ = multi_residual(A, y, X, C)
+    m, n, f = A.shape
+    G = np.matmul(np.swapaxes(A, 1, 2), rw[:, :, None] * R)    # (m, f, C)
+    return G.reshape(m, f * C) + reg * X
+
+
+def multi_hess(A, y, rw, X, reg, C):
+    """sum_j rw_j (a_j a_j^T) kron (diag p_j - p_j p_j^T) + reg I, (j, c) order."""
+    m, n, f = A.shape
+    P = softmax(_logits(A, X, C), axis=2)
+    # diagonal-in-class part: T[m, c] = sum_j rw_j p_jc a_j a_j^T
+    WP = (rw[:, :, None] * P).transpose(0, 2, 1)                 # (m, C, n)
+    T = np.matmul(np.swapaxes(A[:, None] * WP[:, :, :, None], 2, 3), A[:, None])  # (m, C, f, f)
+    H = np.zeros((m, f, C, f, C))
+    ar = np.arange(C)
+    H[:, :, ar, :, ar] = T.transpose(1, 0, 2, 3)
+    # rank-one part: V_j = sqrt(rw_j) a_j kron p_j
+    V = (np.sqrt(rw)[:, :, None, None] * A[:, :, :, None] * P[:, :, None, :]).reshape(m, n, f * C)
+    H = H.reshape(m, f * C, f * C) - np.matmul(np.swapaxes(V, 1, 2), V)
+    if reg:
+        H += reg * np.eye(f * C)
+    return H
+
+
+def multi_fisher_diag(A, y, rw, X, C):
+    """True (softmax) Fisher diagonal sum_j rw_j a_jk^2 p_jc (1 - p_jc) -> (m, f*C)."""
+    m, n, f = A.shape
+    P = softmax(_logits(A, X, C), axis=2)
+    F = np.matmul(np.swapaxes(A * A, 1, 2), rw[:, :, None] * P * (1.0 - P))
+    return F.reshape(m, f * C)
+
+
+def multi_per_sample(A, y, X, C):
+    """Per-row data gradients a_j (p_j - e_yj)^T flattened -> (m, n, f*C)."""
+    m, n, f = A.shape
+    R, _ = multi_residual(A, y, X, C)
+    return (A[:, :, :, None] * R[:, :, None, :]).reshape(m, n, f * C)
+
+
+def multi_empirical_fisher_diag(A, y, rw, X, C):
+    """sum_j rw_j (a_jk (p_jc - [y_j = c]))^2 -> (m, f*C)."""
+    m, n, f = A.shape
+    R, _ = multi_residual(A, y, X, C)
+    F = np.matmul(np.swapaxes(A * A, 1, 2), rw[:, :, None] * R * R)
+    return F.reshape(m, f * C)
+
+
+def multi_log_probs(A, X, C):
+    """log softmax of the logits -> (m, n, C) (used by predictions)."""
+    return log_softmax(_logits(A, X, C), axis=2)

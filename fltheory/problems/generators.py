@@ -1,0 +1,187 @@
+"""Random problem families with controlled constants (THEORY.md section 1).
+
+* :func:`random_quadratic`: quadratic clients whose smoothness and strong
+  convexity are hit exactly (globally or per client) and whose optima are
+  spread by an exact ``heterogeneity``;
+* :func:`random_least_squares`: least-squares clients with row data (so the
+  minibatch oracle and the empirical Fisher are available);
+* :func:`lognormal_sizes`: client sizes floor(LogNormal(m, s)) + minimum;
+* re-exported: :func:`~fltheory.problems.synthetic.synthetic_fedprox` and the
+  partitions :func:`~fltheory.problems.partitions.dirichlet_partition`,
+  :func:`~fltheory.problems.partitions.m_class_partition`.
+
+Every function takes ``seed``: an int or a ``numpy.random.Generator``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validate import choice, finite_array, positive
+from ..errors import InvalidHyperparameterError
+from ._seeding import as_generator, count
+from .base import normalize_weights
+from .partitions import dirichlet_partition, m_class_partition
+from .quadratic import QuadraticFederation
+from .synthetic import SyntheticData, synthetic_fedprox
+
+__all__ = ["random_quadratic", "random_least_squares", "lognormal_sizes", "synthetic_fedprox",
+           "SyntheticData", "dirichlet_partition", "m_class_partition"]
+
+
+def _orthogonal(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """n Haar-random orthogonal d x d matrices (QR of Gaussians, signs fixed)."""
+    Q, R = np.linalg.qr(rng.standard_normal((n, d, d)))
+    return Q * np.sign(np.einsum("nii->ni", R))[:, None, :]
+
+
+def _spectra(rng: np.random.Generator, n: int, d: int, L: float, mu: float) -> np.ndarray:
+    """n ascending spectra with first entry mu, last entry L, the rest U[mu, L]."""
+    inner = rng.uniform(mu, L, size=(n, max(d - 2, 0)))
+    if d == 1:
+        return np.full((n, 1), L)
+    return np.sort(np.concatenate([np.full((n, 1), mu), inner, np.full((n, 1), L)], axis=1), axis=1)
+
+
+def _psd_power(S: np.ndarray, power: float) -> np.ndarray:
+    lam, V = np.linalg.eigh(S)
+    return (V * lam ** power) @ V.T
+
+
+def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogeneity: float,
+                     seed: Any, weights: Any = None, n_samples: Any = None,
+                     constants: str = "global", optimum: Any = None) -> QuadraticFederation:
+    """Random quadratic federation f_i(x) = 1/2 (x - x_i*)^T H_i (x - x_i*) (min f_i = 0).
+
+    Parameters
+    ----------
+    n_clients, dim : int
+        N >= 1 clients in dimension d >= 1.
+    L, mu : float
+        L >= mu > 0.  With ``constants="global"`` (default) the *global*
+        Hessian sum_i p_i H_i has extreme eigenvalues exactly mu and L (up to
+        floating-point rounding, about 1e-15 L); each H_i is SPD but its own
+        extremes are not controlled.  With ``constants="clients"`` every
+        H_i = Q_i diag(lambda_i) Q_i^T has extremes exactly mu and L (Q_i Haar
+        orthogonal, inner eigenvalues U[mu, L]); the global extremes then lie in
+        [mu, L].  ``dim = 1`` needs L = mu.
+    heterogeneity : float
+        h >= 0.  The client optima are x_i* = x* + u_i with sum_i p_i H_i u_i = 0
+        (so x* is exactly the global optimum) and
+        sqrt(sum_i p_i ||x_i* - x*||^2) = h exactly.  h = 0 gives identical
+        client optima; h > 0 needs N >= 2.
+    seed : int or numpy.random.Generator
+    weights, n_samples : optional
+        Client weights as in :class:`QuadraticFederation` (default uniform).
+    constants : {"global", "clients"}
+    optimum : array (d,), optional
+        x*; default a draw from N(0, I/d).
+
+    Notes
+    -----
+    Construction of the "global" family: draw H_i as in "clients", form
+    Hbar = sum p_i H_i and a target S = Q diag(mu, U[mu, L]..., L) Q^T, and
+    replace H_i by M^T H_i M with M = Hbar^{-1/2} S^{1/2}, so that
+    sum p_i M^T H_i M = S (a congruence keeps every H_i SPD).  The offsets
+    c_i = 1/2 e_i^T x_i* make min f_i = 0, so D_i = f_i(x*) = 1/2 u_i^T H_i u_i.
+    """
+    N = count("n_clients", n_clients)
+    d = count("dim", dim)
+    L = positive("L", L)
+    mu = positive("mu", mu)
+    h = positive("heterogeneity", heterogeneity, allow_zero=True)
+    constants = choice("constants", constants, ("global", "clients"))
+    if mu > L:
+        raise InvalidHyperparameterError(f"need L >= mu, got L = {L!r} < mu = {mu!r}")
+    if d == 1 and L != mu:
+        raise InvalidHyperparameterError(
+            f"in dimension 1 the extreme eigenvalues coincide: need L == mu, got L = {L!r}, mu = {mu!r}")
+    if N == 1 and h > 0:
+        raise InvalidHyperparameterError(
+            f"a single client has x_1* = x*: heterogeneity must be 0, got {h!r}")
+    rng = as_generator(seed)
+    p, _ = normalize_weights(N, n_samples, weights)
+    Q = _orthogonal(rng, N, d)
+    H = np.einsum("nij,nj,nkj->nik", Q, _spectra(rng, N, d, L, mu), Q)
+    if constants == "global":
+        Qs = _orthogonal(rng, 1, d)[0]
+        S = (Qs * _spectra(rng, 1, d, L, mu)[0]) @ Qs.T
+        S = 0.5 * (S + S.T)
+        for _ in range(2):       # second pass removes the rounding of the first
+            Hbar = np.einsum("i,ijk->jk", p, H)
+            M = _psd_power(Hbar, -0.5) @ _psd_power(S, 0.5)
+            H = np.einsum("ji,njk,kl->nil", M, H, M)
+            H = 0.5 * (H + np.swapaxes(H, 1, 2))
+    if optimum is None:
+        x_star = rng.standard_normal(d) / np.sqrt(d)
+    else:
+        x_star = finite_array("optimum", optimum, ndim=1, error=InvalidHyperparameterError)
+        if x_star.shape != (d,):
+            raise InvalidHyperparameterError(f"optimum must have shape ({d},), got {x_star.shape}")
+    U = rng.standard_normal((N, d))
+    s = np.einsum("i,ijk,ik->j", p, H, U)
+    U -= np.linalg.solve(H, np.broadcast_to(s, (N, d))[:, :, None])[:, :, 0]
+    spread = np.sqrt(p @ np.einsum("ij,ij->i", U, U))
+    U = U * (h / spread) if h > 0 else np.zeros_like(U)
+    X_opt = x_star + U
+    e = np.einsum("nij,nj->ni", H, X_opt)
+    c = 0.5 * np.einsum("ni,ni->n", e, X_opt)
+    return QuadraticFederation(H, e, n_samples=n_samples, weights=weights, offsets=c)
+
+
+def random_least_squares(n_clients: int, dim: int, *, rows: Any, seed: Any,
+                         heterogeneity: float = 0.0, noise: float = 0.0, ridge: float = 0.0,
+                         weights: Any = None) -> QuadraticFederation:
+    """Least-squares clients f_i(x) = 1/(2 n_i) ||A_i x - b_i||^2 + (ridge/2)||x||^2.
+
+    Rows a_ij ~ N(0, I_d), b_i = A_i w_i + noise * eps_i (eps_i ~ N(0, I)),
+    with client targets w_i = w0 + heterogeneity * v_i, w0 ~ N(0, I/d) and v_i
+    uniform on the unit sphere, so ||w_i - w0|| = heterogeneity exactly (the
+    client minimisers x_i* equal w_i when noise = 0 and ridge = 0).
+
+    Parameters
+    ----------
+    rows : int or array (N,)
+        Row counts n_i >= 1 (n_i >= d needed when ridge = 0).
+    weights : optional
+        Explicit weights; default p_i = n_i / n.
+    """
+    N = count("n_clients", n_clients)
+    d = count("dim", dim)
+    h = positive("heterogeneity", heterogeneity, allow_zero=True)
+    noise = positive("noise", noise, allow_zero=True)
+    ridge = positive("ridge", ridge, allow_zero=True)
+    n = np.asarray(rows)
+    if n.ndim == 0:
+        n = np.full(N, n)
+    if n.shape != (N,) or not np.issubdtype(n.dtype, np.number) or np.any(n != np.round(n)) \
+            or np.any(n < 1):
+        raise InvalidHyperparameterError(
+            f"rows must be a positive integer or {N} positive integers, got {rows!r}")
+    n = n.astype(np.int64)
+    if ridge == 0 and np.any(n < d):
+        i = int(np.argmax(n < d))
+        raise InvalidHyperparameterError(
+            f"with ridge = 0 every client needs rows >= dim = {d} for an SPD Hessian, got rows[{i}] = {n[i]}")
+    rng = as_generator(seed)
+    w0 = rng.standard_normal(d) / np.sqrt(d)
+    V = rng.standard_normal((N, d))
+    V /= np.linalg.norm(V, axis=1, keepdims=True)
+    W = w0 + h * V
+    A = [rng.standard_normal((int(k), d)) for k in n]                 # construction only
+    b = [a @ w + noise * rng.standard_normal(a.shape[0]) for a, w in zip(A, W)]
+    return QuadraticFederation.from_least_squares(A, b, ridge=ridge, weights=weights)
+
+
+def lognormal_sizes(n_clients: int, *, mean: float = 4.0, sigma: float = 2.0, minimum: int = 50,
+                    seed: Any) -> np.ndarray:
+    """Client sizes n_k = floor(LogNormal(mean, sigma)) + minimum -> (N,) int64
+    (FedProx's synthetic data use mean 4, sigma 2, minimum 50)."""
+    N = count("n_clients", n_clients)
+    sigma = positive("sigma", sigma, allow_zero=True)
+    mean = float(finite_array("mean", mean, ndim=0, error=InvalidHyperparameterError))
+    minimum = count("minimum", minimum, minimum=0)
+    rng = as_generator(seed)
+    return np.floor(rng.lognormal(mean, sigma, N)).astype(np.int64) + minimum

@@ -1,0 +1,424 @@
+"""Logistic-regression clients, binary and multinomial (THEORY.md section 1).
+
+Binary (labels y in {-1, +1}, parameter x in R^f):
+
+    f_i(x) = (1/n_i) sum_j log(1 + exp(-y_j a_j^T x)) + (reg/2) ||x||^2,
+    grad f_i = -(1/n_i) sum_j y_j s(-y_j a_j^T x) a_j + reg x,
+    hess f_i = (1/n_i) A_i^T diag(s(z) s(-z)) A_i + reg I,
+
+with s the logistic sigmoid.  Smoothness L_i = lambda_max(A_i^T A_i)/(4 n_i) + reg
+(attained at x = 0, so it is the exact sup of lambda_max of the Hessian) and
+strong convexity reg.
+
+Multinomial (labels 0..C-1, ``n_classes=C``): the parameter is the
+row-major flattening of W in R^{f x C}, x[j*C + c] = W[j, c] (W =
+x.reshape(f, C)); logits z = W^T a, f_i(W) = (1/n_i) sum_j (logsumexp(z_j) -
+z_{j,y_j}) + (reg/2)||W||_F^2 (the softmax model of FedProx's synthetic
+data).  Hessian (1/n_i) sum_j (a_j a_j^T) kron (diag p_j - p_j p_j^T) + reg I.
+Since lambda_max(diag p - p p^T) <= max_c 2 p_c (1 - p_c) <= 1/2 (Gershgorin),
+L_i = lambda_max(A_i^T A_i)/(2 n_i) + reg is a valid (not always attained)
+smoothness bound.  Without ridge the softmax loss is invariant under
+W -> W + v 1^T; ``optimum()`` then returns the minimiser with W 1 = 0.
+
+Data are stored padded to (N, n_max, f) with zero rows past n_i; every oracle
+runs a few batched matmuls over the client axis (no loop over clients or
+samples).  Losses use logaddexp / logsumexp and gradients expit / softmax, so
+margins of size 1e4 neither overflow nor warn.
+
+``fisher_diag`` returns the *true* Fisher diagonal (the Hessian diagonal
+without the ridge term: s(z)s(-z) a^2 for binary, a^2 p (1 - p) for
+multinomial); ``empirical_fisher_diag`` returns (1/n_i) sum_j g_ij (.) g_ij
+with g_ij the per-sample data gradients.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Sequence
+
+import numpy as np
+
+from .._validate import finite_array, positive
+from ..errors import InvalidProblemError
+from . import _logistic_oracles as lo
+from ._newton import newton
+from ._separation import is_separable
+from .base import Federation, normalize_weights
+
+__all__ = ["LogisticFederation"]
+
+OPTIMUM_TOL = 1e-10
+
+
+def _check_data(features: Sequence[Any], labels: Sequence[Any], n_classes: int | None
+                ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    try:
+        N, Ny = len(features), len(labels)
+    except TypeError:
+        raise InvalidProblemError(
+            "features and labels must be sequences of per-client arrays, got "
+            f"{type(features).__name__} and {type(labels).__name__}") from None
+    if N == 0 or N != Ny:
+        raise InvalidProblemError(
+            f"features and labels must be non-empty sequences of equal length, got {N} and {Ny}")
+    As = [finite_array(f"features[{i}]", a, ndim=2) for i, a in enumerate(features)]
+    ys = [finite_array(f"labels[{i}]", v, ndim=1) for i, v in enumerate(labels)]
+    f = As[0].shape[1]
+    if f == 0:
+        raise InvalidProblemError("features[0] has no columns; need at least one feature")
+    for i, (a, v) in enumerate(zip(As, ys)):
+        if a.shape[0] == 0:
+            raise InvalidProblemError(f"client {i} is empty (features[{i}] has shape {a.shape})")
+        if a.shape[1] != f:
+            raise InvalidProblemError(f"features[{i}] has {a.shape[1]} columns, expected {f} like features[0]")
+        if v.shape != (a.shape[0],):
+            raise InvalidProblemError(
+                f"labels[{i}] must have shape ({a.shape[0]},) to match features[{i}], got {v.shape}")
+        if n_classes is None:
+            bad = np.flatnonzero((v != 1.0) & (v != -1.0))
+            if bad.size:
+                raise InvalidProblemError(
+                    f"binary labels must be -1 or +1, got labels[{i}][{bad[0]}] = {v[bad[0]]!r} "
+                    "(for class indices 0..C-1 pass n_classes=C)")
+        else:
+            bad = np.flatnonzero((v != np.round(v)) | (v < 0) | (v >= n_classes))
+            if bad.size:
+                raise InvalidProblemError(
+                    f"labels must be integers in [0, {n_classes}) for n_classes={n_classes}, "
+                    f"got labels[{i}][{bad[0]}] = {v[bad[0]]!r}")
+    return As, ys
+
+
+class LogisticFederation(Federation):
+    """N logistic-regression clients (see the module docstring for the formulas).
+
+    Parameters
+    ----------
+    features : sequence of arrays (n_i, f)
+        Per-client feature rows; clients may hold different numbers of rows.
+    labels : sequence of arrays (n_i,)
+        Binary: values in {-1, +1}.  Multinomial (``n_classes`` given):
+        integers 0..C-1.
+    n_samples : array (N,), optional
+        Must equal the row counts if given; weights default to p_i = n_i / n.
+    weights : array (N,), optional
+        Positive client weights (normalised to sum 1); override n_i / n.
+    reg : float
+        Ridge coefficient reg >= 0 of every client.
+    n_classes : int, optional
+        C >= 2 for the multinomial (softmax) model; dimension f*C.
+    """
+
+    def __init__(self, features: Sequence[Any], labels: Sequence[Any], n_samples: Any = None,
+                 weights: Any = None, reg: float = 0.0, *, n_classes: int | None = None) -> None:
+        if n_classes is not None:
+            if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
+                raise InvalidProblemError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+            n_classes = int(n_classes)
+        reg = positive("reg", reg, allow_zero=True, error=InvalidProblemError)
+        As, ys = _check_data(features, labels, n_classes)
+        rows = np.array([a.shape[0] for a in As], dtype=np.int64)
+        if n_samples is not None:
+            ns = np.asarray(n_samples)
+            if ns.shape != rows.shape or not np.array_equal(ns, rows):
+                raise InvalidProblemError(
+                    f"n_samples must equal the per-client row counts {rows.tolist()[:10]}, "
+                    f"got {np.asarray(n_samples).tolist()[:10] if ns.ndim else n_samples!r}")
+        N, nmax, f = len(As), int(rows.max()), As[0].shape[1]
+        A = np.zeros((N, nmax, f))
+        y = np.zeros((N, nmax))
+        for i, (a, v) in enumerate(zip(As, ys)):        # construction only
+            A[i, : a.shape[0]] = a
+            y[i, : a.shape[0]] = v
+        self._setup(A, y, rows, weights, reg, n_classes)
+
+    def _setup(self, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
+               reg: float, n_classes: int | None) -> None:
+        N, nmax, f = A.shape
+        self._A = A
+        self._y = y.astype(np.int64) if n_classes is not None else y
+        self._rows = rows
+        self._mask = np.arange(nmax)[None, :] < rows[:, None]
+        self._rw = self._mask / rows[:, None]
+        self.reg = float(reg)
+        self.n_classes = n_classes
+        self.n_features = f
+        self.n_clients = N
+        self.dim = f if n_classes is None else f * n_classes
+        self.weights, self.n_samples = normalize_weights(N, rows, weights)
+        self._explicit_weights = weights is not None
+
+    @classmethod
+    def _from_padded(cls, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
+                     reg: float, n_classes: int | None) -> "LogisticFederation":
+        out = cls.__new__(cls)
+        out._setup(A, y, rows, weights, reg, n_classes)
+        return out
+
+    # ------------------------------------------------------------ data view
+    @property
+    def is_multinomial(self) -> bool:
+        """True for the softmax model (``n_classes`` given)."""
+        return self.n_classes is not None
+
+    @property
+    def features(self) -> list[np.ndarray]:
+        """Per-client feature arrays (n_i, f) (copies)."""
+        return [self._A[i, :n].copy() for i, n in enumerate(self._rows)]
+
+    @property
+    def labels(self) -> list[np.ndarray]:
+        """Per-client label arrays (n_i,) (copies)."""
+        return [self._y[i, :n].copy() for i, n in enumerate(self._rows)]
+
+    def sample_mask(self, clients: Any = None) -> np.ndarray:
+        """(m, n_max) boolean mask of real rows (row j of client i is real iff j < n_i)."""
+        return self._mask[self._clients(clients)].copy()
+
+    def _data(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._is_all(idx):
+            return self._A, self._y, self._rw
+        return self._A[idx], self._y[idx], self._rw[idx]
+
+    # -------------------------------------------------------------- oracles
+    def _call(self, which: str, X: Any, clients: Any, *, reg: bool = True) -> np.ndarray:
+        idx = self._clients(clients)
+        X = np.ascontiguousarray(self._points(X, idx.shape[0]))
+        A, y, rw = self._data(idx)
+        r = self.reg if reg else 0.0
+        C = self.n_classes
+        if C is None:
+            fn = {"loss": lo.binary_loss, "grad": lo.binary_grad, "hess": lo.binary_hess}[which]
+            return fn(A, y, rw, X, r)
+        fn = {"loss": lo.multi_loss, "grad": lo.multi_grad, "hess": lo.multi_hess}[which]
+        return fn(A, y, rw, X, r, C)
+
+    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+        """f_i(X[r]) for each listed client -> (m,)."""
+        return self._call("loss", X, clients)
+
+    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+        """grad f_i(X[r]) -> (m, d)."""
+        return self._call("grad", X, clients)
+
+    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+        """Hessian of f_i at X[r] (ridge included) -> (m, d, d)."""
+        return self._call("hess", X, clients)
+
+    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+        """True Fisher diagonal -> (m, d): the diagonal of the Hessian without
+        the ridge term (binary: (1/n_i) sum_j s(z_j)s(-z_j) a_j^2; multinomial:
+        (1/n_i) sum_j a_jk^2 p_jc (1 - p_jc) at index k*C + c)."""
+        idx = self._clients(clients)
+        X = self._points(X, idx.shape[0])
+        A, y, rw = self._data(idx)
+        if self.n_classes is None:
+            return lo.binary_fisher_diag(A, y, rw, X)
+        return lo.multi_fisher_diag(A, y, rw, X, self.n_classes)
+
+    def per_sample_grads(self, X: Any, clients: Any = None) -> np.ndarray:
+        """Per-sample gradients g_ij of f_ij(x) = l(x; a_j, y_j) + (reg/2)||x||^2,
+        so f_i = (1/n_i) sum_j f_ij -> (m, n_max, d); rows j >= n_i are zero
+        (see :meth:`sample_mask`)."""
+        idx = self._clients(clients)
+        X = self._points(X, idx.shape[0])
+        A, y, _ = self._data(idx)
+        if self.n_classes is None:
+            G = lo.binary_per_sample(A, y, X)
+        else:
+            G = lo.multi_per_sample(A, y, X, self.n_classes)
+        if self.reg:
+            G += self.reg * X[:, None, :]
+        G *= self._mask[idx][:, :, None]
+        return G
+
+    def empirical_fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+        """(1/n_i) sum_j g_ij (.) g_ij with g_ij the per-sample gradients of the
+        data term (ridge excluded) -> (m, d)."""
+        idx = self._clients(clients)
+        X = self._points(X, idx.shape[0])
+        A, y, rw = self._data(idx)
+        if self.n_classes is None:
+            coef, _ = lo.binary_coef(A, y, X)
+            return np.matmul((rw * coef * coef)[:, None, :], A * A)[:, 0, :]
+        return lo.multi_empirical_fisher_diag(A, y, rw, X, self.n_classes)
+
+    def _minibatch_grad(self, X: np.ndarray, idx: np.ndarray, rng: np.random.Generator,
+                        batch_size: int) -> np.ndarray:
+        """Mean of ``batch_size`` per-sample gradients (ridge included), rows
+        j = floor(u n_i) with u ~ U[0, 1) from one ``rng.random((m, b))`` call."""
+        m = idx.shape[0]
+        u = rng.random((m, batch_size))
+        n = self._rows[idx][:, None]
+        rows = np.minimum((u * n).astype(np.int64), n - 1)
+        A = self._A[idx[:, None], rows]
+        y = self._y[idx[:, None], rows]
+        rw = np.full((m, batch_size), 1.0 / batch_size)
+        X = np.ascontiguousarray(X)
+        if self.n_classes is None:
+            return lo.binary_grad(A, y, rw, X, self.reg)
+        return lo.multi_grad(A, y, rw, X, self.reg, self.n_classes)
+
+    def minibatch_variance(self, X: Any, clients: Any = None) -> np.ndarray:
+        """Exact E||g - grad f_i(x)||^2 of the minibatch oracle at each X[r]:
+        (1/b) (1/n_i) sum_j ||g_ij - grad f_i(x)||^2 -> (m,)."""
+        if self._batch_size is None:
+            raise InvalidProblemError("no minibatch oracle configured; call with_minibatch(b) first")
+        idx = self._clients(clients)
+        X = self._points(X, idx.shape[0])
+        G = self.per_sample_grads(X, idx)
+        n = self._rows[idx]
+        mean = G.sum(axis=1) / n[:, None]
+        second = np.einsum("mrd,mrd->m", G, G) / n
+        return np.maximum(second - np.einsum("md,md->m", mean, mean), 0.0) / self._batch_size
+
+    # ------------------------------------------------------------ solutions
+    @cached_property
+    def _pooled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All real rows in one block with weights p_i / n_i: F = sum_rows w l + reg/2 |x|^2."""
+        w = (self.weights / self._rows)[:, None] * self._mask
+        return self._A[self._mask][None], self._y[self._mask][None], w[self._mask][None]
+
+    def _pooled_fns(self):
+        A, y, w = self._pooled
+        C = self.n_classes
+        if C is None:
+            return (lambda X, r: lo.binary_loss(A, y, w, X, self.reg),
+                    lambda X, r: lo.binary_grad(A, y, w, X, self.reg),
+                    lambda X, r: lo.binary_hess(A, y, w, X, self.reg))
+        return (lambda X, r: lo.multi_loss(A, y, w, X, self.reg, C),
+                lambda X, r: lo.multi_grad(A, y, w, X, self.reg, C),
+                lambda X, r: lo.multi_hess(A, y, w, X, self.reg, C))
+
+    def _null_projector(self) -> np.ndarray | None:
+        if self.n_classes is None or self.reg > 0:
+            return None
+        C = self.n_classes
+        return np.kron(np.eye(self.n_features), np.full((C, C), 1.0 / C))
+
+    def _check_existence(self, A: np.ndarray, y: np.ndarray, what: str) -> None:
+        if self.reg == 0 and is_separable(A, y, self.n_classes):
+            raise InvalidProblemError(
+                f"{what} has no minimiser: the data are (quasi-)linearly separable and reg = 0, "
+                "so the loss decreases forever along a separating direction; use reg > 0")
+
+    @cached_property
+    def _optimum(self) -> np.ndarray:
+        A, y, _ = self._pooled
+        self._check_existence(A[0], y[0], "the global logistic objective F")
+        loss, grad, hess = self._pooled_fns()
+        X = newton(loss, grad, hess, np.zeros((1, self.dim)), tol=OPTIMUM_TOL,
+                   null_projector=self._null_projector(), what="Newton on F")
+        return X[0]
+
+    def optimum(self) -> np.ndarray:
+        """x* = argmin F by damped Newton to ||grad F(x*)|| <= 1e-10.
+
+        Raises InvalidProblemError when reg = 0 and the pooled data are
+        (quasi-)separable (no minimiser), DivergenceError when Newton stalls."""
+        return self._optimum.copy()
+
+    @cached_property
+    def _client_optima(self) -> np.ndarray:
+        if self.reg == 0:
+            for i in range(self.n_clients):    # one LP per client; run once, not a hot path
+                n = self._rows[i]
+                self._check_existence(self._A[i, :n], self._y[i, :n], f"client {i}'s objective f_{i}")
+        N = self.n_clients
+        return newton(lambda X, r: self.client_loss(X, r), lambda X, r: self.client_grad(X, r),
+                      lambda X, r: self.client_hess(X, r), np.zeros((N, self.dim)),
+                      tol=OPTIMUM_TOL, null_projector=self._null_projector(),
+                      what="Newton on the client objectives")
+
+    def client_optima(self) -> np.ndarray:
+        """x_i* = argmin f_i for every client, by batched Newton -> (N, d)."""
+        return self._client_optima.copy()
+
+    # ------------------------------------------------------------ constants
+    @property
+    def _curv_bound(self) -> float:
+        return 0.25 if self.n_classes is None else 0.5
+
+    @cached_property
+    def _grams(self) -> np.ndarray:
+        return np.matmul(np.swapaxes(self._A, 1, 2), self._A) / self._rows[:, None, None]
+
+    @property
+    def client_L(self) -> np.ndarray:
+        """L_i = c lambda_max(A_i^T A_i / n_i) + reg, c = 1/4 (binary) or 1/2 (multinomial)."""
+        return self._curv_bound * np.linalg.eigvalsh(self._grams)[:, -1] + self.reg
+
+    @property
+    def client_mu(self) -> np.ndarray:
+        """mu_i = reg for every client (the infimum of the curvature over R^d)."""
+        return np.full(self.n_clients, self.reg)
+
+    @property
+    def L(self) -> float:
+        """c lambda_max(sum_i p_i A_i^T A_i / n_i) + reg (c as in ``client_L``)."""
+        G = np.einsum("i,ijk->jk", self.weights, self._grams)
+        return float(self._curv_bound * np.linalg.eigvalsh(G)[-1] + self.reg)
+
+    @property
+    def mu(self) -> float:
+        """Strong convexity of F over R^d: reg (local curvature at x* is in
+        ``constants().mu_local``)."""
+        return self.reg
+
+    # -------------------------------------------------------- shifting clients
+    def _subset(self, keep: np.ndarray, weights: np.ndarray | None) -> "LogisticFederation":
+        rows = self._rows[keep]
+        nmax = int(rows.max())
+        out = LogisticFederation._from_padded(self._A[keep, :nmax], self._y[keep, :nmax], rows,
+                                              weights, self.reg, self.n_classes)
+        out._batch_size = self._batch_size
+        if self._noise_sigma2 is not None:
+            out._noise_sigma2 = self._noise_sigma2[keep].copy()
+        return out
+
+    def without_client(self, a: int) -> "LogisticFederation":
+        """Remove client ``a``; weights become n_i / sum_{j != a} n_j (or the
+        remaining explicit weights renormalised)."""
+        if self.n_clients < 2:
+            raise InvalidProblemError("cannot remove the only client of a federation")
+        if isinstance(a, bool) or not (isinstance(a, (int, np.integer)) and 0 <= a < self.n_clients):
+            raise InvalidProblemError(f"client index must be an integer in [0, {self.n_clients}), got {a!r}")
+        keep = np.delete(np.arange(self.n_clients), a)
+        return self._subset(keep, self.weights[keep] if self._explicit_weights else None)
+
+    def with_client(self, other: "LogisticFederation", *, weight: float | None = None
+                    ) -> "LogisticFederation":
+        """Append the clients of ``other`` (same model, features and reg).
+
+        Weights become n_i / n_total, or with ``weight`` in (0, 1) the
+        newcomers get total weight ``weight`` and the old weights are scaled
+        by 1 - weight."""
+        if not isinstance(other, LogisticFederation):
+            raise InvalidProblemError(f"other must be a LogisticFederation, got {type(other).__name__}")
+        if (other.n_features, other.n_classes, other.reg) != (self.n_features, self.n_classes, self.reg):
+            raise InvalidProblemError(
+                "other must have the same (n_features, n_classes, reg) = "
+                f"{(self.n_features, self.n_classes, self.reg)}, got "
+                f"{(other.n_features, other.n_classes, other.reg)}")
+        if weight is not None:
+            w = float(weight)
+            if not 0 < w < 1:
+                raise InvalidProblemError(f"weight must lie in (0, 1), got {weight!r}")
+            weights = np.concatenate([self.weights * (1 - w), other.weights * w])
+        elif self._explicit_weights or other._explicit_weights:
+            raise InvalidProblemError(
+                "with_client on federations with explicit weights needs weight= (the newcomers' total weight)")
+        else:
+            weights = None
+        nmax = max(self._A.shape[1], other._A.shape[1])
+        pad = lambda M: np.pad(M, [(0, 0), (0, nmax - M.shape[1])] + [(0, 0)] * (M.ndim - 2))
+        out = LogisticFederation._from_padded(
+            np.concatenate([pad(self._A), pad(other._A)]), np.concatenate([pad(self._y), pad(other._y)]),
+            np.concatenate([self._rows, other._rows]), weights, self.reg, self.n_classes)
+        out._explicit_weights = weight is not None
+        return self._copy_oracle_to(out, out.n_clients)
+
+    def __repr__(self) -> str:
+        kind = "binary" if self.n_classes is None else f"multinomial C={self.n_classes}"
+        return (f"LogisticFederation({kind}, n_clients={self.n_clients}, n_features={self.n_features}, "
+                f"dim={self.dim}, reg={self.reg:g})")
