@@ -4,7 +4,7 @@ finite-difference Hessian-vector products, and the NeuralFederation adapter
 that lets every algorithm run on small networks unchanged."""
 
 from .data import (digits_federation, federation_from_partition, iid_partition, load_digits,
-                   split_clients, synthetic_next_char)
+                   split_clients, synthetic_fedprox_federation, synthetic_next_char)
 from .federation import HESS_MAX_DIM, NeuralFederation
 from .layers import LSTM, RNN, AvgPool2D, Conv2D, Dense, Flatten, Layer, MaxPool2D, ReLU, Sigmoid, Tanh
 from .losses import MSE, Loss, SoftmaxCrossEntropy
@@ -15,4 +15,5 @@ from .sequential import Sequential
 __all__ = ["Layer", "Dense", "Conv2D", "MaxPool2D", "AvgPool2D", "Flatten", "ReLU", "Tanh", "Sigmoid",
            "RNN", "LSTM", "Loss", "SoftmaxCrossEntropy", "MSE", "Sequential", "ParamLayout", "ParamSpec",
            "NeuralFederation", "HESS_MAX_DIM", "mlp", "cnn", "char_lstm", "load_digits", "iid_partition",
-           "split_clients", "federation_from_partition", "digits_federation", "synthetic_next_char"]
+           "split_clients", "federation_from_partition", "digits_federation", "synthetic_next_char",
+           "synthetic_fedprox_federation"]

@@ -7,8 +7,11 @@
   chains over a small alphabet.
 * :func:`iid_partition`, :func:`split_clients`, :func:`federation_from_partition`:
   turn a pooled data set and a partition (lists of indices, e.g. from
-  ``fltheory.problems.generators.dirichlet_partition`` / ``m_class_partition``)
+  ``fltheory.problems.partitions.dirichlet_partition`` / ``m_class_partition``)
   into a :class:`NeuralFederation` with a per-client train/test split.
+* :func:`synthetic_fedprox_federation`: FedProx Synthetic(alpha, beta) from
+  ``fltheory.problems.synthetic.synthetic_fedprox`` (its 90/10 split) for a
+  network.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from .losses import Loss, SoftmaxCrossEntropy
 from .sequential import Sequential
 
 __all__ = ["load_digits", "iid_partition", "split_clients", "federation_from_partition",
-           "digits_federation", "synthetic_next_char"]
+           "digits_federation", "synthetic_next_char", "synthetic_fedprox_federation", "PARTITIONS"]
+
+PARTITIONS = ("iid", "dirichlet", "m_class")
 
 
 def load_digits() -> tuple[np.ndarray, np.ndarray]:
@@ -77,10 +82,17 @@ def federation_from_partition(model: Sequential, inputs: np.ndarray, targets: np
 
 
 def digits_federation(model: Sequential, n_clients: int, rng: np.random.Generator, *,
+                      partition: str = "iid", gamma: float = 0.5, classes_per_client: int = 2,
                       parts: Sequence[Any] | None = None, test_fraction: float = 0.2) -> NeuralFederation:
-    """The sklearn digits over ``n_clients`` clients (IID split unless ``parts``
-    is given, e.g. a Dirichlet partition of the labels).  Inputs are shaped for
-    the model: (64,) for an MLP, (1, 8, 8) for a CNN."""
+    """The sklearn digits over ``n_clients`` clients.
+
+    ``partition``: "iid" (:func:`iid_partition`), "dirichlet" (label skew
+    Dir(gamma prior), ``fltheory.problems.partitions.dirichlet_partition``) or
+    "m_class" (``classes_per_client`` labels per client, ``m_class_partition``);
+    or pass explicit index lists as ``parts``.  Each client's samples are then
+    split by :func:`split_clients`.  Inputs are shaped for the model: (64,)
+    for an MLP, (1, 8, 8) for a CNN.
+    """
     images, labels = load_digits()
     shape = tuple(model.input_shape)
     if shape == (64,):
@@ -90,10 +102,36 @@ def digits_federation(model: Sequential, n_clients: int, rng: np.random.Generato
     else:
         raise InvalidProblemError(f"digits inputs are (64,) or (1, 8, 8); the model expects {shape}")
     if parts is None:
-        parts = iid_partition(labels.shape[0], n_clients, rng)
+        if partition == "iid":
+            parts = iid_partition(labels.shape[0], n_clients, rng)
+        elif partition == "dirichlet":
+            from ..problems.partitions import dirichlet_partition
+            parts = dirichlet_partition(labels, n_clients, gamma, rng)
+        elif partition == "m_class":
+            from ..problems.partitions import m_class_partition
+            parts = m_class_partition(labels, n_clients, classes_per_client, rng)
+        else:
+            raise InvalidHyperparameterError(f"partition must be one of {PARTITIONS}, got {partition!r}")
     elif len(parts) != n_clients:
         raise InvalidProblemError(f"parts has {len(parts)} entries, expected n_clients={n_clients}")
     return federation_from_partition(model, inputs, labels, parts, rng, test_fraction=test_fraction)
+
+
+def synthetic_fedprox_federation(model: Sequential, alpha: float, beta: float, *, seed: Any,
+                                 iid: bool = False, **kwargs: Any) -> NeuralFederation:
+    """Synthetic(alpha, beta) of FedProx (THEORY.md section 1) for a network:
+    the raw features (no intercept column; the network has biases) and
+    labels of ``synthetic_fedprox(alpha, beta, iid=iid, seed=seed, **kwargs)``
+    with its per-device 90/10 train/test split.  The model must take inputs
+    (dim,) and output n_classes logits (60 and 10 by default)."""
+    from ..problems.synthetic import synthetic_fedprox
+    data = synthetic_fedprox(alpha, beta, iid=iid, seed=seed, **kwargs)
+    d, C = data.W.shape[1:]
+    if tuple(model.input_shape) != (d,) or tuple(model.output_shape) != (C,):
+        raise InvalidProblemError(f"Synthetic data has inputs ({d},) and {C} classes; the model maps "
+                                  f"{model.input_shape} -> {model.output_shape}")
+    return NeuralFederation(model, SoftmaxCrossEntropy(), data.X_train, data.y_train,
+                            test_inputs=data.X_test, test_targets=data.y_test)
 
 
 def synthetic_next_char(n_clients: int, rng: np.random.Generator, *, vocab: int = 8, seq_len: int = 6,

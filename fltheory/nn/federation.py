@@ -2,8 +2,9 @@
 oracle calls of :class:`fltheory.problems.base.Federation`.
 
 Client i holds n_i training samples (u_ij, t_ij) and
-f_i(x) = (1/n_i) sum_j l(net(x; u_ij), t_ij); F = sum_i p_i f_i with
-p_i = n_i / n unless weights are given.
+f_i(x) = (1/n_i) sum_j l(net(x; u_ij), t_ij) + (reg/2) ||x||^2;
+F = sum_i p_i f_i with p_i = n_i / n unless weights are given.  The optional
+weight decay ``reg`` makes F coercive, so stationary points exist.
 
 What is batched: the clients' data are stored padded to n_max
 (N, n_max, *input_shape) with per-sample weights w_ij = 1/n_i on real rows
@@ -21,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._validate import finite_array
+from .._validate import finite_array, positive
 from ..errors import InvalidProblemError
 from ..problems.base import Federation, normalize_weights
 from .losses import Loss
@@ -98,11 +99,14 @@ class NeuralFederation(Federation):
         :meth:`test_loss`.
     weights : array (N,), optional
         Client weights (normalised); default p_i = n_i / n.
+    reg : float >= 0
+        Weight decay (reg/2) ||x||^2 added to every f_i (default 0).
     """
 
     def __init__(self, model: Sequential, loss: Loss, inputs: Sequence[Any], targets: Sequence[Any], *,
                  test_inputs: Sequence[Any] | None = None, test_targets: Sequence[Any] | None = None,
-                 weights: Any = None) -> None:
+                 weights: Any = None, reg: float = 0.0) -> None:
+        self.reg = positive("reg", reg, allow_zero=True, error=InvalidProblemError)
         if not isinstance(model, Sequential):
             raise InvalidProblemError(f"model must be a Sequential, got {type(model).__name__}")
         if not isinstance(loss, Loss):
@@ -133,7 +137,11 @@ class NeuralFederation(Federation):
         X = self._points(X, idx.shape[0])
         d = self._data(data)
         u, t, w = d.take(idx, self._is_all(idx))
-        return self.model.value_and_grad(X, u, t, self.loss_fn, w, mode)
+        val, G = self.model.value_and_grad(X, u, t, self.loss_fn, w, mode)
+        if self.reg and mode == "sum":
+            val = val + 0.5 * self.reg * np.einsum("md,md->m", X, X)
+            G += self.reg * X
+        return val, G
 
     def _data(self, data: str) -> _ClientData:
         if data == "train":
@@ -146,20 +154,21 @@ class NeuralFederation(Federation):
 
     # ----------------------------------------------------------- oracles
     def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
-        """f_i(X[r]) = (1/n_i) sum_j l(net(X[r]; u_ij), t_ij) -> (m,)."""
+        """f_i(X[r]) = (1/n_i) sum_j l(net(X[r]; u_ij), t_ij) + (reg/2)||X[r]||^2 -> (m,)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
         u, t, w = self._train.take(idx, self._is_all(idx))
         out = self.model.predict(X, u)
-        return (self.loss_fn.value_and_grad(out, t)[0] * w).sum(axis=1)
+        val = (self.loss_fn.value_and_grad(out, t)[0] * w).sum(axis=1)
+        return val + 0.5 * self.reg * np.einsum("md,md->m", X, X) if self.reg else val
 
     def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
-        """Exact grad f_i(X[r]) by backpropagation -> (m, d)."""
+        """Exact grad f_i(X[r]) by backpropagation (+ reg X[r]) -> (m, d)."""
         return self._eval(X, clients, "sum")[1]
 
     def per_sample_grads(self, X: Any, clients: Any = None) -> np.ndarray:
-        """grad l_ij at X[r] for every sample j of each listed client
-        -> (m, n_max, d), zero rows on padding (j >= n_i)."""
+        """grad l_ij at X[r] for every sample j of each listed client (data
+        term only, without reg) -> (m, n_max, d), zero rows on padding (j >= n_i)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
         u, t, w = self._train.take(idx, self._is_all(idx))
@@ -168,13 +177,13 @@ class NeuralFederation(Federation):
 
     def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
         """*Empirical* Fisher diagonal (1/n_i) sum_j grad l_ij (.) grad l_ij at
-        X[r] (per-sample gradients squared and averaged; not the true Fisher
-        E_{y ~ model}) -> (m, d)."""
+        X[r] (per-sample gradients of the data term squared and averaged,
+        without reg; not the true Fisher E_{y ~ model}) -> (m, d)."""
         return self._eval(X, clients, "sq_sum")[1]
 
     def _minibatch_grad(self, X: np.ndarray, idx: np.ndarray, rng: np.random.Generator,
                         batch_size: int) -> np.ndarray:
-        """(1/b) sum_{k<b} grad l_{i j_k}(X[r]) with j_k = floor(u_k n_i),
+        """(1/b) sum_{k<b} grad l_{i j_k}(X[r]) (+ reg X[r]) with j_k = floor(u_k n_i),
         u = rng.random((m, b)) (one draw per call, rows in client order),
         sampled with replacement (base-class convention)."""
         m = idx.shape[0]
@@ -183,7 +192,8 @@ class NeuralFederation(Federation):
         rows = np.minimum((u * n[:, None]).astype(np.int64), n[:, None] - 1)
         inputs = self._train.u[idx[:, None], rows]
         targets = self._train.t[idx[:, None], rows]
-        return self.model.value_and_grad(X, inputs, targets, self.loss_fn, None, "sum")[1]
+        G = self.model.value_and_grad(X, inputs, targets, self.loss_fn, None, "sum")[1]
+        return G + self.reg * X if self.reg else G
 
     def client_hvp(self, X: Any, V: Any, clients: Any = None, *, eps: float | None = None) -> np.ndarray:
         """Hessian-vector products H_i(X[r]) V[r] by central differences of
@@ -250,7 +260,7 @@ class NeuralFederation(Federation):
         return float(np.sum((pred == t) & real) / np.sum(real))
 
     def test_loss(self, x: Any) -> float:
-        """sum_i p_i (1/n_i^test) sum_j l on the held-out data."""
+        """sum_i p_i (1/n_i^test) sum_j l on the held-out data (no reg)."""
         x = self._check_point(x)
         d = self._data("test")
         out = self.model.predict(np.broadcast_to(x, (self.n_clients, self.dim)), d.u)
@@ -272,6 +282,7 @@ class NeuralFederation(Federation):
     def _from_data(self, train: _ClientData, test: _ClientData | None, weights: Any) -> "NeuralFederation":
         out = object.__new__(NeuralFederation)
         out.model, out.loss_fn, out._train, out._test = self.model, self.loss_fn, train, test
+        out.reg = self.reg
         out.n_clients, out.dim = int(train.n.shape[0]), self.dim
         out._explicit_weights = weights is not None
         out.weights, out.n_samples = normalize_weights(out.n_clients, train.n, weights)
@@ -300,6 +311,8 @@ class NeuralFederation(Federation):
             raise InvalidProblemError(f"other must be a NeuralFederation, got {type(other).__name__}")
         if other.model is not self.model and (other.dim != self.dim or repr(other.model) != repr(self.model)):
             raise InvalidProblemError(f"other has model {other.model!r}, expected {self.model!r}")
+        if other.reg != self.reg:
+            raise InvalidProblemError(f"other has reg={other.reg}, expected {self.reg}")
         if type(other.loss_fn) is not type(self.loss_fn):
             raise InvalidProblemError(f"other uses loss {other.loss_fn!r}, expected {self.loss_fn!r}")
         weights = None
@@ -317,5 +330,5 @@ class NeuralFederation(Federation):
             a1, b1 = self._test.unpadded()
             a2, b2 = other._test.unpadded()
             kw = {"test_inputs": a1 + a2, "test_targets": b1 + b2}
-        out = NeuralFederation(self.model, self.loss_fn, u1 + u2, t1 + t2, weights=weights, **kw)
+        out = NeuralFederation(self.model, self.loss_fn, u1 + u2, t1 + t2, weights=weights, reg=self.reg, **kw)
         return self._copy_oracle_to(out, out.n_clients)

@@ -1,7 +1,7 @@
 """NeuralFederation against mathematics.
 
-* A linear network (one Dense(1) layer) with the MSE loss *is* a least-squares
-  federation: f_i(w, b) = 1/(2 n_i) ||[U_i 1] (w, b) - t_i||^2.  Its loss,
+* A linear network (one Dense(1) layer) with the MSE loss and weight decay *is* a ridge least-squares
+  federation: f_i(w, b) = 1/(2 n_i) ||[U_i 1] (w, b) - t_i||^2 + (reg/2)||(w, b)||^2.  Its loss,
   gradient, Hessian, empirical Fisher and minibatch oracle (same RNG
   convention) must equal QuadraticFederation.from_least_squares on the rows
   [U_i 1].
@@ -31,8 +31,9 @@ def linear_pair(seed: int = 0):
     sizes = [5, 4, 7]          # >= 4 rows each: H_i = A_i^T A_i / n_i positive definite
     U = [rng.standard_normal((n, 3)) for n in sizes]
     t = [rng.standard_normal(n) for n in sizes]
-    nf = NeuralFederation(Sequential([Dense(1)], (3,)), MSE(), U, t)
-    qf = QuadraticFederation.from_least_squares([np.hstack([u, np.ones((u.shape[0], 1))]) for u in U], t)
+    nf = NeuralFederation(Sequential([Dense(1)], (3,)), MSE(), U, t, reg=0.1)
+    qf = QuadraticFederation.from_least_squares([np.hstack([u, np.ones((u.shape[0], 1))]) for u in U], t,
+                                                ridge=0.1)
     return nf, qf
 
 
