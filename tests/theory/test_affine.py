@@ -19,7 +19,7 @@ from fltheory.errors import InvalidProblemError, NotAffineError
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.quadratic import QuadraticFederation
 from fltheory.theory.affine import (affine_round_map, contraction_factor, fixed_point,
-                                    spectral_rate)
+                                    orbit_rate, spectral_rate)
 from fltheory.theory.closed_forms import fedopt_quadratic_fixed_point, fedopt_quadratic_round_map
 
 N, D = 4, 3
@@ -156,6 +156,23 @@ def test_spectral_rate_predicts_error_decay(fed_uniform, make):
     t = np.arange(R // 2, R + 1)
     slope = np.polyfit(t, np.log(err[t]), 1)[0]
     assert slope == pytest.approx(np.log(rho), rel=0.01)
+
+
+def test_orbit_rate_of_a_start_avoiding_the_slowest_mode(fed_uniform):
+    """FedAvg's M is symmetric: a start x0 = x~ + v_k (eigenvector k) decays at |lambda_k|."""
+    alg = FedAvg(lr=0.1, local_steps=3)
+    amap = affine_round_map(alg, fed_uniform)
+    x_fix = fixed_point(amap).x
+    lam, V = np.linalg.eigh(amap.M)
+    k = int(np.argmin(np.abs(lam)))                              # the fastest mode
+    x0 = x_fix + V[:, k]
+    assert orbit_rate(amap) == pytest.approx(spectral_rate(amap), rel=1e-12)
+    rate = orbit_rate(amap, initial=x0)
+    assert rate == pytest.approx(abs(lam[k]), rel=1e-9) and rate < spectral_rate(amap)
+    hist = run(alg, fed_uniform, 6, x0=x0)
+    err = np.linalg.norm(hist.x - x_fix, axis=1)
+    np.testing.assert_allclose(err[1:] / err[:-1], rate, rtol=1e-6)
+    assert orbit_rate(amap, initial=x_fix) == 0.0
 
 
 def test_contraction_factor_bounds_rate(fed_uniform):
