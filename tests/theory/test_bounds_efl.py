@@ -109,7 +109,26 @@ def test_from_constants_duck_typed():
     for k in ("mu", "L", "sigma2", "D", "G2"):
         kw.pop(k)
     a = efl_theorem1_from_constants(c, 4, **kw)
-    assert a.value == pytest.approx(efl_theorem1(4, **_kw()).value)
+    # Assumption 4 bounds E||g||^2 = ||grad||^2 + sigma^2: G2 + max sigma_k^2 = 4
+    b = efl_theorem1(4, **_kw(G2=4.0))
+    assert a.value == pytest.approx(b.value)
+    np.testing.assert_allclose(a.terms["B"], b.terms["B"])
+    assert not np.allclose(a.terms["B"], efl_theorem1(4, **_kw()).terms["B"])
+
+
+def test_from_problem_constants_uses_uniform_client_constants():
+    fed = build_quadratic(3, 2, L=2.0, mu=0.5, heterogeneity=2.0, n_samples=[1, 2, 3], seed=0)
+    fed = fed.with_gradient_noise([0.5, 1.0, 0.0])
+    c = fed.constants(radius=3.0)
+    kw = _kw()
+    for k in ("mu", "L", "sigma2", "D", "G2"):
+        kw.pop(k)
+    a = efl_theorem1_from_constants(c, 4, **kw)
+    b = efl_theorem1(4, **_kw(mu=float(fed.client_mu.min()), L=float(fed.client_L.max()),
+                              sigma2=[0.5, 1.0, 0.0], D=efl_heterogeneity(fed),
+                              G2=c.G2_max + 1.0))
+    assert a.value == pytest.approx(b.value, rel=1e-12)
+    np.testing.assert_allclose(a.terms["B"], b.terms["B"], rtol=1e-12)
 
 
 def test_heterogeneity_with_lambda_zero():

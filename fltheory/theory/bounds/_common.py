@@ -12,7 +12,7 @@ import numpy as np
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption
 
-__all__ = ["positive_check", "constant_from", "as_float"]
+__all__ = ["positive_check", "constant_from", "as_float", "uniform_smoothness", "uniform_convexity"]
 
 
 def as_float(name: str, value: Any) -> float:
@@ -43,3 +43,17 @@ def constant_from(obj: Any, *names: str, default: Any = None, required: bool = T
         raise InvalidHyperparameterError(
             f"{type(obj).__name__} has none of the attributes {names}; pass the constant explicitly")
     return default
+
+
+def uniform_smoothness(obj: Any) -> float:
+    """max_k L_k from ``client_L`` when present (every client L-smooth), else ``L``."""
+    if getattr(obj, "client_L", None) is not None:
+        return float(np.max(obj.client_L))
+    return float(constant_from(obj, "beta", "L"))
+
+
+def uniform_convexity(obj: Any) -> float:
+    """min_k mu_k from ``client_mu`` when present (every client mu-strongly convex), else ``mu``."""
+    if getattr(obj, "client_mu", None) is not None:
+        return float(np.min(obj.client_mu))
+    return float(constant_from(obj, "mu"))

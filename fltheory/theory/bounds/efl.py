@@ -48,7 +48,7 @@ import numpy as np
 from ..._validate import choice, per_client, positive
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
-from ._common import constant_from
+from ._common import constant_from, uniform_convexity, uniform_smoothness
 
 __all__ = ["StepMoments", "efl_step_moments", "efl_heterogeneity", "efl_theorem1",
            "efl_theorem1_from_constants", "efl_inactive_rate", "efl_abandonment",
@@ -212,14 +212,30 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
 
 
 def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: float,
-                                weights: Any, init_dist2: float, **kwargs: Any) -> BoundResult:
-    """:func:`efl_theorem1` with mu, L, sigma2, D, G2 read from a ProblemConstants-like
-    object (attributes ``mu``, ``L``, ``sigma2``, ``D_k`` (or ``D``), ``G2``)."""
+                                weights: Any, init_dist2: float, G2: float | None = None,
+                                **kwargs: Any) -> BoundResult:
+    """:func:`efl_theorem1` with the constants read from a ProblemConstants-like object.
+
+    Assumptions 1-2 of seed 000 ask every F~_k (and F) to be L-smooth and
+    mu-strongly convex: L = max ``client_L`` and mu = min ``client_mu`` when
+    those attributes exist (else ``L``, ``mu``).  sigma_k^2 from
+    ``sigma2_clients`` (else ``sigma2``, else 0); D_k from ``D_k``.
+    Assumption 4 bounds E||g_k||^2 = ||grad f_k||^2 + sigma_k^2 for every
+    client: G2 defaults to ``G2_max + max sigma_k^2`` (``G2_max`` is the max
+    over a ball of max_k ||grad f_k||^2, so the bound is valid while the
+    iterates stay in that ball); pass ``G2`` explicitly otherwise.
+    """
+    sig = constant_from(constants, "sigma2_clients", "sigma2", default=0.0, required=False)
+    if G2 is None:
+        g_max = constant_from(constants, "G2_max", "G2", required=False, default=None)
+        if g_max is None:
+            raise InvalidHyperparameterError(
+                "the constants carry no G2_max/G2 (no radius given); pass G2= explicitly")
+        G2 = float(g_max) + float(np.max(sig))
     return efl_theorem1(
         tau, E=E, theta=theta, weights=weights, init_dist2=init_dist2,
-        mu=constant_from(constants, "mu"), L=constant_from(constants, "L"),
-        sigma2=constant_from(constants, "sigma2", default=0.0, required=False),
-        D=constant_from(constants, "D_k", "D"), G2=constant_from(constants, "G2"), **kwargs)
+        mu=uniform_convexity(constants), L=uniform_smoothness(constants), sigma2=sig,
+        D=constant_from(constants, "D_k", "D"), G2=G2, **kwargs)
 
 
 def efl_inactive_rate(tau: int, inactive: Any, J: float, E: int, *, constant: float = 1.0) -> float:

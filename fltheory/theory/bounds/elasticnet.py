@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
-from ._common import as_float, constant_from, positive_check
+from ._common import as_float, positive_check, uniform_smoothness
 
 __all__ = ["elasticnet_constants", "elasticnet_C0", "elasticnet_sign_term",
            "elasticnet_theorem31", "elasticnet_theorem31_from_constants"]
@@ -121,6 +121,6 @@ def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float,
 
 
 def elasticnet_theorem31_from_constants(constants: Any, T: int, **kw: Any) -> BoundResult:
-    """:func:`elasticnet_theorem31` with beta read from a ProblemConstants-like object
-    (attribute ``beta`` or ``L``)."""
-    return elasticnet_theorem31(T, beta=constant_from(constants, "beta", "L"), **kw)
+    """:func:`elasticnet_theorem31` with beta = max_k L_k (every L_k beta-smooth) read
+    from a ProblemConstants-like object (``client_L``, else ``beta``/``L``)."""
+    return elasticnet_theorem31(T, beta=uniform_smoothness(constants), **kw)

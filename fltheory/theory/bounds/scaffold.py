@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from ..result import Assumption, BoundResult, make_result
-from ._common import as_float, constant_from, positive_check
+from ._common import as_float, constant_from, positive_check, uniform_smoothness
 
 __all__ = ["scaffold_rounds", "scaffold_quadratic_rounds", "fedavg_rounds",
            "fedavg_lower_bound", "scaffold_step_conditions", "scaffold_rounds_from_constants"]
@@ -55,10 +55,11 @@ def scaffold_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: fl
 
 def scaffold_rounds_from_constants(constants: Any, *, K: int, S: int, N: int, eps: float,
                                    **kw: Any) -> BoundResult:
-    """:func:`scaffold_rounds` with sigma2, mu, beta (= L) read from a ProblemConstants-like object."""
+    """:func:`scaffold_rounds` with sigma2, mu (of F) and beta = max_i L_i (every f_i
+    beta-smooth; ``L`` when no ``client_L``) read from a ProblemConstants-like object."""
     return scaffold_rounds(sigma2=constant_from(constants, "sigma2", default=0.0, required=False),
                            mu=constant_from(constants, "mu"),
-                           beta=constant_from(constants, "beta", "L"), K=K, S=S, N=N, eps=eps, **kw)
+                           beta=uniform_smoothness(constants), K=K, S=S, N=N, eps=eps, **kw)
 
 
 def scaffold_quadratic_rounds(*, beta: float, sigma2: float, mu: float, K: int, N: int,
