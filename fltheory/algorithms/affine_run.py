@@ -133,9 +133,10 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
         S = amap.to_vector(state)
         M, c, xs_slice = amap.M, amap.c, amap.x_slice
         base = len(xs)
-        for t in range(n_affine):            # one (n, n) matvec per round
-            S = M @ S + c
-            X[base + t] = S[xs_slice]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for t in range(n_affine):        # one (n, n) matvec per round
+                S = M @ S + c
+                X[base + t] = S[xs_slice]
         info = amap.info
         clients += [info.clients] * n_affine
         steps += [info.steps] * n_affine
@@ -147,7 +148,8 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
     else:
         final = state
 
-    loss, g2 = _objective_values(problem, X)
+    with np.errstate(over="ignore", invalid="ignore"):
+        loss, g2 = _objective_values(problem, X)
     bad = ~(np.all(np.isfinite(X), axis=1) & np.isfinite(loss) & np.isfinite(g2))
     if np.any(bad):
         t = int(np.argmax(bad))

@@ -231,6 +231,18 @@ def test_run_affine_equals_run(fed, make):
     assert fast.record["method"] == "affine"
 
 
+def test_run_affine_divergence_names_the_round(fed):
+    from fltheory.errors import DivergenceError
+    import re
+    alg = FedAvg(lr=3.0, local_steps=2)                          # eta > 2/L: the map expands
+    with pytest.raises(DivergenceError, match=r"FedAvg diverged in round \d+") as fast:
+        run_affine(alg, fed, 5000, x0=X0)
+    with pytest.raises(DivergenceError) as slow:
+        run(alg, fed, 5000, x0=X0)
+    rounds = [re.search(r"round (\d+)", str(e.value)).group(1) for e in (fast, slow)]
+    assert rounds[0] == rounds[1]
+
+
 def test_run_affine_zero_rounds(fed):
     h = run_affine(FedAvg(lr=0.1, local_steps=2), fed, 0, x0=X0)
     assert h.x.shape == (1, D) and h.state.t == 0
