@@ -235,16 +235,19 @@ def vector_to_state(S: Any, template: Any, layout: StateLayout | None = None) ->
     """The state with the float leaves of ``template`` replaced by the entries of S.
 
     Counters and non-float fields are copied from ``template``; Python-float
-    leaves come back as Python floats, array leaves as float64 arrays of the
-    template's shape."""
+    leaves come back as Python floats, array leaves (0-d included) as float64
+    arrays of the template's shape."""
     layout = state_layout(template) if layout is None else layout
     S = np.asarray(S, dtype=np.float64)
     if S.shape != (layout.dim,):
         raise InvalidProblemError(f"state vector must have shape ({layout.dim},), got {S.shape}")
+    leaves: list[tuple[str, Any]] = []
+    _walk(template, "", leaves, [])
+    is_array = {p: isinstance(v, np.ndarray) for p, v in leaves}
     values: dict[str, Any] = {}
     for path, shape in zip(layout.paths, layout.shapes):
         block = S[layout.slices[path]]
-        values[path] = float(block[0]) if shape == () else block.reshape(shape).copy()
+        values[path] = block.reshape(shape).copy() if is_array.get(path, True) else float(block[0])
     return _rebuild(template, "", values)
 
 
