@@ -28,15 +28,14 @@ it in S.  Leaf paths are dotted (``"opt.trace"``, ``"w[0]"``).
 
 Warm-up
 -------
-Some algorithms gain state fields in their first round (FedCurv has no
-previous local models before round 1, so its first round carries no
-penalty).  The map is defined on the layout of a *template* state; when the
-state after one round has a different layout than the template, the template
-is advanced by one ordinary round, at most ``max_warmup`` times, and the
-number of such rounds is recorded in ``RoundMap.warmup``.  Boolean fields
-(FedCurv's ``seen`` mask: no penalty for clients that have not trained yet)
-and the None-ness of optional fields count as layout here: they must be the
-same before and after a round.
+Some algorithms behave differently in their first round: FedCurv has no
+previous local models before round 1 (its ``seen`` mask is False), so its
+first round carries no penalty.  The map is defined at a *template* state;
+when the state after one round differs from the template in layout (leaf
+paths and shapes), in a boolean field (such as ``seen``) or in the None-ness
+of an optional field, the template is advanced by one ordinary round, at most
+``max_warmup`` times, and the number of such rounds is recorded in
+``RoundMap.warmup``.
 
 Determinism
 -----------
