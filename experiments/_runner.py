@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import fltheory
-from fltheory.results import RunRecord, atomic_write, load_json, save_results
+from fltheory.results import RunRecord, atomic_write, load_json, save_results, to_jsonable
 
 from ._framework import (Check, Experiment, ExperimentDefinitionError, experiment_rng,
                          load_experiment, set_progress)
@@ -69,7 +69,8 @@ def code_hash(experiment: Experiment) -> str:
 
 def result_key(experiment: Experiment, mode: str, seed: int, digest: str | None = None) -> dict[str, Any]:
     """What a stored result must match to be fresh."""
-    return {"mode": mode, "seed": int(seed), "config": experiment.config(mode),
+    return {"mode": mode, "seed": int(seed),
+            "config": to_jsonable(experiment.config(mode), where=f"{experiment.name} config"),
             "code_hash": digest if digest is not None else code_hash(experiment)}
 
 

@@ -129,6 +129,16 @@ def test_same_seed_same_numbers_and_stale_detection(root, capsys):
     assert json.loads((out / "alpha.json").read_text())["key"]["mode"] == "full"
 
 
+def test_config_with_tuples_is_fresh_after_a_json_round_trip(root, capsys):
+    src = good("alpha").replace('QUICK = {"n": 200, "reps": 3}', 'QUICK = {"n": 200, "reps": 3, "grid": (1, 2.5)}')
+    pkg = make_package(root, {"alpha": src})
+    args = ["--package", pkg, "reproduce", "--out", str(root / "o")]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "alpha: up to date" in capsys.readouterr().out
+
+
 def test_failure_is_reported_and_others_complete_in_parallel(root, capsys):
     pkg = make_package(root, {"alpha": good("alpha"), "broken": failing("broken"),
                               "gamma": good("gamma")})
