@@ -1,0 +1,80 @@
+"""QuadraticFederation oracles against finite differences, per-client loops
+and Monte Carlo; the base-class RNG convention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from fltheory.problems import QuadraticFederation, random_least_squares, random_quadratic
+from problem_refs import fd_grad, fd_jac, mc_interval
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 5), st.integers(2, 5), st.booleans())
+def test_quadratic_oracles_vs_loop_and_finite_differences(seed, N, d, weighted):
+    w = np.random.default_rng(seed).uniform(0.1, 1.0, N) if weighted else None
+    fed = random_quadratic(N, d, L=5.0, mu=0.5, heterogeneity=0.0 if N == 1 else 1.0, seed=seed, weights=w)
+    rng = np.random.default_rng(seed + 1)
+    clients = rng.integers(0, N, 6)
+    X = rng.standard_normal((6, d))
+    loss, grad, hess = fed.client_loss(X, clients), fed.client_grad(X, clients), fed.client_hess(X, clients)
+    for r, i in enumerate(clients):
+        H, e, c = fed.H[i], fed.e[i], fed.offsets[i]
+        assert loss[r] == pytest.approx(0.5 * X[r] @ H @ X[r] - e @ X[r] + c, rel=1e-12, abs=1e-12)
+        np.testing.assert_allclose(grad[r], H @ X[r] - e, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(hess[r], H, rtol=0, atol=0)
+        fd = fd_grad(lambda z: fed.client_loss(z, [i])[0], X[r])
+        np.testing.assert_allclose(grad[r], fd, atol=1e-6 * (1 + np.abs(grad[r]).max()))
+        fdH = fd_jac(lambda z: fed.client_grad(z, [i])[0], X[r])
+        np.testing.assert_allclose(hess[r], fdH, atol=1e-6 * (1 + np.abs(fdH).max()))
+    x = X[0]
+    np.testing.assert_allclose(fed.grad(x), sum(fed.weights[i] * (fed.H[i] @ x - fed.e[i]) for i in range(N)),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("config", ["minibatch", "noise"])
+def test_quadratic_rng_convention(config):
+    fed = random_least_squares(4, 3, rows=[3, 5, 7, 4], seed=2, noise=0.3)
+    fed = fed.with_minibatch(2) if config == "minibatch" else fed.with_gradient_noise(0.5)
+    clients = np.array([3, 1, 1, 0, 2])
+    X = np.random.default_rng(0).standard_normal((5, 3))
+    batched = fed.stochastic_grad(X, clients, np.random.default_rng(4))
+    rng = np.random.default_rng(4)
+    loop = np.stack([fed.stochastic_grad(X[r], [c], rng)[0] for r, c in enumerate(clients)])
+    np.testing.assert_allclose(batched, loop, rtol=0, atol=1e-14)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 3))
+def test_quadratic_minibatch_unbiased_with_exact_variance(seed, b):
+    fed = random_least_squares(3, 2, rows=[2, 4, 5], seed=seed, noise=1.0, heterogeneity=1.0).with_minibatch(b)
+    X = np.random.default_rng(seed).standard_normal((3, 2))
+    rng = np.random.default_rng(seed + 7)
+    G = np.stack([fed.stochastic_grad(X, None, rng) for _ in range(3000)])
+    exact, var = fed.client_grad(X), fed.minibatch_variance(X)
+    for i in range(3):
+        for k in range(2):
+            lo, hi = mc_interval(G[:, i, k])
+            assert lo - 1e-12 <= exact[i, k] <= hi + 1e-12
+        lo, hi = mc_interval(((G[:, i] - exact[i]) ** 2).sum(1))
+        assert lo - 1e-12 <= var[i] <= hi + 1e-12
+
+
+def test_gaussian_noise_variance_is_exact_sigma2():
+    fed = random_quadratic(2, 4, L=1.0, mu=0.5, heterogeneity=0.3, seed=0).with_gradient_noise([0.3, 1.7])
+    X = np.zeros((2, 4))
+    rng = np.random.default_rng(1)
+    sq = np.stack([((fed.stochastic_grad(X, None, rng) - fed.client_grad(X)) ** 2).sum(1) for _ in range(4000)])
+    for i, s2 in enumerate([0.3, 1.7]):
+        lo, hi = mc_interval(sq[:, i])
+        assert lo <= s2 <= hi
+
+
+def test_quadratic_optima_and_shift_constructors():
+    fed = random_quadratic(3, 3, L=2.0, mu=0.4, heterogeneity=1.0, seed=3, n_samples=[2, 3, 5])
+    np.testing.assert_allclose(fed.grad(fed.optimum()), 0.0, atol=1e-12)
+    np.testing.assert_allclose(fed.client_grad(fed.client_optima()), 0.0, atol=1e-12)
+    small = fed.without_client(2)
+    np.testing.assert_allclose(small.weights, [0.4, 0.6])
+    back = small.with_client(QuadraticFederation(fed.H[2:], fed.e[2:], n_samples=[5]))
+    np.testing.assert_allclose(back.optimum(), fed.optimum(), atol=1e-12)
