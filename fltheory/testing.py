@@ -9,7 +9,7 @@ federations whose clients are all L-smooth and mu-strongly convex)::
 
     @given(quadratic_federations(n_clients=st.integers(2, 5), dim=st.integers(1, 4),
                                  L=st.floats(1, 100), mu=st.floats(0.01, 1),
-                                 heterogeneity=st.floats(0, 100)),
+                                 heterogeneity=st.floats(0.1, 100)),
            st.data())
     def test_departure_shift(fed, data):
         a = data.draw(st.integers(0, fed.n_clients - 1))

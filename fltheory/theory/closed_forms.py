@@ -93,21 +93,29 @@ class QuadraticFixedPoint:
     client_spectral_radii: np.ndarray
 
 
+def _diagonal_preconditioners(fed: QuadraticFederation, preconditioners: Any) -> np.ndarray | None:
+    """P as (N, d) when it is None or diagonal, else None."""
+    N, d = fed.n_clients, fed.dim
+    if preconditioners is None:
+        return np.ones((N, d))
+    P = np.asarray(preconditioners, dtype=np.float64)
+    if P.shape in ((d,), (N, d)):
+        if not np.all(np.isfinite(P)) or np.any(P <= 0):
+            raise InvalidHyperparameterError(
+                f"diagonal preconditioners must be finite and positive, got min {np.min(P)!r}")
+        return np.broadcast_to(P, (N, d)).copy()
+    return None
+
+
 def _preconditioners(fed: QuadraticFederation, preconditioners: Any) -> np.ndarray:
     """Return P as (N, d, d)."""
     N, d = fed.n_clients, fed.dim
-    if preconditioners is None:
-        return np.broadcast_to(np.eye(d), (N, d, d)).copy()
+    diag = _diagonal_preconditioners(fed, preconditioners)
+    if diag is not None:
+        return np.einsum("ni,ij->nij", diag, np.eye(d))
     P = np.asarray(preconditioners, dtype=np.float64)
     if not np.all(np.isfinite(P)):
         raise InvalidHyperparameterError("preconditioners contain non-finite values")
-    if P.shape == (d,):
-        P = np.broadcast_to(P, (N, d))
-    if P.shape == (N, d):
-        if np.any(P <= 0):
-            raise InvalidHyperparameterError(
-                f"diagonal preconditioners must be positive, got min {P.min()!r}")
-        return np.einsum("ni,ij->nij", P, np.eye(d))
     if P.shape == (d, d):
         P = np.broadcast_to(P, (N, d, d))
     if P.shape != (N, d, d):
@@ -136,6 +144,13 @@ def client_contraction_matrices(fed: QuadraticFederation, lr: Any, local_steps: 
     -------
     B : ndarray (N, d, d)
     radii : ndarray (N,)
+
+    Notes
+    -----
+    Powers by batched binary exponentiation (per-client exponents).  Radii:
+    for diagonal P_i > 0, P_i H_i is similar to D H_i D with D = P_i^{1/2}, so
+    the radius is max |1 - eta lam| over the (symmetric) eigenvalues lam of
+    D H_i D; for full P_i, eigenvalues of I - eta P_i H_i.
     """
     if not isinstance(fed, QuadraticFederation):
         raise InvalidProblemError(f"closed forms need a QuadraticFederation, got {type(fed).__name__}")
@@ -143,9 +158,15 @@ def client_contraction_matrices(fed: QuadraticFederation, lr: Any, local_steps: 
     eta = np.broadcast_to(np.asarray(per_client("lr", lr, N), dtype=np.float64), (N,))
     tau = np.broadcast_to(np.asarray(per_client("local_steps", local_steps, N, integer=True,
                                                 minimum=1, strict=False)), (N,))
-    P = _preconditioners(fed, preconditioners)
-    S = np.eye(d) - eta[:, None, None] * np.matmul(P, fed.H)          # (N, d, d)
-    radii = np.abs(np.linalg.eigvals(S)).max(axis=1)
+    diag = _diagonal_preconditioners(fed, preconditioners)
+    if diag is not None:
+        S = np.eye(d) - eta[:, None, None] * diag[:, :, None] * fed.H
+        sq = np.sqrt(diag)
+        lam = np.linalg.eigvalsh(sq[:, :, None] * fed.H * sq[:, None, :])
+        radii = np.abs(1.0 - eta[:, None] * lam).max(axis=1)
+    else:
+        S = np.eye(d) - eta[:, None, None] * np.matmul(_preconditioners(fed, preconditioners), fed.H)
+        radii = np.abs(np.linalg.eigvals(S)).max(axis=1)
     # matrix powers with per-client exponents, vectorised by binary exponentiation
     power = np.broadcast_to(np.eye(d), (N, d, d)).copy()
     base, k = S.copy(), tau.astype(np.int64).copy()
@@ -169,9 +190,15 @@ def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Any, local_steps: A
 
     (Seed 001 eq. 6 with THEORY.md section 2 local/global correction [derived].)
     """
+    A, b, _ = _round_map(fed, lr, local_steps, preconditioners, server_lr, correction)
+    return A, b
+
+
+def _round_map(fed: QuadraticFederation, lr: Any, local_steps: Any, preconditioners: Any,
+               server_lr: float, correction: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     correction = choice("correction", correction, ("none", "local", "joint"))
     eta_s = positive("server_lr", server_lr)
-    B, _ = client_contraction_matrices(fed, lr, local_steps, preconditioners)
+    B, radii = client_contraction_matrices(fed, lr, local_steps, preconditioners)
     N, d = fed.n_clients, fed.dim
     p = fed.weights
     xs = fed.client_optima()
@@ -179,16 +206,20 @@ def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Any, local_steps: A
         W = B
     else:
         tau = np.broadcast_to(np.asarray(local_steps, dtype=np.float64), (N,))
-        P = _preconditioners(fed, preconditioners)
-        M = np.linalg.inv(tau[:, None, None] * P)
-        W = np.matmul(M, B)
+        diag = _diagonal_preconditioners(fed, preconditioners)
+        if diag is not None:
+            M = np.einsum("ni,ij->nij", 1.0 / (tau[:, None] * diag), np.eye(d))
+            W = B / (tau[:, None] * diag)[:, :, None]
+        else:
+            M = np.linalg.inv(tau[:, None, None] * _preconditioners(fed, preconditioners))
+            W = np.matmul(M, B)
     K = np.einsum("i,ijk->jk", p, W)
     c = np.einsum("i,ijk,ik->j", p, W, xs)
     if correction == "joint":
         Mbar = np.einsum("i,ijk->jk", p, M)
         K = np.linalg.solve(Mbar, K)
         c = np.linalg.solve(Mbar, c)
-    return np.eye(d) - eta_s * K, eta_s * c
+    return np.eye(d) - eta_s * K, eta_s * c, radii
 
 
 def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps: Any,
@@ -215,12 +246,10 @@ def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps:
     InvalidHyperparameterError
         When sum p_i B_i (or sum p_i M_i B_i) is singular: no unique fixed point.
     """
-    A, b = fedopt_quadratic_round_map(fed, lr, local_steps, preconditioners,
-                                      server_lr=1.0, correction=correction)
-    _, radii = client_contraction_matrices(fed, lr, local_steps, preconditioners)
+    A, b, radii = _round_map(fed, lr, local_steps, preconditioners, 1.0, correction)
     K = np.eye(fed.dim) - A
     cond = np.linalg.cond(K)
-    if not np.isfinite(cond) or cond > 1e14:
+    if not np.isfinite(cond) or cond > 1e14:  # beyond ~1e14 the solve has no correct digit
         raise InvalidHyperparameterError(
             f"sum_i p_i B_i is singular (condition number {cond:.3e}) for lr={lr!r}, "
             f"local_steps={local_steps!r}: the FedOpt map has no unique fixed point")

@@ -106,7 +106,7 @@ def suboptimality_gaps(fed: Any, W: Any, clients: Any = None) -> np.ndarray:
 def objective_shift(fed: Any, client: int | None = None, kind: str = "depart",
                     other: Any = None, *, variant: str = "as_printed",
                     L: float | None = None, mu: float | None = None,
-                    strict: bool = False) -> BoundResult:
+                    weight: float | None = None, strict: bool = False) -> BoundResult:
     """Exact objective shift ||w* - w^*||^2 and the EFL Theorem 2 bound.
 
     Parameters
@@ -122,6 +122,9 @@ def objective_shift(fed: Any, client: int | None = None, kind: str = "depart",
         ``"as_printed"``: eq. (10)/(11) exactly as printed (constant 8, D^_a at
         the new optimum).  ``"derived"``: the bound the standard proof gives
         (constant 2; for a join D_a at the old optimum and mu of the new F).
+    weight : float, optional
+        ``kind="join"`` on federations with explicit weights: the newcomer's
+        weight, forwarded to ``fed.with_client(other, weight=weight)``.
     L, mu : float, optional
         Override the constants (default: max_k L_k over all clients; min of the
         strong-convexity constants of F before and after).
@@ -150,7 +153,8 @@ def objective_shift(fed: Any, client: int | None = None, kind: str = "depart",
             raise InvalidProblemError("kind='join' needs other= (the arriving client's federation)")
         if other.n_clients != 1:
             raise InvalidProblemError(f"other must hold exactly one client, got {other.n_clients}")
-        with_a, without_a = fed.with_client(other), fed
+        with_a = fed.with_client(other) if weight is None else fed.with_client(other, weight=weight)
+        without_a = fed
         a_idx = with_a.n_clients - 1
         old, new = without_a, with_a
     p_a = float(with_a.weights[a_idx])
