@@ -202,3 +202,11 @@ def test_usage_errors_exit_two(root, capsys):
     broken = make_package(root, {"a": good("a").replace('NAME = "a"', 'NAME = "b"')})
     assert main(["--package", broken, "list"]) == 2
     assert "NAME is 'b'" in capsys.readouterr().out
+
+
+def test_macro_name_collision_is_an_error(root, capsys):
+    src = good("alpha").replace('"n_2": results["n"]}', '"n_2": results["n"], "n2": 1.0}')
+    assert '"n2": 1.0' in src
+    pkg = make_package(root, {"alpha": src})
+    assert main(["--package", pkg, "reproduce", "--out", str(root / "o")]) == 2
+    assert r"both map to the macro \flAlphaNTwo" in capsys.readouterr().out
