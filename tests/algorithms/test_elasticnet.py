@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fltheory.algorithms.elasticnet import FedElasticNet
+from fltheory.algorithms.elasticnet import FedElasticNet, accelerated_l1_solve, cvxpy_local_solve
 from fltheory.algorithms.fedavg import FedAvg
 from fltheory.algorithms.feddyn import FedDyn
 from fltheory.algorithms.local import LocalObjective, exact_local_solve
@@ -144,7 +144,10 @@ def test_exact_l1_solve_meets_optimality_and_matches_cvxpy(kind):
     viol, n_at = _kkt_violation(fed, clients, np.full((m, d), lam2), lam2 * z, lam1, z, Y)
     assert viol <= 1e-9
     assert n_at >= 1                             # some coordinates are held exactly at the centre
-    from fltheory.algorithms.elasticnet import cvxpy_local_solve
+    Ya = accelerated_l1_solve(fed, clients, obj, z.copy())
+    viol_a, _ = _kkt_violation(fed, clients, np.full((m, d), lam2), lam2 * z, lam1, z, Ya)
+    assert viol_a <= 1e-9
+    np.testing.assert_allclose(Ya, Y, rtol=0, atol=1e-10)
     Yc = cvxpy_local_solve(fed, clients, obj, z.copy())
     # interior-point accuracy: ~1e-9 on the quadratic cone, ~1e-6 on the exponential cone
     np.testing.assert_allclose(Y, Yc, rtol=0, atol=1e-7 if kind == "quadratic" else 1e-5)
@@ -194,3 +197,20 @@ def test_threshold_zeroes_small_transmitted_entries():
 def test_bad_hyperparameters(kwargs):
     with pytest.raises(InvalidHyperparameterError):
         FedElasticNet(**kwargs)
+
+
+def test_accelerated_solve_on_an_ill_conditioned_federation():
+    """L/mu = 1000 (where plain ISTA needs ~1e5 iterations): FISTA with restart meets the
+    optimality conditions and agrees with ISTA."""
+    from fltheory.problems.generators import random_quadratic
+
+    fed = random_quadratic(3, 8, L=1000.0, mu=1.0, heterogeneity=1.0, seed=0)
+    m, d = 3, 8
+    z = np.zeros((m, d))
+    lam1, lam2 = float(np.median(np.abs(fed.client_grad(z)))), 0.5
+    obj = LocalObjective.proximal(lam2, z) + LocalObjective.l1_term(lam1, z)
+    clients = np.arange(m)
+    Ya = accelerated_l1_solve(fed, clients, obj, z.copy())
+    viol, n_at = _kkt_violation(fed, clients, np.full((m, d), lam2), lam2 * z, lam1, z, Ya)
+    assert viol <= 1e-8 and n_at >= 1
+    np.testing.assert_allclose(Ya, exact_local_solve(fed, clients, obj, z.copy()), rtol=0, atol=1e-9)
