@@ -262,7 +262,20 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=1, sort_keys=False, allow_nan=False) + "\n"
+    """Indented JSON with every list of scalars on one line (readable, diffable)."""
+    return _format(obj, 0) + "\n"
+
+
+def _format(obj: Any, depth: int) -> str:
+    pad, inner = " " * depth, " " * (depth + 1)
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        items = [f"{inner}{json.dumps(k)}: {_format(v, depth + 1)}" for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
+        return "[\n" + ",\n".join(inner + _format(v, depth + 1) for v in obj) + "\n" + pad + "]"
+    return json.dumps(obj, allow_nan=False)
 
 
 def save_json(path: str | os.PathLike[str], obj: Any) -> None:
