@@ -11,7 +11,8 @@ Shapes (m clients, n samples):
 
 * dense: x (m, n, I), W (m, I, O), b (m, O) -> y (m, n, O);
 * conv2d: x (m, n, C, H, W), weights (m, O, C, k, k), b (m, O)
-  -> y (m, n, O, Ho, Wo) with Ho = (H + 2p - k) // s + 1;
+  -> y (m, n, O, Ho, Wo) with Ho = (H + 2p - k) // s + 1, through im2col
+  columns (m, C k k, n Ho Wo) and one batched matmul;
 * pools: x (m, n, C, H, W) -> (m, n, C, Ho, Wo), Ho = (H - k) // s + 1.
 
 Backward kernels return the input gradient and the parameter gradients
@@ -28,7 +29,7 @@ from scipy.special import expit
 
 __all__ = [
     "dense_forward", "dense_backward", "dense_per_sample", "dense_sq_sum",
-    "conv_output_size", "im2col", "col2im", "conv2d_forward", "conv2d_backward",
+    "conv_output_size", "im2col", "col2im", "conv2d_forward", "conv2d_backward", "conv2d_input_grad",
     "conv2d_per_sample", "maxpool_forward", "maxpool_backward", "avgpool_forward",
     "avgpool_backward", "relu_forward", "relu_backward", "tanh_forward", "tanh_backward",
     "sigmoid_forward", "sigmoid_backward",
@@ -73,37 +74,50 @@ def _windows(xp: np.ndarray, k: int, stride: int) -> np.ndarray:
 
 
 def im2col(x: np.ndarray, k: int, stride: int, padding: int) -> np.ndarray:
-    """Patches of the zero-padded input: (m, n, C, H, W) -> (m, n, Ho, Wo, C k k),
-    column index c k^2 + a k + b holding x_pad[c, s p + a, s q + b]."""
+    """Patches of the zero-padded input in channels-first column layout:
+    (m, n, C, H, W) -> cols (m, C k k, n Ho Wo), a contiguous array whose entry
+    [c k^2 + a k + b, (j Ho + p) Wo + q] is x_pad[j, c, s p + a, s q + b]."""
     if padding:
         x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(padding, padding)] * 2)
     win = _windows(x, k, stride)                       # (m, n, C, Ho, Wo, k, k)
     m, n, C, Ho, Wo = win.shape[:5]
-    return win.transpose(0, 1, 3, 4, 2, 5, 6).reshape(m, n, Ho, Wo, C * k * k)
+    return np.ascontiguousarray(win.transpose(0, 2, 5, 6, 1, 3, 4)).reshape(m, C * k * k, n * Ho * Wo)
 
 
 def _scatter_windows(dwin: np.ndarray, Hp: int, Wp: int, stride: int) -> np.ndarray:
     """Adjoint of :func:`_windows`: dwin (..., Ho, Wo, k, k) -> (..., Hp, Wp),
     summing the contributions of overlapping windows (loop over the k^2
-    window offsets only)."""
+    window offsets only; the window axes are moved to the front once so that
+    every slice read in the loop is contiguous)."""
     *lead, Ho, Wo, k, _ = dwin.shape
-    out = np.zeros((*lead, Hp, Wp), dtype=dwin.dtype)
+    nl = len(lead)
+    front = np.ascontiguousarray(np.moveaxis(dwin, (nl + 2, nl + 3), (0, 1)))
+    return _scatter_front(front, Hp, Wp, stride)
+
+
+def _scatter_front(front: np.ndarray, Hp: int, Wp: int, stride: int) -> np.ndarray:
+    """front (k, k, ..., Ho, Wo) -> (..., Hp, Wp): out[..., s p + a, s q + b] += front[a, b, ..., p, q]."""
+    k = front.shape[0]
+    *lead, Ho, Wo = front.shape[2:]
+    out = np.zeros((*lead, Hp, Wp), dtype=front.dtype)
     hs, ws = stride * (Ho - 1) + 1, stride * (Wo - 1) + 1
     for a in range(k):
         for b in range(k):
-            out[..., a:a + hs:stride, b:b + ws:stride] += dwin[..., a, b]
+            out[..., a:a + hs:stride, b:b + ws:stride] += front[a, b]
     return out
 
 
-def col2im(dcols: np.ndarray, C: int, H: int, W: int, k: int, stride: int,
+def col2im(dcols: np.ndarray, n: int, C: int, H: int, W: int, k: int, stride: int,
            padding: int) -> np.ndarray:
-    """Adjoint of :func:`im2col`: (m, n, Ho, Wo, C k k) -> (m, n, C, H, W)."""
-    m, n, Ho, Wo, _ = dcols.shape
-    dwin = dcols.reshape(m, n, Ho, Wo, C, k, k).transpose(0, 1, 4, 2, 3, 5, 6)
-    dxp = _scatter_windows(dwin, H + 2 * padding, W + 2 * padding, stride)
+    """Adjoint of :func:`im2col`: (m, C k k, n Ho Wo) -> (m, n, C, H, W)."""
+    m = dcols.shape[0]
+    Ho = conv_output_size(H, k, stride, padding)
+    Wo = conv_output_size(W, k, stride, padding)
+    front = dcols.reshape(m, C, k, k, n, Ho, Wo).transpose(2, 3, 0, 1, 4, 5, 6)   # (k, k, m, C, n, Ho, Wo)
+    dxp = _scatter_front(front, H + 2 * padding, W + 2 * padding, stride)      # (m, C, n, Hp, Wp)
     if padding:
         dxp = dxp[..., padding:padding + H, padding:padding + W]
-    return dxp
+    return dxp.transpose(0, 2, 1, 3, 4)
 
 
 def conv2d_forward(x: np.ndarray, weight: np.ndarray, b: np.ndarray, stride: int,
@@ -111,44 +125,56 @@ def conv2d_forward(x: np.ndarray, weight: np.ndarray, b: np.ndarray, stride: int
     """Cross-correlation y[o, p, q] = b[o] + sum_{c,a,b'} w[o,c,a,b'] x_pad[c, s p + a, s q + b'].
 
     x (m, n, C, H, W), weight (m, O, C, k, k), b (m, O) -> (y (m, n, O, Ho, Wo),
-    cols (m, n, Ho, Wo, C k k)); ``cols`` is kept for the backward pass."""
+    cols (m, C k k, n Ho Wo) of :func:`im2col`, kept for the backward pass);
+    one matmul W (m, O, C k k) @ cols."""
     m, O = weight.shape[:2]
     k = weight.shape[-1]
+    n, _, H, W = x.shape[1:]
+    Ho, Wo = conv_output_size(H, k, stride, padding), conv_output_size(W, k, stride, padding)
     cols = im2col(x, k, stride, padding)
-    _, n, Ho, Wo, K = cols.shape
-    y = np.matmul(cols.reshape(m, n * Ho * Wo, K), weight.reshape(m, O, K).transpose(0, 2, 1))
-    y = y.reshape(m, n, Ho, Wo, O).transpose(0, 1, 4, 2, 3) + b[:, None, :, None, None]
-    return y, cols
+    y = np.matmul(weight.reshape(m, O, -1), cols).reshape(m, O, n, Ho, Wo)
+    return y.transpose(0, 2, 1, 3, 4) + b[:, None, :, None, None], cols
+
+
+def _dy_columns(dy: np.ndarray) -> np.ndarray:
+    """dy (m, n, O, Ho, Wo) -> (m, O, n Ho Wo), the layout of the output columns."""
+    m, n, O = dy.shape[:3]
+    return dy.transpose(0, 2, 1, 3, 4).reshape(m, O, -1)
+
+
+def conv2d_input_grad(weight: np.ndarray, dy: np.ndarray, in_shape: tuple[int, int, int], stride: int,
+                      padding: int) -> np.ndarray:
+    """dx = col2im(W^T dy_cols) -> (m, n, C, H, W)."""
+    m, O = weight.shape[:2]
+    dcols = np.matmul(np.swapaxes(weight.reshape(m, O, -1), 1, 2), _dy_columns(dy))
+    return col2im(dcols, dy.shape[1], *in_shape, weight.shape[-1], stride, padding)
 
 
 def conv2d_backward(cols: np.ndarray, weight: np.ndarray, dy: np.ndarray,
                     in_shape: tuple[int, int, int], stride: int, padding: int,
                     need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
-    """dx (m,n,C,H,W) (None unless ``need_dx``), dweight (m,O,C,k,k), db (m,O),
-    summed over samples.  dy (m, n, O, Ho, Wo)."""
-    m, n, Ho, Wo, K = cols.shape
-    O = weight.shape[1]
-    dyr = dy.transpose(0, 1, 3, 4, 2).reshape(m, n * Ho * Wo, O)
-    dW = np.matmul(np.swapaxes(cols.reshape(m, n * Ho * Wo, K), 1, 2), dyr)   # (m, K, O)
-    dW = dW.transpose(0, 2, 1).reshape(weight.shape)
-    db = dy.sum(axis=(1, 3, 4))
+    """dx (m,n,C,H,W) (None unless ``need_dx``), dweight = dy_cols cols^T
+    (m,O,C,k,k), db (m,O), summed over samples.  dy (m, n, O, Ho, Wo)."""
+    m, O = weight.shape[:2]
+    dyc = _dy_columns(dy)
+    dW = np.matmul(dyc, np.swapaxes(cols, 1, 2)).reshape(weight.shape)
+    db = dyc.sum(axis=-1)
     dx = None
     if need_dx:
-        C, H, W = in_shape
-        dcols = np.matmul(dyr, weight.reshape(m, O, K)).reshape(m, n, Ho, Wo, K)
-        dx = col2im(dcols, C, H, W, weight.shape[-1], stride, padding)
+        dcols = np.matmul(np.swapaxes(weight.reshape(m, O, -1), 1, 2), dyc)
+        dx = col2im(dcols, dy.shape[1], *in_shape, weight.shape[-1], stride, padding)
     return dx, dW, db
 
 
 def conv2d_per_sample(cols: np.ndarray, dy: np.ndarray, weight_shape: tuple[int, int, int, int]
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Per-sample gradients (weight_shape = (O, C, k, k) of one client):
-    dweight_j = sum_{p,q} dy_j[:, p, q] cols_j[p, q]^T
+    dweight_j = sum_{p,q} dy_j[:, p, q] cols_j[:, p, q]^T
     -> (m, n, O, C, k, k) and db_j = sum_{p,q} dy_j -> (m, n, O)."""
-    m, n, Ho, Wo, K = cols.shape
-    O = dy.shape[2]
+    m, n, O, Ho, Wo = dy.shape
     dyr = dy.reshape(m, n, O, Ho * Wo)
-    dW = np.matmul(dyr, cols.reshape(m, n, Ho * Wo, K))              # (m, n, O, K)
+    per = cols.reshape(m, -1, n, Ho * Wo).transpose(0, 2, 3, 1)      # (m, n, HoWo, K) view
+    dW = np.matmul(dyr, per)                                         # (m, n, O, K)
     return dW.reshape(m, n, *weight_shape), dyr.sum(axis=-1)
 
 

@@ -7,7 +7,7 @@ used through two pure methods (nothing is stored on the layer):
 
 * ``forward(p, x) -> (y, cache)``: p maps block names to (m, *shape) arrays
   (views into the flat parameters), x (m, n, *input_shape);
-* ``backward(p, cache, dy, mode, need_dx) -> (dx, grads)``: dy (m, n,
+* ``backward(p, cache, dy, mode, need_dx[, out]) -> (dx, grads)``: dy (m, n,
   *output_shape); ``grads`` maps block names to
 
   - ``mode="sum"``: sum_j g_j, shape (m, *shape);
@@ -15,7 +15,9 @@ used through two pure methods (nothing is stored on the layer):
   - ``mode="sq_sum"``: sum_j g_j (.) g_j, shape (m, *shape);
 
   where g_j is the gradient of the j-th sample's term.  Samples never
-  interact, so each g_j is exact.
+  interact, so each g_j is exact.  Layers that accept ``out`` (Dense) may
+  write the reduced gradients straight into those arrays (views into the
+  flat gradient) and return them.
 """
 
 from __future__ import annotations
@@ -112,14 +114,17 @@ class Dense(Layer):
         return K.dense_forward(x, p["W"], p["b"]), x
 
     def backward(self, p: Params, x: Any, dy: np.ndarray, mode: str = "sum",
-                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+                 need_dx: bool = True, out: Params | None = None) -> tuple[np.ndarray | None, Params]:
         dx = np.matmul(dy, np.swapaxes(p["W"], 1, 2)) if need_dx else None
-        if mode == "sum":
-            _, dW, db = K.dense_backward(x, p["W"], dy)
-        elif mode == "per_sample":
+        if mode == "per_sample":
             dW, db = K.dense_per_sample(x, dy)
-        else:
-            dW, db = K.dense_sq_sum(x, dy)
+            return dx, {"W": dW, "b": db}
+        if mode == "sq_sum":
+            x, dy = x * x, dy * dy               # kernels.dense_sq_sum
+        # kernels.dense_backward, written straight into the caller's buffers when given
+        o = out or {}
+        dW = np.matmul(np.swapaxes(x, 1, 2), dy, out=o.get("W"))
+        db = np.sum(dy, axis=1, out=o.get("b"))
         return dx, {"W": dW, "b": db}
 
     def __repr__(self) -> str:
@@ -161,13 +166,7 @@ class Conv2D(Layer):
             dx, dW, db = K.conv2d_backward(cols, p["W"], dy, self.input_shape, self.stride,
                                            self.padding, need_dx)
             return dx, {"W": dW, "b": db}
-        dx = None
-        if need_dx:
-            m, n, Ho, Wo, Kc = cols.shape
-            O = p["W"].shape[1]
-            dcols = np.matmul(dy.transpose(0, 1, 3, 4, 2).reshape(m, n * Ho * Wo, O),
-                              p["W"].reshape(m, O, Kc)).reshape(cols.shape)
-            dx = K.col2im(dcols, *self.input_shape, self.kernel, self.stride, self.padding)
+        dx = K.conv2d_input_grad(p["W"], dy, self.input_shape, self.stride, self.padding) if need_dx else None
         dW, db = K.conv2d_per_sample(cols, dy, p["W"].shape[1:])
         return dx, {"W": _reduce(dW, mode), "b": _reduce(db, mode)}
 

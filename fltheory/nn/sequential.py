@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import InvalidHyperparameterError, InvalidProblemError
-from .layers import MODES, Layer
+from .layers import MODES, Dense, Layer
 from .losses import Loss
 from .params import ParamLayout
 
@@ -101,15 +101,20 @@ class Sequential:
             raise InvalidHyperparameterError(f"mode must be one of {MODES}, got {mode!r}")
         X = self._rows(X)
         m, n = dout.shape[:2]
-        G = np.zeros((m, n, self.dim) if mode == "per_sample" else (m, self.dim))
+        # every block is written below (each declared block receives its gradient)
+        G = np.empty((m, n, self.dim) if mode == "per_sample" else (m, self.dim))
         gviews = self.layout.views(G)
         pviews = self.layout.views(X)
         dy = dout
         for l in range(len(self.layers) - 1, -1, -1):
             layer = self.layers[l]
-            dy, grads = layer.backward(pviews[l], caches[l], dy, mode, need_dx=l > 0)
+            if isinstance(layer, Dense) and mode != "per_sample":
+                dy, grads = layer.backward(pviews[l], caches[l], dy, mode, need_dx=l > 0, out=gviews[l])
+            else:
+                dy, grads = layer.backward(pviews[l], caches[l], dy, mode, need_dx=l > 0)
             for name, g in grads.items():
-                gviews[l][name][...] = g
+                if g is not gviews[l][name]:
+                    gviews[l][name][...] = g
         return G
 
     def value_and_grad(self, X: Any, inputs: Any, targets: np.ndarray, loss: Loss,

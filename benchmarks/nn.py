@@ -1,0 +1,144 @@
+"""Speed of the numpy neural backend.
+
+    python benchmarks/nn.py [--batch 64] [--repeats 20] [--clients 100] [--rounds 3] [--threads 1]
+
+Prints, for the seed-003 MLP (784-200-100-10) and the seed-002 Table 1 CNN on
+MNIST-shaped inputs (1x28x28, random data: no download):
+
+* forward+backward (batch gradient) time per batch of ``--batch`` samples;
+* per-sample gradients (batch, d) and the empirical Fisher diagonal
+  (squared per-sample gradients summed, Dense layers without forming them);
+* examples/second of FedAvg rounds (``run``) on ``--clients`` clients holding
+  the 8x8 digits (seed-003 MLP on 64 inputs, 5 local steps, minibatch 10;
+  needs scikit-learn, otherwise random 8x8 data of the same size);
+* the batched oracle (all clients in one pass) against a Python loop calling
+  the oracle one client at a time;
+* a torch comparison only when torch is importable (skipped otherwise).
+
+``--threads`` limits BLAS threads through threadpoolctl when available
+(0 = leave the BLAS default).  Times are medians over ``--repeats``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from contextlib import nullcontext
+from typing import Callable
+
+import numpy as np
+
+from fltheory.algorithms import FedAvg, run
+from fltheory.nn import NeuralFederation, SoftmaxCrossEntropy, cnn, mlp
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def bench_model(name: str, net, batch: int, repeats: int, rng: np.random.Generator) -> None:
+    x = net.init(rng)[None]
+    u = rng.random((1, batch, *net.input_shape))
+    y = rng.integers(0, 10, size=(1, batch))
+    loss = SoftmaxCrossEntropy()
+    fwd = median_time(lambda: net.forward(x, u), repeats)
+    fb = median_time(lambda: net.value_and_grad(x, u, y, loss), repeats)
+    ps = median_time(lambda: net.value_and_grad(x, u, y, loss, mode="per_sample"), repeats)
+    fi = median_time(lambda: net.value_and_grad(x, u, y, loss, mode="sq_sum"), repeats)
+    print(f"{name:>4} d={net.dim:>7}  batch {batch}: forward {fwd * 1e3:7.2f} ms | forward+backward "
+          f"{fb * 1e3:7.2f} ms | per-sample grads {ps * 1e3:7.2f} ms | Fisher diag {fi * 1e3:7.2f} ms")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return
+    bench_torch(name, net, batch, repeats)
+
+
+def bench_torch(name: str, net, batch: int, repeats: int) -> None:  # pragma: no cover - optional
+    import torch
+    from torch import nn
+    if name == "MLP":
+        model = nn.Sequential(nn.Linear(784, 200), nn.ReLU(), nn.Linear(200, 100), nn.ReLU(),
+                              nn.Linear(100, 10)).double()
+        u = torch.rand(batch, 784, dtype=torch.float64)
+    else:
+        model = nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                              nn.Linear(32 * 7 * 7, 512), nn.ReLU(), nn.Linear(512, 10)).double()
+        u = torch.rand(batch, 1, 28, 28, dtype=torch.float64)
+    y = torch.randint(0, 10, (batch,))
+
+    def step():
+        model.zero_grad()
+        nn.functional.cross_entropy(model(u), y).backward()
+
+    print(f"{'':>4} torch (float64) forward+backward {median_time(step, repeats) * 1e3:7.2f} ms")
+
+
+def digits_like(n_clients: int, rng: np.random.Generator) -> NeuralFederation:
+    try:
+        from fltheory.nn import digits_federation
+        return digits_federation(mlp(64, 10), n_clients, rng)
+    except ImportError:
+        n = 1797 // n_clients
+        U = [rng.random((n, 64)) for _ in range(n_clients)]
+        return NeuralFederation(mlp(64, 10), SoftmaxCrossEntropy(), U,
+                                [rng.integers(0, 10, n) for _ in range(n_clients)])
+
+
+def bench_federation(n_clients: int, rounds: int, repeats: int, rng: np.random.Generator) -> None:
+    fed = digits_like(n_clients, rng)
+    steps, b = 5, 10
+    mb = fed.with_minibatch(b)
+    x0 = fed.init_params(rng)
+    alg = FedAvg(lr=0.1, local_steps=steps)
+    t = time.perf_counter()
+    run(alg, mb, rounds, seed=0, x0=x0)
+    per_round = (time.perf_counter() - t) / rounds
+    examples = n_clients * steps * b
+    print(f"FedAvg on {n_clients} digits clients (MLP 64-200-100-10, {steps} local steps, minibatch {b}): "
+          f"{per_round * 1e3:.1f} ms/round incl. run()'s per-round F and grad F over "
+          f"{int(fed.n_samples.sum())} samples; {examples / per_round:,.0f} local examples/s")
+    X = np.tile(x0, (n_clients, 1))
+    batched = median_time(lambda: fed.client_grad(X), repeats)
+    looped = median_time(lambda: [fed.client_grad(X[i][None], [i]) for i in range(n_clients)],
+                         max(3, repeats // 4))
+    print(f"client_grad of all {n_clients} clients (full batch): batched {batched * 1e3:.1f} ms, "
+          f"one client at a time {looped * 1e3:.1f} ms ({looped / batched:.1f}x)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--clients", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    limit = nullcontext()
+    if args.threads > 0:
+        try:
+            from threadpoolctl import threadpool_limits
+            limit = threadpool_limits(limits=args.threads, user_api="blas")
+        except ImportError:
+            print("threadpoolctl not installed: BLAS threads left at their default")
+    rng = np.random.default_rng(0)
+    with limit:
+        print(f"BLAS threads: {args.threads if args.threads > 0 else 'default'}")
+        bench_model("MLP", mlp(784, 10), args.batch, args.repeats, rng)
+        bench_model("CNN", cnn((1, 28, 28), 10), args.batch, args.repeats, rng)
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("torch not importable: comparison skipped")
+        bench_federation(args.clients, args.rounds, args.repeats, rng)
+
+
+if __name__ == "__main__":
+    main()
