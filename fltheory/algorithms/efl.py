@@ -71,7 +71,7 @@ mixes the ternary messages with the dense Fisher vectors).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 import numpy as np
@@ -82,7 +82,6 @@ from ..errors import AssumptionError, InvalidHyperparameterError
 from ..participation import Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo, resolve_per_client
-from .fedavg import empty_round
 from .local import LocalObjective, local_descent
 
 __all__ = ["EFL", "EFLState", "EFL_WEIGHTS"]

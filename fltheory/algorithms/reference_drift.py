@@ -13,9 +13,11 @@ compression are transcribed from seed 003 section 3 and seed 000 Alg. 2.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ..participation import FullParticipation
+from ..participation import FullParticipation, Participation
 from ..problems.base import Federation
 from .reference import client_gradient, draw_participants, per_client_value, register
 
@@ -46,7 +48,8 @@ def reference_st(T: np.ndarray, q: float) -> np.ndarray:
     return mu * np.sign(masked)
 
 
-def _draw(alg, problem: Federation, participation, rng, t, exact: bool):
+def _draw(alg: Any, problem: Federation, participation: Participation | None,
+          rng: np.random.Generator, t: int, exact: bool) -> list[tuple[int, int]]:
     """Participants of round t; exact one-shot solvers have one nominal step."""
     if not exact:
         return draw_participants(alg, problem, participation, rng, t)
@@ -55,7 +58,8 @@ def _draw(alg, problem: Federation, participation, rng, t, exact: bool):
     return [(int(c), int(s)) for c, s in zip(drawn.clients, drawn.steps)]
 
 
-def _local_objective_grad(problem, i, y, D, b):
+def _local_objective_grad(problem: Federation, i: int, y: np.ndarray, D: np.ndarray,
+                          b: np.ndarray) -> np.ndarray:
     """grad of f_i(y) + 1/2 y^T diag(D) y - b^T y (exact oracle)."""
     return problem.client_grad(y[None, :], np.array([i]))[0] + D * y - b
 
@@ -104,8 +108,9 @@ def _argmin_one(problem: Federation, i: int, D: np.ndarray, b: np.ndarray,
 
 
 # ----------------------------------------------------------------- SCAFFOLD
-def _scaffold_loop(alg, problem, rounds, participation, rng, x0, *, lambda1=0.0, lambda2=0.0,
-                   eps=0.0):
+def _scaffold_loop(alg: Any, problem: Federation, rounds: int, participation: Participation | None,
+                   rng: np.random.Generator, x0: np.ndarray, *, lambda1: float = 0.0,
+                   lambda2: float = 0.0, eps: float = 0.0) -> np.ndarray:
     """SCAFFOLD (THEORY.md section 2) / FedElasticNet Alg. 2 (seed 003 eq. 7), per client."""
     N, d = problem.n_clients, problem.dim
     x = x0.copy()
@@ -145,8 +150,9 @@ def _scaffold_loop(alg, problem, rounds, participation, rng, x0, *, lambda1=0.0,
 
 
 # ----------------------------------------------------------------- FedDyn
-def _feddyn_loop(alg, problem, rounds, participation, rng, x0, *, alpha, solver, lr, local_steps,
-                 lambda1=0.0, eps=0.0):
+def _feddyn_loop(alg: Any, problem: Federation, rounds: int, participation: Participation | None,
+                 rng: np.random.Generator, x0: np.ndarray, *, alpha: float, solver: str, lr: Any,
+                 local_steps: Any, lambda1: float = 0.0, eps: float = 0.0) -> np.ndarray:
     """FedDyn (THEORY.md section 2) / FedElasticNet Alg. 3 (seed 003), per client."""
     N, d = problem.n_clients, problem.dim
     x = x0.copy()
@@ -188,7 +194,9 @@ def _feddyn_loop(alg, problem, rounds, participation, rng, x0, *, alpha, solver,
 
 
 # ----------------------------------------------------------------- FedElasticNet Alg. 1
-def _elasticnet_avg_loop(alg, problem, rounds, participation, rng, x0):
+def _elasticnet_avg_loop(alg: Any, problem: Federation, rounds: int,
+                         participation: Participation | None, rng: np.random.Generator,
+                         x0: np.ndarray) -> np.ndarray:
     """Seed 003 Alg. 1: exact or gradient-step elastic-net local solve, weighted average."""
     d = problem.dim
     solver = alg.solver or "exact"
@@ -229,7 +237,8 @@ def _elasticnet_avg_loop(alg, problem, rounds, participation, rng, x0):
 
 
 # ----------------------------------------------------------------- EFL
-def _efl_loop(alg, problem, rounds, participation, rng, x0):
+def _efl_loop(alg: Any, problem: Federation, rounds: int, participation: Participation | None,
+              rng: np.random.Generator, x0: np.ndarray) -> np.ndarray:
     """Seed 000 Alg. 1 with Alg. 2 compression, per client (conventions: efl.py)."""
     N, d = problem.n_clients, problem.dim
     E = [int(per_client_value(alg.local_steps, i)) for i in range(N)]
