@@ -113,3 +113,25 @@ def test_fedopt_theorem1_recursion_unrolled():
     assert r.terms["floor"] == pytest.approx(V / (1 - a))
     assert fedopt_theorem1(5, rho=[1.0, 1.0], phi=phi, weights=p, server_lr=0.5, init_dist2=1.0).value is None
     assert fedopt_theorem1(5, rho=rho, phi=phi, weights=p, server_lr=1.5, init_dist2=1.0).value is None
+
+
+def test_from_problem_constants_conveniences():
+    import math
+    from fltheory.testing import build_quadratic
+    from fltheory.theory.bounds import (fedavg_rounds_from_constants, fedopt_theorem1_from_constants,
+                                        fedopt_theorem1_quadratic, table1_rounds_from_constants)
+    fed = build_quadratic(3, 2, L=3.0, mu=0.5, heterogeneity=2.0, n_samples=[1, 2, 3], seed=2)
+    fed = fed.with_gradient_noise(0.5)
+    c = fed.constants(radius=2.0)
+    a = fedavg_rounds_from_constants(c, K=4, S=2, N=3, eps=0.1)
+    b = fedavg_rounds(sigma2=0.5, mu=fed.mu, beta=float(fed.client_L.max()), G=math.sqrt(c.scaffold_G2),
+                      B=math.sqrt(c.scaffold_B2), K=4, S=2, N=3, eps=0.1)
+    assert a.value == pytest.approx(b.value, rel=1e-12)
+    t = table1_rounds_from_constants(c, "EFL", eps=0.1, S=2)
+    assert t.value == pytest.approx(c.G2_max / (fed.mu * 2 * 0.1)
+                                    + fed.client_L.max() / (fed.mu * math.sqrt(0.1)), rel=1e-12)
+    x0 = np.ones(2)
+    q = fedopt_theorem1_quadratic(fed, 7, lr=0.1, local_steps=3, sigma2=0.5, server_lr=0.5, x0=x0)
+    r = fedopt_theorem1_from_constants(c, 7, lr=0.1, local_steps=3, weights=fed.weights, server_lr=0.5,
+                                       init_dist2=float(np.sum((x0 - q.terms["fixed_point"]) ** 2)))
+    assert r.value == pytest.approx(q.value, rel=1e-12)

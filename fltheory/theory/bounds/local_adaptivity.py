@@ -36,7 +36,8 @@ from ..._validate import choice, per_client, positive
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 
-__all__ = ["sgd_operator_constants", "fedopt_theorem1", "fedopt_theorem1_quadratic"]
+__all__ = ["sgd_operator_constants", "fedopt_theorem1", "fedopt_theorem1_quadratic",
+           "fedopt_theorem1_from_constants"]
 
 _REF = "seed 001 (Local Adaptivity) Theorem 1, derived recursion (THEORY.md section 3)"
 
@@ -135,3 +136,20 @@ def fedopt_theorem1_quadratic(fed: Any, rounds: int, *, lr: Any, local_steps: An
                           strict=strict)
     res.terms["fixed_point"] = fp.x
     return res
+
+
+def fedopt_theorem1_from_constants(constants: Any, rounds: int, *, lr: Any, local_steps: Any,
+                                   weights: Any, server_lr: float, init_dist2: float,
+                                   form: str = "squared", strict: bool = False) -> BoundResult:
+    """Seed-001 Theorem 1 for SGD clients with rho_i, phi_i from the per-client
+    constants ``client_mu``, ``client_L``, ``sigma2_clients`` of a
+    ProblemConstants-like object (see :func:`sgd_operator_constants`).
+    ``init_dist2`` is ||x_0 - x~||^2 with x~ the fixed point of T."""
+    from ._common import constant_from
+    rho, phi, extra = sgd_operator_constants(
+        lr, local_steps, constant_from(constants, "client_mu"), constant_from(constants, "client_L"),
+        constant_from(constants, "sigma2_clients", "sigma2", default=0.0, required=False), form=form)
+    p = np.atleast_1d(np.asarray(weights, dtype=np.float64))
+    return fedopt_theorem1(rounds, rho=np.broadcast_to(rho, p.shape), phi=np.broadcast_to(phi, p.shape),
+                           weights=p, server_lr=server_lr, init_dist2=init_dist2,
+                           extra_assumptions=extra, strict=strict)

@@ -23,7 +23,8 @@ from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, constant_from, positive_check, uniform_smoothness
 
 __all__ = ["scaffold_rounds", "scaffold_quadratic_rounds", "fedavg_rounds",
-           "fedavg_lower_bound", "scaffold_step_conditions", "scaffold_rounds_from_constants"]
+           "fedavg_lower_bound", "scaffold_step_conditions", "scaffold_rounds_from_constants",
+           "fedavg_rounds_from_constants"]
 
 _REF = "seed 004 (SCAFFOLD)"
 
@@ -129,3 +130,14 @@ def scaffold_step_conditions(*, eta_l: float, eta_g: float, beta: float, K: int,
     return make_result(eta_max, a, reference=f"{_REF} Theorem III step-size conditions",
                        variant="as_stated", terms={"eta_l_max": eta_max, "R_min": R_min},
                        measured=float(eta_l), strict=strict)
+
+
+def fedavg_rounds_from_constants(constants: Any, *, K: int, S: int, N: int, eps: float,
+                                 **kw: Any) -> BoundResult:
+    """:func:`fedavg_rounds` with sigma2, mu, beta = max_i L_i and the (G, B)-BGD pair
+    G = sqrt(scaffold_G2), B = sqrt(scaffold_B2) read from a ProblemConstants-like object."""
+    return fedavg_rounds(sigma2=constant_from(constants, "sigma2", default=0.0, required=False),
+                         mu=constant_from(constants, "mu"), beta=uniform_smoothness(constants),
+                         G=math.sqrt(float(constant_from(constants, "scaffold_G2"))),
+                         B=math.sqrt(float(constant_from(constants, "scaffold_B2"))),
+                         K=K, S=S, N=N, eps=eps, **kw)
