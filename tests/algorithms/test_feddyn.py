@@ -126,3 +126,16 @@ def test_reaches_optimum_with_client_sampling():
     fed = quadratic(12, spread=10.0)
     hist = run(FedDyn(alpha=2.0), fed, 400, participation=UniformSampling(2), seed=1)
     assert np.linalg.norm(hist.x[-1] - fed.optimum()) <= 1e-10
+
+
+def test_affine_round_map_fixed_point_is_uniform_optimum():
+    """The affine round map on (x, h, grad_k) has its fixed point at the uniform-average optimum."""
+    from fltheory.theory.affine import affine_round_map, fixed_point
+
+    fed = quadratic(14, weights=np.array([0.4, 0.3, 0.2, 0.1]))
+    uniform_opt = np.linalg.solve(fed.H.mean(axis=0), fed.e.mean(axis=0))
+    for alg in (FedDyn(alpha=1.5), FedDyn(alpha=1.5, solver="gd", lr=0.1, local_steps=4)):
+        fp = fixed_point(affine_round_map(alg, fed))
+        np.testing.assert_allclose(fp.x, uniform_opt, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(fp.state.h, 0.0, atol=1e-10)
+        assert fp.spectral_rate < 1.0

@@ -173,3 +173,17 @@ def test_fast_path_equals_reference_with_package_participation():
         fast = run(alg, fed, 5, participation=part, seed=3, x0=np.ones(fed.dim)).x
         ref = reference_run(alg, fed, 5, participation=part, seed=3, x0=np.ones(fed.dim))
         np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("option", ["I", "II"])
+def test_affine_round_map_fixed_point_is_x_star(option):
+    """THEORY.md section 3: on quadratics the round map on (x, c, c_i) is affine; its fixed
+    point (reachable from c = c_i = 0) has x = x* exactly and c_i = grad f_i(x*)."""
+    from fltheory.theory.affine import affine_round_map, fixed_point
+
+    fed = quadratic(14, spread=10.0)
+    amap = affine_round_map(Scaffold(lr=0.1, local_steps=5, option=option), fed)
+    fp = fixed_point(amap)
+    np.testing.assert_allclose(fp.x, fed.optimum(), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(fp.state.c_clients, fed.client_grad(fed.optimum()), rtol=0, atol=1e-9)
+    assert fp.spectral_rate < 1.0
