@@ -1,0 +1,333 @@
+"""Contraction of the client operators and seed-001 Theorem 1 on a heterogeneous quadratic.
+
+Seed 001 (Wang et al., "Local Adaptivity in Federated Learning"), section 4,
+restated in THEORY.md section 3:
+
+* Assumption 1: ||O_i(x) - O_i(y)||^2 <= rho_i ||x - y||^2, where O_i(x) is the
+  model after tau_i ClientOpt steps from x (restarted state).  For SGD with
+  eta <= 1/L_i one step contracts by 1 - eta mu_i, so the *unsquared* Lipschitz
+  constant of O_i is at most (1 - eta mu_i)^{tau_i}; THEORY.md's squared form
+  uses rho_i = (1 - eta mu_i)^{tau_i} (weaker).  Both are checked against the
+  empirical ratios ||O_i(x) - O_i(y)|| / ||x - y|| over sampled pairs
+  (``fltheory.theory.operators.lipschitz_ratios``); for AdaGrad and Adam
+  clients only the measured ratio exists (A1 needs it < 1).
+* The global operator T = sum p_i O_i and the Mann iteration
+  x <- (1 - eta_s) x + eta_s T(x) (FedOpt with server GD): for SGD clients on
+  quadratics the map is affine with the *symmetric* linear part
+  A = (1 - eta_s) I + eta_s sum p_i (I - eta H_i)^{tau_i}, so
+  ||x_t - x~|| <= rho(A)^t ||x_0 - x~|| exactly (``mann_rate``); for AdaGrad
+  clients the local rate is the spectral radius of (1 - eta_s) I + eta_s J,
+  J the Jacobian of T at its fixed point (``operator_fixed_point``), compared
+  with the measured asymptotic decay.
+* Theorem 1 [derived recursion, THEORY.md sec. 3]: with rho_bar = sum p_i rho_i < 1
+  and phi_i = tau_i eta^2 sigma^2 (Gaussian gradient noise of variance sigma^2),
+  E||x_{t+1} - x~||^2 <= (1 - eta_s (1 - rho_bar)) E||x_t - x~||^2 + eta_s^2 sum p_i^2 phi_i
+  (``fltheory.theory.bounds.local_adaptivity.fedopt_theorem1_quadratic``, both
+  the exact worst-case squared constants and the paper's (1 - eta mu)^tau).
+  The left-hand side is measured by Monte Carlo (``mc_runs`` independent runs
+  of the library's FedAvg with ``with_gradient_noise``; mean with a normal 95%
+  confidence band) and computed exactly by the mean/covariance recursion of
+  the linear-Gaussian iteration (m_{t+1} = A m_t + b, C_{t+1} = A C_t A^T +
+  eta_s^2 sum p_i^2 Q_i, Q_i = eta^2 sigma^2 / d sum_{j<tau} (I - eta H_i)^{2j}).
+
+The client rate is eta = ``lr_factor`` / max_i L_i, computed from the problem,
+so eta <= 1/L_i holds for every client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from experiments._framework import Check, Theorem, progress
+from fltheory import optim, plotting
+from fltheory.algorithms import run as run_rounds
+from fltheory.algorithms.fedavg import FedAvg
+from fltheory.algorithms.fedopt import FedOpt
+from fltheory.problems.generators import random_quadratic
+from fltheory.problems.quadratic import QuadraticFederation
+from fltheory.theory import fedopt_quadratic_fixed_point, mann_rate
+from fltheory.theory.bounds.local_adaptivity import fedopt_theorem1_quadratic
+from fltheory.theory.operators import (fedopt_operator, lipschitz_ratios, operator_fixed_point,
+                                       sgd_contraction_bound)
+
+NAME = "contraction"
+TITLE = "Assumption-1 constants, Mann-iteration rates and seed-001 Theorem 1 vs Monte Carlo"
+_PAPER = "seed 001 (Local Adaptivity, Wang et al.)"
+THEOREMS = [
+    Theorem("a1-sgd", _PAPER, "Assumption 1 for SGD: Lip(O_i) <= (1 - eta mu_i)^tau_i, eta <= 1/L_i",
+            "THEORY.md sec. 3 (unsquared and squared forms)"),
+    Theorem("a1-adaptive", _PAPER, "Assumption 1 (rho_i < 1) for AdaGrad / Adam clients",
+            "THEORY.md sec. 3"),
+    Theorem("mann-rate", _PAPER, "Mann iteration of T: ||x_t - x~|| <= rho^t ||x_0 - x~|| (SGD, exact); "
+            "local rate rho((1-eta_s) I + eta_s J) (AdaGrad)", "eq. 6"),
+    Theorem("theorem1", _PAPER, "Theorem 1, derived recursion form", "eq. 7 as restated in THEORY.md sec. 3"),
+]
+QUICK: dict[str, Any] = {
+    "n_clients": 4, "dim": 3, "L": 4.0, "mu": 0.5, "heterogeneity": 1.0,
+    "lr_factor": 0.5,                 # eta = lr_factor / max_i L_i
+    "lr_adaptive": 0.05,              # AdaGrad / Adam client rate
+    "taus": [1, 2, 4, 8, 16],
+    "n_pairs": 8, "pair_radius": 1.0,
+    "local_steps": 4,                 # Mann-rate and Theorem-1 runs
+    "server_lr": 0.5,
+    "rate_rounds": 250,
+    "rate_rel_tol": 0.05,             # allowed |log r_meas / log r_pred - 1| (AdaGrad)
+    "sigma2": 0.5,                    # gradient-noise variance per client
+    "mc_runs": 48, "mc_rounds": 25,
+    "start_distance": 2.0,
+}
+FULL: dict[str, Any] = {**QUICK, "n_clients": 8, "dim": 6, "taus": [1, 2, 4, 8, 16, 32],
+                        "n_pairs": 40, "rate_rounds": 400, "mc_runs": 1000, "mc_rounds": 60}
+EXPECTED_AXES = 3
+_ADAPTIVE = ("adagrad", "adam")
+
+
+def _client(kind: str, cfg: dict[str, Any], eta: float) -> optim.Optimizer:
+    if kind == "sgd":
+        return optim.sgd(eta)
+    return optim.adagrad(cfg["lr_adaptive"]) if kind == "adagrad" else optim.adam(cfg["lr_adaptive"])
+
+
+def _fedopt(kind: str, cfg: dict[str, Any], eta: float, tau: int, server_lr: float = 1.0) -> FedOpt:
+    return FedOpt(client_optimizer=_client(kind, cfg, eta), server_optimizer=optim.sgd(server_lr),
+                  local_steps=tau)
+
+
+def exact_second_moment(fed: QuadraticFederation, eta: float, tau: int, server_lr: float,
+                        sigma2: float, x0: np.ndarray, x_fp: np.ndarray, rounds: int) -> np.ndarray:
+    """E||x_t - x~||^2, t = 0..rounds, of FedAvg (server rate eta_s) with
+    Gaussian gradient noise N(0, sigma2/d I), by the exact mean/covariance
+    recursion of the module docstring (linear-Gaussian iteration)."""
+    d = fed.dim
+    S = np.eye(d) - eta * fed.H                                        # (N, d, d)
+    Sk = np.linalg.matrix_power(S, tau)
+    A = (1 - server_lr) * np.eye(d) + server_lr * np.einsum("i,ijk->jk", fed.weights, Sk)
+    # Q_i = eta^2 sigma2/d sum_{j<tau} S_i^{2j}
+    S2 = np.matmul(S, S)
+    Q, P = np.zeros_like(S), np.broadcast_to(np.eye(d), S.shape).copy()
+    for _ in range(tau):                                               # construction, tau terms
+        Q += P
+        P = np.matmul(P, S2)
+    Q *= eta ** 2 * sigma2 / d
+    noise = server_lr ** 2 * np.einsum("i,ijk->jk", fed.weights ** 2, Q)
+    m, C = x0 - x_fp, np.zeros((d, d))
+    out = np.empty(rounds + 1)
+    for t in range(rounds + 1):
+        out[t] = float(m @ m + np.trace(C))
+        m, C = A @ m, A @ C @ A.T + noise
+    return out
+
+
+def _a1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, rng: np.random.Generator
+        ) -> dict[str, Any]:
+    taus = cfg["taus"]
+    out: dict[str, Any] = {"taus": taus, "bound": [], "measured": {k: [] for k in ("sgd", *_ADAPTIVE)},
+                           "ratio_unsquared": [], "ratio_squared": []}
+    for tau in progress(taus, desc=NAME):
+        bound = sgd_contraction_bound(fed, eta, tau)                    # (N,), unsquared
+        out["bound"].append(bound)
+        for kind in ("sgd", *_ADAPTIVE):
+            T = fedopt_operator(_fedopt(kind, cfg, eta, tau), fed)
+            lr = lipschitz_ratios(T, rng, n_pairs=cfg["n_pairs"], radius=cfg["pair_radius"])
+            out["measured"][kind].append(lr.max_ratio)
+            if kind == "sgd":
+                out["ratio_unsquared"].append(lr.max_ratio / bound)
+                out["ratio_squared"].append(lr.max_ratio ** 2 / bound)  # rho_i = (1 - eta mu)^tau
+    return out
+
+
+def _mann(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.ndarray) -> dict[str, Any]:
+    tau, eta_s, R = cfg["local_steps"], cfg["server_lr"], cfg["rate_rounds"]
+    fp = fedopt_quadratic_fixed_point(fed, eta, tau)
+    rho_sgd = mann_rate(fp, eta_s)
+    hist = run_rounds(FedAvg(lr=eta, local_steps=tau, server_lr=eta_s), fed, R, x0=x0)
+    err_sgd = np.linalg.norm(hist.x - fp.x, axis=1)
+    alg = _fedopt("adagrad", cfg, eta, tau, eta_s)
+    ofp = operator_fixed_point(fedopt_operator(alg, fed), fed.optimum())
+    Jm = (1 - eta_s) * np.eye(fed.dim) + eta_s * ofp.jacobian
+    rho_ada = float(np.abs(np.linalg.eigvals(Jm)).max())
+    err_ada = np.linalg.norm(run_rounds(alg, fed, R, x0=x0).x - ofp.x, axis=1)
+    return {"rho_sgd": rho_sgd, "err_sgd": err_sgd, "rho_adagrad": rho_ada, "err_adagrad": err_ada,
+            "rounds": R}
+
+
+def _theorem1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.ndarray,
+              rng: np.random.Generator) -> dict[str, Any]:
+    tau, eta_s, R, s2 = cfg["local_steps"], cfg["server_lr"], cfg["mc_rounds"], cfg["sigma2"]
+    out: dict[str, Any] = {}
+    for form in ("squared", "paper"):
+        res = fedopt_theorem1_quadratic(fed, R, lr=eta, local_steps=tau, sigma2=s2, server_lr=eta_s,
+                                        x0=x0, form=form)
+        out[f"bound_{form}"] = res.terms["per_round"]
+        out[f"unmet_{form}"] = [a.name for a in res.assumptions if not a.held]
+        out[f"rho_bar_{form}"] = res.terms["rho_bar"]
+        x_fp = res.terms["fixed_point"]
+    noisy = fed.with_gradient_noise(s2)
+    alg = FedAvg(lr=eta, local_steps=tau, server_lr=eta_s)
+    seeds = rng.integers(0, 2**31 - 1, size=cfg["mc_runs"])
+    sq = np.array([np.sum((run_rounds(alg, noisy, R, x0=x0, seed=int(s)).x - x_fp) ** 2, axis=1)
+                   for s in progress(seeds, desc=f"{NAME} Monte Carlo")])   # (runs, R+1)
+    out["mc_mean"] = sq.mean(axis=0)
+    out["mc_half_width"] = 1.96 * sq.std(axis=0, ddof=1) / np.sqrt(sq.shape[0])
+    out["exact"] = exact_second_moment(fed, eta, tau, eta_s, s2, x0, x_fp, R)
+    out["mc_seeds_first"] = int(seeds[0])
+    return out
+
+
+def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    seed = int(rng.integers(0, 2**31 - 1))
+    fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
+                           heterogeneity=config["heterogeneity"], seed=seed, constants="clients")
+    eta = config["lr_factor"] / float(fed.client_L.max())
+    u = rng.standard_normal(config["dim"])
+    x0 = fed.optimum() + config["start_distance"] * u / np.linalg.norm(u)
+    return {"seed": seed, "eta": eta, "x0": x0, "client_L": fed.client_L, "client_mu": fed.client_mu,
+            "n_clients": config["n_clients"], "dim": config["dim"], "server_lr": config["server_lr"],
+            "local_steps": config["local_steps"], "sigma2": config["sigma2"],
+            "rate_rel_tol": config["rate_rel_tol"], "mc_runs": config["mc_runs"],
+            "a1": _a1(fed, config, eta, rng), "mann": _mann(fed, config, eta, x0),
+            "theorem1": _theorem1(fed, config, eta, x0, rng)}
+
+
+def _inst(r: dict[str, Any]) -> str:
+    return (f"seed {r['seed']}, N = {r['n_clients']}, d = {r['dim']}, eta = {r['eta']:.4g}, "
+            f"tau = {r['local_steps']}, eta_s = {r['server_lr']}, sigma^2 = {r['sigma2']}")
+
+
+def measured_rate(err: Any, lo: float = 1e-11, hi: float = 1e-2) -> float | None:
+    """Geometric decay rate of err_t / err_0 over the rounds where it lies in
+    [lo, hi] (least-squares slope of log err_t on t); None if fewer than 3."""
+    e = np.asarray(err, dtype=float)
+    rel = e / e[0]
+    idx = np.flatnonzero((rel >= lo) & (rel <= hi))
+    if idx.size < 3:
+        return None
+    return float(np.exp(np.polyfit(idx, np.log(e[idx]), 1)[0]))
+
+
+def checks(results: dict[str, Any]) -> list[Check]:
+    out: list[Check] = []
+    a1, inst = results["a1"], _inst(results)
+    for form in ("unsquared", "squared"):
+        r = np.asarray(a1[f"ratio_{form}"])
+        worst = float(r.max())
+        k, i = np.unravel_index(int(r.argmax()), r.shape)
+        detail = (f"{form} form, worst tau = {a1['taus'][k]}, client {i}: measured "
+                  f"{np.asarray(a1['measured']['sgd'])[k, i]:.6g} vs bound {np.asarray(a1['bound'])[k, i]:.6g}")
+        out.append(Check("a1-sgd", "holds" if worst <= 1 else "violated", worst,
+                         detail if worst <= 1 else f"{detail}; {inst}"))
+    for kind in _ADAPTIVE:
+        m = np.asarray(a1["measured"][kind])
+        worst = float(m.max())
+        tau = a1["taus"][int(np.unravel_index(int(m.argmax()), m.shape)[0])]
+        if worst < 1:
+            out.append(Check("a1-adaptive", "holds", worst,
+                             f"{kind}: max measured Lipschitz ratio {worst:.4f} < 1 (tau = {tau})"))
+        else:
+            out.append(Check("a1-adaptive", "not checkable", worst,
+                             f"{kind}: measured Lipschitz ratio {worst:.4f} >= 1 at tau = {tau}: A1 fails "
+                             f"for this client optimizer, Theorem 1 does not apply; {inst}"))
+    mann = results["mann"]
+    e = np.asarray(mann["err_sgd"])
+    t = np.arange(e.size)
+    keep = (e >= 1e-12 * e[0]) & (t >= 1)     # above rounding; t = 0 is the identity
+    ratio = float(np.max(e[keep] / (mann["rho_sgd"] ** t[keep] * e[0])))
+    out.append(Check("mann-rate", "holds" if ratio <= 1 else "violated", ratio,
+                     f"SGD: max_t ||x_t - x~|| / (rho^t ||x_0 - x~||), rho = {mann['rho_sgd']:.6f}, "
+                     f"{int(keep.sum())} rounds" + ("" if ratio <= 1 else f"; {inst}")))
+    r_meas = measured_rate(mann["err_adagrad"])
+    if r_meas is None:
+        out.append(Check("mann-rate", "not checkable", None,
+                         "AdaGrad: the error never entered [1e-11, 1e-2] x its start in the rounds run"))
+    else:
+        dev = abs(np.log(r_meas) / np.log(mann["rho_adagrad"]) - 1) / results["rate_rel_tol"]
+        out.append(Check("mann-rate", "holds" if dev <= 1 else "violated", dev,
+                         f"AdaGrad: measured rate {r_meas:.5f} vs Jacobian rate {mann['rho_adagrad']:.5f} "
+                         f"(|log ratio - 1| / {results['rate_rel_tol']})" + ("" if dev <= 1 else f"; {inst}")))
+    th = results["theorem1"]
+    mean, half, exact = (np.asarray(th[k]) for k in ("mc_mean", "mc_half_width", "exact"))
+    for form in ("squared", "paper"):
+        bound = th[f"bound_{form}"]
+        if bound is None or th[f"unmet_{form}"]:
+            out.append(Check("theorem1", "not checkable", None,
+                             f"{form} constants: hypotheses fail: {th[f'unmet_{form}']}"))
+            continue
+        b = np.asarray(bound)[1:]              # t = 0 is the equality E||x0 - x~||^2 = e_0
+        r_exact = float(np.max(exact[1:] / b))
+        r_mc = float(np.max(mean[1:] / b))
+        lower = float(np.max((mean[1:] - half[1:]) / b))
+        worst = max(r_exact, r_mc)
+        detail = (f"{form} constants (rho_bar = {th[f'rho_bar_{form}']:.4f}): max exact/bound {r_exact:.4f}, "
+                  f"max MC-mean/bound {r_mc:.4f} ({results['mc_runs']} runs)")
+        if worst <= 1:
+            out.append(Check("theorem1", "holds", worst, detail))
+        elif r_exact > 1 or lower > 1:
+            out.append(Check("theorem1", "violated", worst, f"{detail}; {inst}"))
+        else:
+            out.append(Check("theorem1", "not checkable", worst,
+                             f"{detail}: MC mean above the bound but the 95% band and the exact value are "
+                             f"not; {inst}"))
+    return out
+
+
+def macros(results: dict[str, Any]) -> dict[str, float]:
+    a1, th = results["a1"], results["theorem1"]
+    out = {"a1_sgd_max_ratio": float(np.max(a1["ratio_unsquared"])),
+           "a1_sgd_max_ratio_squared": float(np.max(a1["ratio_squared"])),
+           "rho_mann_sgd": float(results["mann"]["rho_sgd"]),
+           "rho_mann_adagrad": float(results["mann"]["rho_adagrad"])}
+    for kind in _ADAPTIVE:
+        out[f"a1_{kind}_max_lipschitz"] = float(np.max(a1["measured"][kind]))
+    for form in ("squared", "paper"):
+        if th[f"bound_{form}"] is not None:
+            out[f"theorem1_max_ratio_{form}"] = float(np.max(np.asarray(th["exact"])[1:]
+                                                             / np.asarray(th[f"bound_{form}"])[1:]))
+    return out
+
+
+def plot(results: dict[str, Any]):
+    fig, axes = plotting.figure(1, 3, height=4.6)
+    C = plotting.OKABE_ITO
+    a1, ax = results["a1"], axes[0]
+    taus = np.asarray(a1["taus"])
+    ax.semilogy(taus, np.max(a1["bound"], axis=1), color="black", linestyle="--",
+                label=r"bound $\max_i(1-\eta\mu_i)^{\tau}$")
+    for c, kind in enumerate(("sgd", *_ADAPTIVE)):
+        ax.semilogy(taus, np.max(a1["measured"][kind], axis=1), color=C[c], marker="o",
+                    linestyle="-", label=f"{kind}: measured max ratio")
+    ax.axhline(1.0, color="0.3", linestyle=":", linewidth=1.0, label="ratio = 1 (A1 needs < 1)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(r"local steps $\tau$")
+    ax.set_ylabel(r"$\max\ \|O_i(x)-O_i(y)\| / \|x-y\|$ (ratio)")
+    ax.set_title("Assumption 1: client maps")
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    mann, ax = results["mann"], axes[1]
+    for c, key in ((0, "sgd"), (1, "adagrad")):
+        e = np.asarray(mann[f"err_{key}"])
+        t = np.arange(e.size)
+        ax.semilogy(t, np.maximum(e / e[0], 1e-17), color=C[c], linestyle="-", label=f"{key}: measured")
+        ax.semilogy(t, mann[f"rho_{key}"] ** t, color=C[c], linestyle="--",
+                    label=rf"{key}: $\rho^t$, $\rho$ = {mann[f'rho_{key}']:.3f}")
+    ax.set_ylim(1e-16, 2)
+    ax.set_xlabel("round t")
+    ax.set_ylabel(r"$\|x_t - \tilde x\| / \|x_0 - \tilde x\|$ (ratio)")
+    ax.set_title(rf"Mann iteration, $\eta_s$ = {results['server_lr']}")
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    th, ax = results["theorem1"], axes[2]
+    mean, half = np.asarray(th["mc_mean"]), np.asarray(th["mc_half_width"])
+    t = np.arange(mean.size)
+    ax.fill_between(t, np.maximum(mean - half, 1e-12), mean + half, color=C[0], alpha=0.3,
+                    label="Monte Carlo 95% band")
+    ax.semilogy(t, mean, color=C[0], linestyle="-", label=f"Monte Carlo mean ({results['mc_runs']} runs)")
+    ax.semilogy(t, th["exact"], color=C[2], linestyle=":", label="exact (covariance recursion)")
+    for form, style in (("squared", "--"), ("paper", "-.")):
+        if th[f"bound_{form}"] is not None:
+            ax.semilogy(t, th[f"bound_{form}"], color="black", linestyle=style,
+                        label=f"Theorem 1 bound ({form} constants)")
+    ax.set_xlabel("round t")
+    ax.set_ylabel(r"$E\|x_t - \tilde x\|^2$ (squared model units)")
+    ax.set_title(rf"Theorem 1, $\sigma^2$ = {results['sigma2']}")
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    return fig
