@@ -205,3 +205,26 @@ def test_schedule_with_a_bad_value_is_rejected_when_used():
     fed = quadratic(0)
     with pytest.raises(InvalidHyperparameterError, match="lr_schedule"):
         run(EFL(lr=0.1, local_steps=2, lr_schedule=lambda tau: 1.0 - tau), fed, 3)
+
+
+def test_local_steps_follow_the_fisher_elastic_objective_of_eq_2():
+    """Round 2's local SGD on f_k(w) + (lam/2) sum_i (w - w_i)^T diag(I_i) (w - w_i), with w_i the
+    final models of round 1 and I_i their Fisher diagonals (eq. 2), written out term by term."""
+    fed = logistic(9)
+    lam, lr, E = 0.7, 0.2, 3
+    alg = EFL(lr=lr, local_steps=E, lam=lam, compression=None)
+    rng = np.random.default_rng(0)
+    state = alg.init(fed, np.zeros(fed.dim), rng)
+    state, info1 = alg.round(state, fed, None, rng)
+    w_prev = info1.extra["local_change"]                      # x_client was 0 in round 1
+    I_prev = fed.fisher_diag(w_prev)
+    start = state.x_client.copy()
+    new, info2 = alg.round(state, fed, None, rng)
+    for k in range(fed.n_clients):
+        w = start.copy()
+        for _ in range(E):
+            g = fed.client_grad(w[None], [k])[0]
+            for i in range(fed.n_clients):
+                g = g + lam * I_prev[i] * (w - w_prev[i])
+            w = w - lr * g
+        np.testing.assert_allclose(info2.extra["local_change"][k], w - start, rtol=0, atol=1e-13)

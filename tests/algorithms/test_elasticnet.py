@@ -183,7 +183,13 @@ def test_threshold_zeroes_small_transmitted_entries():
     hist = run(FedElasticNet(base="fedprox", lambda2=lam2, eps=eps), fed, 1, x0=x)
     kept = np.where(np.abs(delta) <= eps, 0.0, delta)
     np.testing.assert_allclose(hist.x[1], fed.weights @ kept, rtol=0, atol=1e-13)
-    assert hist.communication[0].nonzeros_up == np.count_nonzero(kept)
+    comm = hist.communication[0]
+    assert comm.nonzeros_up == np.count_nonzero(kept) < kept.size
+    # entropy of the transmitted values at bin width 0.01 (seed 003 section 4), written out
+    bins = np.rint(kept.ravel() / 0.01)
+    _, counts = np.unique(bins, return_counts=True)
+    p = counts / bins.size
+    assert comm.entropy_up == pytest.approx(float(-(p * np.log2(p)).sum()), rel=1e-12)
 
 
 # ------------------------------------------------------------------ hyperparameters
