@@ -26,9 +26,12 @@ convexity constants of the objective before and after the shift (both are
   ||w* - w^*||^2 <= 2 L (n_a/(n+n_a))^2 D~_a / mu_new^2 with
   D~_a = F_a(w*) - F_a* evaluated at the *old* optimum.
 
-For a join, eq. (11) with D^_a at the *new* optimum is not implied by this
-argument; tests/properties/test_objective_shift_properties.py keeps the
-counterexample (n_a > n on a scalar quadratic) as a strict xfail.
+For a join, eq. (11) with D^_a at the *new* optimum follows from the old
+objective's strong convexity (||w* - w^*||^2 <= 2 L (n_a/n)^2 D^_a / mu_old^2)
+only when (1 + n_a/n)^2 <= 4, i.e. n_a <= n; for n_a > n it fails:
+tests/properties/test_objective_shift_properties.py keeps the counterexample
+(scalar quadratics, ratio 1/(4 (1 - q)^2) with q = n_a/(n + n_a)) as a strict
+xfail.
 
 When the federation has no sample counts, n_a/n is read from the weights of
 the federation that contains a: p_a = n_a/n (depart), p_a = n_a/(n+n_a) (join).

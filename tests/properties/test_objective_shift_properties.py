@@ -58,6 +58,26 @@ def test_join_derived_bound_holds(case):
     check_bound(res.measured, res, rtol=1e-8, atol=_atol(res), label="eq. 11 derived", instance=fed.with_client(new))
 
 
+@st.composite
+def small_arrivals(draw):
+    """Arrivals with n_a <= n (n = samples before the shift)."""
+    N, d = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    fed = draw(_fed(N, d))
+    n_a = draw(st.integers(1, int(fed.n_samples.sum())))
+    return fed, draw(quadratic_federations(n_clients=1, dim=d, n_samples=[n_a], **CONSTS))
+
+
+@given(small_arrivals())
+def test_join_eq11_as_printed_holds_when_the_newcomer_is_not_larger(case):
+    """Proof: grad F_old(w^*) = -(n_a/n) grad F_a(w^*) gives ||w* - w^*||^2 <=
+    2 L (n_a/n)^2 D^_a / mu_old^2 <= 8 L (n_a/(n + n_a))^2 D^_a / mu^2 iff
+    (1 + n_a/n)^2 <= 4, i.e. n_a <= n (mu <= mu_old)."""
+    fed, new = case
+    res = objective_shift(fed, kind="join", other=new, variant="as_printed")
+    check_bound(res.measured, res, rtol=1e-8, atol=_atol(res), label="eq. 11 as printed, n_a <= n",
+                instance=fed.with_client(new))
+
+
 @given(logistic_federations(), st.data())
 def test_logistic_departure_and_join(fed, data):
     a = data.draw(st.integers(0, fed.n_clients - 1))
@@ -78,7 +98,8 @@ def _single(fed, a):
     "objective') fails when the arriving client holds more data than the federation "
     "(n_a > n).  Scalar clients f(x) = x^2/2 (n = 1) and f_a(x) = (x - 1)^2/2 (n_a = 100), "
     "L = mu = 1: w* = 0, w^* = q = n_a/(n + n_a), ||w* - w^*||^2 = q^2, D^_a = (1 - q)^2/2, "
-    "bound = 4 q^2 (1 - q)^2, ratio 1/(4 (1 - q)^2) = 2550.25 > 1 for q = 100/101."))
+    "bound = 4 q^2 (1 - q)^2, ratio 1/(4 (1 - q)^2) = 2550.25 > 1 for q = 100/101; in this "
+    "family the ratio exceeds 1 exactly when n_a > n."))
 def test_join_eq11_as_printed_counterexample():
     fed = QuadraticFederation(np.ones((1, 1, 1)), np.zeros((1, 1)), n_samples=[1])
     new = QuadraticFederation(np.ones((1, 1, 1)), np.ones((1, 1)), n_samples=[100])
