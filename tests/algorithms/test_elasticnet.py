@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from fltheory.algorithms.elasticnet import FedElasticNet, accelerated_l1_solve, cvxpy_local_solve
 from fltheory.algorithms.fedavg import FedAvg
@@ -161,10 +162,11 @@ def test_cvxpy_solver_option_runs_the_same_algorithm():
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
 
-def test_large_l1_keeps_the_model_exactly():
+@given(seed=st.integers(0, 10_000))
+def test_large_l1_keeps_the_model_exactly(seed):
     """One exact Alg. 1 step stays at y = x iff |grad f_k(x)|_inf <= lambda_1 (subgradient at x)."""
-    fed = quadratic(9)
-    x = np.array([0.3, -0.2, 0.1])
+    fed = quadratic(seed)
+    x = np.random.default_rng(seed).standard_normal(fed.dim)
     g = np.abs(fed.client_grad(x)).max()
     hist = run(FedElasticNet(base="fedprox", lambda1=1.01 * g, lambda2=0.5), fed, 1, x0=x)
     np.testing.assert_array_equal(hist.x[1], x)
