@@ -70,7 +70,9 @@ class Sequential:
         if X.ndim != 2 or X.shape[1] != self.dim:
             raise InvalidProblemError(f"parameters must have shape (m, {self.dim}) or ({self.dim},), "
                                       f"got {X.shape}")
-        return np.ascontiguousarray(X)
+        # the block views need unit stride along d only; a broadcast or row-gathered
+        # X is used as is (no (m, d) copy)
+        return X if X.strides[1] == X.itemsize else np.ascontiguousarray(X)
 
     def _inputs(self, inputs: Any, m: int) -> np.ndarray:
         u = np.asarray(inputs, dtype=np.float64)
