@@ -203,13 +203,15 @@ def _init_worker() -> None:
 
 def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
               mode: str = "quick", seed: int = 0, jobs: int = 1, force: bool = False,
-              echo: Callable[[str], None] = logger.info, show_progress: bool = True
-              ) -> list[Outcome]:
+              echo: Callable[[str], None] = logger.info, show_progress: bool = True,
+              registry: Sequence[Experiment] | None = None) -> list[Outcome]:
     """Bring the results of ``experiments`` in ``out`` up to date.
 
     Stale or missing results are recomputed (all of them with ``force``),
     ``jobs`` > 1 runs them in that many spawned processes; then
-    ``macros.tex`` and ``SUMMARY.md`` are rebuilt.  Returns one
+    ``macros.tex`` and ``SUMMARY.md`` are rebuilt over ``registry`` (default:
+    ``experiments``; the CLI passes every registered experiment, so running
+    one experiment keeps the others' lines).  Returns one
     :class:`Outcome` per experiment, in the order given.  Experiment failures
     are returned, not raised.
     """
@@ -263,7 +265,7 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
                         bar.update(1)
         finally:
             bar.close()
-    registered = list(experiments)
+    registered = list(registry) if registry is not None else list(experiments)
     write_macros(out_dir, registered)
     write_summary(out_dir, registered)
     return [outcomes[e.name] for e in experiments]

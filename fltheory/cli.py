@@ -93,7 +93,7 @@ def _cmd_reproduce(args: argparse.Namespace, registry: list[Any], package: str) 
     from experiments._framework import ExperimentDefinitionError
     try:
         outcomes = reproduce(chosen, args.out, mode=args.mode, seed=args.seed, jobs=args.jobs,
-                             force=args.force, echo=_say)
+                             force=args.force, echo=_say, registry=registry)
     except ExperimentDefinitionError as exc:
         _say(f"error: {exc}")
         return 2

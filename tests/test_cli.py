@@ -87,10 +87,11 @@ def test_reproduce_writes_every_output(root, capsys):
 
 
 def test_same_seed_same_numbers_and_stale_detection(root, capsys):
-    pkg = make_package(root, {"alpha": good("alpha")})
+    pkg = make_package(root, {"alpha": good("alpha"), "gamma": good("gamma")})
     out = root / "o"
     args = ["--package", pkg, "reproduce", "--out", str(out)]
-    assert main(args) == 0
+    assert main(args + ["alpha", "gamma"]) == 0
+    args = args + ["alpha"]
     first = numbers(out / "alpha.json")
     stamp = (out / "alpha.json").stat().st_mtime_ns
     capsys.readouterr()
@@ -123,9 +124,13 @@ def test_same_seed_same_numbers_and_stale_detection(root, capsys):
     (out / "alpha.png").unlink()
     assert main(args) == 0
     assert (out / "alpha.png").exists()
+    # running one experiment keeps the others in SUMMARY.md and macros.tex
+    assert main(args + ["--force"]) == 0
+    assert "`gamma`" in (out / "SUMMARY.md").read_text()
+    assert r"\flGammaWorstRatio" in (out / "macros.tex").read_text()
     # --full is another mode: stale
     capsys.readouterr()
-    assert main(args + ["--full", "alpha"]) == 0
+    assert main(args + ["--full"]) == 0
     assert json.loads((out / "alpha.json").read_text())["key"]["mode"] == "full"
 
 
