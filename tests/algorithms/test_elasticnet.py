@@ -222,3 +222,22 @@ def test_accelerated_solve_on_an_ill_conditioned_federation():
     viol, n_at = _kkt_violation(fed, clients, np.full((m, d), lam2), lam2 * z, lam1, z, Ya)
     assert viol <= 1e-8 and n_at >= 1
     np.testing.assert_allclose(Ya, exact_local_solve(fed, clients, obj, z.copy()), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["quadratic", "logistic"])
+@pytest.mark.parametrize("solver", ["exact", "gd"])
+def test_zero_l1_and_eps_is_fedprox(kind, solver):
+    """Alg. 1 with lambda_1 = 0, eps = 0 is FedProx with mu = lambda_2 (sampling, incomplete steps)."""
+    from fltheory.algorithms.fedprox import FedProx
+
+    fed = quadratic(1) if kind == "quadratic" else logistic(2)
+    kw = {}
+    if solver == "gd":
+        fed = fed.with_gradient_noise(0.1)
+        kw = dict(lr=LR, local_steps=STEPS)
+    part = RandomParticipation()
+    a = run(FedProx(mu=0.6, solver=solver, **kw), fed, 5, participation=part, seed=3).x
+    b = run(FedElasticNet(base="fedprox", lambda2=0.6, solver=solver, **kw), fed, 5,
+            participation=part, seed=3).x
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+    assert np.max(np.abs(a[-1] - a[0])) > 1e-3
