@@ -108,8 +108,8 @@ def make_result(value: float | None, assumptions: Iterable[Assumption], *, refer
 
     With ``strict=True`` a failed hypothesis raises AssumptionError naming the
     hypothesis, the values and the reference.  A non-finite value with all
-    hypotheses held is an internal error and raises ArithmeticError-derived
-    AssumptionError rather than returning NaN.
+    hypotheses held means a hypothesis the formula needs is missing from the
+    list: it raises AssumptionError (with the terms) rather than returning NaN.
     """
     assumptions = tuple(assumptions)
     bad = [a for a in assumptions if not a.held]
