@@ -184,6 +184,13 @@ class EFL(Algorithm):
         return EFLState(x=x, x_client=x.copy(), residual_global=np.zeros(d),
                         residuals=np.zeros((N, d)), u=np.zeros((N, d)), v=np.zeros((N, d)), t=0)
 
+    def hyperparameters(self) -> dict[str, Any]:
+        """Constructor arguments for provenance; ``lr_schedule`` as its repr (JSON-safe)."""
+        out = super().hyperparameters()
+        if self.lr_schedule is not None:
+            out["lr_schedule"] = repr(self.lr_schedule)
+        return out
+
     def rate_factor(self, tau: int) -> float:
         """lr_schedule(tau), validated (1 without a schedule)."""
         if self.lr_schedule is None:

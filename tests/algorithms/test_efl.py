@@ -228,3 +228,9 @@ def test_local_steps_follow_the_fisher_elastic_objective_of_eq_2():
                 g = g + lam * I_prev[i] * (w - w_prev[i])
             w = w - lr * g
         np.testing.assert_allclose(info2.extra["local_change"][k], w - start, rtol=0, atol=1e-13)
+
+
+def test_schedule_is_recorded_as_text_in_provenance():
+    fed = quadratic(0)
+    hist = run(EFL(lr=0.1, local_steps=2, lr_schedule=lambda tau: 1.0 / (tau + 1)), fed, 2)
+    assert isinstance(hist.record["hyperparameters"]["lr_schedule"], str)
