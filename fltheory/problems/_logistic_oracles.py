@@ -39,29 +39,29 @@ def _rmatvec(A: np.ndarray, R: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- binary
-def binary_loss(A, y, rw, X, reg):
+def binary_loss(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float) -> np.ndarray:
     z = y * _matvec(A, X)
     return np.einsum("mn,mn->m", rw, np.logaddexp(0.0, -z)) + 0.5 * reg * np.einsum("md,md->m", X, X)
 
 
-def binary_coef(A, y, X):
+def binary_coef(A: np.ndarray, y: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-row gradient coefficients -y s(-y a^T x), and the margins y a^T x."""
     z = y * _matvec(A, X)
     return -y * expit(-z), z
 
 
-def binary_grad(A, y, rw, X, reg):
+def binary_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float) -> np.ndarray:
     coef, _ = binary_coef(A, y, X)
     return _rmatvec(A, rw * coef) + reg * X
 
 
-def binary_curvature(A, y, X):
+def binary_curvature(A: np.ndarray, y: np.ndarray, X: np.ndarray) -> np.ndarray:
     """s(z) s(-z) per row (the same for z and -z, so labels drop out)."""
     z = _matvec(A, X)
     return expit(z) * expit(-z)
 
 
-def binary_hess(A, y, rw, X, reg):
+def binary_hess(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float) -> np.ndarray:
     w = rw * binary_curvature(A, y, X)
     H = np.matmul(np.swapaxes(A * w[:, :, None], 1, 2), A)
     if reg:
@@ -69,48 +69,48 @@ def binary_hess(A, y, rw, X, reg):
     return H
 
 
-def binary_fisher_diag(A, y, rw, X):
+def binary_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray) -> np.ndarray:
     """True Fisher diagonal (1/n) sum_j s(z_j) s(-z_j) a_j^2 (no ridge)."""
     return _rmatvec(A * A, rw * binary_curvature(A, y, X))
 
 
-def binary_per_sample(A, y, X):
+def binary_per_sample(A: np.ndarray, y: np.ndarray, X: np.ndarray) -> np.ndarray:
     """Per-row data gradients -y_j s(-z_j) a_j -> (m, n, f) (zero on padding)."""
     coef, _ = binary_coef(A, y, X)
     return coef[:, :, None] * A
 
 
 # ----------------------------------------------------------- multinomial
-def _logits(A, X, C):
+def _logits(A: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     m, n, f = A.shape
     return np.matmul(A, X.reshape(m, f, C))            # (m, n, C)
 
 
-def _onehot(y, C):
+def _onehot(y: np.ndarray, C: int) -> np.ndarray:
     return (y[:, :, None] == np.arange(C)).astype(np.float64)
 
 
-def multi_loss(A, y, rw, X, reg, C):
+def multi_loss(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
     Z = _logits(A, X, C)
     picked = np.take_along_axis(Z, y[:, :, None].astype(np.int64), axis=2)[:, :, 0]
     rows = logsumexp(Z, axis=2) - picked
     return np.einsum("mn,mn->m", rw, rows) + 0.5 * reg * np.einsum("md,md->m", X, X)
 
 
-def multi_residual(A, y, X, C):
+def multi_residual(A: np.ndarray, y: np.ndarray, X: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray]:
     """p - e_y per row -> (m, n, C), and the probabilities p."""
     P = softmax(_logits(A, X, C), axis=2)
     return P - _onehot(y, C), P
 
 
-def multi_grad(A, y, rw, X, reg, C):
+def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
     R, _ = multi_residual(A, y, X, C)
     m, n, f = A.shape
     G = np.matmul(np.swapaxes(A, 1, 2), rw[:, :, None] * R)    # (m, f, C)
     return G.reshape(m, f * C) + reg * X
 
 
-def multi_hess(A, y, rw, X, reg, C):
+def multi_hess(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
     """sum_j rw_j (a_j a_j^T) kron (diag p_j - p_j p_j^T) + reg I, (j, c) order."""
     m, n, f = A.shape
     P = softmax(_logits(A, X, C), axis=2)
@@ -128,7 +128,7 @@ def multi_hess(A, y, rw, X, reg, C):
     return H
 
 
-def multi_fisher_diag(A, y, rw, X, C):
+def multi_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     """True (softmax) Fisher diagonal sum_j rw_j a_jk^2 p_jc (1 - p_jc) -> (m, f*C)."""
     m, n, f = A.shape
     P = softmax(_logits(A, X, C), axis=2)
@@ -136,14 +136,14 @@ def multi_fisher_diag(A, y, rw, X, C):
     return F.reshape(m, f * C)
 
 
-def multi_per_sample(A, y, X, C):
+def multi_per_sample(A: np.ndarray, y: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     """Per-row data gradients a_j (p_j - e_yj)^T flattened -> (m, n, f*C)."""
     m, n, f = A.shape
     R, _ = multi_residual(A, y, X, C)
     return (A[:, :, :, None] * R[:, :, None, :]).reshape(m, n, f * C)
 
 
-def multi_empirical_fisher_diag(A, y, rw, X, C):
+def multi_empirical_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     """sum_j rw_j (a_jk (p_jc - [y_j = c]))^2 -> (m, f*C)."""
     m, n, f = A.shape
     R, _ = multi_residual(A, y, X, C)
@@ -151,6 +151,6 @@ def multi_empirical_fisher_diag(A, y, rw, X, C):
     return F.reshape(m, f * C)
 
 
-def multi_log_probs(A, X, C):
+def multi_log_probs(A: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     """log softmax of the logits -> (m, n, C) (used by predictions)."""
     return log_softmax(_logits(A, X, C), axis=2)

@@ -34,7 +34,7 @@ with g_ij the per-sample data gradients.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -268,9 +268,8 @@ class LogisticFederation(Federation):
         X = self._points(X, idx.shape[0])
         G = self.per_sample_grads(X, idx)
         n = self._rows[idx]
-        mean = G.sum(axis=1) / n[:, None]
-        second = np.einsum("mrd,mrd->m", G, G) / n
-        return np.maximum(second - np.einsum("md,md->m", mean, mean), 0.0) / self._batch_size
+        D = (G - (G.sum(axis=1) / n[:, None])[:, None, :]) * self._mask[idx][:, :, None]
+        return np.einsum("mrd,mrd->m", D, D) / n / self._batch_size
 
     # ------------------------------------------------------------ solutions
     @cached_property
@@ -279,7 +278,7 @@ class LogisticFederation(Federation):
         w = (self.weights / self._rows)[:, None] * self._mask
         return self._A[self._mask][None], self._y[self._mask][None], w[self._mask][None]
 
-    def _pooled_fns(self):
+    def _pooled_fns(self) -> tuple[Callable[..., np.ndarray], ...]:
         A, y, w = self._pooled
         C = self.n_classes
         if C is None:
