@@ -27,6 +27,10 @@ with backtracking on smooth clients, proximal gradient for the l1 term).
 
 from __future__ import annotations
 
+import copy
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +40,7 @@ from ..errors import DivergenceError, InvalidProblemError
 from ..optim.base import Optimizer
 from ..problems.base import Federation
 
-__all__ = ["LocalObjective", "local_descent", "exact_local_solve"]
+__all__ = ["LocalObjective", "local_descent", "exact_local_solve", "set_num_threads"]
 
 
 def _rows(a: Any, m: int, d: int) -> np.ndarray | None:
@@ -161,14 +165,19 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
         (u, state) = update(g, state, y);  y <- y + lr_r u,
     where ``lr`` is the per-row rate *scale* (1 for the optimizer's own rate).
 
-    At step k only rows with steps[r] > k move; their oracle calls are made in
-    row order (the RNG convention of ``reference.py``).
+    Order of computation.  With a stochastic oracle, step k of all active rows
+    is one batched oracle call in row order (the RNG convention of
+    ``reference.py``).  With the exact oracle no random number is drawn and
+    rows are independent, so large batches are cut into cache-sized blocks of
+    rows, each block runs all its steps while its data stay in cache, and the
+    blocks are spread over a thread pool (numpy releases the GIL); every row
+    computes exactly the same operations either way (see
+    :func:`set_num_threads`).
 
     Returns (Y, info) with info["opt_state"] (final optimizer state, rows
-    updated only while active), info["precond_sum"] (sum over the row's steps
-    of the preconditioner m_k when ``record_precond``) and info["grad_first"]
-    (the oracle gradient at Y0 of rows with at least one step, (m, d), zeros
-    elsewhere; used by SCAFFOLD option I style controls when exact).
+    updated only while active) and info["precond_sum"] (sum over the row's steps
+    of the preconditioner m_k when ``record_precond``, zeros for rows without a
+    step; None when no row steps).
     """
     Y = np.array(Y0, dtype=np.float64, copy=True)
     m, d = Y.shape
@@ -178,9 +187,140 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     state = opt_state
     if optimizer is not None and state is None:
         state = optimizer.init(Y, clients)
+    kmax = int(steps.max()) if m else 0
+    blocks = _blocks(problem, m, d) if _blockable(problem) and _contiguous(clients) else [slice(0, m)]
+    if problem.is_stochastic or len(blocks) == 1 or kmax == 0:
+        state, psum = _descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state,
+                               record_precond)
+    else:
+        state, psum = _descend_blocks(problem, Y, clients, steps, lr, objective, optimizer, state,
+                                      record_precond, blocks)
+    if not np.all(np.isfinite(Y)):
+        raise DivergenceError("local steps produced non-finite values")
+    return Y, {"opt_state": state, "precond_sum": psum}
+
+
+# ------------------------------------------------------------ blocked execution
+_BLOCK_BYTES = 2 ** 21            # ~2 MB of client data per block: fits a core's L2
+_THREADS: list[int] = [min(2, os.cpu_count() or 1)]
+_POOL: list[ThreadPoolExecutor | None] = [None]
+_POOL_LOCK = threading.Lock()
+
+
+def set_num_threads(n: int) -> None:
+    """Threads used by :func:`local_descent` for exact-oracle batches (default
+    min(2, cpu count)); 1 runs the blocks one after another in the caller's thread."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise InvalidProblemError(f"number of threads must be an integer >= 1, got {n!r}")
+    with _POOL_LOCK:
+        _THREADS[0] = int(n)
+        if _POOL[0] is not None:
+            _POOL[0].shutdown(wait=True)
+            _POOL[0] = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    with _POOL_LOCK:
+        if _POOL[0] is None:
+            _POOL[0] = ThreadPoolExecutor(max_workers=_THREADS[0], thread_name_prefix="fltheory-local")
+        return _POOL[0]
+
+
+def _blockable(problem: Federation) -> bool:
+    """Blocks pay off only when a block's oracle reads a view of the client data;
+    exact QuadraticFederation batches are served by :func:`_block_view`."""
+    from ..problems.quadratic import QuadraticFederation
+
+    return type(problem) is QuadraticFederation and not problem.is_stochastic
+
+
+def _contiguous(clients: np.ndarray) -> bool:
+    """True for an ascending run a, a+1, ..., b-1 (e.g. full participation)."""
+    c = np.asarray(clients)
+    return c.size > 0 and int(c[-1]) - int(c[0]) + 1 == c.size and bool(np.all(np.diff(c) == 1))
+
+
+def _block_view(problem: Federation, clients: np.ndarray) -> tuple[Federation, np.ndarray]:
+    """(federation, local indices) for the exact gradient of ``clients``.
+
+    For a QuadraticFederation and a contiguous ascending run of clients
+    a..b-1, a shallow copy whose H and e are the views H[a:b], e[a:b] and whose
+    clients are 0..b-a-1: the gradient rows H_i y - e_i are computed from the
+    same numbers without copying the block's Hessians every step.  Anything
+    else is returned unchanged."""
+    m = clients.shape[0]
+    if m == 0 or not _blockable(problem):
+        return problem, clients
+    if not _contiguous(clients):
+        return problem, clients
+    a = int(clients[0])
+    view = copy.copy(problem)
+    view.H = problem.H[a:a + m]
+    view.e = problem.e[a:a + m]
+    view.n_clients = m
+    return view, np.arange(m)
+
+
+def _row_bytes(problem: Federation, d: int) -> int:
+    """Bytes of client data one oracle call streams per row (the block-size model)."""
+    H = getattr(problem, "H", None)
+    if isinstance(H, np.ndarray) and H.ndim == 3:
+        return 8 * d * d
+    A = getattr(problem, "_A", None)
+    if isinstance(A, np.ndarray) and A.ndim == 3:
+        return 8 * A.shape[1] * A.shape[2]
+    return 8 * d
+
+
+def _blocks(problem: Federation, m: int, d: int) -> list[slice]:
+    """Contiguous row blocks of about _BLOCK_BYTES (one block for small batches)."""
+    if m == 0:
+        return [slice(0, 0)]
+    per = max(1, _BLOCK_BYTES // max(_row_bytes(problem, d), 1))
+    if m <= per:
+        return [slice(0, m)]
+    return [slice(a, min(a + per, m)) for a in range(0, m, per)]
+
+
+def _descend_blocks(problem, Y, clients, steps, lr, objective, optimizer, state, record, blocks):
+    """Every block runs all its steps independently (exact oracle: no RNG involved)."""
+    from ..optim.base import take_rows
+
+    results: list[Any] = [None] * len(blocks)
+
+    def work(j: int) -> None:
+        b = blocks[j]
+        sub = None if state is None else take_rows(state, b)
+        Yb = Y[b]                                     # a view: updated in place
+        fed, local_idx = _block_view(problem, clients[b])
+        results[j] = _descend(fed, Yb, local_idx, steps[b], lr[b], None, objective.take(b),
+                              optimizer, sub, record)
+
+    if _THREADS[0] == 1:
+        for j in range(len(blocks)):
+            work(j)
+    else:
+        for f in [_pool().submit(work, j) for j in range(len(blocks))]:
+            f.result()
+    psum = None
+    if record and any(r[1] is not None for r in results):
+        shape = next(r[1] for r in results if r[1] is not None).shape[1:]
+        psum = np.zeros((Y.shape[0],) + shape)
+        for b, (_, ps) in zip(blocks, results):
+            if ps is not None:
+                psum[b] = ps
+    if state is not None:                              # blocks are contiguous and in order
+        state = type(state)(*(np.concatenate([np.asarray(r[0][i]) for r in results])
+                              for i in range(len(state))))
+    return state, psum
+
+
+def _descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state, record):
+    """The step-major loop on rows of Y (modified in place) -> (state, precond_sum)."""
+    from ..optim.base import put_rows, take_rows
+
+    m = Y.shape[0]
     precond_sum = None
-    if record_precond:
-        precond_sum = None
     kmax = int(steps.max()) if m else 0
     for k in range(kmax):
         active = steps > k
@@ -193,24 +333,22 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
         if extra is not None:
             G += extra
         if optimizer is None:
-            step = lr[:, None] * G if full else lr[rows][:, None] * G
+            G *= (lr if full else lr[rows])[:, None]
             if full:
-                Y -= step
+                Y -= G
             else:
-                Y[rows] -= step
+                Y[rows] -= G
             continue
-        from ..optim.base import put_rows, take_rows
         sub = state if full else take_rows(state, rows)
         U, sub = optimizer.update(G, sub, Ya)
-        scale = lr if full else lr[rows]
-        U = scale[:, None] * U
+        U = (lr if full else lr[rows])[:, None] * U
         if full:
             Y += U
             state = sub
         else:
             Y[rows] += U
             state = put_rows(state, rows, sub)
-        if record_precond:
+        if record:
             P = np.asarray(optimizer.precond(sub))
             if precond_sum is None:
                 precond_sum = np.zeros((m,) + P.shape[1:])
@@ -218,9 +356,7 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
                 precond_sum += P
             else:
                 precond_sum[rows] += P
-    if not np.all(np.isfinite(Y)):
-        raise DivergenceError("local steps produced non-finite values")
-    return Y, {"opt_state": state, "precond_sum": precond_sum}
+    return state, precond_sum
 
 
 def exact_local_solve(problem: Federation, clients: np.ndarray, objective: LocalObjective,
