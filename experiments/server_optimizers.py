@@ -1,0 +1,191 @@
+"""Server optimizers change the iteration, not the fixed point of the client operator T.
+
+Seed 001 (Wang et al., "Local Adaptivity in Federated Learning"), section 4
+(after eq. 6) and THEORY.md section 3: FedOpt with server GD is the Mann
+iteration of T(x) = sum_i p_i O_i(x); "replacing server GD with another server
+optimizer can accelerate the convergence but it will not influence the
+properties and the fixed points of the operator T".  A server optimizer sees
+only the pseudo-gradient g = -sum p_i (O_i(x) - x) = x - T(x); every one of
+FedAvg (server SGD), FedAvgM, FedAdagrad, FedAdam, FedYogi
+(``fltheory.optim.server``; Reddi et al. 2021, Algorithm 2) is at rest exactly
+where g = 0, i.e. at x~ = T(x~), so whichever of them converges must converge
+to x~.
+
+Measured on one heterogeneous quadratic (recorded seed; heterogeneous local
+steps, so x~ != x*) for client SGD (x~ in closed form,
+``fedopt_quadratic_fixed_point``, and as the root of T(x) - x) and client
+AdaGrad (root of T(x) - x, ``operator_fixed_point``): ||x_t - x~|| and
+||x_t - x*|| over R rounds of the library's FedOpt for each server optimizer.
+
+Verdict per (client, server) pair, tolerance tol = ``tol_rel`` ||x0 - x*||:
+converged (||x_R - x_{R-w}|| <= tol, w = ``still_window``) and ||x_R - x~|| <=
+tol: holds with ratio ||x_R - x~|| / tol; converged elsewhere: violated; still
+moving after R rounds: not checkable (the claim is about limits).  Server
+hyperparameters are fixed in the configuration (no per-instance tuning);
+near x~ the adaptive servers behave like momentum GD with rate lr / tau_s on
+g, which is why lr and tau_s are set equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from experiments._framework import Check, Theorem, progress
+from fltheory import optim, plotting
+from fltheory.algorithms import run as run_rounds
+from fltheory.algorithms.fedopt import FedOpt
+from fltheory.problems.generators import random_quadratic
+from fltheory.theory import fedopt_quadratic_fixed_point
+from fltheory.theory.operators import fedopt_operator, operator_fixed_point
+
+NAME = "server_optimizers"
+TITLE = "FedAvg / FedAvgM / FedAdagrad / FedAdam / FedYogi all converge to the same fixed point of T"
+THEOREMS = [
+    Theorem("server-fixed-point", "seed 001 (Local Adaptivity, Wang et al.)",
+            "Section 4: server optimizers change the iteration, not the fixed points of T", "eq. 6"),
+]
+QUICK: dict[str, Any] = {
+    "n_clients": 4, "dim": 3, "L": 4.0, "mu": 0.5, "heterogeneity": 1.0,
+    "local_steps": [1, 2, 5, 10],
+    "lr_factor": 0.5,                     # client SGD rate = lr_factor / max_i L_i
+    "lr_adagrad": 0.05,
+    "servers": {
+        "FedAvg": {"kind": "fedavg", "lr": 1.0},
+        "FedAvgM": {"kind": "fedavgm", "lr": 0.5, "beta": 0.5},
+        "FedAdagrad": {"kind": "fedadagrad", "lr": 0.5, "tau": 0.3},
+        "FedAdam": {"kind": "fedadam", "lr": 0.1, "tau": 0.1},
+        "FedYogi": {"kind": "fedyogi", "lr": 0.1, "tau": 0.1},
+    },
+    "rounds": 300,
+    "start_distance": 2.0,
+    "tol_rel": 1e-5,
+    "still_window": 10,
+}
+FULL: dict[str, Any] = {**QUICK, "n_clients": 8, "dim": 8, "local_steps": [1, 2, 3, 5, 8, 10, 15, 20],
+                        "rounds": 1500, "tol_rel": 1e-8}
+EXPECTED_AXES = 2
+CLIENTS = ("sgd", "adagrad")
+
+
+def _server(spec: dict[str, Any]) -> optim.Optimizer:
+    kind = spec["kind"]
+    if kind == "fedavg":
+        return optim.fedavg(spec["lr"])
+    if kind == "fedavgm":
+        return optim.fedavgm(spec["lr"], spec["beta"])
+    make = {"fedadagrad": optim.fedadagrad, "fedadam": optim.fedadam, "fedyogi": optim.fedyogi}[kind]
+    return make(spec["lr"], tau=spec["tau"])
+
+
+def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    seed = int(rng.integers(0, 2**31 - 1))
+    fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
+                           heterogeneity=config["heterogeneity"], seed=seed, constants="clients")
+    xstar = fed.optimum()
+    u = rng.standard_normal(config["dim"])
+    x0 = xstar + config["start_distance"] * u / np.linalg.norm(u)
+    tau = np.asarray(config["local_steps"])
+    eta = config["lr_factor"] / float(fed.client_L.max())
+    clients = {"sgd": optim.sgd(eta), "adagrad": optim.adagrad(config["lr_adagrad"])}
+    out: dict[str, Any] = {"seed": seed, "x_star": xstar, "x0": x0, "eta_sgd": eta,
+                           "tol": config["tol_rel"] * config["start_distance"],
+                           "still_window": config["still_window"], "rounds": config["rounds"],
+                           "servers": list(config["servers"]), "clients": list(CLIENTS),
+                           "n_clients": config["n_clients"], "dim": config["dim"],
+                           "fixed_point": {}, "bias": {}, "dist_fp": {}, "dist_opt": {}}
+    closed = fedopt_quadratic_fixed_point(fed, eta, tau)
+    for cname in CLIENTS:
+        T = fedopt_operator(FedOpt(client_optimizer=clients[cname], server_optimizer=optim.sgd(1.0),
+                                   local_steps=tau), fed)
+        fp = operator_fixed_point(T, xstar)
+        if cname == "sgd":
+            out["closed_vs_root_sgd"] = float(np.linalg.norm(fp.x - closed.x))
+        out["fixed_point"][cname] = fp.x
+        out["bias"][cname] = float(np.linalg.norm(fp.x - xstar))
+        out["dist_fp"][cname], out["dist_opt"][cname] = {}, {}
+        for sname in progress(list(config["servers"]), desc=f"{NAME} {cname}"):
+            alg = FedOpt(client_optimizer=clients[cname], server_optimizer=_server(config["servers"][sname]),
+                         local_steps=tau)
+            xs = run_rounds(alg, fed, config["rounds"], x0=x0).x
+            out["dist_fp"][cname][sname] = np.linalg.norm(xs - fp.x, axis=1)
+            out["dist_opt"][cname][sname] = np.linalg.norm(xs - xstar, axis=1)
+            out.setdefault("movement", {}).setdefault(cname, {})[sname] = float(
+                np.linalg.norm(xs[-1] - xs[-1 - config["still_window"]]))
+    return out
+
+
+def _verdicts(results: dict[str, Any]) -> list[tuple[str, str, str, float]]:
+    """(client, server, status, ||x_R - x~|| / tol) for every pair."""
+    tol = results["tol"]
+    out = []
+    for c in results["clients"]:
+        for s in results["servers"]:
+            ratio = float(results["dist_fp"][c][s][-1]) / tol
+            moving = results["movement"][c][s] > tol
+            status = "not checkable" if moving else ("holds" if ratio <= 1 else "violated")
+            out.append((c, s, status, ratio))
+    return out
+
+
+def checks(results: dict[str, Any]) -> list[Check]:
+    tol = results["tol"]
+    inst = (f"seed {results['seed']}, N = {results['n_clients']}, d = {results['dim']}, "
+            f"R = {results['rounds']}, tol = {tol:.3g}")
+    out = []
+    for client in results["clients"]:
+        rows = [v for v in _verdicts(results) if v[0] == client]
+        worst = max(rows, key=lambda v: v[3])
+        parts = "; ".join(f"{s}: {r * tol:.3g}" for _, s, _, r in rows)
+        summary = (f"client {client}: ||x_R - x~|| per server: {parts}; bias ||x~ - x*|| = "
+                   f"{results['bias'][client]:.4g}")
+        if client == "sgd":
+            summary += f"; closed form vs root {results['closed_vs_root_sgd']:.2g}"
+        bad = [v for v in rows if v[2] == "violated"]
+        moving = [v for v in rows if v[2] == "not checkable"]
+        if bad:
+            out.append(Check("server-fixed-point", "violated", worst[3],
+                             f"{', '.join(v[1] for v in bad)} converged away from x~; {summary}; {inst}"))
+        elif moving:
+            out.append(Check("server-fixed-point", "not checkable", worst[3],
+                             f"{', '.join(v[1] for v in moving)} still moving after R rounds "
+                             f"(||x_R - x_(R-{results['still_window']})|| > tol); {summary}; {inst}"))
+        else:
+            out.append(Check("server-fixed-point", "holds", worst[3], f"{summary}; tol {tol:.3g}"))
+    return out
+
+
+def macros(results: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for c in results["clients"]:
+        out[f"bias_{c}"] = float(results["bias"][c])
+        out[f"max_dist_to_fixed_point_{c}"] = float(max(results["dist_fp"][c][s][-1]
+                                                       for s in results["servers"]))
+    return out
+
+
+def plot(results: dict[str, Any]):
+    """One panel per client optimizer: ||x_t - x~|| (solid) and ||x_t - x*||
+    (dashed) per server optimizer; the tolerance and the bias ||x~ - x*||."""
+    fig, axes = plotting.figure(1, 2, height=4.2, sharey=True)
+    for ax, client in zip(axes, results["clients"]):
+        for c, s in enumerate(results["servers"]):
+            colour = plotting.OKABE_ITO[c]
+            d = np.maximum(np.asarray(results["dist_fp"][client][s]), 1e-17)
+            t = np.arange(d.size)
+            ax.semilogy(t, d, color=colour, linestyle="-", label=rf"{s}: $\|x_t - \tilde x\|$")
+            ax.semilogy(t, results["dist_opt"][client][s], color=colour, linestyle="--", linewidth=0.9,
+                        label=rf"{s}: $\|x_t - x^*\|$")
+        ax.axhline(results["bias"][client], color="black", linestyle=":", linewidth=1.2,
+                   label=r"bias $\|\tilde x - x^*\|$")
+        ax.axhline(results["tol"], color="0.5", linestyle="-.", linewidth=1.0, label="tolerance")
+        ax.set_ylim(1e-17, None)
+        ax.set_xlabel("round t")
+        ax.set_ylabel("distance (model units)")
+        ax.set_title(f"client {'SGD' if client == 'sgd' else 'AdaGrad (restarted)'}")
+    fig.suptitle(r"every server optimizer converges to the fixed point $\tilde x$ of T, none to $x^*$",
+                 fontsize=10)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=7)
+    return fig
