@@ -1,19 +1,45 @@
-"""Theory computed, not asserted: closed-form fixed points, objective shifts and
-published bounds (``fltheory.theory.bounds``), each returning a
-:class:`BoundResult` with its hypotheses checked.  Symbolic derivations live in
-``fltheory.theory.symbolic`` (imported on demand: it needs sympy)."""
+"""Theory computed, not asserted.
+
+* Round maps of whole algorithm states, their exact affine recovery on
+  quadratic problems, fixed points, exact asymptotic rates and contraction
+  factors (``round_maps``, ``affine``);
+* the FedOpt operator T(x) = sum p_i E[O_i(x)] for non-linear clients and
+  adaptive optimizers: root-solved fixed points, Jacobians, Lipschitz ratios,
+  minimizer inconsistency (``operators``);
+* closed-form fixed points of FedOpt-type algorithms on quadratic clients
+  (``closed_forms``) and objective shifts (``objective_shift``);
+* every published bound of the seed papers (``fltheory.theory.bounds``), each
+  returning a :class:`BoundResult` with its hypotheses checked.
+
+Symbolic derivations live in ``fltheory.theory.symbolic`` (imported on demand).
+"""
 
 from . import bounds
+from .affine import (AffineFixedPoint, AffineRoundMap, InvariantSubspace, affine_round_map,
+                     contraction_factor, fixed_point, invariant_subspace, orbit_rate,
+                     spectral_rate)
 from .closed_forms import (QuadraticFixedPoint, client_contraction_matrices,
                            fedavg_first_order_bias, fedopt_quadratic_fixed_point,
                            fedopt_quadratic_round_map, fedopt_small_rate_limit,
                            fedprox_exact_fixed_point, mann_rate)
 from .objective_shift import objective_shift, suboptimality_gaps
+from .operators import (FedOptOperator, Inconsistency, LipschitzRatios, OperatorFixedPoint,
+                        anderson_fixed_point, fedopt_operator, lipschitz_ratios,
+                        minimizer_inconsistency, operator_fixed_point, operator_jacobian,
+                        sgd_contraction_bound)
 from .result import Assumption, BoundResult
+from .round_maps import (RoundMap, StateLayout, round_map, state_layout, state_to_vector,
+                         vector_to_state)
 
 __all__ = [
-    "Assumption", "BoundResult",
+    "Assumption", "BoundResult", "bounds",
+    "RoundMap", "StateLayout", "round_map", "state_layout", "state_to_vector", "vector_to_state",
+    "AffineRoundMap", "AffineFixedPoint", "InvariantSubspace", "affine_round_map",
+    "invariant_subspace", "fixed_point", "spectral_rate", "contraction_factor", "orbit_rate",
+    "FedOptOperator", "OperatorFixedPoint", "LipschitzRatios", "Inconsistency", "fedopt_operator",
+    "operator_fixed_point", "anderson_fixed_point", "operator_jacobian", "lipschitz_ratios",
+    "sgd_contraction_bound", "minimizer_inconsistency",
     "QuadraticFixedPoint", "client_contraction_matrices", "fedopt_quadratic_round_map",
     "fedopt_quadratic_fixed_point", "fedopt_small_rate_limit", "fedavg_first_order_bias",
-    "fedprox_exact_fixed_point", "mann_rate", "objective_shift", "suboptimality_gaps", "bounds",
+    "fedprox_exact_fixed_point", "mann_rate", "objective_shift", "suboptimality_gaps",
 ]
