@@ -133,6 +133,18 @@ def _short(value: Any, limit: int = 6) -> str:
     return str(value)
 
 
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested dicts as dotted keys: {"a": {"b": 1}} -> [("a.b", 1)]."""
+    out: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.extend(_flatten(value, name + "."))
+        else:
+            out.append((name, value))
+    return out
+
+
 def _cmd_show(args: argparse.Namespace, registry: list[Any], package: str) -> int:
     from experiments._runner import read_result
     by_name = {e.name: e for e in registry}
@@ -158,7 +170,7 @@ def _cmd_show(args: argparse.Namespace, registry: list[Any], package: str) -> in
     for k, v in doc.get("macros", {}).items():
         _say(f"  {k} = {v:.6g}" if isinstance(v, float) else f"  {k} = {v}")
     _say("results:")
-    for k, v in doc.get("data", {}).items():
+    for k, v in _flatten(doc.get("data", {})):
         _say(f"  {k} = {_short(v)}")
     _say("config: " + json.dumps(key.get("config", {})))
     return 0
@@ -181,7 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"error: {exc}")
         return 2
     commands = {"reproduce": _cmd_reproduce, "list": _cmd_list, "show": _cmd_show}
-    return commands[args.command](args, registry, package)
+    try:
+        return commands[args.command](args, registry, package)
+    except BrokenPipeError:            # e.g. `fltheory show NAME | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -196,6 +196,7 @@ def test_show_prints_the_numbers(root, capsys):
     doc = json.loads((out / "alpha.json").read_text())
     assert "never: not checkable" in text
     assert f"worst_ratio = {doc['macros']['worst_ratio']:.6g}" in text
+    assert f"means = [{', '.join(f'{m:.6g}' for m in doc['data']['means'])}]" in text
     assert main(["--package", pkg, "show", "nope", "--out", str(out)]) == 2
 
 
