@@ -195,7 +195,10 @@ def _execute(job: _Job) -> Outcome:
 
 
 def _init_worker() -> None:
+    """Worker processes draw off-screen and show no per-experiment bars."""
     os.environ["MPLBACKEND"] = "Agg"
+    import matplotlib
+    matplotlib.use("Agg")
     set_progress(False)
 
 

@@ -35,6 +35,7 @@ def _say(text: str = "") -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``fltheory`` (subcommands reproduce, list, show)."""
     parser = argparse.ArgumentParser(
         prog="fltheory", description="Numerical checks of federated-optimization theory.")
     parser.add_argument("--package", default=None,
