@@ -188,3 +188,30 @@ def test_errors():
         NeuralFederation(net, SoftmaxCrossEntropy(), [np.full((2, 3), np.nan)], [np.array([0, 1])])
     with pytest.raises(InvalidProblemError, match="classification"):
         NeuralFederation(net, MSE(), [np.zeros((2, 3))], [np.zeros((2, 2))]).accuracy(np.zeros(net.dim))
+
+
+def test_synthetic_fedprox_federation_carries_the_generator_data():
+    from fltheory.nn import synthetic_fedprox_federation
+    from fltheory.problems.synthetic import synthetic_fedprox
+    kw = dict(seed=4, n_devices=3, dim=5, n_classes=3)
+    fed = synthetic_fedprox_federation(mlp(5, 3, hidden=(4,)), 0.5, 0.5, **kw)
+    data = synthetic_fedprox(0.5, 0.5, **kw)
+    assert fed.n_clients == 3
+    np.testing.assert_array_equal(fed.n_samples, [x.shape[0] for x in data.X_train])
+    for i in range(3):
+        k = fed.n_samples[i]
+        np.testing.assert_array_equal(fed._train.u[i, :k], data.X_train[i])
+        np.testing.assert_array_equal(fed._train.t[i, :k], data.y_train[i])
+    x = fed.init_params(np.random.default_rng(0))
+    assert np.isfinite(fed.loss(x)) and np.isfinite(fed.test_loss(x)) and 0 <= fed.accuracy(x) <= 1
+    with pytest.raises(InvalidProblemError, match="inputs"):
+        synthetic_fedprox_federation(mlp(6, 3, hidden=(4,)), 0.5, 0.5, **kw)
+
+
+def test_weight_decay_enters_loss_and_gradient_but_not_the_fisher():
+    fed, rng = tanh_fed(test=False)
+    reg = NeuralFederation(fed.model, fed.loss_fn, *fed._train.unpadded(), reg=0.5)
+    X = np.stack([fed.init_params(rng) for _ in range(3)])
+    np.testing.assert_allclose(reg.client_loss(X) - fed.client_loss(X), 0.25 * (X ** 2).sum(1), rtol=1e-12)
+    np.testing.assert_allclose(reg.client_grad(X) - fed.client_grad(X), 0.5 * X, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(reg.fisher_diag(X), fed.fisher_diag(X), rtol=1e-12)
