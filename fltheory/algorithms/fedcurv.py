@@ -146,6 +146,14 @@ class FedCurv(Algorithm):
             raise InvalidHyperparameterError("proxy= is used only with fisher='proxy' (FedCL)")
         check_target(self.target, allow_local=self.fisher == "client")
 
+    def hyperparameters(self) -> dict[str, Any]:
+        out = super().hyperparameters()
+        out["target"] = None if self.target is None else self.target.describe()
+        if self.proxy is not None:
+            out["proxy"] = repr(self.proxy) if isinstance(self.proxy, Federation) \
+                else getattr(self.proxy, "__name__", type(self.proxy).__name__)
+        return out
+
     def nominal_steps(self, problem: Federation) -> np.ndarray:
         if self.solver == "exact":
             return np.ones(problem.n_clients, dtype=np.int64)

@@ -103,6 +103,11 @@ class FedProx(Algorithm):
         positive("server_lr", self.server_lr)
         check_target(self.target, allow_local=False)
 
+    def hyperparameters(self) -> dict[str, Any]:
+        out = super().hyperparameters()
+        out["target"] = None if self.target is None else self.target.describe()
+        return out
+
     def nominal_steps(self, problem: Federation) -> np.ndarray:
         if self.solver == "exact":
             return np.ones(problem.n_clients, dtype=np.int64)

@@ -73,6 +73,10 @@ class TemporalEnsemble:
         in_unit_interval("1 - beta", 1.0 - b)
         choice("TemporalEnsemble of", self.of, self.OPTIONS)
 
+    def describe(self) -> dict[str, object]:
+        """Plain-data form for provenance records."""
+        return {"temporal_ensemble": {"beta": float(self.beta), "of": self.of}}
+
     def init(self, shape: tuple[int, ...]) -> EnsembleState:
         """T_hat = 0 and no model ensembled; ``shape`` is (d,) or (N, d)."""
         return EnsembleState(hat=np.zeros(shape), count=np.zeros(shape[:-1], dtype=np.int64))
