@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from fltheory import optim
-from fltheory.algorithms import (EFL, FedAvg, FedCurv, FedDyn, FedElasticNet, FedOpt, FedProx, Scaffold,
-                                 run)
+from fltheory.algorithms import (EFL, FedAvg, FedCL, FedCurv, FedCurvTE, FedDyn, FedElasticNet, FedOpt,
+                                 FedProx, FedProxTE, Scaffold, run)
 from fltheory.nn import MSE, Dense, NeuralFederation, Sequential, SoftmaxCrossEntropy, Tanh, ReLU
 from fltheory.participation import UniformSampling
 
@@ -107,6 +107,16 @@ ALGORITHMS = {
     "FedDyn": lambda: FedDyn(alpha=1.0, solver="gd", lr=0.05, local_steps=3),
     "FedElasticNet": lambda: FedElasticNet(base="fedprox", lambda1=1e-3, lambda2=0.1, solver="gd", lr=0.05,
                                            local_steps=3),
+    "FedElasticNet-SCAFFOLD": lambda: FedElasticNet(base="scaffold", lambda1=1e-3, lambda2=0.1, lr=0.05,
+                                                    local_steps=3),
+    "FedElasticNet-FedDyn": lambda: FedElasticNet(base="feddyn", lambda1=1e-3, lambda2=1.0, solver="gd",
+                                                  lr=0.05, local_steps=3),
+    "FedProxTE": lambda: FedProxTE(beta=0.5, lr=0.05, local_steps=3, mu=0.1),
+    "FedCurvTE": lambda: FedCurvTE(beta=0.5, lr=0.05, local_steps=3, alpha=0.1),
+    "FedCL": lambda: FedCL(proxy=classification_fed().without_client(0), lr=0.05, local_steps=3, alpha=0.1),
+    "FedOpt-AdaGrad-joint": lambda: FedOpt(client_optimizer=optim.adagrad(0.01), server_optimizer=optim.sgd(1.0),
+                                           local_steps=3, correction="joint", client_state="persist"),
+    "EFL-adaptive": lambda: EFL(lr=0.05, local_steps=3, lam=0.1, weights="adaptive"),
 }
 
 
