@@ -152,6 +152,15 @@ class NeuralFederation(Federation):
             return self._test
         raise InvalidProblemError(f"data must be 'train' or 'test', got {data!r}")
 
+    def client_data(self, i: int, data: str = "train") -> tuple[np.ndarray, np.ndarray]:
+        """Client i's (inputs (n_i, *input_shape), targets) of ``data``
+        ("train" or "test"), without padding (views, do not modify)."""
+        d = self._data(data)
+        if not (isinstance(i, (int, np.integer)) and 0 <= i < self.n_clients):
+            raise InvalidProblemError(f"client index must be an integer in [0, {self.n_clients}), got {i!r}")
+        k = int(d.n[i])
+        return d.u[i, :k], d.t[i, :k]
+
     # ----------------------------------------------------------- oracles
     def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
         """f_i(X[r]) = (1/n_i) sum_j l(net(X[r]; u_ij), t_ij) + (reg/2)||X[r]||^2 -> (m,)."""

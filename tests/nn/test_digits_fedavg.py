@@ -35,7 +35,7 @@ def test_fedavg_trains_the_seed_mlp_on_digits():
 def test_dirichlet_partition_is_label_skewed_and_cnn_runs():
     rng = np.random.default_rng(0)
     fed = digits_federation(cnn((1, 8, 8), 10, fc=32), 5, rng, partition="dirichlet", gamma=0.1)
-    counts = [np.bincount(fed._train.t[i, :fed._train.n[i]], minlength=10) for i in range(5)]
+    counts = [np.bincount(fed.client_data(i)[1], minlength=10) for i in range(5)]
     assert max(c.max() / c.sum() for c in counts) > 0.5        # gamma = 0.1: dominant labels
     x = fed.init_params(rng)
     g = fed.client_grad(np.tile(x, (5, 1)))

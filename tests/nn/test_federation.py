@@ -126,12 +126,17 @@ def test_hvp_against_second_differences_of_the_loss():
 def test_accuracy_counts_argmax_hits():
     fed, rng = tanh_fed()
     x = fed.init_params(rng)
-    pred = fed.model.predict(np.broadcast_to(x, (3, fed.dim)), fed._test.u).argmax(-1)
-    hits = sum(int(np.sum(pred[i, :2] == fed._test.t[i, :2])) for i in range(3))
-    assert fed.accuracy(x) == pytest.approx(hits / 6)
-    train_pred = fed.model.predict(x[None], fed._train.u[[1], :3])[0].argmax(-1)
+    hits, total = 0, 0
+    for i in range(3):                     # one client at a time, unpadded data
+        u, t = fed.client_data(i, "test")
+        hits += int(np.sum(fed.model.predict(x[None], u[None])[0].argmax(-1) == t))
+        total += t.shape[0]
+    assert fed.accuracy(x) == pytest.approx(hits / total)
+    u, t = fed.client_data(1, "train")
     assert fed.accuracy(x, clients=[1], data="train") == pytest.approx(
-        np.mean(train_pred == fed._train.t[1, :3]))
+        np.mean(fed.model.predict(x[None], u[None])[0].argmax(-1) == t))
+    with pytest.raises(InvalidProblemError):
+        fed.client_data(3)
 
 
 def test_shifting_clients():
@@ -199,9 +204,9 @@ def test_synthetic_fedprox_federation_carries_the_generator_data():
     assert fed.n_clients == 3
     np.testing.assert_array_equal(fed.n_samples, [x.shape[0] for x in data.X_train])
     for i in range(3):
-        k = fed.n_samples[i]
-        np.testing.assert_array_equal(fed._train.u[i, :k], data.X_train[i])
-        np.testing.assert_array_equal(fed._train.t[i, :k], data.y_train[i])
+        u, t = fed.client_data(i)
+        np.testing.assert_array_equal(u, data.X_train[i])
+        np.testing.assert_array_equal(t, data.y_train[i])
     x = fed.init_params(np.random.default_rng(0))
     assert np.isfinite(fed.loss(x)) and np.isfinite(fed.test_loss(x)) and 0 <= fed.accuracy(x) <= 1
     with pytest.raises(InvalidProblemError, match="inputs"):
@@ -210,7 +215,8 @@ def test_synthetic_fedprox_federation_carries_the_generator_data():
 
 def test_weight_decay_enters_loss_and_gradient_but_not_the_fisher():
     fed, rng = tanh_fed(test=False)
-    reg = NeuralFederation(fed.model, fed.loss_fn, *fed._train.unpadded(), reg=0.5)
+    data = [fed.client_data(i) for i in range(fed.n_clients)]
+    reg = NeuralFederation(fed.model, fed.loss_fn, [d[0] for d in data], [d[1] for d in data], reg=0.5)
     X = np.stack([fed.init_params(rng) for _ in range(3)])
     np.testing.assert_allclose(reg.client_loss(X) - fed.client_loss(X), 0.25 * (X ** 2).sum(1), rtol=1e-12)
     np.testing.assert_allclose(reg.client_grad(X) - fed.client_grad(X), 0.5 * X, rtol=1e-10, atol=1e-14)
