@@ -1,0 +1,309 @@
+"""Client drift as heterogeneity grows: SCAFFOLD vs FedAvg vs FedProx vs FedDyn (seed 004).
+
+Seed 004 (SCAFFOLD, Karimireddy et al.; statements restated in THEORY.md
+sections 2 and 4, the seed lost its equations):
+
+* SCAFFOLD's fixed point is x* for any heterogeneity (exact gradients), and
+  its strongly convex round complexity O~(sigma^2/(mu K S eps) + beta/mu + N/S)
+  has no heterogeneity term (Theorem III), under eta_l <= 1/(81 beta K eta_g)
+  and R >= max(162 beta/mu, 30 N/S);
+* FedAvg drifts: its fixed point moves away from x* as heterogeneity grows,
+  and its rounds grow with G (Theorem I); lower bound (Theorem II, K >= 2,
+  sigma = 0): there *exist* problems with F(x_R) - F* >= c G^2/(mu R^2).
+
+Protocol.  One random quadratic federation per run (``random_quadratic``
+with ``constants="clients"``: every f_i exactly beta = L smooth and
+mu-strongly convex, uniform weights so that SCAFFOLD's and FedDyn's uniform
+averages are F), swept over the heterogeneity h = sqrt(sum p_i ||x_i* - x*||^2)
+with the *same* seed: the Hessians and x* stay fixed and the client offsets
+scale with h, so every h-dependence is the drift alone.  Full participation,
+exact gradients: every algorithm is deterministic and its round map affine,
+so ``fltheory.theory.affine`` gives the exact fixed point and the exact
+asymptotic rate (spectral radius on the non-conserved subspace), and
+``run_affine`` the trajectory.  All local solvers take K gradient steps at the
+rate eta_l = 1/(81 beta K eta_g) (SCAFFOLD's condition met with equality,
+eta_g = 1), FedProx adds the proximal term mu_p/2 ||y - x||^2 and FedDyn
+(alpha) solves its local problem exactly (its analysis assumes exact local
+minimisation).
+
+Checks (stated factor and tolerances, computed from the config):
+
+* ``scaffold-fixed-point``: ||x~ - x*||^2 of SCAFFOLD <= ``fp_tol`` ||x0 - x*||^2
+  for every h (ratio = measured / tolerance);
+* ``scaffold-rounds``: SCAFFOLD rounds to eps vary with h by at most the factor
+  ``rounds_factor`` (ratio = (max/min) / factor); the measured rounds are also
+  divided by the Theorem III expression with constant 1 (beta/mu + N/S,
+  sigma = 0; the O~ hides a log(1/eps) factor) and reported as a macro;
+* ``fedavg-drift``: FedAvg's fixed-point distance is exactly quadratic in h
+  (the fixed point is affine in the offsets), so the log-log slope is 2;
+  ratio = |slope - 2| / ``slope_tol``, reported with FedAvg's rounds to eps
+  (None = never reaches eps: stalls at its fixed point);
+* ``fedavg-lower-bound`` (Theorem II with constant 1): the lower bound is
+  existential, so on this instance a smaller error is not a violation; the
+  ratio is bound / measured (> 1 means this instance beats c G^2/(mu R^2)
+  with c = 1), reported "holds" when <= 1 and "not checkable" otherwise;
+* ``scaffold-step-conditions``: eta_l / (1/(81 beta K eta_g)) and R against
+  max(162 beta/mu, 30 N/S) (``scaffold_step_conditions``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from experiments._framework import Check, Theorem, progress
+from fltheory import plotting
+from fltheory.algorithms import FedAvg, FedDyn, FedProx, Scaffold, run_affine
+from fltheory.errors import InvalidHyperparameterError
+from fltheory.problems.generators import random_quadratic
+from fltheory.theory.affine import affine_round_map, fixed_point, spectral_rate
+from fltheory.theory.bounds import fedavg_lower_bound, scaffold_rounds, scaffold_step_conditions
+
+NAME = "scaffold_drift"
+TITLE = "Client drift vs heterogeneity: SCAFFOLD, FedAvg, FedProx, FedDyn (exact affine maps)"
+_PAPER = "seed 004 (SCAFFOLD, Karimireddy et al.)"
+THEOREMS = [
+    Theorem("scaffold-fixed-point", _PAPER, "SCAFFOLD has no drift: fixed point x* (THEORY.md sec. 2)"),
+    Theorem("scaffold-rounds", _PAPER, "Theorem III: rounds O~(beta/mu + N/S) independent of heterogeneity"),
+    Theorem("fedavg-drift", _PAPER, "FedAvg drift: fixed-point distance grows as h^2 (affine in offsets)"),
+    Theorem("fedavg-lower-bound", _PAPER, "Theorem II: F(x_R) - F* >= G^2/(mu R^2), constant 1, K >= 2"),
+    Theorem("scaffold-step-conditions", _PAPER,
+            "Theorem III step sizes: eta_l <= 1/(81 beta K eta_g), R >= max(162 beta/mu, 30 N/S)"),
+]
+ALGORITHMS = ("SCAFFOLD", "FedAvg", "FedProx", "FedDyn")
+QUICK: dict[str, Any] = {
+    "n_clients": 6, "dim": 4, "L": 4.0, "mu": 1.0, "K": 5,
+    "heterogeneity": [0.0, 0.1, 0.3, 1.0, 3.0, 10.0],
+    "prox_mu": 1.0,                 # FedProx penalty mu_p
+    "feddyn_alpha": 40.0,           # FedDyn alpha (exact local solves)
+    "eps": 1e-6,                    # target F(x_t) - F*
+    "max_rounds": 3000,
+    "init_distance": 2.0,
+    "fp_tol": 1e-16,                # SCAFFOLD ||x~ - x*||^2 / ||x0 - x*||^2 (round-off level)
+    "rounds_factor": 1.1,           # allowed max/min of SCAFFOLD rounds to eps over h
+    "slope_tol": 0.01,              # allowed |slope - 2| of log FedAvg drift vs log h
+    "lower_bound_rounds": [10, 30, 100, 300, 1000, 3000],
+}
+FULL: dict[str, Any] = {**QUICK, "n_clients": 20, "dim": 10,
+                        "heterogeneity": [0.0, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "max_rounds": 20000,
+                        "lower_bound_rounds": [10, 30, 100, 300, 1000, 3000, 10000, 20000]}
+EXPECTED_AXES = 3
+
+
+def _algorithms(cfg: dict[str, Any], eta_l: float) -> dict[str, Any]:
+    K = cfg["K"]
+    return {"SCAFFOLD": Scaffold(lr=eta_l, local_steps=K, server_lr=1.0, option="II"),
+            "FedAvg": FedAvg(lr=eta_l, local_steps=K, server_lr=1.0),
+            "FedProx": FedProx(lr=eta_l, local_steps=K, mu=cfg["prox_mu"], solver="gd"),
+            "FedDyn": FedDyn(alpha=cfg["feddyn_alpha"], solver="exact")}
+
+
+def _first_below(values: np.ndarray, eps: float) -> int | None:
+    hit = np.flatnonzero(values <= eps)
+    return int(hit[0]) if hit.size else None
+
+
+def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """For every h and algorithm: exact fixed point, spectral rate, trajectory, rounds to eps."""
+    N, d, K = config["n_clients"], config["dim"], config["K"]
+    if config["heterogeneity"][0] != 0.0 and min(config["heterogeneity"]) <= 0:
+        raise InvalidHyperparameterError("heterogeneity values must be >= 0")
+    seed = int(rng.integers(0, 2**31 - 1))
+    direction = rng.standard_normal(d)
+    beta, mu = config["L"], config["mu"]
+    eta_l = 1.0 / (81.0 * beta * K * 1.0)
+    R = config["max_rounds"]
+    cond = scaffold_step_conditions(eta_l=eta_l, eta_g=1.0, beta=beta, K=K, R=R, mu=mu, N=N, S=N)
+    algs = _algorithms(config, eta_l)
+    out: dict[str, Any] = {"seed": seed, "N": N, "d": d, "K": K, "beta": beta, "mu": mu, "eta_l": eta_l,
+                           "eps": config["eps"], "max_rounds": R, "algorithms": list(ALGORITHMS),
+                           "heterogeneity": list(config["heterogeneity"]),
+                           "step_conditions": {"eta_l_max": cond.terms["eta_l_max"], "R_min": cond.terms["R_min"],
+                                               "held": [a.held for a in cond.assumptions],
+                                               "names": [a.name for a in cond.assumptions]},
+                           "theorem3_rounds_c1": scaffold_rounds(sigma2=0.0, mu=mu, K=K, S=N, N=N,
+                                                                 eps=config["eps"], beta=beta).value,
+                           "lower_bound_rounds": list(config["lower_bound_rounds"]),
+                           "tolerances": {k: config[k] for k in ("fp_tol", "rounds_factor", "slope_tol")},
+                           "per_h": []}
+    for h in progress(list(config["heterogeneity"]), desc=NAME):
+        fed = random_quadratic(N, d, L=beta, mu=mu, heterogeneity=h, seed=seed, constants="clients")
+        x_star = fed.optimum()
+        x0 = x_star + config["init_distance"] * direction / np.linalg.norm(direction)
+        consts = fed.constants()
+        row: dict[str, Any] = {"h": h, "G2": float(consts.scaffold_G2), "B2": float(consts.scaffold_B2),
+                               "zeta2": float(consts.zeta2), "init_dist2": float(np.sum((x0 - x_star) ** 2)),
+                               "init_gap": float(fed.loss(x0) - fed.loss(x_star))}
+        for name, alg in algs.items():
+            amap = affine_round_map(alg, fed, x0=x0)
+            fp = fixed_point(amap)
+            hist = run_affine(alg, fed, R, x0=x0, amap=amap)
+            gap = np.maximum(hist.loss_gap, 0.0)
+            row[name] = {"fp_dist2": float(np.sum((fp.x - x_star) ** 2)),
+                         "fp_gap": float(max(fed.loss(fp.x) - fed.loss(x_star), 0.0)),
+                         "rate": float(spectral_rate(amap)),
+                         "rounds_to_eps": _first_below(gap, config["eps"]),
+                         "gap_at": [float(gap[r]) for r in config["lower_bound_rounds"] if r <= R]}
+        out["per_h"].append(row)
+    return out
+
+
+def _slope(hs: list[float], ys: list[float]) -> float | None:
+    pts = [(math.log(h), math.log(y)) for h, y in zip(hs, ys) if h > 0 and y > 0]
+    if len(pts) < 2:
+        return None
+    x, y = np.array(pts).T
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def _lower_bound_ratios(results: dict[str, Any]) -> list[tuple[float, int, float, float]]:
+    """(h, R, bound, measured) for FedAvg at h > 0 and every listed R."""
+    out = []
+    for row in results["per_h"]:
+        if row["h"] <= 0:
+            continue
+        for R, gap in zip(results["lower_bound_rounds"], row["FedAvg"]["gap_at"]):
+            lb = fedavg_lower_bound(G=math.sqrt(row["G2"]), mu=results["mu"], R=R, K=results["K"])
+            if lb.value is not None and gap > 0:
+                out.append((row["h"], R, float(lb.value), gap))
+    return out
+
+
+def checks(results: dict[str, Any]) -> list[Check]:
+    cfg = results["tolerances"]
+    inst = (f"random_quadratic seed {results['seed']}, N = {results['N']}, d = {results['d']}, "
+            f"beta = {results['beta']}, mu = {results['mu']}, K = {results['K']}, eta_l = {results['eta_l']:.4g}")
+    rows, out = results["per_h"], []
+    # SCAFFOLD fixed point
+    tol = cfg["fp_tol"]
+    rel = [r["SCAFFOLD"]["fp_dist2"] / r["init_dist2"] for r in rows]
+    worst = max(rel) / tol
+    i = int(np.argmax(rel))
+    out.append(Check("scaffold-fixed-point", "holds" if worst <= 1 else "violated", worst,
+                     f"max ||x~ - x*||^2/||x0 - x*||^2 = {max(rel):.3g} at h = {rows[i]['h']} "
+                     f"(tolerance {tol:g}); FedAvg at the same h: "
+                     f"{rows[i]['FedAvg']['fp_dist2'] / rows[i]['init_dist2']:.3g}; {inst}"))
+    # SCAFFOLD rounds independent of h
+    rs = [r["SCAFFOLD"]["rounds_to_eps"] for r in rows]
+    if any(x is None for x in rs):
+        out.append(Check("scaffold-rounds", "violated", None if all(x is None for x in rs) else
+                         float(results["max_rounds"]) / min(x for x in rs if x is not None) / cfg["rounds_factor"],
+                         f"SCAFFOLD did not reach eps = {results['eps']} within {results['max_rounds']} rounds "
+                         f"at h = {[r['h'] for r, x in zip(rows, rs) if x is None]}; {inst}"))
+    else:
+        spread = max(rs) / max(min(rs), 1)
+        ratio = spread / cfg["rounds_factor"]
+        out.append(Check("scaffold-rounds", "holds" if ratio <= 1 else "violated", ratio,
+                         f"rounds to eps = {results['eps']}: {rs} over h = {results['heterogeneity']}; max/min = "
+                         f"{spread:.4g} (allowed factor {cfg['rounds_factor']}); measured / (beta/mu + N/S) = "
+                         f"{max(rs) / results['theorem3_rounds_c1']:.4g}; {inst}"))
+    # FedAvg drift order
+    hs = [r["h"] for r in rows]
+    slope = _slope(hs, [r["FedAvg"]["fp_dist2"] for r in rows])
+    fed_rounds = [r["FedAvg"]["rounds_to_eps"] for r in rows]
+    if slope is None:
+        out.append(Check("fedavg-drift", "not checkable", None, "fewer than two h > 0 with nonzero drift"))
+    else:
+        ratio = abs(slope - 2.0) / cfg["slope_tol"]
+        out.append(Check("fedavg-drift", "holds" if ratio <= 1 else "violated", ratio,
+                         f"log-log slope of ||x~_FedAvg - x*||^2 vs h = {slope:.6f} (predicted 2, tolerance "
+                         f"{cfg['slope_tol']}); FedAvg rounds to eps: {fed_rounds} (None = stalls above eps); "
+                         f"FedProx slope {_slope(hs, [r['FedProx']['fp_dist2'] for r in rows])}; {inst}"))
+    # FedAvg lower bound (existential)
+    lbs = _lower_bound_ratios(results)
+    if not lbs:
+        out.append(Check("fedavg-lower-bound", "not checkable", None, "no h > 0 / no positive gap"))
+    else:
+        h, R, lb, gap = max(lbs, key=lambda x: x[2] / x[3])
+        ratio = lb / gap
+        text = (f"worst lower bound / measured over h > 0 and R in {results['lower_bound_rounds']}: at h = {h}, "
+                f"R = {R}: G^2/(mu R^2) = {lb:.4g} vs F(x_R) - F* = {gap:.4g}")
+        if ratio <= 1:
+            out.append(Check("fedavg-lower-bound", "holds", ratio, text + "; the bound is existential"))
+        else:
+            out.append(Check("fedavg-lower-bound", "not checkable", ratio,
+                             text + "; Theorem II asserts the bound for *some* problem, so an instance below "
+                             "it (with constant 1) is no contradiction; " + inst))
+    # step conditions
+    sc = results["step_conditions"]
+    ratio = results["eta_l"] / sc["eta_l_max"]
+    ok = all(sc["held"])
+    out.append(Check("scaffold-step-conditions", "holds" if ok and ratio <= 1 else "not checkable", ratio,
+                     f"eta_l = {results['eta_l']:.4g}, 1/(81 beta K eta_g) = {sc['eta_l_max']:.4g}; "
+                     f"R = {results['max_rounds']} vs max(162 beta/mu, 30 N/S) = {sc['R_min']:.4g}; "
+                     + "; ".join(f"{n}: {'held' if hd else 'FAILS'}" for n, hd in zip(sc["names"], sc["held"]))))
+    return out
+
+
+def macros(results: dict[str, Any]) -> dict[str, float]:
+    rows = results["per_h"]
+    out: dict[str, float] = {}
+    rs = [r["SCAFFOLD"]["rounds_to_eps"] for r in rows if r["SCAFFOLD"]["rounds_to_eps"] is not None]
+    if rs:
+        out["scaffold_rounds_max"] = float(max(rs))
+        out["scaffold_rounds_min"] = float(min(rs))
+        out["scaffold_rounds_over_theorem_c1"] = max(rs) / results["theorem3_rounds_c1"]
+    slope = _slope([r["h"] for r in rows], [r["FedAvg"]["fp_dist2"] for r in rows])
+    if slope is not None:
+        out["fedavg_drift_slope"] = slope
+    out["fedavg_fp_dist2_max_h"] = rows[-1]["FedAvg"]["fp_dist2"]
+    out["fedprox_fp_dist2_max_h"] = rows[-1]["FedProx"]["fp_dist2"]
+    out["scaffold_fp_dist2_max"] = max(r["SCAFFOLD"]["fp_dist2"] for r in rows)
+    out["feddyn_fp_dist2_max"] = max(r["FedDyn"]["fp_dist2"] for r in rows)
+    for name in results["algorithms"]:
+        out[f"{name.lower()}_rate_max_h"] = rows[-1][name]["rate"]
+    lbs = _lower_bound_ratios(results)
+    if lbs:
+        out["fedavg_lower_bound_worst_ratio"] = max(lb / g for _, _, lb, g in lbs)
+    return out
+
+
+def plot(results: dict[str, Any]):
+    """(a) rounds to eps vs h (stalls drawn at the top as crosses); (b) exact
+    fixed-point distance vs h with an h^2 reference; (c) Theorem II lower
+    bound / measured FedAvg gap vs R, per h."""
+    fig, (ax1, ax2, ax3) = plotting.figure(1, 3, height=3.2)
+    rows = results["per_h"]
+    hs = np.array([r["h"] for r in rows])
+    xpos = np.where(hs > 0, hs, np.min(hs[hs > 0]) / 3 if np.any(hs > 0) else 1.0)
+    cap = results["max_rounds"]
+    for c, name in enumerate(results["algorithms"]):
+        colour = plotting.OKABE_ITO[c]
+        rs = [r[name]["rounds_to_eps"] for r in rows]
+        y = [np.nan if x is None else x for x in rs]
+        ax1.plot(xpos, y, marker="o", color=colour, label=name)
+        stalled = [xp for xp, x in zip(xpos, rs) if x is None]
+        if stalled:
+            ax1.plot(stalled, [cap] * len(stalled), "x", color=colour, markersize=7)
+        fp = np.array([r[name]["fp_dist2"] for r in rows])
+        ax2.plot(xpos, np.maximum(fp, 1e-32), marker="o", color=colour, label=name)
+    ax1.axhline(cap, color="grey", linewidth=0.8, linestyle=":", label=f"x: never below eps in {cap} rounds")
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("heterogeneity h (h = 0 drawn at the left edge)")
+    ax1.set_ylabel(rf"rounds until $F(x_t) - F^* \leq$ {results['eps']:.0e}")
+    ax1.set_title(f"rounds to eps (K = {results['K']}, " + r"$\eta_l = 1/(81\beta K)$)")
+    ax1.legend(fontsize=6, loc="center right")
+    ref_h = hs[hs > 0]
+    fa = np.array([r["FedAvg"]["fp_dist2"] for r in rows])[hs > 0]
+    if ref_h.size:
+        ax2.plot(ref_h, fa[-1] * (ref_h / ref_h[-1]) ** 2, color="black", linestyle="--", linewidth=0.8,
+                 label=r"$\propto h^2$")
+    ax2.set_xscale("log")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("heterogeneity h")
+    ax2.set_ylabel(r"$\|\tilde x - x^*\|^2$ of the exact fixed point")
+    ax2.set_title("drift (1e-32 = exact floor)")
+    ax2.legend(fontsize=6)
+    lbs = _lower_bound_ratios(results)
+    for c, h in enumerate(sorted({x[0] for x in lbs})):
+        pts = [(R, lb / g) for hh, R, lb, g in lbs if hh == h]
+        ax3.plot(*zip(*pts), marker="o", color=plotting.OKABE_ITO[c % 8], label=f"h = {h}")
+    ax3.set_xscale("log")
+    plotting.ratio_axis(ax3, label=r"$G^2/(\mu R^2)$ / FedAvg $F(x_R)-F^*$")
+    ax3.set_xlabel("rounds R")
+    ax3.set_title("Theorem II lower bound (c = 1)")
+    ax3.legend(fontsize=6)
+    return fig
