@@ -67,8 +67,10 @@ def split_clients(inputs: np.ndarray, targets: np.ndarray, parts: Sequence[Any],
         k = min(max(1, int(round(frac * p.size))), p.size - 1)
         perm = rng.permutation(p)
         test, train = np.sort(perm[:k]), np.sort(perm[k:])
-        tu.append(inputs[train]), tt.append(targets[train])
-        su.append(inputs[test]), st.append(targets[test])
+        tu.append(inputs[train])
+        tt.append(targets[train])
+        su.append(inputs[test])
+        st.append(targets[test])
     return tu, tt, su, st
 
 

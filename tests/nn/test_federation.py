@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.errors import InvalidProblemError
 from fltheory.nn import (MSE, Dense, NeuralFederation, Sequential, SoftmaxCrossEntropy, Tanh, mlp,
@@ -221,3 +223,17 @@ def test_weight_decay_enters_loss_and_gradient_but_not_the_fisher():
     np.testing.assert_allclose(reg.client_loss(X) - fed.client_loss(X), 0.25 * (X ** 2).sum(1), rtol=1e-12)
     np.testing.assert_allclose(reg.client_grad(X) - fed.client_grad(X), 0.5 * X, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(reg.fisher_diag(X), fed.fisher_diag(X), rtol=1e-12)
+
+
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=5), st.integers(0, 2**31 - 1))
+def test_batched_rows_equal_single_client_calls(order, seed):
+    """Any list of clients (repeats, any order), each row at its own point:
+    the batched oracles equal one-client calls (Hypothesis-drawn lists)."""
+    fed, _ = tanh_fed(test=False)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((len(order), fed.dim))
+    G, L, F = fed.client_grad(X, order), fed.client_loss(X, order), fed.fisher_diag(X, order)
+    for r, i in enumerate(order):
+        np.testing.assert_allclose(G[r], fed.client_grad(X[r], [i])[0], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(L[r], fed.client_loss(X[r], [i])[0], rtol=1e-13)
+        np.testing.assert_allclose(F[r], fed.fisher_diag(X[r], [i])[0], rtol=1e-12, atol=1e-16)

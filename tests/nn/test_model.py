@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from fltheory.errors import InvalidHyperparameterError, InvalidProblemError
 from fltheory.nn import (MSE, AvgPool2D, Conv2D, Dense, Flatten, Sequential, SoftmaxCrossEntropy, Tanh,
