@@ -237,3 +237,20 @@ def test_batched_rows_equal_single_client_calls(order, seed):
         np.testing.assert_allclose(G[r], fed.client_grad(X[r], [i])[0], rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(L[r], fed.client_loss(X[r], [i])[0], rtol=1e-13)
         np.testing.assert_allclose(F[r], fed.fisher_diag(X[r], [i])[0], rtol=1e-12, atol=1e-16)
+
+
+def test_iid_partition_and_split_clients():
+    from fltheory.nn import iid_partition, split_clients
+    rng = np.random.default_rng(9)
+    parts = iid_partition(23, 4, rng)
+    allidx = np.concatenate(parts)
+    np.testing.assert_array_equal(np.sort(allidx), np.arange(23))          # disjoint cover
+    assert max(p.size for p in parts) - min(p.size for p in parts) <= 1
+    u, y = np.arange(23.0)[:, None], np.arange(23)
+    tu, tt, su, st_ = split_clients(u, y, parts, 0.2, rng)
+    for p, a, b, c, d in zip(parts, tu, tt, su, st_):
+        assert c.shape[0] == max(1, round(0.2 * p.size)) and a.shape[0] + c.shape[0] == p.size
+        np.testing.assert_array_equal(np.sort(np.concatenate([b, d])), p)  # labels follow their inputs
+        np.testing.assert_array_equal(a[:, 0], b)
+    with pytest.raises(InvalidProblemError):
+        split_clients(u, y, [np.array([0])], 0.2, rng)
