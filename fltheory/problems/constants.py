@@ -51,7 +51,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .._validate import finite_array, positive
-from ..errors import InvalidHyperparameterError
+from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ._trust_region import max_convex_quadratic_on_ball
 from .base import Federation
 from .quadratic import QuadraticFederation
@@ -242,6 +242,10 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
 
     # oracle variance
     if fed.batch_size is not None:
+        if not hasattr(fed, "minibatch_variance"):
+            raise InvalidProblemError(
+                f"{type(fed).__name__} has a minibatch oracle but no minibatch_variance(X); "
+                "sigma^2 cannot be computed")
         var = np.stack([fed.minibatch_variance(x) for x in P])    # loop over points, not clients
         sigma2_clients = var.max(axis=0)
         exact["sigma2"] = False

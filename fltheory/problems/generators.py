@@ -61,9 +61,10 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
         N >= 1 clients in dimension d >= 1.
     L, mu : float
         L >= mu > 0.  With ``constants="global"`` (default) the *global*
-        Hessian sum_i p_i H_i has extreme eigenvalues exactly mu and L (up to
-        floating-point rounding, about 1e-15 L); each H_i is SPD but its own
-        extremes are not controlled.  With ``constants="clients"`` every
+        Hessian sum_i p_i H_i has extreme eigenvalues exactly mu and L up to
+        floating-point rounding of about 1e-15 L (so mu is hit to relative
+        1e-15 L/mu: 1e-12 relative for L/mu <= 1e3, measured 8e-12 at 1e4);
+        each H_i is SPD but its own extremes are not controlled.  With ``constants="clients"`` every
         H_i = Q_i diag(lambda_i) Q_i^T has extremes exactly mu and L (Q_i Haar
         orthogonal, inner eigenvalues U[mu, L]); the global extremes then lie in
         [mu, L].  ``dim = 1`` needs L = mu.
