@@ -12,10 +12,11 @@ def _fake():
     d = 1e-8 * np.ones(5)
     servers = ["A", "B"]
     return {"seed": 1, "n_clients": 2, "dim": 2, "rounds": 4, "tol": 1e-6, "still_window": 2,
-            "clients": ["sgd", "adagrad"], "servers": servers, "bias": {"sgd": 0.2, "adagrad": 0.3},
+            "settings": ["quadratic/sgd", "quadratic/adagrad"], "servers": servers,
+            "bias": {"quadratic/sgd": 0.2, "quadratic/adagrad": 0.3},
             "closed_vs_root_sgd": 1e-16,
-            "dist_fp": {c: {s: d for s in servers} for c in ("sgd", "adagrad")},
-            "movement": {c: {s: 0.0 for s in servers} for c in ("sgd", "adagrad")}}
+            "dist_fp": {c: {s: d for s in servers} for c in ("quadratic/sgd", "quadratic/adagrad")},
+            "movement": {c: {s: 0.0 for s in servers} for c in ("quadratic/sgd", "quadratic/adagrad")}}
 
 
 def test_converged_at_the_fixed_point_holds():
@@ -24,9 +25,9 @@ def test_converged_at_the_fixed_point_holds():
 
 def test_converged_elsewhere_is_a_violation_and_still_moving_is_not_checkable():
     res = _fake()
-    res["dist_fp"]["sgd"]["B"] = np.array([1.0, 0.1, 0.01, 0.01, 0.01])   # stopped away from x~
-    res["movement"]["adagrad"]["A"] = 1e-3                                 # still moving
-    res["dist_fp"]["adagrad"]["A"] = np.array([1.0, 0.5, 0.2, 0.1, 0.05])
+    res["dist_fp"]["quadratic/sgd"]["B"] = np.array([1.0, 0.1, 0.01, 0.01, 0.01])   # stopped away from x~
+    res["movement"]["quadratic/adagrad"]["A"] = 1e-3                                 # still moving
+    res["dist_fp"]["quadratic/adagrad"]["A"] = np.array([1.0, 0.5, 0.2, 0.1, 0.05])
     sgd, ada = exp.checks(res)
     assert sgd.status == "violated" and "B" in sgd.detail and sgd.ratio > 1
     assert ada.status == "not checkable" and "A" in ada.detail
