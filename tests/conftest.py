@@ -1,10 +1,20 @@
-"""Hypothesis profiles: ``ci`` (default: derandomized, few examples, fast) and
-``thorough`` (many examples, run on demand with
-``pytest --hypothesis-profile=thorough``)."""
+"""Suite-wide settings.
+
+* BLAS runs single-threaded: the package's hot paths are many small batched
+  products, for which OpenBLAS threads cost 10-50x on a loaded 2-core machine,
+  and one thread keeps floating-point reductions in a fixed order (same seed,
+  same bits).  Set before numpy is imported by any test module.
+* Hypothesis profiles: ``ci`` (default: derandomized, few examples, fast) and
+  ``thorough`` (many examples, on demand:
+  ``pytest --hypothesis-profile=thorough``).
+"""
 
 import os
 
-from hypothesis import HealthCheck, settings
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile(
     "ci", max_examples=15, derandomize=True, deadline=None, print_blob=True,
