@@ -39,6 +39,7 @@ from experiments._framework import Check, Theorem, progress
 from fltheory import optim, plotting
 from fltheory.algorithms import run as run_rounds
 from fltheory.algorithms.fedopt import FedOpt
+from fltheory.errors import DivergenceError
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.logistic import LogisticFederation
 from fltheory.theory import fedopt_quadratic_fixed_point
@@ -100,6 +101,22 @@ def _logistic(cfg: dict[str, Any], seed: int) -> LogisticFederation:
     return LogisticFederation(feats, labels, reg=cfg["logistic_reg"])
 
 
+def _fixed_point(T: Any, start: np.ndarray) -> tuple[Any, str]:
+    """(operator fixed point or None, note).  The root of T(x) - x with the
+    library's Anderson cross-check; if only the cross-check fails (the Picard
+    iteration x <- T(x) does not settle, e.g. restarted AdaGrad, whose T is
+    discontinuous where a client's gradient coordinate vanishes) the root is
+    kept and the failure noted; if the root solver fails, None."""
+    try:
+        return operator_fixed_point(T, start), ""
+    except DivergenceError as exc:
+        first = " ".join(str(exc).split())
+    try:
+        return operator_fixed_point(T, start, cross_check=False), f"Anderson cross-check failed: {first}"
+    except DivergenceError as exc:
+        return None, f"no fixed point found: {first}; root solver: {' '.join(str(exc).split())}"
+
+
 def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
     feds = {"quadratic": random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
@@ -113,7 +130,8 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
                            "still_window": config["still_window"], "rounds": config["rounds"],
                            "servers": list(config["servers"]), "settings": list(SETTINGS),
                            "n_clients": config["n_clients"], "dim": config["dim"], "eta_sgd": {},
-                           "fixed_point": {}, "bias": {}, "dist_fp": {}, "dist_opt": {}, "movement": {}}
+                           "fixed_point": {}, "bias": {}, "dist_fp": {}, "dist_opt": {}, "movement": {},
+                           "fixed_point_note": {}, "jacobian_radius": {}}
     for setting in SETTINGS:
         problem, client = setting.split("/")
         fed = feds[problem]
@@ -123,7 +141,15 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
         opt = optim.sgd(eta) if client == "sgd" else optim.adagrad(config["lr_adagrad"])
         T = fedopt_operator(FedOpt(client_optimizer=opt, server_optimizer=optim.sgd(1.0),
                                    local_steps=tau), fed)
-        fp = operator_fixed_point(T, xstar)
+        fp, note = _fixed_point(T, xstar)
+        out["fixed_point_note"][setting] = note
+        if fp is None:
+            out["fixed_point"][setting] = None
+            out["bias"][setting] = None
+            for key in ("dist_fp", "dist_opt", "movement"):
+                out[key][setting] = None
+            continue
+        out["jacobian_radius"][setting] = fp.spectral_radius
         if setting == "quadratic/sgd":
             closed = fedopt_quadratic_fixed_point(fed, eta, tau)
             out["closed_vs_root_sgd"] = float(np.linalg.norm(fp.x - closed.x))
@@ -148,6 +174,8 @@ def _verdicts(results: dict[str, Any]) -> list[tuple[str, str, str, float]]:
     tol = results["tol"]
     out = []
     for c in results["settings"]:
+        if results["fixed_point"][c] is None:
+            continue
         for s in results["servers"]:
             ratio = float(results["dist_fp"][c][s][-1]) / tol
             moving = results["movement"][c][s] > tol
@@ -162,6 +190,10 @@ def checks(results: dict[str, Any]) -> list[Check]:
             f"R = {results['rounds']}, tol = {tol:.3g}")
     out = []
     for client in results["settings"]:
+        note = results.get("fixed_point_note", {}).get(client, "")
+        if results["fixed_point"][client] is None:
+            out.append(Check("server-fixed-point", "not checkable", None, f"{client}: {note}; {inst}"))
+            continue
         rows = [v for v in _verdicts(results) if v[0] == client]
         worst = max(rows, key=lambda v: v[3])
         parts = "; ".join(f"{s}: {r * tol:.3g}" for _, s, _, r in rows)
@@ -169,6 +201,9 @@ def checks(results: dict[str, Any]) -> list[Check]:
                    f"{results['bias'][client]:.4g}")
         if client == "quadratic/sgd":
             summary += f"; closed form vs root {results['closed_vs_root_sgd']:.2g}"
+        summary += f"; rho(J_T(x~)) = {results['jacobian_radius'][client]:.4g}"
+        if note:
+            summary += f"; {note}"
         bad = [v for v in rows if v[2] == "violated"]
         moving = [v for v in rows if v[2] == "not checkable"]
         if bad:
@@ -186,6 +221,8 @@ def checks(results: dict[str, Any]) -> list[Check]:
 def macros(results: dict[str, Any]) -> dict[str, float]:
     out = {}
     for setting in results["settings"]:
+        if results["fixed_point"][setting] is None:
+            continue
         c = setting.replace("/", "_")
         out[f"bias_{c}"] = float(results["bias"][setting])
         out[f"max_dist_to_fixed_point_{c}"] = float(max(results["dist_fp"][setting][s][-1]
@@ -198,6 +235,14 @@ def plot(results: dict[str, Any]):
     (dashed) per server optimizer; the tolerance and the bias ||x~ - x*||."""
     fig, axes = plotting.figure(1, 3, height=4.2, sharey=True)
     for ax, client in zip(axes, results["settings"]):
+        problem, opt = client.split("/")
+        ax.set_title(f"{problem}, {'SGD' if opt == 'sgd' else 'AdaGrad'} clients")
+        ax.set_xlabel("round t")
+        ax.set_ylabel("distance (model units)")
+        if results["fixed_point"][client] is None:
+            ax.text(0.5, 0.5, "no fixed point of T found\n(see the JSON note)", ha="center", va="center",
+                    transform=ax.transAxes)
+            continue
         for c, s in enumerate(results["servers"]):
             colour = plotting.OKABE_ITO[c]
             d = np.maximum(np.asarray(results["dist_fp"][client][s]), 1e-17)
@@ -209,12 +254,8 @@ def plot(results: dict[str, Any]):
                    label=r"bias $\|\tilde x - x^*\|$")
         ax.axhline(results["tol"], color="0.5", linestyle="-.", linewidth=1.0, label="tolerance")
         ax.set_ylim(1e-17, None)
-        ax.set_xlabel("round t")
-        ax.set_ylabel("distance (model units)")
-        problem, opt = client.split("/")
-        ax.set_title(f"{problem}, {'SGD' if opt == 'sgd' else 'AdaGrad'} clients")
     fig.suptitle(r"every server optimizer converges to the fixed point $\tilde x$ of T, none to $x^*$",
                  fontsize=10)
-    handles, labels = axes[0].get_legend_handles_labels()
+    handles, labels = max((a.get_legend_handles_labels() for a in axes), key=lambda hl: len(hl[0]))
     fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=7)
     return fig

@@ -29,7 +29,7 @@ def _fake(bias_slope_hetero=0.0, corrected_slope=1.0):
     return {"seed": 1, "n_clients": 2, "dim": 2, "L": 1.0, "mu": 0.5, "fit_points": 3, "slope_tol": 0.1,
             "agree_tol": 1e-7, "cases": list(exp.CASES), "rates": {c: r for c in exp.CASES},
             "points": pts, "closed_at_points": {c: 1e-12 * np.ones(4) for c in exp.CASES if c.startswith("gd")},
-            "eq8_limit_bias": 0.4, "dist_to_limit": r, "first_order_remainder": r ** 2}
+            "eq8_limit_bias": 0.4, "dist_to_limit": r, "first_order_remainder": r ** 2, "failures": {}}
 
 
 def test_checks_pass_on_the_predicted_slopes_and_fail_otherwise():
@@ -42,3 +42,12 @@ def test_checks_pass_on_the_predicted_slopes_and_fail_otherwise():
     far["closed_at_points"]["gd_hetero"] = np.array([0, 0, 0, 1e-5])
     c = [c for c in exp.checks(far) if c.theorem == "closed-vs-root"][0]
     assert c.status == "violated" and c.ratio == pytest.approx(100.0)
+
+
+def test_missing_fixed_points_make_the_slope_not_checkable():
+    res = _fake()
+    res["points"]["adagrad_hetero_local"] = [None, None, 1e-2, 1e-1]
+    res["failures"]["adagrad_hetero_local"] = ["eta = 1e-4: root solver message"]
+    assert exp.slope(res["rates"]["adagrad_hetero_local"], res["points"]["adagrad_hetero_local"], 3) is None
+    c = [c for c in exp.checks(res) if c.theorem == "correction-O(eta)"][1]
+    assert c.status == "not checkable" and "root solver message" in c.detail
