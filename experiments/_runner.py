@@ -33,7 +33,10 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import fltheory
+from fltheory.errors import InvalidHyperparameterError
 from fltheory.results import RunRecord, atomic_write, load_json, save_results, to_jsonable
 
 from ._framework import (Check, Experiment, ExperimentDefinitionError, experiment_rng,
@@ -218,6 +221,12 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
     :class:`Outcome` per experiment, in the order given.  Experiment failures
     are returned, not raised.
     """
+    if mode not in ("quick", "full"):
+        raise InvalidHyperparameterError(f"mode must be 'quick' or 'full', got {mode!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InvalidHyperparameterError(f"jobs must be an int >= 1, got {jobs!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidHyperparameterError(f"seed must be an int >= 0, got {seed!r}")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("MPLBACKEND", "Agg")

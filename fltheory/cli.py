@@ -92,10 +92,11 @@ def _cmd_reproduce(args: argparse.Namespace, registry: list[Any], package: str) 
     _say(f"reproducing {len(chosen)} experiment(s), mode {args.mode}, seed {args.seed}, "
          f"jobs {args.jobs}, into {args.out}/")
     from experiments._framework import ExperimentDefinitionError
+    from fltheory.errors import InvalidHyperparameterError
     try:
         outcomes = reproduce(chosen, args.out, mode=args.mode, seed=args.seed, jobs=args.jobs,
                              force=args.force, echo=_say, registry=registry)
-    except ExperimentDefinitionError as exc:
+    except (ExperimentDefinitionError, InvalidHyperparameterError) as exc:
         _say(f"error: {exc}")
         return 2
     failed = [o.name for o in outcomes if o.action == "failed"]

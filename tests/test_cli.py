@@ -205,6 +205,8 @@ def test_usage_errors_exit_two(root, capsys):
     assert main(["--package", pkg, "reproduce", "nope", "--out", str(root / "o")]) == 2
     assert "unknown experiment(s) ['nope']" in capsys.readouterr().out
     assert main(["--package", pkg, "reproduce", "--jobs", "0", "--out", str(root / "o")]) == 2
+    assert main(["--package", pkg, "reproduce", "--seed", "-1", "--out", str(root / "o")]) == 2
+    assert "seed must be an int >= 0, got -1" in capsys.readouterr().out
     broken = make_package(root, {"a": good("a").replace('NAME = "a"', 'NAME = "b"')})
     assert main(["--package", broken, "list"]) == 2
     assert "NAME is 'b'" in capsys.readouterr().out
