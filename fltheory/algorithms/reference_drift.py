@@ -100,7 +100,7 @@ def _argmin_one(problem: Federation, i: int, D: np.ndarray, b: np.ndarray,
         g = _local_objective_grad(problem, i, y, D, b)
         v = y - g / L - z
         y_new = z + np.sign(v) * np.maximum(np.abs(v) - l1 / L, 0.0)
-        done = np.max(np.abs(y_new - y)) <= 1e-14
+        done = np.max(np.abs(y_new - y)) <= 1e-14 * max(1.0, float(np.max(np.abs(y_new))))
         y = y_new
         if done:
             break

@@ -241,3 +241,25 @@ def test_zero_l1_and_eps_is_fedprox(kind, solver):
             participation=part, seed=3).x
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
     assert np.max(np.abs(a[-1] - a[0])) > 1e-3
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e5])
+def test_l1_solve_matches_the_separable_closed_form_at_any_scale(scale):
+    """Diagonal quadratic clients make the elastic-net local problem separable:
+    argmin_y 1/2 h y^2 - e y + lam2/2 (y - z)^2 + lam1 |y - z| is
+    y = z - S_lam1(h z - e) / (h + lam2) per coordinate (S the soft-threshold).
+    At scale 1e5 an absolute 1e-12 residual is below the float spacing of y
+    (the solve used to raise a false DivergenceError there)."""
+    rng = np.random.default_rng(0)
+    m, d = 3, 5
+    h = rng.uniform(1.0, 4.0, (m, d))
+    e = scale * rng.standard_normal((m, d))
+    fed = QuadraticFederation(np.einsum("md,de->mde", h, np.eye(d)), e)
+    z = np.zeros((m, d))                       # centred at the origin, client optima ~ scale away
+    lam1, lam2 = 0.5 * scale, 0.7
+    r = h * z - e
+    expected = z - np.sign(r) * np.maximum(np.abs(r) - lam1, 0.0) / (h + lam2)
+    assert np.any(np.abs(r) <= lam1) and np.any(np.abs(r) > lam1)   # both regimes present
+    obj = LocalObjective.proximal(lam2, z) + LocalObjective.l1_term(lam1, z)
+    Y = accelerated_l1_solve(fed, np.arange(m), obj, z.copy(), max_iter=5000)
+    np.testing.assert_allclose(Y, expected, rtol=1e-10, atol=1e-10 * scale)
