@@ -14,7 +14,8 @@ One class, :class:`FedElasticNet`, with ``base`` selecting the algorithm:
     ``local_steps`` (sub)gradient steps (``solver="gd"``) with
     gradient g_k + lambda_2 (theta - x) + lambda_1 sign(theta - x).  Alg. 1
     prints the weights n_k/n summed over P without renormalising
-    (``aggregation="as_printed"``, w_k = p_k); the default is the package's
+    (``aggregation="as_printed"``: w_k = n_k/n with n the samples of all
+    clients, or p_k when the federation has no sample counts); the default is the package's
     w_k = p_k / sum_P p_j, and both coincide under full participation
     with p_k = n_k/n.  Seed 003 treats "FedAvg + elastic net"
     and "FedProx + elastic net" as the same algorithm (lambda_2 is FedProx's
@@ -56,11 +57,22 @@ from .feddyn import FedDynState, check_solver_settings, feddyn_init, feddyn_roun
 from .local import LocalObjective, exact_local_solve
 from .scaffold import SCAFFOLD_OPTIONS, ScaffoldState, scaffold_init, scaffold_round
 
-__all__ = ["FedElasticNet", "ELASTICNET_BASES", "cvxpy_local_solve", "accelerated_l1_solve"]
+__all__ = ["FedElasticNet", "ELASTICNET_BASES", "cvxpy_local_solve", "accelerated_l1_solve",
+           "printed_weights"]
 
 ELASTICNET_BASES = ("fedavg", "fedprox", "scaffold", "feddyn")
 _SOLVERS = {"fedavg": ("exact", "cvxpy", "gd"), "fedprox": ("exact", "cvxpy", "gd"),
             "feddyn": ("exact", "cvxpy", "gd"), "scaffold": ("gd",)}
+
+
+def printed_weights(problem: Federation, clients: np.ndarray) -> np.ndarray:
+    """Seed 003 Alg. 1 line 7 weights n_k / n (n = sum over *all* clients), not
+    renormalised over the participants; the federation weights p_k when it
+    has no sample counts."""
+    if problem.n_samples is not None:
+        n = np.asarray(problem.n_samples, dtype=np.float64)
+        return n[clients] / n.sum()
+    return problem.weights[clients]
 
 
 def cvxpy_local_solve(problem: Federation, clients: np.ndarray, objective: LocalObjective,
@@ -193,8 +205,8 @@ class FedElasticNet(Algorithm):
     option : {"I", "II"}
         SCAFFOLD control update (Alg. 2 prints option II).
     aggregation : {"weights", "samples", "uniform", "as_printed"}
-        Alg. 1 server weights; "as_printed" is line 7 literally, w_k = p_k
-        (= n_k/n) summed over P without renormalisation.
+        Alg. 1 server weights; "as_printed" is line 7 literally, w_k = n_k/n
+        (p_k without sample counts) summed over P without renormalisation.
     """
 
     name: ClassVar[str] = "FedElasticNet"
@@ -277,7 +289,7 @@ class FedElasticNet(Algorithm):
         delta = Y - state.x
         sent = threshold(delta, self.eps) if self.eps > 0 else delta
         if self.aggregation == "as_printed":
-            w = problem.weights[part.clients]           # Alg. 1 line 7: n_k/n, not renormalised
+            w = printed_weights(problem, part.clients)   # Alg. 1 line 7: n_k/n, not renormalised
         else:
             w = aggregation_weights(problem, part.clients, self.aggregation)
         x = state.x + self.server_lr * (w @ sent)

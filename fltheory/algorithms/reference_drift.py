@@ -225,6 +225,9 @@ def _elasticnet_avg_loop(alg: Any, problem: Federation, rounds: int,
             w = {i: 1.0 for i, _ in members}
         elif alg.aggregation == "samples":
             w = {i: float(problem.n_samples[i]) for i, _ in members}
+        elif alg.aggregation == "as_printed" and problem.n_samples is not None:
+            n = float(np.sum(problem.n_samples))          # Alg. 1 line 7: n_k / n
+            w = {i: float(problem.n_samples[i]) / n for i, _ in members}
         else:
             w = {i: float(problem.weights[i]) for i, _ in members}
         total = 1.0 if alg.aggregation == "as_printed" else sum(w.values())

@@ -263,3 +263,26 @@ def test_l1_solve_matches_the_separable_closed_form_at_any_scale(scale):
     obj = LocalObjective.proximal(lam2, z) + LocalObjective.l1_term(lam1, z)
     Y = accelerated_l1_solve(fed, np.arange(m), obj, z.copy(), max_iter=5000)
     np.testing.assert_allclose(Y, expected, rtol=1e-10, atol=1e-10 * scale)
+
+
+def test_as_printed_aggregation_uses_sample_counts():
+    """Seed 003 Alg. 1 line 7: x <- x + sum_{k in P} (n_k / n) Delta_k with n over all clients,
+    even when the federation's weights p_k were set to something else."""
+    base = quadratic(11)
+    n = np.array([10, 20, 30, 40])
+    fed = QuadraticFederation(base.H, base.e, n_samples=n, weights=np.array([0.4, 0.3, 0.2, 0.1]))
+    lam2, x = 0.8, np.array([1.0, -0.5, 0.25])
+    d = fed.dim
+
+    class FirstThree(Participation):
+        def draw(self, rng, t, local_steps):
+            return Participants(np.array([0, 1, 2]), np.ones(3, dtype=np.int64))
+
+    hist = run(FedElasticNet(base="fedprox", lambda2=lam2, aggregation="as_printed"), fed, 1,
+               participation=FirstThree(), x0=x)
+    ys = [np.linalg.solve(fed.H[k] + lam2 * np.eye(d), fed.e[k] + lam2 * x) for k in range(3)]
+    expected = x + sum(n[k] / n.sum() * (ys[k] - x) for k in range(3))    # sums to 0.6, not 1
+    np.testing.assert_allclose(hist.x[1], expected, rtol=0, atol=1e-13)
+    ref = reference_run(FedElasticNet(base="fedprox", lambda2=lam2, aggregation="as_printed"), fed, 1,
+                        participation=FirstThree(), x0=x)
+    np.testing.assert_allclose(ref[1], expected, rtol=0, atol=1e-13)
