@@ -73,10 +73,13 @@ def synthetic_fedprox(alpha: float, beta: float, *, iid: bool = False, seed: Any
     n_devices, dim, n_classes : int
         K = 30, d = 60, C = 10 in FedProx.
     reg : float
-        Ridge of the returned federations.  With ``intercept`` the labels
-        are an argmax of affine functions of x, so the data are linearly
-        separable and the unregularised objective has no minimiser:
-        ``optimum()`` needs reg > 0.
+        Ridge of the returned federations.  With ``intercept`` each device's
+        labels are an argmax of affine functions of x, so every device's data
+        are linearly separable and with reg = 0 no client objective has a
+        minimiser (``client_optima()`` raises); in the IID variant the pooled
+        data share one labelling rule, so ``optimum()`` raises too.  The
+        non-IID pooled data usually overlap (different W_k), so x* of F may
+        exist with reg = 0.  Use reg > 0 whenever client optima are needed.
     intercept : bool
         Append a constant feature 1 (FedProx's model has a bias b).
     train_fraction : float

@@ -150,3 +150,20 @@ def test_m_class_partition_exactly_m_classes(seed, N, m):
     assert np.unique(allidx).size == allidx.size
     if N * m >= 6:
         assert allidx.size == 240
+
+
+def test_synthetic_with_intercept_is_separable_so_needs_ridge():
+    """Each device's labels are an argmax of affine functions of x, so with the
+    constant feature every client's unregularised softmax loss has no minimiser;
+    in the IID variant the pooled data share the rule, so F has none either."""
+    from fltheory.errors import InvalidProblemError
+    data = synthetic_fedprox(1.0, 1.0, seed=2, n_devices=3, dim=4, n_classes=3)
+    with pytest.raises(InvalidProblemError, match="client 0"):
+        data.train.client_optima()
+    iid = synthetic_fedprox(0.0, 0.0, iid=True, seed=2, n_devices=3, dim=4, n_classes=3)
+    with pytest.raises(InvalidProblemError, match="global"):
+        iid.train.optimum()
+    ridged = synthetic_fedprox(1.0, 1.0, seed=2, n_devices=3, dim=4, n_classes=3, reg=0.05)
+    assert np.linalg.norm(ridged.train.grad(ridged.train.optimum())) <= 1e-10
+    G = ridged.train.client_grad(ridged.train.client_optima())
+    assert np.all(np.linalg.norm(G, axis=1) <= 1e-10)
