@@ -243,6 +243,20 @@ class LogisticFederation(Federation):
             return np.matmul((rw * coef * coef)[:, None, :], A * A)[:, 0, :]
         return lo.multi_empirical_fisher_diag(A, y, rw, X, self.n_classes)
 
+    def accuracy(self, X: Any, clients: Any = None) -> np.ndarray:
+        """Fraction of each listed client's rows classified correctly at X[r] -> (m,):
+        binary: sign(a^T x) = y (a zero margin counts as wrong); multinomial:
+        argmax_c (W^T a)_c = y (ties resolved to the lowest class index)."""
+        idx = self._clients(clients)
+        X = np.ascontiguousarray(self._points(X, idx.shape[0]))
+        A, y, rw = self._data(idx)
+        if self.n_classes is None:
+            right = y * lo._matvec(A, X) > 0
+        else:
+            m, n, f = A.shape
+            right = np.argmax(np.matmul(A, X.reshape(m, f, self.n_classes)), axis=2) == y
+        return np.einsum("mn,mn->m", rw, right.astype(np.float64))
+
     def _minibatch_grad(self, X: np.ndarray, idx: np.ndarray, rng: np.random.Generator,
                         batch_size: int) -> np.ndarray:
         """Mean of ``batch_size`` per-sample gradients (ridge included), rows

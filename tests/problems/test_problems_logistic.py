@@ -202,3 +202,22 @@ def test_without_and_with_client_round_trip():
     back = small.with_client(fed.without_client(0).without_client(1))
     np.testing.assert_allclose(back.client_loss(x), fed.client_loss(x, [0, 2, 1]), rtol=1e-14)
     np.testing.assert_allclose(back.weights, fed.weights[[0, 2, 1]], rtol=1e-14)
+
+
+def test_accuracy_counts_correct_rows():
+    a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    fed = LogisticFederation([a, a[:2]], [np.array([1.0, -1.0, 1.0]), np.array([-1.0, -1.0])])
+    x = np.array([1.0, -0.5])                  # margins 1, -0.5, 0.5 -> signs +, -, +
+    np.testing.assert_allclose(fed.accuracy(x), [1.0, 0.5])
+    multi = LogisticFederation([a], [np.array([0, 1, 1])], n_classes=2)
+    W = np.array([[1.0, 0.0], [0.0, 2.0]])     # logits: (1,0), (0,2), (1,2)
+    np.testing.assert_allclose(multi.accuracy(W.ravel()), [1.0])
+
+
+def test_newton_reports_divergence_with_a_typed_error():
+    from fltheory.errors import DivergenceError
+    from fltheory.problems._newton import newton
+    fed = make_logistic(1, 2, 3, 6, reg=0.01)
+    with pytest.raises(DivergenceError, match="rows"):
+        newton(lambda X, r: fed.client_loss(X, r), lambda X, r: fed.client_grad(X, r),
+               lambda X, r: fed.client_hess(X, r), np.full((2, 3), 50.0), tol=1e-10, max_iter=1)
