@@ -110,19 +110,30 @@ def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg:
     return G.reshape(m, f * C) + reg * X
 
 
+_BLOCK_FLOATS = 4_000_000   # temporaries of at most ~32 MB per row block
+
+
 def multi_hess(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
-    """sum_j rw_j (a_j a_j^T) kron (diag p_j - p_j p_j^T) + reg I, (j, c) order."""
+    """sum_j rw_j (a_j a_j^T) kron (diag p_j - p_j p_j^T) + reg I, (j, c) order.
+
+    Rows are processed in blocks (a blocked sum, each block fully vectorized)
+    so the (m, rows, f*C) temporaries stay below ~32 MB."""
     m, n, f = A.shape
     P = softmax(_logits(A, X, C), axis=2)
-    # diagonal-in-class part: T[m, c] = sum_j rw_j p_jc a_j a_j^T
-    WP = (rw[:, :, None] * P).transpose(0, 2, 1)                 # (m, C, n)
-    T = np.matmul(np.swapaxes(A[:, None] * WP[:, :, :, None], 2, 3), A[:, None])  # (m, C, f, f)
-    H = np.zeros((m, f, C, f, C))
+    T = np.zeros((m, C, f, f))
+    H = np.zeros((m, f * C, f * C))
+    step = max(1, _BLOCK_FLOATS // max(1, m * f * C))
+    for s in range(0, n, step):
+        Ab, Pb, wb = A[:, s:s + step], P[:, s:s + step], rw[:, s:s + step]
+        # diagonal-in-class part: T[m, c] = sum_j rw_j p_jc a_j a_j^T
+        WP = (wb[:, :, None] * Pb).transpose(0, 2, 1)                      # (m, C, b)
+        T += np.matmul(np.swapaxes(Ab[:, None] * WP[:, :, :, None], 2, 3), Ab[:, None])
+        # rank-one part: V_j = sqrt(rw_j) a_j kron p_j
+        V = (np.sqrt(wb)[:, :, None, None] * Ab[:, :, :, None] * Pb[:, :, None, :]).reshape(m, -1, f * C)
+        H -= np.matmul(np.swapaxes(V, 1, 2), V)
+    H5 = H.reshape(m, f, C, f, C)
     ar = np.arange(C)
-    H[:, :, ar, :, ar] = T.transpose(1, 0, 2, 3)
-    # rank-one part: V_j = sqrt(rw_j) a_j kron p_j
-    V = (np.sqrt(rw)[:, :, None, None] * A[:, :, :, None] * P[:, :, None, :]).reshape(m, n, f * C)
-    H = H.reshape(m, f * C, f * C) - np.matmul(np.swapaxes(V, 1, 2), V)
+    H5[:, :, ar, :, ar] += T.transpose(1, 0, 2, 3)
     if reg:
         H += reg * np.eye(f * C)
     return H

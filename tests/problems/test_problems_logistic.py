@@ -221,3 +221,12 @@ def test_newton_reports_divergence_with_a_typed_error():
     with pytest.raises(DivergenceError, match="rows"):
         newton(lambda X, r: fed.client_loss(X, r), lambda X, r: fed.client_grad(X, r),
                lambda X, r: fed.client_hess(X, r), np.full((2, 3), 50.0), tol=1e-10, max_iter=1)
+
+
+def test_blocked_multinomial_hessian_equals_one_block(monkeypatch):
+    from fltheory.problems import _logistic_oracles as lo
+    fed = make_logistic(12, 3, 2, 9, n_classes=3, reg=0.1)
+    X = np.random.default_rng(2).standard_normal((3, fed.dim))
+    whole = fed.client_hess(X)
+    monkeypatch.setattr(lo, "_BLOCK_FLOATS", 1)            # one row per block
+    np.testing.assert_allclose(fed.client_hess(X), whole, rtol=1e-13, atol=1e-15)
