@@ -30,7 +30,15 @@ One class, :class:`FedElasticNet`, with ``base`` selecting the algorithm:
     FedDyn (see ``feddyn.py``) with alpha = lambda_2 and the l1 term in the
     local objective; grad_k <- grad_k - lambda_2 Delta_k - lambda_1 sign(Delta_k),
     h <- h - (lambda_2/m) sum Delta~_k - (lambda_1/m) sum sign(Delta~_k),
-    x <- mean_P theta_k - h / lambda_2.  np.sign(0) = 0 is used as printed.
+    x <- mean_P theta_k - h / lambda_2, with sign(0) = 0 as printed
+    (``subgradient="sign"``).  Where the l1 term pins a coordinate
+    (Delta_k(j) = 0) the printed update leaves grad_k != grad f_k(theta_k), so
+    eq. 11 and Lemma B.2 (h = (1/m) sum_k grad f_k(theta_k)) fail and the
+    iteration need not converge to the minimiser of (1/m) sum f_k;
+    ``subgradient="kkt"`` uses the subgradient certified by the exact solve
+    instead (grad_k <- grad f_k(theta_k), exact solvers only; the client then
+    also sends that subgradient on its pinned coordinates), which restores
+    both (see ``feddyn.feddyn_round``).
 
 Thresholding (seed 003 section 3): the transmitted change is
 Delta~_k(j) = 0 where |Delta_k(j)| <= eps, else Delta_k(j); the server uses
@@ -61,6 +69,7 @@ __all__ = ["FedElasticNet", "ELASTICNET_BASES", "cvxpy_local_solve", "accelerate
            "printed_weights"]
 
 ELASTICNET_BASES = ("fedavg", "fedprox", "scaffold", "feddyn")
+SUBGRADIENTS = ("sign", "kkt")
 _SOLVERS = {"fedavg": ("exact", "cvxpy", "gd"), "fedprox": ("exact", "cvxpy", "gd"),
             "feddyn": ("exact", "cvxpy", "gd"), "scaffold": ("gd",)}
 
@@ -204,6 +213,10 @@ class FedElasticNet(Algorithm):
         eta_g for Alg. 1 and 2 (Alg. 3 has no server rate: must be 1).
     option : {"I", "II"}
         SCAFFOLD control update (Alg. 2 prints option II).
+    subgradient : {"sign", "kkt"}
+        l1 subgradient in Alg. 3 lines 5 and 11 (``base="feddyn"``): sign(Delta)
+        with sign(0) = 0 as printed, or the one certified by the exact local
+        solve (needs ``solver`` "exact" or "cvxpy").
     aggregation : {"weights", "samples", "uniform", "as_printed"}
         Alg. 1 server weights; "as_printed" is line 7 literally, w_k = n_k/n
         (p_k without sample counts) summed over P without renormalisation.
@@ -220,6 +233,7 @@ class FedElasticNet(Algorithm):
     server_lr: float = 1.0
     option: str = "II"
     aggregation: str = "weights"
+    subgradient: str = "sign"
 
     def __post_init__(self) -> None:
         choice("base", self.base, ELASTICNET_BASES)
@@ -234,6 +248,12 @@ class FedElasticNet(Algorithm):
                 f"base='feddyn' (seed 003 Alg. 3) has no server rate; got server_lr={self.server_lr!r}, "
                 "expected 1.0")
         check_solver_settings(self._solver, self.lr, self.local_steps, _SOLVERS[self.base])
+        choice("subgradient", self.subgradient, SUBGRADIENTS)
+        if self.subgradient == "kkt" and (self.base != "feddyn" or self._solver == "gd"):
+            raise InvalidHyperparameterError(
+                "subgradient='kkt' (the subgradient certified by an exact local solve) needs "
+                f"base='feddyn' with solver 'exact' or 'cvxpy', got base={self.base!r}, "
+                f"solver={self._solver!r}")
 
     @property
     def _solver(self) -> str:
@@ -273,7 +293,8 @@ class FedElasticNet(Algorithm):
         if self.base == "feddyn":
             assert isinstance(state, FedDynState)
             return feddyn_round(state, problem, part, rng, alpha=self.lambda2, solver=self._solver,
-                                lr=self.lr, lambda1=self.lambda1, eps=self.eps, exact=self._exact)
+                                lr=self.lr, lambda1=self.lambda1, eps=self.eps,
+                                subgradient=self.subgradient, exact=self._exact)
         # Alg. 1: FedAvg / FedProx + elastic net
         d = problem.dim
         if part.m == 0:

@@ -99,18 +99,32 @@ def solve_local(problem: Federation, part: Participants, objective: LocalObjecti
 
 def feddyn_round(state: FedDynState, problem: Federation, part: Participants,
                  rng: np.random.Generator, *, alpha: float, solver: str, lr: Any,
-                 lambda1: float = 0.0, eps: float = 0.0,
+                 lambda1: float = 0.0, eps: float = 0.0, subgradient: str = "sign",
                  exact: Callable[..., np.ndarray] = exact_local_solve
                  ) -> tuple[FedDynState, RoundInfo]:
     """One FedDyn round (shared with FedElasticNet Alg. 3, where alpha = lambda_2).
 
     With ``lambda1 > 0`` the local objective gains lambda1 ||theta - x||_1 and
-    (seed 003 Alg. 3 lines 5 and 11, sign(0) = 0 as printed)
-        grad_k <- grad_k - alpha Delta_k - lambda1 sign(Delta_k),
-        h <- h - (alpha/m) sum Delta~_k - (lambda1/m) sum sign(Delta~_k),
+    (seed 003 Alg. 3 lines 5 and 11)
+        grad_k <- grad_k - alpha Delta_k - lambda1 s_k,
+        h <- h - (alpha/m) sum Delta~_k - (lambda1/m) sum s~_k,
     with Delta_k = theta_k - x.  ``eps > 0`` thresholds the transmitted change
     (Delta~_k(j) = 0 where |Delta_k(j)| <= eps); the server only sees Delta~_k,
     the client updates grad_k with its own Delta_k.
+
+    ``subgradient="sign"`` (as printed): s_k = sign(Delta_k), s~_k = sign(Delta~_k),
+    sign(0) = 0.  On coordinates the l1 term pins (Delta_k(j) = 0) this breaks
+    the first-order condition eq. 11 that Lemma B.2 relies on: grad_k is then
+    *not* grad f_k(theta_k) there, and the iteration need not reach the
+    minimiser of (1/m) sum f_k (see the tests).  ``subgradient="kkt"``
+    (corrected reading, exact solvers only): s_k is the subgradient of
+    ||.||_1 at Delta_k that eq. 11 certifies,
+        s_k = (grad_k - grad f_k(theta_k) - alpha Delta_k) / lambda1,
+    so grad_k <- grad f_k(theta_k) exactly (the left-hand side of line 5);
+    s_k = sign(Delta_k) wherever Delta_k(j) != 0 (up to the solver's
+    accuracy).  The server needs s_k where the received Delta~_k(j) = 0, so the
+    client also sends those entries (counted in the uplink); elsewhere the
+    server uses sign(Delta~_k).
     """
     d, N = problem.dim, problem.n_clients
     if part.m == 0:
@@ -128,12 +142,24 @@ def feddyn_round(state: FedDynState, problem: Federation, part: Participants,
     grads[clients] = state.grads[clients] - alpha * delta
     sent = threshold(delta, eps) if eps > 0 else delta
     h = state.h - (alpha / N) * sent.sum(axis=0)
+    up = sent
     if lambda1 != 0.0:
-        grads[clients] -= lambda1 * np.sign(delta)
-        h = h - (lambda1 / N) * np.sign(sent).sum(axis=0)
+        if subgradient == "kkt":
+            active = part.steps > 0
+            G = state.grads[clients].copy()             # inactive rows: theta = x, unchanged
+            G[active] = problem.client_grad(theta[active], clients[active])
+            s = (state.grads[clients] - G - alpha * delta) / lambda1
+            grads[clients] = G
+            extra_up = np.where(sent == 0, s, 0.0)       # entries the server cannot infer
+            h = h - (lambda1 / N) * (np.sign(sent) + extra_up).sum(axis=0)
+            up = np.hstack([sent, extra_up])
+        else:
+            grads[clients] -= lambda1 * np.sign(delta)
+            h = h - (lambda1 / N) * np.sign(sent).sum(axis=0)
     x_new = x + sent.mean(axis=0) - h / alpha
-    comm = Communication.measure(sent, X0, up_kind="sparse" if eps > 0 else "dense")
-    return FedDynState(x=x_new, h=h, grads=grads, t=state.t + 1), RoundInfo(clients, part.steps, comm)
+    comm = Communication.measure(up, X0, up_kind="sparse" if eps > 0 or up is not sent else "dense")
+    info = RoundInfo(clients, part.steps, comm, {"local_change": delta, "sent": sent})
+    return FedDynState(x=x_new, h=h, grads=grads, t=state.t + 1), info
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -152,7 +152,8 @@ def _scaffold_loop(alg: Any, problem: Federation, rounds: int, participation: Pa
 # ----------------------------------------------------------------- FedDyn
 def _feddyn_loop(alg: Any, problem: Federation, rounds: int, participation: Participation | None,
                  rng: np.random.Generator, x0: np.ndarray, *, alpha: float, solver: str, lr: Any,
-                 local_steps: Any, lambda1: float = 0.0, eps: float = 0.0) -> np.ndarray:
+                 local_steps: Any, lambda1: float = 0.0, eps: float = 0.0,
+                 subgradient: str = "sign") -> np.ndarray:
     """FedDyn (THEORY.md section 2) / FedElasticNet Alg. 3 (seed 003), per client."""
     N, d = problem.n_clients, problem.dim
     x = x0.copy()
@@ -180,12 +181,21 @@ def _feddyn_loop(alg: Any, problem: Federation, rounds: int, participation: Part
                                             lambda1, x, y0=x)
         sum_sent = np.zeros(d)
         sum_sign = np.zeros(d)
-        for i, _ in members:
+        for i, s in members:
             delta = thetas[i] - x
-            grad_state[i] = grad_state[i] - alpha * delta - lambda1 * np.sign(delta)
             sent = reference_threshold(delta, eps)
+            if lambda1 != 0.0 and subgradient == "kkt":
+                # eq. 11: grad f_i(theta) - grad_state + alpha delta + lambda1 sub = 0
+                new_grad = grad_state[i].copy() if s == 0 else \
+                    problem.client_grad(thetas[i][None, :], np.array([i]))[0]
+                sub = (grad_state[i] - new_grad - alpha * delta) / lambda1
+                grad_state[i] = new_grad
+                for j in range(d):
+                    sum_sign[j] += sub[j] if sent[j] == 0 else np.sign(sent[j])
+            else:
+                grad_state[i] = grad_state[i] - alpha * delta - lambda1 * np.sign(delta)
+                sum_sign += np.sign(sent)
             sum_sent += sent
-            sum_sign += np.sign(sent)
         h = h - (alpha / N) * sum_sent - (lambda1 / N) * sum_sign
         received = [x + reference_threshold(thetas[i] - x, eps) for i, _ in members]
         x = np.mean(received, axis=0) - h / alpha
@@ -315,7 +325,7 @@ def _register() -> None:
         if alg.base == "feddyn":
             return _feddyn_loop(alg, problem, rounds, participation, rng, x0, alpha=alg.lambda2,
                                 solver=alg.solver or "exact", lr=alg.lr, local_steps=alg.local_steps,
-                                lambda1=alg.lambda1, eps=alg.eps)
+                                lambda1=alg.lambda1, eps=alg.eps, subgradient=alg.subgradient)
         return _elasticnet_avg_loop(alg, problem, rounds, participation, rng, x0)
 
     register(EFL)(_efl_loop)
