@@ -360,3 +360,16 @@ def test_kkt_subgradient_is_sent_where_the_change_is_zero():
     np.testing.assert_allclose(s[delta != 0], np.sign(delta[delta != 0]), rtol=0, atol=1e-9)
     expected = np.count_nonzero(delta) + np.count_nonzero(s[delta == 0])
     assert info.communication.nonzeros_up == expected > np.count_nonzero(delta)
+
+
+@pytest.mark.parametrize("option", ["I", "II"])
+def test_alg2_without_l1_reaches_the_uniform_optimum(option):
+    """Seed 003 Alg. 2 with lambda_1 = 0: at a fixed point c_i^+ = c_i forces y_i - x to be the
+    same for all i, the server step forces their mean to 0, so y_i = x, hence
+    g_i(x) - c_i + c = 0 and, summing, grad (1/N) sum f_i (x) = 0 for any lambda_2."""
+    fed = quadratic(3)
+    uniform_opt = np.linalg.solve(fed.H.mean(axis=0), fed.e.mean(axis=0))
+    hist = run(FedElasticNet(base="scaffold", lambda2=0.5, lr=0.1, local_steps=5, option=option),
+               fed, 200)
+    assert np.linalg.norm(hist.x[-1] - uniform_opt) <= 1e-10
+    np.testing.assert_allclose(hist.state.c_clients, fed.client_grad(uniform_opt), rtol=0, atol=1e-9)

@@ -187,3 +187,16 @@ def test_affine_round_map_fixed_point_is_x_star(option):
     np.testing.assert_allclose(fp.x, fed.optimum(), rtol=0, atol=1e-10)
     np.testing.assert_allclose(fp.state.c_clients, fed.client_grad(fed.optimum()), rtol=0, atol=1e-9)
     assert fp.spectral_rate < 1.0
+
+
+def test_one_local_step_makes_options_one_and_two_equal():
+    """K = 1, exact gradients: option II gives c_i^+ = c_i - c + (x - (x - lr (g_i(x) + c - c_i)))/lr
+    = g_i(x), which is option I; the two runs coincide (with client sampling)."""
+    from fltheory.participation import UniformSampling
+
+    fed = quadratic(15, spread=4.0)
+    runs = [run(Scaffold(lr=0.2, local_steps=1, server_lr=0.7, option=o), fed, 12,
+                participation=UniformSampling(2), seed=5) for o in ("I", "II")]
+    np.testing.assert_allclose(runs[0].x, runs[1].x, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(runs[0].state.c_clients, runs[1].state.c_clients, rtol=0, atol=1e-12)
+    assert np.max(np.abs(runs[0].state.c_clients)) > 1e-2       # the controls did move
