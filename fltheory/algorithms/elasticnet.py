@@ -97,22 +97,24 @@ def cvxpy_local_solve(problem: Federation, clients: np.ndarray, objective: Local
     """
     import cvxpy as cp
 
+    from ..problems.logistic import LogisticFederation
     from ..problems.quadratic import QuadraticFederation
 
     m, d = Y0.shape
     D = np.zeros((m, d)) if objective.D is None else objective.D
     b = np.zeros((m, d)) if objective.b is None else objective.b
     out = np.empty((m, d))
-    logistic = type(problem).__name__ == "LogisticFederation"
-    if not isinstance(problem, QuadraticFederation) and not (
-            logistic and not getattr(problem, "is_multinomial", True)):
+    logistic = isinstance(problem, LogisticFederation)
+    if not isinstance(problem, QuadraticFederation) and not (logistic and not problem.is_multinomial):
         raise InvalidHyperparameterError(
             f"solver='cvxpy' supports quadratic and binary logistic clients, got {problem!r}")
+    if logistic:
+        features, labels = problem.features, problem.labels     # copies: fetch once
     for r in range(m):                      # one convex program per row (cross-check only)
         i = int(clients[r])
         y = cp.Variable(d)
         if logistic:
-            A, lab = problem.features[i], problem.labels[i]
+            A, lab = features[i], labels[i]
             f = cp.sum(cp.logistic(-cp.multiply(lab, A @ y))) / A.shape[0] \
                 + 0.5 * problem.reg * cp.sum_squares(y)
         else:

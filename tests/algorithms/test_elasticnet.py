@@ -373,3 +373,11 @@ def test_alg2_without_l1_reaches_the_uniform_optimum(option):
                fed, 200)
     assert np.linalg.norm(hist.x[-1] - uniform_opt) <= 1e-10
     np.testing.assert_allclose(hist.state.c_clients, fed.client_grad(uniform_opt), rtol=0, atol=1e-9)
+
+
+def test_cvxpy_solver_rejects_multinomial_clients():
+    rng = np.random.default_rng(0)
+    fed = LogisticFederation([rng.standard_normal((5, 2)) for _ in range(2)],
+                             [rng.integers(0, 3, 5) for _ in range(2)], reg=0.1, n_classes=3)
+    with pytest.raises(InvalidHyperparameterError, match="binary logistic"):
+        run(FedElasticNet(base="fedprox", lambda1=0.1, lambda2=0.5, solver="cvxpy"), fed, 1)
