@@ -156,3 +156,29 @@ def test_corollaries_by_hand():
 def test_bad_inputs(over):
     with pytest.raises(InvalidHyperparameterError):
         efl_theorem1(3, **_kw(**over))
+
+
+def test_gamma_uses_the_whole_schedule_not_only_rounds_before_tau():
+    """gamma = max{..} / min_tau E[sum p s] is a constant of the run (eta_t depends on it):
+    a later round with fewer expected steps lowers min_tau S for every tau."""
+    full = np.zeros((3, E + 1))
+    full[:, E] = 1.0
+    late = np.zeros((3, E + 1))
+    late[:, 1] = 1.0                          # round 1: every client completes 1 step only
+    sched = np.stack([full, late])
+    res = efl_theorem1(1, **_kw(step_probs=sched))
+    theta, mu, L = 4.0, 0.5, 3.0
+    S_min = 1.0                               # sum_k p^k * 1
+    gamma = max(4 * E ** 2 * theta / S_min, 32 * E * (1 + theta) * L / (mu * S_min))
+    assert res.terms["gamma"] == pytest.approx(gamma, rel=1e-12)
+    np.testing.assert_allclose(res.terms["eta"], [16 * E / (mu * (E + gamma) * E)], rtol=1e-12)
+    # a schedule whose later round has no expected step violates the hypothesis at any tau
+    idle = np.zeros((3, E + 1))
+    idle[:, 0] = 1.0
+    assert efl_theorem1(1, **_kw(step_probs=np.stack([full, idle]))).value is None
+
+
+def test_theta_must_be_a_positive_number():
+    for bad in ("a", -1.0, float("nan")):
+        with pytest.raises(InvalidHyperparameterError, match="theta"):
+            efl_theorem1(3, **_kw(theta=bad))

@@ -139,7 +139,10 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
     init_dist2 : float
         ||w_0 - w*||^2.
     step_probs, weighting : see :func:`efl_step_moments`; or pass ``moments``.
-        With T < tau rounds of distributions the last one is repeated.
+        With T < tau rounds of distributions the last one is repeated.  The
+        supplied rounds are the schedule of the run: min_tau in gamma runs
+        over all of them (also those after ``tau``), since eta_t depends on
+        gamma and is fixed before the run.
     variant : {"corrected", "as_printed"}
 
     Returns
@@ -150,7 +153,7 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
     variant = choice("variant", variant, ("corrected", "as_printed"))
     T = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
     E = per_client("E", E, None, integer=True, minimum=1, strict=False)
-    theta = float(theta)
+    theta = positive("theta", theta)
     mu = positive("mu", mu)
     L = positive("L", L)
     G2 = positive("G2", G2, allow_zero=True)
@@ -169,18 +172,21 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
     rows = np.minimum(np.arange(T), moments.ps.shape[0] - 1)
     ps, pe, p2s = moments.ps[rows], moments.p[rows], moments.p2s[rows]      # (T, N)
     S = ps.sum(axis=1)
+    # gamma's min_tau runs over the whole schedule of the run (every supplied
+    # round, not only t < tau): the step sizes eta_t are fixed before the run.
+    S_all = np.concatenate([moments.ps.sum(axis=1), S])
 
     assumptions = [
         Assumption("Assumption 1-2: 0 < mu <= L", mu <= L, f"mu = {mu!r}, L = {L!r}"),
         Assumption("Assumption 5: p_tau^k <= theta p^k", moments.max_ratio <= theta,
                    f"max p_tau^k / p^k = {moments.max_ratio!r}, theta = {theta!r}"),
-        Assumption("E[sum_k p_tau^k s_tau^k] != 0 every round", bool(np.all(S > 0)),
-                   f"min_tau E[sum p s] = {float(S.min())!r}"),
+        Assumption("E[sum_k p_tau^k s_tau^k] != 0 every round", bool(np.all(S_all > 0)),
+                   f"min_tau E[sum p s] = {float(S_all.min())!r}"),
     ]
     value = None
     terms: dict[str, Any] = {"S": S}
-    if np.all(S > 0):
-        Smin = float(S.min())
+    if np.all(S_all > 0):
+        Smin = float(S_all.min())
         gamma = max(4 * E ** 2 * theta / Smin, 32 * E * (1 + theta) * L / (mu * Smin))
         t = np.arange(T)
         eta = 16 * E / (mu * ((t + 1) * E + gamma) * S)
