@@ -381,3 +381,20 @@ def test_cvxpy_solver_rejects_multinomial_clients():
                              [rng.integers(0, 3, 5) for _ in range(2)], reg=0.1, n_classes=3)
     with pytest.raises(InvalidHyperparameterError, match="binary logistic"):
         run(FedElasticNet(base="fedprox", lambda1=0.1, lambda2=0.5, solver="cvxpy"), fed, 1)
+
+
+def test_alg2_with_l1_stalls_at_a_spurious_fixed_point():
+    """Finding (seed 003 Alg. 2 as printed, option II, exact gradients): with lambda_1 > 0 the
+    sign term lets every client's K-step trajectory return to x while c_i != grad f_i(x)
+    (|c_i - grad f_i(x)| <= lambda_1 per entry), so x stops moving away from the
+    uniform-average optimum: SCAFFOLD's no-drift fixed point is lost."""
+    fed = quadratic(3)
+    uniform_opt = np.linalg.solve(fed.H.mean(axis=0), fed.e.mean(axis=0))
+    lam1 = 0.3
+    hist = run(FedElasticNet(base="scaffold", lambda1=lam1, lambda2=0.5, lr=0.1, local_steps=5),
+               fed, 300)
+    x, s = hist.x[-1], hist.state
+    np.testing.assert_allclose(hist.x[-1], hist.x[-2], rtol=0, atol=1e-12)      # stationary
+    assert np.linalg.norm(x - uniform_opt) > 1e-2                                # not the optimum
+    gap = np.abs(s.c_clients - fed.client_grad(np.broadcast_to(x, s.c_clients.shape)))
+    assert gap.max() <= lam1 + 1e-9 and gap.max() > 1e-2
