@@ -40,9 +40,18 @@ def test_fedavg_rounds_and_lower_bound():
 
 def test_scaffold_step_conditions():
     ok = scaffold_step_conditions(eta_l=1e-3, eta_g=1.0, beta=1.0, K=10, R=200, mu=1.0, N=10, S=5)
+    # caps 1/(81 beta K eta_g) = 1/810 and S/(15 mu N K eta_g) = 5/1500 = 1/300
     assert ok.valid and ok.value == pytest.approx(1 / 810) and ok.terms["R_min"] == 162
+    assert ok.terms["eta_l_max_sampling"] == pytest.approx(1 / 300)
     bad = scaffold_step_conditions(eta_l=1e-2, eta_g=1.0, beta=1.0, K=10, R=100, mu=1.0, N=100, S=5)
-    assert {a.name for a in bad.violated} == {"eta_l <= 1/(81 beta K eta_g)", "R >= max(162 beta/mu, 30 N/S)"}
+    assert {a.name for a in bad.violated} == {"eta_l <= 1/(81 beta K eta_g)", "eta_l <= S/(15 mu N K eta_g)",
+                                              "R >= max(162 beta/mu, 30 N/S)"}
+    # sampling cap binding: 1 of 100 clients, mu = beta: S/(15 mu N K) = 1/15000 < 1/810
+    samp = scaffold_step_conditions(eta_l=1e-3, eta_g=1.0, beta=1.0, K=10, R=4000, mu=1.0, N=100, S=1)
+    assert samp.value is None and samp.terms["eta_l_max"] == pytest.approx(1 / 15000)
+    assert [a.name for a in samp.violated] == ["eta_l <= S/(15 mu N K eta_g)"]
+    small_g = scaffold_step_conditions(eta_l=1e-4, eta_g=0.5, beta=1.0, K=10, R=200, mu=1.0, N=10, S=5)
+    assert [a.name for a in small_g.violated] == ["eta_g >= 1"]
     with pytest.raises(AssumptionError, match="600"):
         scaffold_step_conditions(eta_l=1e-3, eta_g=1.0, beta=1.0, K=10, R=100, mu=1.0, N=100, S=5,
                                  strict=True)

@@ -12,6 +12,12 @@ comparing slopes and orders, not absolute values.
 * FedAvg lower bound (K >= 2, sigma = 0): E[F(x_R)] - F* >= c G^2/(mu R^2).
 * Step-size conditions (strongly convex, with sampling):
   eta_l <= 1/(81 beta K eta_g), R >= max(162 beta/mu, 30 N/S).
+  Karimireddy et al. (ICML 2020, Theorem III / appendix Theorem VII) state two
+  more: the global rate eta_g >= 1, and a second local-rate cap depending on
+  the sampling, eta_l <= S/(15 mu N K eta_g) (the seed text keeps only the
+  remark "there is an additional bound on the step-size depending on the
+  number of clients sampled", its constant was lost; THEORY.md section 4
+  omits it).  :func:`scaffold_step_conditions` checks all of them.
 """
 
 from __future__ import annotations
@@ -115,20 +121,32 @@ def fedavg_lower_bound(*, G: float, mu: float, R: int, K: int, sigma2: float = 0
 
 def scaffold_step_conditions(*, eta_l: float, eta_g: float, beta: float, K: int, R: int,
                              mu: float, N: int, S: int, strict: bool = False) -> BoundResult:
-    """Check SCAFFOLD's step-size conditions (strongly convex, with sampling):
-    eta_l <= 1/(81 beta K eta_g) and R >= max(162 beta/mu, 30 N/S).
+    """Check SCAFFOLD's step-size conditions (strongly convex, with sampling;
+    Karimireddy et al. 2020 Theorem III, appendix Theorem VII)::
 
-    ``value`` = the largest allowed eta_l, ``measured`` = eta_l; the second
-    condition is ``terms["R_min"]``."""
-    eta_max = 1.0 / (81 * beta * K * eta_g)
+        eta_g >= 1,
+        eta_l <= min(1/(81 beta K eta_g), S/(15 mu N K eta_g)),
+        R >= max(162 beta/mu, 30 N/S).
+
+    ``value`` = the largest allowed eta_l (the min of both caps),
+    ``measured`` = eta_l; ``terms`` hold both caps (``eta_l_max_smoothness``,
+    ``eta_l_max_sampling``), their min ``eta_l_max`` and ``R_min``."""
+    cap_beta = 1.0 / (81 * beta * K * eta_g)
+    cap_sampling = S / (15 * mu * N * K * eta_g)
+    eta_max = min(cap_beta, cap_sampling)
     R_min = max(162 * beta / mu, 30 * N / S)
-    a = [positive_check("eta_l", eta_l), positive_check("eta_g", eta_g),
-         positive_check("beta", beta), positive_check("mu", mu),
-         Assumption("eta_l <= 1/(81 beta K eta_g)", eta_l <= eta_max,
-                    f"eta_l = {eta_l!r}, 1/(81 beta K eta_g) = {eta_max!r}"),
+    a = [positive_check("eta_l", eta_l), positive_check("beta", beta), positive_check("mu", mu),
+         Assumption("1 <= S <= N", 1 <= S <= N, f"S = {S}, N = {N}"),
+         Assumption("eta_g >= 1", eta_g >= 1, f"eta_g = {eta_g!r}"),
+         Assumption("eta_l <= 1/(81 beta K eta_g)", eta_l <= cap_beta,
+                    f"eta_l = {eta_l!r}, 1/(81 beta K eta_g) = {cap_beta!r}"),
+         Assumption("eta_l <= S/(15 mu N K eta_g)", eta_l <= cap_sampling,
+                    f"eta_l = {eta_l!r}, S/(15 mu N K eta_g) = {cap_sampling!r}"),
          Assumption("R >= max(162 beta/mu, 30 N/S)", R >= R_min, f"R = {R}, bound = {R_min!r}")]
     return make_result(eta_max, a, reference=f"{_REF} Theorem III step-size conditions",
-                       variant="as_stated", terms={"eta_l_max": eta_max, "R_min": R_min},
+                       variant="as_stated",
+                       terms={"eta_l_max": eta_max, "eta_l_max_smoothness": cap_beta,
+                              "eta_l_max_sampling": cap_sampling, "R_min": R_min},
                        measured=float(eta_l), strict=strict)
 
 
