@@ -30,6 +30,7 @@ import keyword
 import math
 import os
 import pkgutil
+import random
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -195,7 +196,14 @@ class Experiment:
 
     # The four calls, with their outputs checked against the protocol.
     def run(self, config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+        """``module.run`` on a copy of ``config``; refuses results that are not a
+        JSON-able dict and runs that drew from numpy's or Python's global RNG."""
+        before = (_global_numpy_state(), random.getstate())
         results = self.module.run(dict(config), rng)
+        if _global_numpy_state() != before[0] or random.getstate() != before[1]:
+            raise ExperimentDefinitionError(
+                f"{self.name}.run drew from a global random generator (numpy.random.* or random.*); "
+                f"draw every random number from the rng argument")
         if not isinstance(results, dict):
             raise ExperimentDefinitionError(
                 f"{self.name}.run must return a dict, got {type(results).__name__}")
@@ -237,6 +245,11 @@ class Experiment:
             raise ExperimentDefinitionError(
                 f"{self.name}.plot drew {len(fig.axes)} axes, EXPECTED_AXES declares {self.expected_axes}")
         return fig
+
+
+def _global_numpy_state() -> bytes:
+    state = np.random.get_state(legacy=True)
+    return state[1].tobytes() + repr(state[2:]).encode()
 
 
 def validate_module(module: ModuleType) -> Experiment:

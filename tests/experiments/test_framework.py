@@ -131,3 +131,14 @@ def test_readme_example_is_a_valid_experiment_that_holds(root):
     (outcome,) = reproduce([exp], root / "out", show_progress=False)
     assert outcome.action == "computed", outcome.error
     assert outcome.status == "holds"
+
+
+@pytest.mark.parametrize("draw", ["np.random.rand()", "__import__('random').random()"])
+def test_run_may_not_use_global_generators(root, draw):
+    src = good("alpha").replace("    x = rng.standard_normal(", f"    {draw}\n    x = rng.standard_normal(")
+    assert draw in src
+    (exp,) = discover(make_package(root, {"alpha": src}))
+    with pytest.raises(ExperimentDefinitionError, match="global random generator"):
+        exp.run(exp.quick, experiment_rng(0, "alpha"))
+    (ok,) = discover(make_package(root, {"alpha": good("alpha")}))
+    assert set(ok.run(ok.quick, experiment_rng(0, "alpha"))) == {"n", "means", "first"}
