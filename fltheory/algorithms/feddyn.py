@@ -25,6 +25,8 @@ Fixed point: the minimiser of the *uniform* average (1/m) sum_k f_k (at a
 fixed point theta_k = x, so h = 0, while h = (1/m) sum_k grad_k and
 grad_k = grad f_k(x)).  It equals x* of F = sum p_k f_k only when the
 weights are equal.  Communication: d numbers up (theta_k - x) and d down (x).
+``RoundInfo.extra``: ``local_change`` (theta_k - x of the participants, 0 for
+s_k = 0) and ``sent`` (the transmitted, possibly thresholded, change).
 """
 
 from __future__ import annotations
