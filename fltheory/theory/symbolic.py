@@ -12,7 +12,8 @@ lambdify them and hold them against the numeric routines of
 * :func:`sgd_contraction_factor` - ||(I - eta H)^tau|| on a quadratic with
   spectrum [mu, L]: max(|1 - eta mu|, |1 - eta L|)^tau, and the rate minimising it.
 * :func:`elasticnet_kappa_identity` - kappa' - kappa P/(2m) (simplifies to 0) and
-  the threshold on lambda_2/beta for kappa_0 > 0 (the seed states 27).
+  the threshold on lambda_2/beta for kappa_0 > 0 on the branch lambda_2 > 5 beta
+  (the seed states 27; the sharp value is (25 + sqrt 825)/2 = 26.86).
 * :func:`efl_step_size_condition` - with gamma >= 32 E (1+theta) L/(mu S_min) and
   S_tau >= S_min, eta_tau <= 1/(2 (1+theta) L) for every tau.
 * :func:`latex` - LaTeX export of any derived expression.
@@ -102,9 +103,18 @@ def elasticnet_kappa_identity() -> dict[str, Any]:
     """Check kappa' = kappa P/(2m) (seed 003) and the lambda_2 threshold.
 
     Returns a dict with ``difference`` (kappa' - kappa P/(2m), simplified),
-    ``identity_holds`` (bool), ``kappa0_threshold`` (the positive root r of
-    r^2 - 25 r - 50 = 0: kappa_0 > 0 iff lambda_2 > r beta) and its numeric
-    value, and the expressions.
+    ``identity_holds`` (bool), ``kappa0_threshold`` (the positive root
+    r = (25 + sqrt 825)/2 ~ 26.86 of r^2 - 25 r - 50 = 0) and its numeric
+    value, ``numerator_above_27`` (the numerator of kappa_0 at
+    lambda_2 = (27 + u) beta, expanded: beta^2 (u^2 + 29 u + 4), positive for
+    u >= 0, so lambda_2 > 27 beta gives kappa_0, kappa, kappa' > 0), and the
+    expressions.
+
+    The threshold is an "iff" only on the branch lambda_2 > 5 beta, where the
+    common denominator lambda_2^2 - 25 beta^2 is positive: there kappa_0 > 0
+    iff lambda_2 > r beta.  For lambda_2 < 5 beta numerator and denominator
+    are both negative and kappa_0 > 0 again, but kappa and kappa' are then
+    negative (the theorem needs lambda_2 > 27 beta anyway).
     """
     beta, l2 = sp.symbols("beta lambda_2", positive=True)
     m, P = sp.symbols("m P", positive=True)
@@ -114,7 +124,10 @@ def elasticnet_kappa_identity() -> dict[str, Any]:
     diff = sp.simplify(kappa_p - kappa * P / (2 * m))
     r = sp.Symbol("r", positive=True)
     roots = [x for x in sp.solve(r ** 2 - 25 * r - 50, r) if x.is_positive]
+    u = sp.Symbol("u", nonnegative=True)
+    above = sp.expand((l2 ** 2 - 25 * l2 * beta - 50 * beta ** 2).subs(l2, (27 + u) * beta))
     return {"difference": diff, "identity_holds": diff == 0, "kappa0_threshold": roots[0],
+            "numerator_above_27": above, "u": u,
             "kappa0_threshold_value": float(roots[0]), "kappa": kappa, "kappa_0": kappa0,
             "kappa_prime": kappa_p, "symbols": {"beta": beta, "lambda_2": l2, "m": m, "P": P}}
 

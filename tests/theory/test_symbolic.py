@@ -89,6 +89,13 @@ def test_elasticnet_identity_and_threshold():
     beta = 1.0
     assert elasticnet_constants(beta, (r + 1e-6) * beta, 10, 5)["kappa_0"] > 0
     assert elasticnet_constants(beta, (r - 1e-6) * beta, 10, 5)["kappa_0"] < 0
+    assert sp.simplify(out["kappa0_threshold"] - (25 + sp.sqrt(825)) / 2) == 0     # 26.86
+    # lambda_2 = (27 + u) beta: numerator beta^2 (u^2 + 29 u + 4) > 0, every kappa positive
+    b, u = out["symbols"]["beta"], out["u"]
+    assert sp.expand(out["numerator_above_27"] - b ** 2 * (u ** 2 + 29 * u + 4)) == 0
+    # the threshold is an iff only above 5 beta: below, kappa_0 > 0 again but kappa' < 0
+    low = elasticnet_constants(beta, 1.0 * beta, 10, 5)
+    assert low["kappa_0"] > 0 and low["kappa_prime"] < 0 and low["kappa"] < 0
     sym = out["symbols"]
     num = elasticnet_constants(2.0, 60.0, 10, 4)
     vals = {sym["beta"]: 2.0, sym["lambda_2"]: 60.0, sym["m"]: 10, sym["P"]: 4}
