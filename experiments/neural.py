@@ -1,0 +1,348 @@
+"""Every algorithm on small neural networks, and the stationarity of local correction.
+
+Two parts, on the numpy networks of :mod:`fltheory.nn` (exact backward
+passes, full-batch client gradients):
+
+**(a) Accuracy against rounds.**  FedAvg, FedProx, FedCurv, FedOpt with client
+AdaGrad (restarted every round, server SGD rate 1, no correction), SCAFFOLD
+(option II), FedDyn (gradient-step local solver), FedElasticNet (on FedProx,
+seed 003 Alg. 1) and EFL (seed 000, ST compression with error feedback) train
+the 2-hidden-layer MLP of seed 003 and the CNN of seed 002 Table 1, both in
+miniature (:func:`fltheory.nn.mlp`, :func:`fltheory.nn.cnn`; widths in the
+config), on the scikit-learn 8x8 digits with a Dirichlet label skew
+q ~ Dir(gamma p) over clients (seed 002 section 4.1.1, eq. 4;
+:func:`fltheory.problems.dirichlet_partition`).  scikit-learn is an optional
+extra: without it the data are a seeded synthetic image task (10 random
+smooth 8x8 class prototypes plus Gaussian pixel noise, see
+:func:`_synthetic_images`); ``results["dataset"]`` says which was used.
+Full participation, the same local rate and local steps for every algorithm;
+the algorithm-specific coefficients are in the config (not tuned per run).
+Checks ``"learns"``: (i) every (model, algorithm) lowers the training
+objective, ratio = F(x_T) / F(x_0) (worst pair); (ii) per model, the best
+final test error is below that of the majority-class predictor, ratio = that
+error / the majority error.  How many algorithms beat the majority class in
+the given budget is stated in the detail (the QUICK budget is a smoke test:
+a few rounds on 240 samples, far too short for every algorithm to learn).
+
+**(b) Stationarity of local correction** (seed 001, section 5 and Appendix F,
+Theorem 3, eqs. 96-100: with the corrected changes of eq. 97 and the server
+update of eq. 98, FedOpt with an adaptive client optimizer converges to a
+stationary point of F, "there is no non-vanishing solution bias").  Client
+AdaGrad (restarted every round, initial accumulator v0 > 0 so that the
+preconditioners are bounded, Assumption 4: ||P|| <= 1/sqrt(v0)), the same
+client rate and the same local steps for every client (Theorem 3's
+hypotheses), full-batch gradients, MLP with weight decay ``reg`` (so that F
+is coercive and stationary points exist).  Three runs from one initial point:
+no correction (server SGD rate 1), local correction (server SGD with rate
+``server_lr_local``: local correction rescales the change to -eta grad F to
+first order, the server rate restores the step) and joint correction (server
+SGD rate 1).  ||grad F(x_t)||^2 is exact (full data).
+
+Checks (b): ``"local-correction-stationary"`` and
+``"joint-correction-stationary"``: the smallest ||grad F||^2 of the last
+``window`` rounds against ``10^-orders`` times its initial value (the stated
+threshold "falls by ``orders`` orders of magnitude"); ratio = measured /
+threshold.  ``"uncorrected-not-stationary"`` (seed 001 section 4, eq. 8: the
+uncorrected fixed point is biased): ratio = (local-corrected final
+||grad F||^2) / (uncorrected final ||grad F||^2), <= 1 when the correction
+gets closer to stationarity.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments._framework import Check, Theorem, progress
+from fltheory import optim, plotting
+from fltheory.algorithms import (EFL, FedAvg, FedCurv, FedDyn, FedElasticNet, FedOpt, FedProx,
+                                 Scaffold)
+from fltheory.algorithms import run as run_algorithm
+from fltheory.nn import NeuralFederation, SoftmaxCrossEntropy, cnn, mlp, split_clients
+from fltheory.problems import dirichlet_partition
+
+NAME = "neural"
+TITLE = "All algorithms on a small MLP and CNN (Dirichlet digits); local AdaGrad with correction reaches stationarity"
+THEOREMS = [
+    Theorem("learns", "seed 003 sec. 4 (MLP) / seed 002 sec. 4 (CNN) / seed 001 sec. 6",
+            "the algorithms train the networks: training loss decreases, test error below the majority class",
+            "Table 1 (seed 002)"),
+    Theorem("local-correction-stationary", "seed 001 (Wang et al., local adaptivity)",
+            "Theorem 3 (App. F): local correction reaches a stationary point of F", "eqs. 97-100"),
+    Theorem("joint-correction-stationary", "seed 001 (Wang et al., local adaptivity)",
+            "sec. 5, global correction keeps the corrected fixed point (stationary)", "sec. 5"),
+    Theorem("uncorrected-not-stationary", "seed 001 (Wang et al., local adaptivity)",
+            "sec. 4: uncorrected local AdaGrad has a non-vanishing bias (corrected ends closer to stationarity)",
+            "eq. 8"),
+]
+ALGORITHMS = ("FedAvg", "FedProx", "FedCurv", "FedOpt-AdaGrad", "SCAFFOLD", "FedDyn", "FedElasticNet", "EFL")
+MODELS = ("MLP", "CNN")
+CORRECTIONS = ("none", "local", "joint")
+QUICK: dict[str, Any] = {
+    "n_samples": 240, "n_clients": 4, "gamma": 0.5, "test_fraction": 0.2,
+    "mlp_hidden": [16, 8], "cnn_channels": [2, 4], "cnn_kernel": 3, "cnn_fc": 16,
+    "rounds": {"MLP": 30, "CNN": 5}, "local_steps": 5, "lr": {"MLP": 0.5, "CNN": 0.2},
+    "prox_mu": 0.01, "curv_alpha": 0.01, "adagrad_lr": 0.05, "adagrad_v0": 0.01, "feddyn_alpha": 0.01,
+    "enet_lambda1": 1e-4, "enet_lambda2": 0.01, "efl_lam": 0.01, "efl_q": 0.25,
+    "stat_hidden": [16], "stat_samples": 240, "stat_reg": 0.05, "stat_rounds": 40, "stat_local_steps": 5,
+    "stat_lr": 0.01, "stat_v0": 0.01, "server_lr_local": 50.0, "orders": 1.0, "window": 5,
+}
+FULL: dict[str, Any] = {
+    **QUICK,
+    "n_samples": 1797, "n_clients": 10,
+    "mlp_hidden": [200, 100], "cnn_channels": [16, 32], "cnn_kernel": 5, "cnn_fc": 64,
+    "rounds": {"MLP": 100, "CNN": 40}, "local_steps": 5,
+    "stat_hidden": [32], "stat_samples": 600, "stat_rounds": 400, "orders": 2.0, "window": 20,
+}
+EXPECTED_AXES = 3
+
+
+# --------------------------------------------------------------------------- data
+
+def _synthetic_images(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Fallback when scikit-learn is missing: 10 class prototypes, each a 8x8
+    image of a random field smoothed by a 3x3 box filter and rescaled to
+    [0, 1]; a sample is its class prototype plus N(0, 0.25^2) pixel noise,
+    clipped to [0, 1] (pixel range, as the digits); labels uniform."""
+    raw = rng.random((10, 10, 10))
+    proto = sum(raw[:, i:i + 8, j:j + 8] for i in range(3) for j in range(3)) / 9.0
+    proto = (proto - proto.min(axis=(1, 2), keepdims=True)) / np.ptp(proto, axis=(1, 2), keepdims=True)
+    labels = rng.integers(0, 10, size=n)
+    images = np.clip(proto[labels] + 0.25 * rng.standard_normal((n, 8, 8)), 0.0, 1.0)
+    return images, labels
+
+
+def _bundled_digits() -> tuple[np.ndarray, np.ndarray] | None:
+    """The scikit-learn digits read straight from the package's bundled
+    ``datasets/data/digits.csv.gz`` (64 pixels 0..16 then the label per row),
+    without importing scikit-learn (its import alone can take seconds);
+    pixels / 16 as :func:`fltheory.nn.load_digits`.  None when not found."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+    if not path.is_file():
+        return None
+    raw = np.loadtxt(path, delimiter=",")
+    return raw[:, :-1].reshape(-1, 8, 8) / 16.0, raw[:, -1].astype(np.int64)
+
+
+def _data(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
+    """n samples (8x8 images in [0, 1], labels 0..9) from the digits or the fallback."""
+    found = _bundled_digits()
+    if found is not None:
+        images, labels = found
+        name = "sklearn digits 8x8"
+    else:
+        try:
+            from fltheory.nn import load_digits
+            images, labels = load_digits()
+            name = "sklearn digits 8x8"
+        except ImportError:
+            images, labels = _synthetic_images(max(n, 2000), rng)
+            name = "synthetic 8x8 prototypes (scikit-learn missing)"
+    if n < labels.shape[0]:
+        keep = rng.choice(labels.shape[0], size=n, replace=False)
+        images, labels = images[keep], labels[keep]
+    return images, labels, name
+
+
+def _split(images: np.ndarray, labels: np.ndarray, parts: list[np.ndarray], test_fraction: float,
+           rng: np.random.Generator) -> tuple[list, list, list, list]:
+    """Per-client train/test split of (n, 8, 8) images (``split_clients``)."""
+    return split_clients(images, labels, parts, test_fraction, rng)
+
+
+def _federation(model: Any, split: tuple[list, list, list, list], reg: float) -> NeuralFederation:
+    """The split data shaped for ``model``: (64,) for an MLP, (1, 8, 8) for a CNN."""
+    shape = tuple(model.input_shape)
+    tu, tt, su, st = split
+    fit = (lambda u: u.reshape(u.shape[0], 64)) if shape == (64,) else (lambda u: u[:, None])
+    return NeuralFederation(model, SoftmaxCrossEntropy(), [fit(u) for u in tu], tt,
+                            test_inputs=[fit(u) for u in su], test_targets=st, reg=reg)
+
+
+def _algorithms(cfg: dict[str, Any], model: str) -> dict[str, Any]:
+    """The eight algorithms with the local rate of ``model`` (config ``lr``)."""
+    lr, E = cfg["lr"][model], cfg["local_steps"]
+    return {
+        "FedAvg": FedAvg(lr=lr, local_steps=E),
+        "FedProx": FedProx(lr=lr, local_steps=E, mu=cfg["prox_mu"]),
+        "FedCurv": FedCurv(lr=lr, local_steps=E, alpha=cfg["curv_alpha"]),
+        "FedOpt-AdaGrad": FedOpt(client_optimizer=optim.adagrad(cfg["adagrad_lr"],
+                                                                initial_accumulator=cfg["adagrad_v0"]),
+                                 server_optimizer=optim.sgd(1.0), local_steps=E),
+        "SCAFFOLD": Scaffold(lr=lr, local_steps=E, option="II"),
+        "FedDyn": FedDyn(alpha=cfg["feddyn_alpha"], solver="gd", lr=lr, local_steps=E),
+        "FedElasticNet": FedElasticNet(base="fedprox", lambda1=cfg["enet_lambda1"],
+                                       lambda2=cfg["enet_lambda2"], solver="gd", lr=lr, local_steps=E),
+        "EFL": EFL(lr=lr, local_steps=E, lam=cfg["efl_lam"], compression="st", q=cfg["efl_q"]),
+    }
+
+
+def _models(cfg: dict[str, Any]) -> dict[str, Any]:
+    return {"MLP": mlp(64, 10, hidden=tuple(cfg["mlp_hidden"])),
+            "CNN": cnn((1, 8, 8), 10, channels=tuple(cfg["cnn_channels"]), kernel=cfg["cnn_kernel"],
+                       fc=cfg["cnn_fc"])}
+
+
+# --------------------------------------------------------------------------- protocol
+
+def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """(a) test accuracy per round for every (model, algorithm); (b) ||grad F||^2
+    per round for client AdaGrad without / with local / with joint correction."""
+    images, labels, dataset = _data(config["n_samples"], rng)
+    parts = dirichlet_partition(labels, config["n_clients"], config["gamma"], rng)
+    out: dict[str, Any] = {"dataset": dataset, "n_samples": int(labels.shape[0]),
+                           "n_clients": config["n_clients"], "gamma": config["gamma"],
+                           "client_label_counts": [np.bincount(labels[p], minlength=10).tolist() for p in parts],
+                           "algorithms": list(ALGORITHMS), "models": list(MODELS),
+                           "rounds": dict(config["rounds"]), "lr": dict(config["lr"]), "acc": {}, "train_loss": {}, "dims": {}, "majority_error": {}}
+    algs = {m: _algorithms(config, m) for m in MODELS}
+    models = _models(config)
+    tasks = [(m, a) for m in MODELS for a in ALGORITHMS]
+    split = _split(images, labels, parts, config["test_fraction"], rng)
+    test_labels = np.concatenate(split[3])
+    majority_error = float(1.0 - np.bincount(test_labels, minlength=10).max() / test_labels.size)
+    feds, x0s = {}, {}
+    for m in MODELS:
+        feds[m] = _federation(models[m], split, 0.0)
+        x0s[m] = feds[m].init_params(rng)
+        out["dims"][m] = int(feds[m].dim)
+        out["majority_error"][m] = majority_error
+        out["acc"][m] = {}
+        out["train_loss"][m] = {}
+    for m, a in progress(tasks, desc=NAME):
+        hist = run_algorithm(algs[m][a], feds[m], config["rounds"][m], x0=x0s[m], seed=0)
+        out["acc"][m][a] = [feds[m].accuracy(x) for x in hist.x]
+        out["train_loss"][m][a] = hist.loss
+    # (b) stationarity of local / joint correction
+    stat_images, stat_labels = images, labels
+    if config["stat_samples"] < labels.shape[0]:
+        keep = rng.choice(labels.shape[0], size=config["stat_samples"], replace=False)
+        stat_images, stat_labels = images[keep], labels[keep]
+    stat_parts = dirichlet_partition(stat_labels, config["n_clients"], config["gamma"], rng)
+    fed = _federation(mlp(64, 10, hidden=tuple(config["stat_hidden"])),
+                      _split(stat_images, stat_labels, stat_parts, config["test_fraction"], rng),
+                      config["stat_reg"])
+    x0 = fed.init_params(rng)
+    client = optim.adagrad(config["stat_lr"], initial_accumulator=config["stat_v0"])
+    server_lr = {"none": 1.0, "local": config["server_lr_local"], "joint": 1.0}
+    out["stat"] = {"dim": int(fed.dim), "reg": config["stat_reg"], "rounds": config["stat_rounds"],
+                   "local_steps": config["stat_local_steps"], "client_lr": config["stat_lr"],
+                   "v0": config["stat_v0"], "server_lr": server_lr, "orders": config["orders"],
+                   "window": config["window"], "grad_norm2": {}, "acc": {}}
+    for corr in CORRECTIONS:
+        alg = FedOpt(client_optimizer=client, server_optimizer=optim.sgd(server_lr[corr]),
+                     local_steps=config["stat_local_steps"], correction=corr)
+        hist = run_algorithm(alg, fed, config["stat_rounds"], x0=x0, seed=0)
+        out["stat"]["grad_norm2"][corr] = hist.grad_norm2
+        out["stat"]["acc"][corr] = fed.accuracy(hist.x[-1])
+    return out
+
+
+def _stationarity(stat: dict[str, Any], corr: str) -> tuple[float, float, float]:
+    """(min ||grad F||^2 over the last window, initial value, threshold 10^-orders * initial)."""
+    g = np.asarray(stat["grad_norm2"][corr])
+    best = float(g[-stat["window"]:].min())
+    return best, float(g[0]), float(g[0] * 10.0 ** (-stat["orders"]))
+
+
+def checks(results: dict[str, Any]) -> list[Check]:
+    """learns: worst final test error / majority error; stationarity: smallest
+    late ||grad F||^2 / threshold; bias: corrected / uncorrected final ||grad F||^2."""
+    out: list[Check] = []
+    worst, where = -1.0, ""
+    for m in results["models"]:
+        for a in results["algorithms"]:
+            loss = results["train_loss"][m][a]
+            r = loss[-1] / loss[0]
+            if r > worst:
+                worst, where = r, f"{a} on the {m} (F: {loss[0]:.4g} -> {loss[-1]:.4g})"
+    setting = (f"data {results['dataset']}, {results['n_samples']} samples, {results['n_clients']} clients, "
+               f"Dir({results['gamma']}), rounds {results['rounds']}, local rates {results['lr']}")
+    out.append(Check("learns", "holds" if worst <= 1.0 else "violated", worst,
+                     f"every algorithm lowers the training loss: worst F(x_T)/F(x_0) = {worst:.4f}, {where}; "
+                     f"{setting}"))
+    for m in results["models"]:
+        best_a = max(results["algorithms"], key=lambda a: results["acc"][m][a][-1])
+        r = (1.0 - results["acc"][m][best_a][-1]) / results["majority_error"][m]
+        n_beat = sum((1.0 - results["acc"][m][a][-1]) < results["majority_error"][m]
+                     for a in results["algorithms"])
+        out.append(Check("learns", "holds" if r <= 1.0 else "violated", r,
+                         f"{m}: best final test error ({best_a}, accuracy {results['acc'][m][best_a][-1]:.3f}) "
+                         f"/ majority-class error {results['majority_error'][m]:.3f} = {r:.3f}; {n_beat} of "
+                         f"{len(results['algorithms'])} algorithms beat the majority class; {setting}"))
+    stat = results["stat"]
+    for corr, key in (("local", "local-correction-stationary"), ("joint", "joint-correction-stationary")):
+        best, g0, thr = _stationarity(stat, corr)
+        ratio = best / thr
+        detail = (f"min ||grad F||^2 over the last {stat['window']} of {stat['rounds']} rounds {best:.4g}, "
+                  f"initial {g0:.4g}, threshold 1e-{stat['orders']:g} x initial = {thr:.4g}; MLP d = "
+                  f"{stat['dim']}, reg {stat['reg']}, AdaGrad lr {stat['client_lr']}, v0 {stat['v0']}, "
+                  f"{stat['local_steps']} local steps, server lr {stat['server_lr'][corr]}")
+        out.append(Check(key, "holds" if ratio <= 1.0 else "violated", ratio, detail))
+    g_none = float(np.asarray(stat["grad_norm2"]["none"])[-1])
+    g_loc = float(np.asarray(stat["grad_norm2"]["local"])[-1])
+    ratio = g_loc / g_none
+    detail = (f"final ||grad F||^2: local correction {g_loc:.4g}, uncorrected {g_none:.4g}, "
+              f"joint {float(np.asarray(stat['grad_norm2']['joint'])[-1]):.4g} after {stat['rounds']} rounds")
+    out.append(Check("uncorrected-not-stationary", "holds" if ratio <= 1.0 else "violated", ratio, detail))
+    return out
+
+
+def macros(results: dict[str, Any]) -> dict[str, float]:
+    """Final test accuracy per (model, algorithm); final ||grad F||^2 and its
+    reduction factor per correction."""
+    out: dict[str, float] = {}
+    for m in results["models"]:
+        for a in results["algorithms"]:
+            key = a.lower().replace("-", "_")
+            out[f"acc_{m.lower()}_{key}"] = float(results["acc"][m][a][-1])
+    stat = results["stat"]
+    for corr in CORRECTIONS:
+        g = np.asarray(stat["grad_norm2"][corr])
+        out[f"grad_norm2_final_{corr}"] = float(g[-1])
+        out[f"grad_norm2_reduction_{corr}"] = float(g[-1] / g[0])
+    return out
+
+
+def plot(results: dict[str, Any]):
+    """(a), (b): test accuracy against rounds for every algorithm, MLP and CNN,
+    with the majority-class accuracy; (c) ||grad F||^2 against rounds for
+    client AdaGrad without / with local / with joint correction and the
+    stated threshold."""
+    fig, axes = plotting.figure(1, 3, height=3.6)
+    for ax, m in zip(axes[:2], results["models"]):
+        for c, a in enumerate(results["algorithms"]):
+            acc = results["acc"][m][a]
+            ax.plot(np.arange(len(acc)), acc, color=plotting.OKABE_ITO[c % 8],
+                    linestyle=plotting.LINESTYLES[c], label=a)
+        ax.axhline(1.0 - results["majority_error"][m], color="grey", linestyle=":", linewidth=1.0,
+                   label="majority class")
+        ax.set_xlabel("communication round t")
+        ax.set_ylabel("test accuracy (fraction)")
+        ax.set_title(f"{m} (d = {results['dims'][m]}), {results['dataset'].split(' (')[0]}", fontsize=8)
+        ax.set_ylim(0.0, 1.0)
+    handles, labels_ = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels_, loc="outside lower center", ncol=5, fontsize=7)
+    ax = axes[2]
+    stat = results["stat"]
+    labels = {"none": "no correction", "local": f"local corr. (server lr {stat['server_lr']['local']:g})",
+              "joint": "joint correction"}
+    for c, corr in enumerate(CORRECTIONS):
+        g = stat["grad_norm2"][corr]
+        ax.plot(np.arange(len(g)), g, color=plotting.OKABE_ITO[c], linestyle=plotting.LINESTYLES[c],
+                label=labels[corr])
+    g0 = float(np.asarray(stat["grad_norm2"]["none"])[0])
+    ax.axhline(g0 * 10.0 ** (-stat["orders"]), color="black", linestyle="--", linewidth=1.0,
+               label=f"threshold: initial x 1e-{stat['orders']:g}")
+    ax.set_yscale("log")
+    ax.set_xlabel("communication round t")
+    ax.set_ylabel(r"$\|\nabla F(x_t)\|^2$ (full batch)")
+    ax.set_title(f"client AdaGrad, {stat['local_steps']} steps, MLP d = {stat['dim']}", fontsize=8)
+    ax.legend(fontsize=6.5)
+    return fig
