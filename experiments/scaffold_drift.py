@@ -59,7 +59,8 @@ from fltheory.algorithms import FedAvg, FedDyn, FedProx, Scaffold, run_affine
 from fltheory.errors import InvalidHyperparameterError
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.affine import affine_round_map, fixed_point, spectral_rate
-from fltheory.theory.bounds import fedavg_lower_bound, scaffold_rounds, scaffold_step_conditions
+from fltheory.theory.bounds import (fedavg_lower_bound, fedavg_rounds, scaffold_rounds,
+                                    scaffold_step_conditions)
 
 NAME = "scaffold_drift"
 TITLE = "Client drift vs heterogeneity: SCAFFOLD, FedAvg, FedProx, FedDyn (exact affine maps)"
@@ -69,6 +70,8 @@ THEOREMS = [
     Theorem("scaffold-rounds", _PAPER, "Theorem III: rounds O~(beta/mu + N/S) independent of heterogeneity"),
     Theorem("fedavg-drift", _PAPER, "FedAvg drift: fixed-point distance grows as h^2 (affine in offsets)"),
     Theorem("fedavg-lower-bound", _PAPER, "Theorem II: F(x_R) - F* >= G^2/(mu R^2), constant 1, K >= 2"),
+    Theorem("fedavg-rounds-order", _PAPER,
+            "Theorem I: tuned FedAvg rounds grow like sqrt(beta) G/(mu sqrt(eps)) (slope in G, constant 1)"),
     Theorem("scaffold-step-conditions", _PAPER,
             "Theorem III step sizes: eta_l <= 1/(81 beta K eta_g), R >= max(162 beta/mu, 30 N/S)"),
 ]
@@ -85,11 +88,16 @@ QUICK: dict[str, Any] = {
     "rounds_factor": 1.1,           # allowed max/min of SCAFFOLD rounds to eps over h
     "slope_tol": 0.01,              # allowed |slope - 2| of log FedAvg drift vs log h
     "lower_bound_rounds": [10, 30, 100, 300, 1000, 3000],
+    "tuned_eps": 1e-4,              # target of the step-size-tuned comparison (Theorem I/III orders)
+    "tuned_grid": 12,               # eta_l = c/(beta K), c on a geometric grid in [1e-3, 1]
+    "tuned_rounds": 1000,           # horizon of the tuned runs
+    "order_tol": 0.25,              # allowed |measured slope - predicted slope| (rounds vs G, log-log)
+    "order_points": 3,              # the largest h values used for the slopes
 }
 FULL: dict[str, Any] = {**QUICK, "n_clients": 20, "dim": 10,
                         "heterogeneity": [0.0, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "max_rounds": 20000,
-                        "lower_bound_rounds": [10, 30, 100, 300, 1000, 3000, 10000, 20000]}
-EXPECTED_AXES = 3
+                        "lower_bound_rounds": [10, 30, 100, 300, 1000, 3000, 10000, 20000], "tuned_grid": 40, "tuned_rounds": 20000}
+EXPECTED_AXES = 4
 
 
 def _algorithms(cfg: dict[str, Any], eta_l: float) -> dict[str, Any]:
@@ -126,7 +134,10 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
                            "theorem3_rounds_c1": scaffold_rounds(sigma2=0.0, mu=mu, K=K, S=N, N=N,
                                                                  eps=config["eps"], beta=beta).value,
                            "lower_bound_rounds": list(config["lower_bound_rounds"]),
-                           "tolerances": {k: config[k] for k in ("fp_tol", "rounds_factor", "slope_tol")},
+                           "tolerances": {k: config[k] for k in ("fp_tol", "rounds_factor", "slope_tol",
+                                                                 "order_tol", "order_points")},
+                           "tuned_eps": config["tuned_eps"], "tuned_grid": config["tuned_grid"],
+                           "tuned_rounds": config["tuned_rounds"],
                            "per_h": []}
     for h in progress(list(config["heterogeneity"]), desc=NAME):
         fed = random_quadratic(N, d, L=beta, mu=mu, heterogeneity=h, seed=seed, constants="clients")
@@ -146,7 +157,30 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
                          "rate": float(spectral_rate(amap)),
                          "rounds_to_eps": _first_below(gap, config["eps"]),
                          "gap_at": [float(gap[r]) for r in config["lower_bound_rounds"] if r <= R]}
+        row["tuned"] = _tuned(fed, x0, config)
+        k1 = fedavg_rounds(sigma2=0.0, mu=mu, K=K, S=N, N=N, eps=config["tuned_eps"], beta=beta,
+                           G=math.sqrt(row["G2"]), B=max(1.0, math.sqrt(row["B2"])))
+        row["theorem1_rounds_c1"] = k1.value
+        row["theorem1_terms"] = dict(k1.terms)
         out["per_h"].append(row)
+    return out
+
+
+def _tuned(fed: Any, x0: np.ndarray, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Fewest rounds to ``tuned_eps`` over the step grid, for FedAvg and SCAFFOLD."""
+    K, beta = cfg["K"], cfg["L"]
+    out: dict[str, Any] = {}
+    for name in ("FedAvg", "SCAFFOLD"):
+        best: tuple[int, float] | None = None
+        for c in np.geomspace(1e-3, 1.0, cfg["tuned_grid"]):
+            lr = float(c) / (beta * K)
+            alg = (FedAvg(lr=lr, local_steps=K) if name == "FedAvg"
+                   else Scaffold(lr=lr, local_steps=K, option="II"))
+            hist = run_affine(alg, fed, cfg["tuned_rounds"], x0=x0)
+            r = _first_below(np.maximum(hist.loss_gap, 0.0), cfg["tuned_eps"])
+            if r is not None and (best is None or r < best[0]):
+                best = (r, float(c))
+        out[name] = {"rounds": None if best is None else best[0], "c": None if best is None else best[1]}
     return out
 
 
@@ -156,6 +190,18 @@ def _slope(hs: list[float], ys: list[float]) -> float | None:
         return None
     x, y = np.array(pts).T
     return float(np.polyfit(x, y, 1)[0])
+
+
+def _order(results: dict[str, Any]) -> tuple[float, float, list[float], list[float]] | None:
+    """(measured slope, Theorem I slope, measured/formula, h used) of tuned FedAvg rounds vs G
+    over the ``order_points`` largest h > 0 that reached eps."""
+    rows = [r for r in results["per_h"] if r["h"] > 0][-results["tolerances"]["order_points"]:]
+    pts = [(math.sqrt(r["G2"]), r["tuned"]["FedAvg"]["rounds"], r["theorem1_rounds_c1"], r["h"]) for r in rows
+           if r["tuned"]["FedAvg"]["rounds"] and r["theorem1_rounds_c1"]]
+    if len(pts) < 2:
+        return None
+    G, meas, form, hs = (list(x) for x in zip(*pts))
+    return (_slope(G, meas), _slope(G, form), [m / f for m, f in zip(meas, form)], hs)
 
 
 def _lower_bound_ratios(results: dict[str, Any]) -> list[tuple[float, int, float, float]]:
@@ -226,6 +272,20 @@ def checks(results: dict[str, Any]) -> list[Check]:
             out.append(Check("fedavg-lower-bound", "not checkable", ratio,
                              text + "; Theorem II asserts the bound for *some* problem, so an instance below "
                              "it (with constant 1) is no contradiction; " + inst))
+    # Theorem I order (tuned FedAvg)
+    order = _order(results)
+    if order is None:
+        out.append(Check("fedavg-rounds-order", "not checkable", None,
+                         f"fewer than two of the largest h reached eps = {results['tuned_eps']} within "
+                         f"{results['tuned_rounds']} rounds for any step on the grid"))
+    else:
+        meas, pred, consts, used = order
+        ratio = abs(meas - pred) / cfg["order_tol"]
+        out.append(Check("fedavg-rounds-order", "holds" if ratio <= 1 else "violated", ratio,
+                         f"tuned FedAvg rounds to eps = {results['tuned_eps']} vs G over h = {used}: log-log slope "
+                         f"{meas:.3f}, Theorem I (c = 1, sigma = 0, S = N) slope {pred:.3f} (tolerance "
+                         f"{cfg['order_tol']}); measured / formula = {[round(c, 3) for c in consts]}; tuned "
+                         f"SCAFFOLD rounds {[r['tuned']['SCAFFOLD']['rounds'] for r in rows]}; {inst}"))
     # step conditions
     sc = results["step_conditions"]
     ratio = results["eta_l"] / sc["eta_l_max"]
@@ -254,6 +314,10 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     out["feddyn_fp_dist2_max"] = max(r["FedDyn"]["fp_dist2"] for r in rows)
     for name in results["algorithms"]:
         out[f"{name.lower()}_rate_max_h"] = rows[-1][name]["rate"]
+    order = _order(results)
+    if order is not None:
+        out["fedavg_tuned_slope_in_G"], out["theorem1_slope_in_G"] = order[0], order[1]
+        out["fedavg_tuned_over_theorem1_c1_max"] = max(order[2])
     lbs = _lower_bound_ratios(results)
     if lbs:
         out["fedavg_lower_bound_worst_ratio"] = max(lb / g for _, _, lb, g in lbs)
@@ -263,8 +327,9 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
 def plot(results: dict[str, Any]):
     """(a) rounds to eps vs h (stalls drawn at the top as crosses); (b) exact
     fixed-point distance vs h with an h^2 reference; (c) Theorem II lower
-    bound / measured FedAvg gap vs R, per h."""
-    fig, (ax1, ax2, ax3) = plotting.figure(1, 3, height=3.2)
+    bound / measured FedAvg gap vs R, per h; (d) step-tuned rounds vs G with
+    Theorem I's formula (c = 1)."""
+    fig, (ax1, ax2, ax3, ax4) = plotting.figure(2, 2, height=6.4)
     rows = results["per_h"]
     hs = np.array([r["h"] for r in rows])
     xpos = np.where(hs > 0, hs, np.min(hs[hs > 0]) / 3 if np.any(hs > 0) else 1.0)
@@ -273,7 +338,7 @@ def plot(results: dict[str, Any]):
         colour = plotting.OKABE_ITO[c]
         rs = [r[name]["rounds_to_eps"] for r in rows]
         y = [np.nan if x is None else x for x in rs]
-        ax1.plot(xpos, y, marker="o", color=colour, label=name)
+        ax1.plot(xpos, y, marker="o", color=colour, linestyle=plotting.LINESTYLES[c], label=name)
         stalled = [xp for xp, x in zip(xpos, rs) if x is None]
         if stalled:
             ax1.plot(stalled, [cap] * len(stalled), "x", color=colour, markersize=7)
@@ -306,4 +371,18 @@ def plot(results: dict[str, Any]):
     ax3.set_xlabel("rounds R")
     ax3.set_title("Theorem II lower bound (c = 1)")
     ax3.legend(fontsize=6)
+    tuned = [r for r in rows if r["h"] > 0]
+    G = [math.sqrt(r["G2"]) for r in tuned]
+    for c, name in ((1, "FedAvg"), (0, "SCAFFOLD")):
+        y = [np.nan if r["tuned"][name]["rounds"] is None else r["tuned"][name]["rounds"] for r in tuned]
+        ax4.plot(G, y, marker="o", linestyle="-", color=plotting.OKABE_ITO[c],
+                 label=f"{name}, best step on the grid")
+    ax4.plot(G, [np.nan if r["theorem1_rounds_c1"] is None else r["theorem1_rounds_c1"] for r in tuned],
+             color=plotting.OKABE_ITO[1], linestyle="--", label="Theorem I formula, c = 1")
+    ax4.set_xscale("log")
+    ax4.set_yscale("log")
+    ax4.set_xlabel(r"$G$ of the $(G, B)$ gradient dissimilarity")
+    ax4.set_ylabel(rf"rounds until $F(x_t) - F^* \leq$ {results['tuned_eps']:.0e}")
+    ax4.set_title("step size tuned per h: orders in G")
+    ax4.legend(fontsize=6)
     return fig
