@@ -92,10 +92,10 @@ QUICK: dict[str, Any] = {
 }
 FULL: dict[str, Any] = {
     **QUICK,
-    "n_samples": 1797, "n_clients": 10,
-    "mlp_hidden": [200, 100], "cnn_channels": [16, 32], "cnn_kernel": 5, "cnn_fc": 64,
-    "rounds": {"MLP": 100, "CNN": 40}, "local_steps": 5,
-    "stat_hidden": [32], "stat_samples": 600, "stat_rounds": 400, "orders": 2.0, "window": 20,
+    "n_samples": 1000, "n_clients": 10,
+    "mlp_hidden": [64, 32], "cnn_channels": [4, 8], "cnn_kernel": 3, "cnn_fc": 32,
+    "rounds": {"MLP": 60, "CNN": 25},
+    "stat_hidden": [32], "stat_samples": 600, "stat_rounds": 300, "orders": 2.0, "window": 20,
 }
 EXPECTED_AXES = 3
 
