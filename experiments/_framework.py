@@ -39,7 +39,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from fltheory.errors import FLTheoryError
+from fltheory.errors import ExperimentDefinitionError, FLTheoryError
 from fltheory.results import to_jsonable
 
 __all__ = ["Theorem", "Check", "Experiment", "ExperimentDefinitionError", "discover",
@@ -54,9 +54,6 @@ Status = Literal["holds", "violated", "not checkable"]
 T = TypeVar("T")
 
 
-class ExperimentDefinitionError(FLTheoryError, ValueError):
-    """An experiment module's declarations are missing or malformed, or its
-    run/checks/macros/plot returned something outside the protocol."""
 
 
 @dataclasses.dataclass(frozen=True)

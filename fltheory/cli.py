@@ -14,6 +14,15 @@ failed, 2 usage or registry error.
 
 from __future__ import annotations
 
+import os as _os
+
+# The package's hot paths are many small batched BLAS products: threaded
+# OpenBLAS is 10-50x slower on them on a 2-core machine, and one thread keeps
+# reductions in a fixed order (same seed, same bits).  Set before numpy loads;
+# an explicit setting in the environment wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    _os.environ.setdefault(_var, "1")
+
 import argparse
 import json
 import logging

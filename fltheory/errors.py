@@ -15,6 +15,7 @@ __all__ = [
     "AssumptionError",
     "DivergenceError",
     "NotAffineError",
+    "ExperimentDefinitionError",
 ]
 
 
@@ -44,3 +45,8 @@ class DivergenceError(FLTheoryError, ArithmeticError):
 class NotAffineError(FLTheoryError, ValueError):
     """A round map asked to be affine is not (adaptive optimizers, l1 terms,
     compression, stochastic gradients)."""
+
+
+class ExperimentDefinitionError(FLTheoryError, ValueError):
+    """An experiment module's declarations are missing or malformed, or its
+    run/checks/macros/plot returned something outside the protocol."""
