@@ -89,3 +89,34 @@ def test_bad_arguments():
         objective_shift(fed, kind="join")
     with pytest.raises(InvalidProblemError):
         objective_shift(fed, kind="join", other=fed)       # two clients
+
+
+def test_departure_eq10_constant_8_is_four_times_the_attained_constant_2():
+    """Equal scalar curvatures h: w* = w^* + q (c_a - w^*) with q = n_a/n, so
+    ||w* - w^*||^2 = q^2 (c_a - w^*)^2 = 2 q^2 D^_a / h exactly: the derived bound
+    2 L q^2 D^_a / mu^2 is attained (ratio 1), eq. (10) with 8 gives ratio 1/4."""
+    for h, n in ((1.0, [3, 1]), (2.5, [1, 7])):
+        fed = _scalar([h, h], [0.0, 1.0], n)
+        printed = objective_shift(fed, 1, kind="depart", variant="as_printed")
+        derived = objective_shift(fed, 1, kind="depart", variant="derived")
+        q = n[1] / sum(n)
+        assert printed.measured == pytest.approx(q ** 2, rel=1e-12)
+        assert printed.ratio == pytest.approx(0.25, rel=1e-12)
+        assert derived.ratio == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("n,n_a", [(1, 1), (5, 5), (3, 1), (2, 3)])
+def test_join_eq11_as_printed_ratio_on_equal_curvatures(n, n_a):
+    """Re-derivation of the eq. (11) finding: f = (x - 0)^2/2 (n samples), f_a = (x - 1)^2/2
+    (n_a samples), L = mu = 1, q = n_a/(n + n_a): measured q^2, D^_a = (1 - q)^2/2, bound
+    4 q^2 (1 - q)^2, ratio 1/(4 (1 - q)^2): exactly 1 at n_a = n (the edge is attained),
+    > 1 for every n_a > n."""
+    fed = _scalar([1.0], [0.0], [n])
+    new = _scalar([1.0], [1.0], [n_a])
+    res = objective_shift(fed, kind="join", other=new, variant="as_printed")
+    q = n_a / (n + n_a)
+    assert res.valid
+    assert res.measured == pytest.approx(q ** 2, rel=1e-12)
+    assert res.value == pytest.approx(4 * q ** 2 * (1 - q) ** 2, rel=1e-12)
+    assert res.ratio == pytest.approx(1 / (4 * (1 - q) ** 2), rel=1e-12)
+    assert (res.ratio > 1 + 1e-9) == (n_a > n)
