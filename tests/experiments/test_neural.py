@@ -1,0 +1,59 @@
+"""Helper logic of experiments/neural.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from experiments import neural
+
+
+def test_bundled_digits_equal_the_library_loader():
+    pytest.importorskip("sklearn")
+    from fltheory.nn import load_digits
+    found = neural._bundled_digits()
+    assert found is not None
+    images, labels = load_digits()
+    np.testing.assert_array_equal(found[0], images)
+    np.testing.assert_array_equal(found[1], labels)
+
+
+def test_synthetic_fallback_is_seeded_and_in_pixel_range():
+    a, la = neural._synthetic_images(300, np.random.default_rng(5))
+    b, lb = neural._synthetic_images(300, np.random.default_rng(5))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(la, lb)
+    assert a.shape == (300, 8, 8) and a.min() >= 0.0 and a.max() <= 1.0
+    assert set(np.unique(la)) <= set(range(10))
+    # nearest-prototype classification (class means) separates the classes far above chance
+    means = np.stack([a[la == c].mean(axis=0) for c in range(10)])
+    pred = np.argmin(((a[:, None] - means[None]) ** 2).sum(axis=(2, 3)), axis=1)
+    assert np.mean(pred == la) > 0.5
+
+
+def _results(g_none, g_local, g_joint, acc_final=0.9, loss=(2.3, 0.5)):
+    algs, models = list(neural.ALGORITHMS), list(neural.MODELS)
+    return {"dataset": "x", "n_samples": 10, "n_clients": 2, "gamma": 0.5, "rounds": {"MLP": 1, "CNN": 1},
+            "lr": {"MLP": 0.1, "CNN": 0.1}, "algorithms": algs, "models": models,
+            "majority_error": {m: 0.8 for m in models},
+            "acc": {m: {a: [0.1, acc_final] for a in algs} for m in models},
+            "train_loss": {m: {a: list(loss) for a in algs} for m in models},
+            "stat": {"grad_norm2": {"none": g_none, "local": g_local, "joint": g_joint}, "window": 2,
+                     "orders": 1.0, "rounds": len(g_none) - 1, "dim": 5, "reg": 0.1, "client_lr": 0.1,
+                     "v0": 0.1, "local_steps": 2, "server_lr": {"none": 1.0, "local": 2.0, "joint": 1.0}}}
+
+
+def test_checks_compare_against_the_stated_thresholds():
+    res = _results([1.0, 0.5, 0.6, 0.7], [1.0, 0.2, 0.05, 0.09], [1.0, 0.3, 0.2, 0.15])
+    by = {}
+    for c in neural.checks(res):
+        by.setdefault(c.theorem, []).append(c)
+    assert [c.status for c in by["learns"]] == ["holds"] * 3
+    (loc,) = by["local-correction-stationary"]
+    assert loc.status == "holds" and loc.ratio == pytest.approx(0.05 / 0.1)
+    (joint,) = by["joint-correction-stationary"]
+    assert joint.status == "violated" and joint.ratio == pytest.approx(0.15 / 0.1)
+    (bias,) = by["uncorrected-not-stationary"]
+    assert bias.ratio == pytest.approx(0.09 / 0.7)
+    bad = neural.checks(_results([1.0, 1.0], [1.0, 1.0], [1.0, 1.0], acc_final=0.1, loss=(1.0, 1.5)))
+    assert {c.status for c in bad if c.theorem == "learns"} == {"violated"}
