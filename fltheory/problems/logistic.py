@@ -48,6 +48,7 @@ from .base import Federation, normalize_weights
 __all__ = ["LogisticFederation"]
 
 OPTIMUM_TOL = 1e-10
+_N_BUCKETS = 4
 
 
 def _check_data(features: Sequence[Any], labels: Sequence[Any], n_classes: int | None
@@ -181,17 +182,41 @@ class LogisticFederation(Federation):
         return self._A[idx], self._y[idx], self._rw[idx]
 
     # -------------------------------------------------------------- oracles
-    def _call(self, which: str, X: Any, clients: Any, *, reg: bool = True) -> np.ndarray:
+    def _call(self, which: str, X: Any, clients: Any) -> np.ndarray:
         idx = self._clients(clients)
         X = np.ascontiguousarray(self._points(X, idx.shape[0]))
-        A, y, rw = self._data(idx)
-        r = self.reg if reg else 0.0
         C = self.n_classes
         if C is None:
             fn = {"loss": lo.binary_loss, "grad": lo.binary_grad, "hess": lo.binary_hess}[which]
-            return fn(A, y, rw, X, r)
-        fn = {"loss": lo.multi_loss, "grad": lo.multi_grad, "hess": lo.multi_hess}[which]
-        return fn(A, y, rw, X, r, C)
+        else:
+            fn = {"loss": lo.multi_loss, "grad": lo.multi_grad, "hess": lo.multi_hess}[which]
+        args = (self.reg,) if C is None else (self.reg, C)
+        if which == "hess":
+            return self._bucketed(fn, X, idx, args)
+        A, y, rw = self._data(idx)
+        return fn(A, y, rw, X, *args)
+
+    def _bucketed(self, fn: Callable[..., np.ndarray], X: np.ndarray, idx: np.ndarray,
+                  args: tuple) -> np.ndarray:
+        """Evaluate ``fn`` on groups of rows with similar n_i, each padded only to
+        its own largest n_i (a loop over at most ``_N_BUCKETS`` groups).  Used for
+        Hessians, whose cost grows with the padded row count; with heavy-tailed
+        sizes (FedProx's lognormal) this avoids most of the padding work."""
+        n = self._rows[idx]
+        m = idx.shape[0]
+        if m < 2 or n.max() * m <= 2 * n.sum():
+            A, y, rw = self._data(idx)
+            return fn(A, y, rw, X, *args)
+        order = np.argsort(n, kind="stable")
+        out = None
+        for part in np.array_split(order, min(_N_BUCKETS, m)):
+            k = int(n[part].max())
+            rows = idx[part]
+            res = fn(self._A[rows, :k], self._y[rows, :k], self._rw[rows, :k], X[part], *args)
+            if out is None:
+                out = np.empty((m,) + res.shape[1:])
+            out[part] = res
+        return out
 
     def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
         """f_i(X[r]) for each listed client -> (m,)."""

@@ -230,3 +230,20 @@ def test_blocked_multinomial_hessian_equals_one_block(monkeypatch):
     whole = fed.client_hess(X)
     monkeypatch.setattr(lo, "_BLOCK_FLOATS", 1)            # one row per block
     np.testing.assert_allclose(fed.client_hess(X), whole, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("n_classes", [None, 3])
+def test_hessian_of_very_unequal_clients(n_classes):
+    """Sizes 1..60 trigger the size-bucketed Hessian path; it must equal the loop."""
+    rng = np.random.default_rng(0)
+    sizes = [1, 60, 2, 3, 40, 1]
+    feats = [rng.standard_normal((n, 2)) for n in sizes]
+    labs = [np.where(rng.random(n) < 0.5, -1.0, 1.0) if n_classes is None else rng.integers(0, 3, n)
+            for n in sizes]
+    fed = LogisticFederation(feats, labs, reg=0.2, n_classes=n_classes)
+    clients = np.array([1, 0, 5, 4, 4, 2, 3])
+    X = rng.standard_normal((7, fed.dim))
+    H = fed.client_hess(X, clients)
+    for r, i in enumerate(clients):
+        ref = ref_binary if n_classes is None else (lambda a, y, x, g: ref_multi(a, y, x, g, 3))
+        np.testing.assert_allclose(H[r], ref(feats[i], labs[i], X[r], 0.2)[2], rtol=1e-11, atol=1e-13)
