@@ -63,10 +63,11 @@ def _fake_results():
         th[f"rho_bar_{form}"] = 0.5
     e = 0.5 ** np.arange(20)
     return {"seed": 1, "eta": 0.1, "n_clients": 2, "dim": 2, "local_steps": 2, "server_lr": 1.0,
-            "sigma2": 1.0, "rate_rel_tol": 0.05, "mc_runs": 10,
+            "sigma2": 1.0, "rate_rel_tol": 0.05, "mc_runs": 10, "straddle_half_width": 1e-6,
             "a1": {"taus": taus, "bound": bound, "measured": {"sgd": meas, "adagrad": 0.9 * np.ones((2, 2)),
                                                                "adam": 0.9 * np.ones((2, 2))},
-                   "ratio_unsquared": meas / bound, "ratio_squared": meas ** 2 / bound},
+                   "ratio_unsquared": meas / bound, "ratio_squared": meas ** 2 / bound,
+                   "straddle": {"adagrad": 0.9, "adam": 0.9}},
             "mann": {"rho_sgd": 0.5, "err_sgd": e, "rho_adagrad": 0.5, "err_adagrad": e, "rounds": 19},
             "theorem1": th}
 
@@ -123,3 +124,16 @@ def test_finding_restarted_adagrad_client_maps_are_not_contractions():
     np.testing.assert_allclose(Ox, _adagrad_client_map(fed, j, x, lr, tau), rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(Oy, _adagrad_client_map(fed, j, y, lr, tau), rtol=1e-12, atol=1e-13)
     assert np.linalg.norm(Ox - Oy) / np.linalg.norm(x - y) == pytest.approx(ratio, rel=1e-9)
+
+
+def test_finding_straddling_pairs_make_the_adagrad_ratio_grow_like_one_over_the_gap():
+    # restarted AdaGrad's first step eta g/(|g| + eps) jumps by ~2 eta across g = 0:
+    # the ratio over a pair x_c +- h e_0 grows like 1/h (no Lipschitz constant).
+    fed = random_quadratic(3, 2, L=4.0, mu=0.5, heterogeneity=1.0, seed=9, constants="clients")
+    alg = FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.sgd(1.0), local_steps=4)
+    wide, narrow = exp.straddle_ratio(fed, alg, 1e-4), exp.straddle_ratio(fed, alg, 1e-6)
+    assert narrow > 1e3
+    assert narrow / wide == pytest.approx(100.0, rel=0.05)
+    # the same pair for local GD has ratio <= 1 (a contraction)
+    gd = FedOpt(client_optimizer=optim.sgd(0.1), server_optimizer=optim.sgd(1.0), local_steps=4)
+    assert exp.straddle_ratio(fed, gd, 1e-6) <= 1.0
