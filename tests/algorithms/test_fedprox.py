@@ -108,13 +108,12 @@ def test_exact_fixed_point_closed_form():
 
 
 def test_exact_solver_is_the_prox_minimiser_on_logistic():
-    """One exact round from x: each y_i satisfies grad f_i(y) + mu (y - x) = 0."""
+    """One exact round from x: the solver's y_i satisfy grad f_i(y) + mu (y - x) = 0 and the
+    server model is their uniform mean."""
     fed = logistic(8)
     mu = 0.4
     x0 = np.array([0.2, -0.1, 0.3])
     hist = run(FedProx(mu=mu, solver="exact", aggregation="uniform"), fed, 1, seed=0, x0=x0)
-    # reconstruct the local minimisers from the update is not unique; check optimality of the mean
-    # through the reference, and the local optimality directly via the vectorized solver
     from fltheory.algorithms.local import LocalObjective, exact_local_solve
     N = fed.n_clients
     X0 = np.broadcast_to(x0, (N, 3))
