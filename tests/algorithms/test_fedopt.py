@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from fltheory import optim
 from fltheory.algorithms.fedavg import FedAvg
@@ -230,3 +231,18 @@ def test_bad_hyperparameters(kw, match):
     base.update(kw)
     with pytest.raises(InvalidHyperparameterError, match=match):
         FedOpt(**base)
+
+
+
+@given(seed=st.integers(0, 2 ** 16), q=st.integers(1, 4),
+       correction=st.sampled_from(["none", "local", "joint"]),
+       client_state=st.sampled_from(["restart", "persist", "synchronise"]))
+@settings(deadline=None)
+def test_property_vectorized_equals_reference(seed, q, correction, client_state):
+    fed = quadratic(seed % 7, N=4, d=3).with_gradient_noise(0.2)
+    alg = FedOpt(client_optimizer=optim.yogi(0.05), server_optimizer=optim.fedavgm(1.0, 0.5),
+                 local_steps=np.array([1, 3, 2, 4]), correction=correction, client_state=client_state)
+    part = sampled(q)
+    hist = run(alg, fed, 4, participation=part, seed=seed)
+    ref = reference_run(alg, fed, 4, participation=part, seed=seed)
+    np.testing.assert_allclose(hist.x, ref, rtol=0, atol=1e-12)
