@@ -182,3 +182,62 @@ def test_theta_must_be_a_positive_number():
     for bad in ("a", -1.0, float("nan")):
         with pytest.raises(InvalidHyperparameterError, match="theta"):
             efl_theorem1(3, **_kw(theta=bad))
+
+
+def _two_client_exact_errors(a, y, E, taus, eta):
+    """Exact E||w_tau - w*||^2 of EFL (lambda = 0, no compression, plain weights) for
+    f_1 = (x - a)^2/2, f_2 = (x + a)^2/2, p = (1/2, 1/2), each client inactive w.p. y
+    (independently, every round), else E exact gradient steps: a readable loop over
+    every participation pattern (4^tau of them, probabilities multiplied).
+    Returns the errors and the largest ||grad f_k||^2 met at any local iterate."""
+    import itertools
+    opt = np.array([a, -a])
+    errs, g2 = [], a ** 2
+    for tau in taus:
+        total = 0.0
+        for pattern in itertools.product([(0, 0), (0, 1), (1, 0), (1, 1)], repeat=tau):
+            w, prob = 0.0, 1.0
+            for t, act in enumerate(pattern):
+                new = w
+                for k in range(2):
+                    prob *= (1 - y) if act[k] else y
+                    if act[k]:
+                        yk = w
+                        for _ in range(E):
+                            g2 = max(g2, (yk - opt[k]) ** 2)
+                            yk -= eta[t] * (yk - opt[k])
+                        new += 0.5 * (yk - w)
+                w = new
+            total += prob * w ** 2
+        errs.append(total)
+    return np.array(errs), g2
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING: EFL Theorem 1 (eq. 7) as printed fails under low participation.  The factor "
+    "sum p s + theta (sum p - 2) + sum p s of the E(E-1) G^2 term of B_t is negative when "
+    "clients are often inactive, and it outweighs the positive terms: E[B_t] < 0 for every "
+    "admissible G^2, so C_tau = max{gamma^2 ||w_0 - w*||^2, negative} = 0 from w_0 = w*, "
+    "H_tau = 0 (symmetric participation: E[p s]/p^k equal), and the bound is 0 while the "
+    "error is positive.  Instance: f_1 = (x - 1)^2/2, f_2 = (x + 1)^2/2 (L = mu = 1), "
+    "p = (1/2, 1/2), each client inactive w.p. 0.8 else E = 2 exact gradient steps, plain "
+    "weights, theta = 1, sigma_k = 0, w_0 = w* = 0, the theorem's step size: E[B_t] = "
+    "1.2 - 2.9 G^2 < 0 (G^2 >= 1), bound 0 in both readings, exact E||w_1||^2 = 0.01515."))
+def test_theorem1_counterexample_low_participation():
+    E, y, a = 2, 0.8, 1.0
+    q = np.array([[y, 0.0, 1 - y]] * 2)
+    p = np.array([0.5, 0.5])
+    D = np.array([a ** 2 / 2] * 2)                       # F_k(w*) - F_k*, w* = 0
+    taus = [1, 2, 3]
+    first = efl_theorem1(3, E=E, theta=1.0, mu=1.0, L=1.0, sigma2=0.0, D=D, G2=a ** 2,
+                         weights=p, init_dist2=0.0, step_probs=q)
+    errs, g2 = _two_client_exact_errors(a, y, E, taus, first.terms["eta"])
+    assert np.all(errs > 0)
+    for variant in ("corrected", "as_printed"):
+        for tau, err in zip(taus, errs):
+            res = efl_theorem1(tau, E=E, theta=1.0, mu=1.0, L=1.0, sigma2=0.0, D=D, G2=g2,
+                               weights=p, init_dist2=0.0, step_probs=q, variant=variant)
+            assert res.valid, str(res)                   # every hypothesis holds
+            assert res.terms["H"] == 0 and np.all(res.terms["B"] < 0)
+            assert np.all(res.terms["B"] == pytest.approx(1.2 * a ** 2 - 2.9 * g2))
+            assert err <= res.value, f"{variant}, tau = {tau}: exact error {err!r} > bound {res.value!r}"

@@ -37,6 +37,15 @@ Readings (THEORY.md section 4), ``variant="corrected"`` (default) vs ``"as_print
 
 Every expectation is linear in the per-client moments E[p s], E[p],
 E[p^2 s], so E[B_t] is evaluated from them exactly.
+
+Finding (tests/theory/test_bounds_efl.py, strict xfail): the factor
+sum p s + theta (sum p - 2) + sum p s of the E(E-1) G^2 term is negative
+under low participation (sum_k E[p_t^k] < 2 - 2 S_t/theta), and E[B_t] can
+then be negative for every admissible G^2.  C_tau = max{gamma^2 ||w_0 - w*||^2,
+(16E/mu)^2 sum E[B_t]/S_t^2} then loses its variance/heterogeneity part and
+the bound fails (e.g. it is 0 from w_0 = w* while the error is positive).
+The value is returned as printed (no clipping); ``terms["B_negative"]`` flags
+those rounds.
 """
 
 from __future__ import annotations
@@ -148,7 +157,9 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
     Returns
     -------
     BoundResult with terms gamma, J, H, C, eta (step sizes for t < tau),
-    S (E[sum p s] per round), B (E[B_t] per round), r (per round).
+    S (E[sum p s] per round), B (E[B_t] per round), B_negative (E[B_t] < 0,
+    per round: the failure mode of the printed bound, see the module
+    docstring), r (per round).
     """
     variant = choice("variant", variant, ("corrected", "as_printed"))
     T = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
@@ -209,7 +220,7 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
             f"D = sum p^k D_k = {float(p @ Dk)!r}"))
         if J is not None:
             value = C / (T * E + gamma) ** 2 + H * J / (T * E + gamma)
-        terms.update(gamma=gamma, eta=eta, r=r, H=H, J=J, B=B, C=C,
+        terms.update(gamma=gamma, eta=eta, r=r, H=H, J=J, B=B, B_negative=B < 0, C=C,
                      eta_max_allowed=1 / (2 * (1 + theta) * L),
                      first_term=C / (T * E + gamma) ** 2,
                      second_term=None if J is None else H * J / (T * E + gamma))
