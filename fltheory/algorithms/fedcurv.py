@@ -246,9 +246,19 @@ def FedCL(*, proxy: Any, **kwargs: Any) -> FedCurv:
     return FedCurv(fisher="proxy", proxy=proxy, **kwargs)
 
 
-def FedCurvTE(*, beta: float, of: str = "global", **kwargs: Any) -> FedCurv:
+def FedCurvTE(*, beta: float, of: str | None = None, **kwargs: Any) -> FedCurv:
     """FedCurv-TE / FedCL-TE (seed 002 Alg. 2):
-    ``FedCurv(target=TemporalEnsemble(beta=beta, of=of), **kwargs)``."""
+    ``FedCurv(target=TemporalEnsemble(beta=beta, of=of), **kwargs)``.
+
+    ``of`` defaults to the reading under which beta = 0 is the base algorithm
+    exactly: ``"local"`` for client Fisher (FedCurv centres each penalty at the
+    previous local model w_j, so those are ensembled) and ``"global"`` for the
+    proxy Fisher (FedCL centres at the global model: Alg. 2 as printed, the
+    variant seed 002 evaluates).  Pass ``of="global"`` with client Fisher for
+    Alg. 2's literal replacement of every w_j by T (then beta = 0 is not
+    FedCurv)."""
     if "target" in kwargs:
         raise InvalidHyperparameterError("FedCurvTE sets target itself; pass beta (and of) only")
+    if of is None:
+        of = "global" if kwargs.get("fisher", "client") == "proxy" else "local"
     return FedCurv(target=TemporalEnsemble(beta=beta, of=of), **kwargs)

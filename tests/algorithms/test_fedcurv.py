@@ -112,6 +112,8 @@ def test_te_beta_zero_reproduces_base():
     base = run(FedCurv(**kw), fed, 5, participation=part, seed=4)
     te = run(FedCurvTE(beta=0.0, of="local", **kw), fed, 5, participation=part, seed=4)
     np.testing.assert_array_equal(base.x, te.x)
+    default = run(FedCurvTE(beta=0.0, **kw), fed, 5, participation=part, seed=4)
+    np.testing.assert_array_equal(base.x, default.x)   # the default reading reduces exactly
     proxy = fixed_fisher(fed.dim)
     cl = run(FedCL(proxy=proxy, **kw), fed, 5, participation=part, seed=4)
     cl_te = run(FedCurvTE(beta=0.0, fisher="proxy", proxy=proxy, **kw), fed, 5, participation=part, seed=4)
@@ -128,7 +130,7 @@ def test_te_global_beta_zero_centres_every_penalty_at_the_received_model():
     from fltheory.problems.quadratic import QuadraticFederation
     fed = QuadraticFederation(H, rng.standard_normal((4, d)))
     a = 0.25
-    te = run(FedCurvTE(beta=0.0, lr=0.1, local_steps=4, alpha=a), fed, 4, seed=0)
+    te = run(FedCurvTE(beta=0.0, of="global", lr=0.1, local_steps=4, alpha=a), fed, 4, seed=0)
     # round 1 has no penalty (no previous local models); from round 2 on both are FedProx-like
     first = run(FedAvg(lr=0.1, local_steps=4), fed, 1, seed=0)
     np.testing.assert_allclose(te.x[1], first.x[1], rtol=0, atol=1e-15)
