@@ -144,3 +144,23 @@ def test_from_problem_constants_conveniences():
     r = fedopt_theorem1_from_constants(c, 7, lr=0.1, local_steps=3, weights=fed.weights, server_lr=0.5,
                                        init_dist2=float(np.sum((x0 - q.terms["fixed_point"]) ** 2)))
     assert r.value == pytest.approx(q.value, rel=1e-12)
+
+
+def test_elasticnet_C0_uses_algorithm3_zero_gradient_states():
+    """Lemma B.2 of seed 003 (h^t = (1/m) sum_k grad L_k(theta_k^t)) holds for the stored
+    gradient states of Algorithm 3 started, as specified, from h^0 = 0 and zero states, and
+    those states are the 'grad L_k(theta_k^0)' of C_0: with grads_init=None C_0 is
+    (1/m) sum_k ||grad L_k(theta*)||(^2), not a function of the initial model."""
+    from fltheory.algorithms import FedElasticNet
+    from fltheory.algorithms import run as run_algorithm
+    from fltheory.testing import build_quadratic
+    fed = build_quadratic(3, 2, L=2.0, mu=0.5, heterogeneity=2.0, n_samples=None, seed=4)
+    seen = []
+    alg = FedElasticNet(base="feddyn", lambda1=0.01, lambda2=60.0, eps=0.0)
+    run_algorithm(alg, fed, 3, x0=np.ones(2), callback=lambda t, s, i: seen.append((s.h.copy(), s.grads.copy())))
+    for h, grads in seen:
+        np.testing.assert_allclose(h, grads.mean(axis=0), rtol=1e-12, atol=1e-14)
+    gs = fed.client_grad(np.broadcast_to(fed.optimum(), (3, 2)))
+    norms = np.linalg.norm(gs, axis=1)
+    assert elasticnet_C0(None, gs, variant="corrected") == pytest.approx(np.mean(norms ** 2), rel=1e-12)
+    assert elasticnet_C0(None, gs, variant="as_printed") == pytest.approx(np.mean(norms), rel=1e-12)

@@ -15,6 +15,14 @@ C_0 = (1/m) sum_k E||grad L_k(theta_k^0) - grad L_k(theta*)|| is printed
 without the square (``variant="as_printed"``) while C_t is squared everywhere
 else in the proof (Lemma B.5 uses it as a squared norm): ``variant="corrected"``
 squares it.
+
+In the proof grad L_k(theta_k^t) is the gradient *state* of Algorithm 3 (step 5;
+Lemma B.2: h^t = (1/m) sum_k grad L_k(theta_k^t) needs h^0 = (1/m) sum_k
+grad L_k(theta_k^0)), and Algorithm 3 starts from h^0 = 0 and
+grad L_k(theta_k^0) = 0.  So C_0 of a run of Algorithm 3 as specified is
+(1/m) sum_k ||grad L_k(theta*)||(^2): :func:`elasticnet_C0` with
+``grads_init=None``.  The true gradients at the initial model enter only for a
+run whose states are initialised to them (with h^0 their mean).
 """
 
 from __future__ import annotations
@@ -47,9 +55,13 @@ def elasticnet_constants(beta: float, lambda2: float, m: int, P: int) -> dict[st
 
 def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected") -> float:
     """C_0 from (m, d) arrays of grad L_k(theta_k^0) and grad L_k(theta*):
-    mean of the norms (as printed) or of the squared norms (corrected)."""
-    g0 = np.asarray(grads_init, dtype=np.float64)
+    mean of the norms (as printed) or of the squared norms (corrected).
+
+    ``grads_init`` are the initial gradient states of Algorithm 3 (its input:
+    all zero, with h^0 = 0); ``None`` means exactly that, so C_0 =
+    (1/m) sum_k ||grad L_k(theta*)||(^2) (see the module docstring)."""
     gs = np.asarray(grads_opt, dtype=np.float64)
+    g0 = np.zeros_like(gs) if grads_init is None else np.asarray(grads_init, dtype=np.float64)
     if g0.shape != gs.shape or g0.ndim != 2:
         raise InvalidHyperparameterError(f"grads must be two (m, d) arrays, got {g0.shape} and {gs.shape}")
     sq = np.sum((g0 - gs) ** 2, axis=1)
