@@ -277,6 +277,11 @@ def plot(results: dict[str, Any]):
         r = np.asarray(results["rates"]["adagrad_hetero_local"], dtype=float)
         ax2.loglog(r, pts[0][1] * r / pts[0][0], color="black", linestyle=":", linewidth=1.0,
                    label=r"slope 1 guide, $O(\eta)$")
+    failed = [f"{case}: " + ", ".join(f.split(":")[0].replace("eta = ", "") for f in fs)
+              for case, fs in results["failures"].items() if fs]
+    if failed:
+        ax2.text(0.98, 0.02, "no root of T(x)=x found at eta =\n" + "\n".join(failed), ha="right",
+                 va="bottom", fontsize=6, transform=ax2.transAxes)
     for a, title, unit in ((ax, "local GD clients", "GD step size, 1/curvature units"),
                            (ax2, "local AdaGrad clients (restarted)", "AdaGrad step, model units")):
         a.set_xlabel(rf"client learning rate $\eta$ ({unit})")
