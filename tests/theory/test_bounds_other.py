@@ -133,12 +133,18 @@ def test_from_problem_constants_conveniences():
     fed = fed.with_gradient_noise(0.5)
     c = fed.constants(radius=2.0)
     a = fedavg_rounds_from_constants(c, K=4, S=2, N=3, eps=0.1)
-    b = fedavg_rounds(sigma2=0.5, mu=fed.mu, beta=float(fed.client_L.max()), G=math.sqrt(c.scaffold_G2),
+    assert fed.client_mu.min() < fed.mu            # the per-client constant differs from F's
+    b = fedavg_rounds(sigma2=0.5, mu=float(fed.client_mu.min()), beta=float(fed.client_L.max()),
+                      G=math.sqrt(c.scaffold_G2),
                       B=math.sqrt(c.scaffold_B2), K=4, S=2, N=3, eps=0.1)
     assert a.value == pytest.approx(b.value, rel=1e-12)
     t = table1_rounds_from_constants(c, "EFL", eps=0.1, S=2)
-    assert t.value == pytest.approx(c.G2_max / (fed.mu * 2 * 0.1)
-                                    + fed.client_L.max() / (fed.mu * math.sqrt(0.1)), rel=1e-12)
+    mu_min = float(fed.client_mu.min())
+    assert t.value == pytest.approx(c.G2_max / (mu_min * 2 * 0.1)
+                                    + fed.client_L.max() / (mu_min * math.sqrt(0.1)), rel=1e-12)
+    from fltheory.theory.bounds import scaffold_rounds_from_constants as srfc
+    assert srfc(c, K=4, S=2, N=3, eps=0.1).value == pytest.approx(
+        scaffold_rounds(sigma2=0.5, mu=mu_min, beta=float(fed.client_L.max()), K=4, S=2, N=3, eps=0.1).value)
     x0 = np.ones(2)
     q = fedopt_theorem1_quadratic(fed, 7, lr=0.1, local_steps=3, sigma2=0.5, server_lr=0.5, x0=x0)
     r = fedopt_theorem1_from_constants(c, 7, lr=0.1, local_steps=3, weights=fed.weights, server_lr=0.5,

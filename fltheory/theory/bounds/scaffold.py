@@ -26,7 +26,7 @@ import math
 from typing import Any
 
 from ..result import Assumption, BoundResult, make_result
-from ._common import as_float, constant_from, positive_check, uniform_smoothness
+from ._common import as_float, constant_from, positive_check, uniform_convexity, uniform_smoothness
 
 __all__ = ["scaffold_rounds", "scaffold_quadratic_rounds", "fedavg_rounds",
            "fedavg_lower_bound", "scaffold_step_conditions", "scaffold_rounds_from_constants",
@@ -62,10 +62,11 @@ def scaffold_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: fl
 
 def scaffold_rounds_from_constants(constants: Any, *, K: int, S: int, N: int, eps: float,
                                    **kw: Any) -> BoundResult:
-    """:func:`scaffold_rounds` with sigma2, mu (of F) and beta = max_i L_i (every f_i
-    beta-smooth; ``L`` when no ``client_L``) read from a ProblemConstants-like object."""
+    """:func:`scaffold_rounds` with sigma2, mu = min_i mu_i and beta = max_i L_i read from a
+    ProblemConstants-like object (seed 004 Assumptions: *each* f_i is beta-smooth and
+    mu-strongly convex; ``mu``/``L`` when there are no ``client_mu``/``client_L``)."""
     return scaffold_rounds(sigma2=constant_from(constants, "sigma2", default=0.0, required=False),
-                           mu=constant_from(constants, "mu"),
+                           mu=uniform_convexity(constants),
                            beta=uniform_smoothness(constants), K=K, S=S, N=N, eps=eps, **kw)
 
 
@@ -152,10 +153,11 @@ def scaffold_step_conditions(*, eta_l: float, eta_g: float, beta: float, K: int,
 
 def fedavg_rounds_from_constants(constants: Any, *, K: int, S: int, N: int, eps: float,
                                  **kw: Any) -> BoundResult:
-    """:func:`fedavg_rounds` with sigma2, mu, beta = max_i L_i and the (G, B)-BGD pair
-    G = sqrt(scaffold_G2), B = sqrt(scaffold_B2) read from a ProblemConstants-like object."""
+    """:func:`fedavg_rounds` with sigma2, mu = min_i mu_i, beta = max_i L_i (each f_i, as
+    seed 004 assumes) and the (G, B)-BGD pair G = sqrt(scaffold_G2), B = sqrt(scaffold_B2)
+    read from a ProblemConstants-like object."""
     return fedavg_rounds(sigma2=constant_from(constants, "sigma2", default=0.0, required=False),
-                         mu=constant_from(constants, "mu"), beta=uniform_smoothness(constants),
+                         mu=uniform_convexity(constants), beta=uniform_smoothness(constants),
                          G=math.sqrt(float(constant_from(constants, "scaffold_G2"))),
                          B=math.sqrt(float(constant_from(constants, "scaffold_B2"))),
                          K=K, S=S, N=N, eps=eps, **kw)

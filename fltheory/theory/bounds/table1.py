@@ -22,7 +22,7 @@ import math
 from ..result import BoundResult, make_result
 from typing import Any
 
-from ._common import constant_from, positive_check, uniform_smoothness
+from ._common import constant_from, positive_check, uniform_convexity, uniform_smoothness
 
 __all__ = ["table1_rounds", "table1_rounds_from_constants", "TABLE1_ALGORITHMS"]
 
@@ -67,13 +67,14 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
 def table1_rounds_from_constants(constants: Any, algorithm: str, *, eps: float, S: int,
                                  N: int | None = None, **kw: Any) -> BoundResult:
     """:func:`table1_rounds` with G = sqrt(G2_max) (bounded client gradients over the
-    constants' ball), mu (of F), L = max_i L_i, delta and sigma2 read from a
-    ProblemConstants-like object."""
+    constants' ball), mu = min_i mu_i and L = max_i L_i (SCAFFOLD and EFL assume every
+    client mu-strongly convex and L-smooth; pass ``mu`` to :func:`table1_rounds` for a
+    global-only reading), delta and sigma2 read from a ProblemConstants-like object."""
     g2 = constant_from(constants, "G2_max", "G2", required=False, default=None)
     if g2 is None:
         from ...errors import InvalidHyperparameterError
         raise InvalidHyperparameterError("the constants carry no G2_max/G2 (no radius given); pass G=")
     return table1_rounds(algorithm, eps=eps, S=S, N=N, G=math.sqrt(float(g2)),
-                         mu=constant_from(constants, "mu"), L=uniform_smoothness(constants),
+                         mu=uniform_convexity(constants), L=uniform_smoothness(constants),
                          delta=constant_from(constants, "delta", default=0.0, required=False),
                          sigma2=constant_from(constants, "sigma2", default=0.0, required=False), **kw)
