@@ -78,8 +78,14 @@ def _optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:
 def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         participation: Participation | None = None, seed: int | np.random.SeedSequence = 0,
         x0: Any = None, callback: Callable[[int, Any, RoundInfo], bool | None] | None = None,
-        rng: np.random.Generator | None = None) -> History:
+        rng: np.random.Generator | None = None, method: str = "simulate") -> History:
     """Run ``algorithm`` on ``problem`` for ``rounds`` rounds.
+
+    ``method="affine"`` computes a deterministic run on a quadratic problem
+    through its exactly recovered affine round map S -> M S + c, one
+    dim(S) x dim(S) matvec per round (``algorithms.affine_run.run_affine``;
+    NotAffineError when the map is not affine).  It equals the simulated run
+    to ~1e-10 and takes no callback or generator.
 
     Parameters
     ----------
@@ -96,7 +102,19 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         Called after every round t = 1..R; returning True stops the run.
     rng : Generator, optional
         Use this generator instead of one seeded from ``seed``.
+    method : {"simulate", "affine"}
+        Simulate every round, or iterate the recovered affine round map.
     """
+    if method == "affine":
+        if callback is not None or rng is not None:
+            raise InvalidHyperparameterError(
+                "run(method='affine') takes no callback and no rng: the run is deterministic "
+                "and computed through the affine round map")
+        from .affine_run import run_affine
+        return run_affine(algorithm, problem, rounds, x0=x0, participation=participation,
+                          seed=seed if isinstance(seed, (int, np.integer)) else 0)
+    if method != "simulate":
+        raise InvalidHyperparameterError(f"method must be 'simulate' or 'affine', got {method!r}")
     if not isinstance(algorithm, Algorithm):
         raise InvalidHyperparameterError(f"algorithm must be an fltheory Algorithm, got {type(algorithm).__name__}")
     if not isinstance(problem, Federation):
