@@ -43,6 +43,10 @@ eta <= 1/L the local iterates stay within that radius (each step contracts
 towards w_k*); with noise the radius is an empirical envelope, and
 Assumption 4 only needs the expectation E||g||^2 <= G^2.
 
+Sensitivity (a macro, not a check): the worst ratio when G^2 is taken at w*
+alone, max_k ||grad f_k(w*)||^2 + max sigma_k^2 -- not an admissible constant
+for the run, but it shows how much of the slack the choice of G^2 explains.
+
 Statistics: M replicate runs (``config["replicates"]``), each with its own
 recorded seed; per round the mean and a two-sided 95 % normal confidence
 interval mean +- 1.96 s / sqrt(M).  The check's ratio is mean / bound (worst
@@ -193,6 +197,13 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
         out[f"unmet_{variant}"] = sorted(set(unmet))
         if variant == "corrected" and res.value is not None:
             out["gamma"], out["J"], out["H_final"] = res.terms["gamma"], res.terms["J"], res.terms["H"]
+    # Sensitivity (not a check): G^2 at w* alone, max_k ||grad f_k(w*)||^2 + max sigma_k^2, is no admissible
+    # constant for the whole run but shows how much of the slack the choice of G^2 explains.
+    at_opt = fed.constants(radius=0.0)
+    out["G2_at_optimum"] = float(at_opt.G2_max + at_opt.sigma2_clients.max())
+    out["bound_corrected_G2_at_optimum"] = [
+        efl_theorem1_from_constants(at_opt, tau, E=E, theta=theta, weights=fed.weights, init_dist2=init_dist2,
+                                    moments=mom).value for tau in range(1, T + 1)]
     return out
 
 
@@ -271,6 +282,11 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             if vals:
                 out[f"{stem}_{variant}_worst_ratio"] = max(vals)
                 out[f"{stem}_{variant}_final_ratio"] = vals[-1]
+        r = results["runs"][name]
+        sens = [float(mm) / b for mm, b in zip(r["server_mean"][1:], r["bound_corrected_G2_at_optimum"])
+                if b is not None and b > 0]
+        if sens:
+            out[f"{stem}_worst_ratio_G2_at_optimum"] = max(sens)
     return out
 
 
