@@ -90,6 +90,11 @@ def test_elasticnet_theorem31():
     assert low.value is None and low.violated[0].name == "lambda_2 > 27 beta"
     with pytest.raises(AssumptionError, match="27 beta"):
         elasticnet_theorem31(10, sign_term=0.0, strict=True, **dict(kw, lambda2=20.0))
+    skewed = elasticnet_theorem31(10, sign_term=-0.5, uniform_sampling=False, **kw)
+    assert skewed.value is None and "uniformly" in skewed.violated[0].name
+    assert elasticnet_theorem31(10, sign_term=-0.5, uniform_sampling=False,
+                                **dict(kw, P=10)).value == pytest.approx(
+        (1 / 10) / k["kappa_0"] * (2 + k["kappa"] * 3 * 4 / 10) + k["kappa_prime"] / k["kappa_0"] * 1e-4 * 5 - 0.5)
     c = SimpleNamespace(L=1.0)
     kw.pop("beta")
     assert elasticnet_theorem31_from_constants(c, 10, sign_term=-0.5, **kw).value == pytest.approx(expected)

@@ -98,7 +98,8 @@ def elasticnet_sign_term(gammas: Any, theta_star: Any, mean_signs: Any, *, lambd
 
 def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float, m: int, P: int,
                          d: int, init_dist2: float, C0: float, sign_term: float | None = None,
-                         variant: str = "corrected", strict: bool = False) -> BoundResult:
+                         uniform_sampling: bool = True, variant: str = "corrected",
+                         strict: bool = False) -> BoundResult:
     """Theorem 3.1 (eq. 13) bound on E[R(mean gamma_t) - R*] after T rounds.
 
     ``C0`` must be computed with the matching ``variant`` (see
@@ -106,7 +107,10 @@ def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float,
     result.  ``sign_term`` is the trajectory term from
     :func:`elasticnet_sign_term`; when omitted the bound is returned without
     it and ``terms["sign_term"]`` is None (the bound is then not complete
-    unless lambda_1 = 0, where the term vanishes).
+    unless lambda_1 = 0, where the term vanishes).  ``uniform_sampling``
+    declares how the run sampled its P clients (the theorem needs P_t drawn
+    uniformly at random every round; a fixed or skewed schedule is reported as
+    a violated hypothesis).
     """
     if variant not in ("as_printed", "corrected"):
         raise InvalidHyperparameterError(f"variant must be 'as_printed' or 'corrected', got {variant!r}")
@@ -114,6 +118,9 @@ def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float,
          Assumption("lambda_2 > 27 beta", lambda2 > 27 * beta,
                     f"lambda_2 = {lambda2!r}, 27 beta = {27 * beta!r}"),
          Assumption("1 <= P <= m", 1 <= P <= m, f"P = {P}, m = {m}"),
+         Assumption("P_t drawn uniformly at random each round (or P = m)",
+                    bool(uniform_sampling) or P == m,
+                    f"uniform_sampling = {uniform_sampling!r}, P = {P}, m = {m}"),
          positive_check("T", T), positive_check("d", d),
          positive_check("init_dist2", init_dist2, allow_zero=True),
          positive_check("C0", C0, allow_zero=True)]
