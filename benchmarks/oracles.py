@@ -14,6 +14,8 @@ For each case the script times, in the same process and interleaved:
   the batched call is reported as a percentage of each.  For softmax clients
   (C flops per byte) the reference is ``gemm``: the two pooled products
   (N n, f) @ (f, C) and (f, N n) @ (N n, C) with the same flops and bytes;
+* ``batched 2 threads`` (quadratics): ``fed.with_threads(2).client_grad(X)``,
+  reported with its percentage of the (2-thread OpenBLAS) gemv reference;
 * ``numpy loop``: a Python loop over clients doing the same arithmetic with
   plain numpy per client (the fair loop baseline);
 * ``oracle loop``: a loop calling ``fed.client_grad(X[i], [i])`` per client.
@@ -60,10 +62,12 @@ def quadratic_case(N: int, d: int, trials: int, min_time: float) -> dict[str, fl
     H = np.matmul(B, np.swapaxes(B, 1, 2)) + np.eye(d)
     fed = QuadraticFederation(H, rng.standard_normal((N, d)))
     X = rng.standard_normal((N, d))
+    fed2 = fed.with_threads(2)
     M = fed.H.reshape(N * d, d)
     x = X[0].copy()
     fns = {
         "batched": lambda: fed.client_grad(X),
+        "batched 2 threads": lambda: fed2.client_grad(X),
         "gemv": lambda: M @ x,
         "stream sum": lambda: M.sum(),
         "numpy loop": lambda: [fed.H[i] @ X[i] - fed.e[i] for i in range(N)],
@@ -129,8 +133,10 @@ def logistic_case(N: int, n: int, f: int, n_classes: int | None, trials: int, mi
 def report(name: str, r: dict[str, float]) -> str:
     g = lambda t: r["flops"] / t / 1e9
     ref = lambda k: f"{g(r[k]):.2f} ({r[k] / r['batched']:.0%})" if k in r else "-"
+    thr = (f"{r['batched 2 threads'] * 1e3:.3f} ({r['gemv'] / r['batched 2 threads']:.0%})"
+           if "batched 2 threads" in r else "-")
     return (f"| {name} | {r['batched'] * 1e3:.3f} | {g(r['batched']):.2f} | {ref('gemv')} | "
-            f"{ref('stream sum')} | {ref('gemm')} | {r['numpy loop'] / r['batched']:.1f}x | "
+            f"{ref('stream sum')} | {ref('gemm')} | {thr} | {r['numpy loop'] / r['batched']:.1f}x | "
             f"{r['oracle loop'] / r['batched']:.1f}x |")
 
 
@@ -142,8 +148,9 @@ def main() -> None:
     args = ap.parse_args()
     trials, mt = (2, 0.1) if args.quick else (args.trials, args.min_time)
     print("| case | batched ms | batched GFLOP/s | gemv roofline GFLOP/s (batched as % of it) "
-          "| stream-sum roofline | pooled-GEMM reference | vs numpy loop | vs oracle loop |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| stream-sum roofline | pooled-GEMM reference | 2-thread batched ms (% of gemv) "
+          "| vs numpy loop | vs oracle loop |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for N, d in [(1000, 100), (10000, 20)]:
         print(report(f"quadratic N={N} d={d}", quadratic_case(N, d, trials, mt)), flush=True)
     print(report("logistic binary N=100 n=200 f=60", logistic_case(100, 200, 60, None, trials, mt)), flush=True)

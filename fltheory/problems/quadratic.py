@@ -11,13 +11,15 @@ oracle and the empirical Fisher.
 
 from __future__ import annotations
 
+import copy
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
 
 from .._validate import finite_array, positive
-from ..errors import InvalidProblemError
+from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .base import Federation, normalize_weights
 
 __all__ = ["QuadraticFederation"]
@@ -25,12 +27,34 @@ __all__ = ["QuadraticFederation"]
 _SYM_TOL = 1e-10
 
 
-def _hx(H: np.ndarray, X: np.ndarray) -> np.ndarray:
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_MIN_THREADED_FLOATS = 1 << 18      # below ~2 MB of H a second thread costs more than it saves
+
+
+def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1) -> np.ndarray:
     """Rows H_r x_r for symmetric H_r, computed as x_r^T H_r: numpy's stacked
     (1, d) @ (d, d) kernel streams H about twice as fast as (d, d) @ (d, 1) for
     small d (benchmarks/oracles.py).  H is exactly symmetric (the constructor
-    symmetrises it), so the two agree up to summation order."""
-    return np.matmul(X[:, None, :], H)[:, 0, :]
+    symmetrises it), so the two agree up to summation order.  With
+    ``threads > 1`` and a large stack, contiguous blocks of rows are handed to
+    a thread pool (numpy releases the GIL in matmul); each row is computed by
+    the same kernel, so the result is identical to the single-threaded one."""
+    m, d = X.shape
+    out = np.empty((m, 1, d))
+    if threads <= 1 or m < 2 * threads or H.size < _MIN_THREADED_FLOATS:
+        np.matmul(X[:, None, :], H, out=out)
+        return out[:, 0, :]
+    pool = _POOLS.get(threads)
+    if pool is None:
+        pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="fltheory-hx")
+    cuts = np.linspace(0, m, threads + 1).astype(int)
+
+    def block(k: int) -> None:
+        a, b = cuts[k], cuts[k + 1]
+        np.matmul(X[a:b, None, :], H[a:b], out=out[a:b])
+
+    list(pool.map(block, range(threads)))
+    return out[:, 0, :]
 
 
 class QuadraticFederation(Federation):
@@ -131,6 +155,18 @@ class QuadraticFederation(Federation):
         fed._A, fed._b, fed._rows, fed._ridge = Ap, bp, n, ridge
         return fed
 
+    _threads: int = 1
+
+    def with_threads(self, threads: int) -> "QuadraticFederation":
+        """Copy whose ``client_grad`` / ``client_loss`` split large client stacks
+        over ``threads`` threads (default 1).  Results are bitwise identical;
+        whether it is faster depends on free cores (benchmarks/README.md)."""
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+            raise InvalidHyperparameterError(f"threads must be an integer >= 1, got {threads!r}")
+        out = copy.copy(self)
+        out._threads = int(threads)
+        return out
+
     @property
     def has_data(self) -> bool:
         """True when built from least-squares rows (minibatch oracle available)."""
@@ -147,7 +183,7 @@ class QuadraticFederation(Federation):
         """f_i(x) = 1/2 x^T H_i x - e_i^T x + c_i for each listed client -> (m,)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
-        HX = _hx(self._H(idx), X)
+        HX = _hx(self._H(idx), X, self._threads)
         return 0.5 * np.einsum("mi,mi->m", X, HX) - np.einsum("mi,mi->m", self._e(idx), X) \
             + self.offsets[idx]
 
@@ -155,7 +191,7 @@ class QuadraticFederation(Federation):
         """grad f_i(x) = H_i x - e_i for each listed client -> (m, d)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
-        G = _hx(self._H(idx), X)
+        G = _hx(self._H(idx), X, self._threads)
         G -= self._e(idx)
         return G
 
@@ -274,6 +310,7 @@ class QuadraticFederation(Federation):
         if self._A is not None:
             out._A, out._b, out._rows, out._ridge = self._A[keep], self._b[keep], self._rows[keep], self._ridge
         out._batch_size = self._batch_size
+        out._threads = self._threads
         if self._noise_sigma2 is not None:
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out

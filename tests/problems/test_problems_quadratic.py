@@ -78,3 +78,15 @@ def test_quadratic_optima_and_shift_constructors():
     np.testing.assert_allclose(small.weights, [0.4, 0.6])
     back = small.with_client(QuadraticFederation(fed.H[2:], fed.e[2:], n_samples=[5]))
     np.testing.assert_allclose(back.optimum(), fed.optimum(), atol=1e-12)
+
+
+def test_threaded_gradient_is_identical_to_single_threaded():
+    fed = random_quadratic(1000, 20, L=2.0, mu=0.5, heterogeneity=1.0, seed=0)   # 400k floats: threaded
+    X = np.random.default_rng(1).standard_normal((1000, 20))
+    single, two = fed.client_grad(X), fed.with_threads(2).client_grad(X)
+    np.testing.assert_array_equal(single, two)
+    np.testing.assert_allclose(single, np.einsum("nij,nj->ni", fed.H, X) - fed.e, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(fed.client_loss(X), fed.with_threads(2).client_loss(X))
+    from fltheory.errors import InvalidHyperparameterError
+    with pytest.raises(InvalidHyperparameterError, match="threads"):
+        fed.with_threads(0)
