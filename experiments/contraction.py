@@ -32,6 +32,10 @@ restated in THEORY.md section 3:
   confidence band) and computed exactly by the mean/covariance recursion of
   the linear-Gaussian iteration (m_{t+1} = A m_t + b, C_{t+1} = A C_t A^T +
   eta_s^2 sum p_i^2 Q_i, Q_i = eta^2 sigma^2 / d sum_{j<tau} (I - eta H_i)^{2j}).
+* Assumption 2 [derived]: E||O_i(x) - E O_i(x)||^2 <= phi_i = tau eta^2 sigma^2,
+  against its exact value tr Q_i (``noise_variance``) and a Monte Carlo
+  estimate (``a2_samples`` noisy client maps per client in one vectorized
+  ``local_descent`` batch, 95% band).
 
 The client rate is eta = ``lr_factor`` / max_i L_i, computed from the problem,
 so eta <= 1/L_i holds for every client.
@@ -48,6 +52,7 @@ from fltheory import optim, plotting
 from fltheory.algorithms import run as run_rounds
 from fltheory.algorithms.fedavg import FedAvg
 from fltheory.algorithms.fedopt import FedOpt
+from fltheory.algorithms.local import local_descent
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.quadratic import QuadraticFederation
 from fltheory.theory import fedopt_quadratic_fixed_point, mann_rate
@@ -63,6 +68,8 @@ THEOREMS = [
             "THEORY.md sec. 3 (unsquared and squared forms)"),
     Theorem("a1-adaptive", _PAPER, "Assumption 1 (rho_i < 1) for AdaGrad / Adam clients",
             "THEORY.md sec. 3"),
+    Theorem("a2-sgd", _PAPER, "Assumption 2 for SGD: E||O_i(x) - E O_i(x)||^2 <= phi_i = tau eta^2 sigma^2",
+            "THEORY.md sec. 3 [derived]"),
     Theorem("mann-rate", _PAPER, "Mann iteration of T: ||x_t - x~|| <= rho^t ||x_0 - x~|| (SGD, exact); "
             "local rate rho((1-eta_s) I + eta_s J) (AdaGrad)", "eq. 6"),
     Theorem("theorem1", _PAPER, "Theorem 1, derived recursion form", "eq. 7 as restated in THEORY.md sec. 3"),
@@ -80,10 +87,12 @@ QUICK: dict[str, Any] = {
     "rate_rel_tol": 0.05,             # allowed |log r_meas / log r_pred - 1| (AdaGrad)
     "sigma2": 0.5,                    # gradient-noise variance per client
     "mc_runs": 48, "mc_rounds": 25,
+    "a2_samples": 4000,               # noisy client maps per client for A2
     "start_distance": 2.0,
 }
 FULL: dict[str, Any] = {**QUICK, "n_clients": 8, "dim": 6, "taus": [1, 2, 4, 8, 16, 32],
-                        "n_pairs": 40, "rate_rounds": 400, "mc_runs": 1000, "mc_rounds": 60}
+                        "n_pairs": 40, "rate_rounds": 400, "mc_runs": 1000, "mc_rounds": 60,
+                        "a2_samples": 100000}
 EXPECTED_AXES = 3
 _ADAPTIVE = ("adagrad", "adam")
 
@@ -163,6 +172,33 @@ def straddle_ratio(fed: QuadraticFederation, alg: FedOpt, half_width: float) -> 
     return float(np.linalg.norm(O[0] - O[1]) / (2 * half_width))
 
 
+def noise_variance(fed: QuadraticFederation, eta: float, tau: int, sigma2: float) -> np.ndarray:
+    """Exact E||O_i(x) - E O_i(x)||^2 = eta^2 sigma2 / d tr(sum_{j<tau} (I - eta H_i)^{2j})
+    of tau local SGD steps with N(0, sigma2/d I) gradient noise (any x) -> (N,)."""
+    S = np.eye(fed.dim) - eta * fed.H
+    lam = np.linalg.eigvalsh(S)                                         # (N, d), S symmetric
+    return eta ** 2 * sigma2 / fed.dim * np.sum((1 - lam ** (2 * tau)) / (1 - lam ** 2), axis=1)
+
+
+def _a2(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.ndarray,
+        rng: np.random.Generator) -> dict[str, Any]:
+    """A2 by Monte Carlo: ``a2_samples`` noisy client maps per client from x0, all
+    S x N rows in one ``local_descent`` batch; exact value and phi_i beside it."""
+    tau, s2, S = cfg["local_steps"], cfg["sigma2"], cfg["a2_samples"]
+    N, d = fed.n_clients, fed.dim
+    noisy = fed.with_gradient_noise(s2)
+    clients = np.tile(np.arange(N), S)
+    Y, _ = local_descent(noisy, np.broadcast_to(x0, (S * N, d)), clients, np.full(S * N, tau),
+                         np.full(S * N, eta), rng)
+    Y = Y.reshape(S, N, d)
+    mc = np.sum(Y.var(axis=0, ddof=1), axis=1)                          # (N,)
+    # standard error of the per-client sum of variances, from the squared deviations
+    dev2 = np.sum((Y - Y.mean(axis=0)) ** 2, axis=2)                    # (S, N)
+    return {"mc": mc, "mc_half_width": 1.96 * dev2.std(axis=0, ddof=1) / np.sqrt(S),
+            "exact": noise_variance(fed, eta, tau, s2), "phi": np.full(N, tau * eta ** 2 * s2),
+            "samples": S}
+
+
 def _mann(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.ndarray) -> dict[str, Any]:
     tau, eta_s, R = cfg["local_steps"], cfg["server_lr"], cfg["rate_rounds"]
     fp = fedopt_quadratic_fixed_point(fed, eta, tau)
@@ -213,7 +249,8 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
             "local_steps": config["local_steps"], "sigma2": config["sigma2"],
             "rate_rel_tol": config["rate_rel_tol"], "mc_runs": config["mc_runs"],
             "straddle_half_width": config["straddle_half_width"],
-            "a1": _a1(fed, config, eta, rng), "mann": _mann(fed, config, eta, x0),
+            "a1": _a1(fed, config, eta, rng), "a2": _a2(fed, config, eta, x0, rng),
+            "mann": _mann(fed, config, eta, x0),
             "theorem1": _theorem1(fed, config, eta, x0, rng)}
 
 
@@ -259,6 +296,21 @@ def checks(results: dict[str, Any]) -> list[Check]:
             out.append(Check("a1-adaptive", "not checkable", worst_all,
                              f"{msg}: ratio >= 1, A1 fails for this client optimizer, Theorem 1 does not "
                              f"apply; {inst}"))
+    a2 = results["a2"]
+    phi = np.asarray(a2["phi"])
+    r_exact = np.asarray(a2["exact"]) / phi
+    r_mc = np.asarray(a2["mc"]) / phi
+    lower = (np.asarray(a2["mc"]) - np.asarray(a2["mc_half_width"])) / phi
+    worst = float(max(r_exact.max(), r_mc.max()))
+    detail = (f"max exact/phi {r_exact.max():.4f}, max MC/phi {r_mc.max():.4f} ({a2['samples']} samples "
+              f"per client), phi = {phi[0]:.4g}")
+    if worst <= 1:
+        out.append(Check("a2-sgd", "holds", worst, detail))
+    elif r_exact.max() > 1 or lower.max() > 1:
+        out.append(Check("a2-sgd", "violated", worst, f"{detail}; {inst}"))
+    else:
+        out.append(Check("a2-sgd", "not checkable", worst,
+                         f"{detail}: MC estimate above phi within its 95% band, exact value below; {inst}"))
     mann = results["mann"]
     e = np.asarray(mann["err_sgd"])
     t = np.arange(e.size)
@@ -308,6 +360,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
            "a1_sgd_max_ratio_squared": float(np.max(a1["ratio_squared"])),
            "rho_mann_sgd": float(results["mann"]["rho_sgd"]),
            "rho_mann_adagrad": float(results["mann"]["rho_adagrad"])}
+    out["a2_max_ratio_exact"] = float(np.max(np.asarray(results["a2"]["exact"]) / np.asarray(results["a2"]["phi"])))
     for kind in _ADAPTIVE:
         out[f"a1_{kind}_max_lipschitz"] = float(np.max(a1["measured"][kind]))
         out[f"a1_{kind}_straddle_ratio"] = float(a1["straddle"][kind])
@@ -364,5 +417,10 @@ def plot(results: dict[str, Any]):
     ax.set_xlabel("round t")
     ax.set_ylabel(r"$E\|x_t - \tilde x\|^2$ (squared model units)")
     ax.set_title(rf"Theorem 1, $\sigma^2$ = {results['sigma2']}")
+    a2 = results["a2"]
+    ax.text(0.97, 0.97, "A2: max$_i$ $E\\|O_i - EO_i\\|^2 / \\phi_i$\n= "
+            f"{np.max(np.asarray(a2['exact']) / np.asarray(a2['phi'])):.3f} (exact), "
+            f"{np.max(np.asarray(a2['mc']) / np.asarray(a2['phi'])):.3f} (MC)",
+            transform=ax.transAxes, fontsize=6, va="top", ha="right")
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     return fig

@@ -68,6 +68,8 @@ def _fake_results():
                                                                "adam": 0.9 * np.ones((2, 2))},
                    "ratio_unsquared": meas / bound, "ratio_squared": meas ** 2 / bound,
                    "straddle": {"adagrad": 0.9, "adam": 0.9}},
+            "a2": {"mc": np.array([0.5, 0.6]), "mc_half_width": np.array([0.01, 0.01]),
+                   "exact": np.array([0.5, 0.6]), "phi": np.array([1.0, 1.0]), "samples": 100},
             "mann": {"rho_sgd": 0.5, "err_sgd": e, "rho_adagrad": 0.5, "err_adagrad": e, "rounds": 19},
             "theorem1": th}
 
@@ -137,3 +139,23 @@ def test_finding_straddling_pairs_make_the_adagrad_ratio_grow_like_one_over_the_
     # the same pair for local GD has ratio <= 1 (a contraction)
     gd = FedOpt(client_optimizer=optim.sgd(0.1), server_optimizer=optim.sgd(1.0), local_steps=4)
     assert exp.straddle_ratio(fed, gd, 1e-6) <= 1.0
+
+
+def test_noise_variance_is_the_trace_of_the_summed_matrix_powers():
+    fed = random_quadratic(3, 4, L=3.0, mu=0.3, heterogeneity=1.0, seed=2, constants="clients")
+    eta, tau, s2 = 0.2, 5, 0.7
+    expected = []
+    for H in fed.H:                                   # readable per-client loop
+        S = np.eye(4) - eta * H
+        expected.append(eta ** 2 * s2 / 4 * sum(np.trace(np.linalg.matrix_power(S, 2 * j)) for j in range(tau)))
+    np.testing.assert_allclose(exp.noise_variance(fed, eta, tau, s2), expected, rtol=1e-12)
+    # below phi = tau eta^2 sigma^2 since every eigenvalue of (I - eta H)^2 is < 1
+    assert np.all(exp.noise_variance(fed, eta, tau, s2) < tau * eta ** 2 * s2)
+
+
+def test_a2_violation_is_flagged():
+    res = _fake_results()
+    res["a2"]["exact"] = np.array([0.5, 1.3])
+    res["a2"]["mc"] = np.array([0.5, 1.3])
+    c = [c for c in exp.checks(res) if c.theorem == "a2-sgd"][0]
+    assert c.status == "violated" and c.ratio == pytest.approx(1.3)
