@@ -51,6 +51,7 @@ gets closer to stationarity.
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ from fltheory import optim, plotting
 from fltheory.algorithms import (EFL, FedAvg, FedCurv, FedDyn, FedElasticNet, FedOpt, FedProx,
                                  Scaffold)
 from fltheory.algorithms import run as run_algorithm
+from fltheory.errors import DivergenceError
 from fltheory.nn import NeuralFederation, SoftmaxCrossEntropy, cnn, mlp, split_clients
 from fltheory.problems import dirichlet_partition
 
@@ -84,7 +86,7 @@ CORRECTIONS = ("none", "local", "joint")
 QUICK: dict[str, Any] = {
     "n_samples": 240, "n_clients": 4, "gamma": 0.5, "test_fraction": 0.2,
     "mlp_hidden": [16, 8], "cnn_channels": [2, 4], "cnn_kernel": 3, "cnn_fc": 16,
-    "rounds": {"MLP": 30, "CNN": 5}, "local_steps": 5, "lr": {"MLP": 0.5, "CNN": 0.2},
+    "rounds": {"MLP": 40, "CNN": 10}, "local_steps": 5, "lr": {"MLP": 0.2, "CNN": 0.2},
     "prox_mu": 0.01, "curv_alpha": 0.01, "adagrad_lr": 0.05, "adagrad_v0": 0.01, "feddyn_alpha": 0.01,
     "enet_lambda1": 1e-4, "enet_lambda2": 0.01, "efl_lam": 0.01, "efl_q": 0.25,
     "stat_hidden": [16], "stat_samples": 240, "stat_reg": 0.05, "stat_rounds": 40, "stat_local_steps": 5,
@@ -183,6 +185,14 @@ def _algorithms(cfg: dict[str, Any], model: str) -> dict[str, Any]:
     }
 
 
+def _divergence_round(message: str) -> int:
+    """The round t of run()'s message "<name> diverged in round t: ..."."""
+    match = re.search(r"diverged in round (\d+)", message)
+    if match is None:
+        raise DivergenceError(message)
+    return int(match.group(1))
+
+
 def _models(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"MLP": mlp(64, 10, hidden=tuple(cfg["mlp_hidden"])),
             "CNN": cnn((1, 8, 8), 10, channels=tuple(cfg["cnn_channels"]), kernel=cfg["cnn_kernel"],
@@ -215,8 +225,15 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
         out["majority_error"][m] = majority_error
         out["acc"][m] = {}
         out["train_loss"][m] = {}
+    out["diverged"] = {m: {} for m in MODELS}
     for m, a in progress(tasks, desc=NAME):
-        hist = run_algorithm(algs[m][a], feds[m], config["rounds"][m], x0=x0s[m], seed=0)
+        try:
+            hist = run_algorithm(algs[m][a], feds[m], config["rounds"][m], x0=x0s[m], seed=0)
+        except DivergenceError as exc:
+            # keep the rounds before the divergence (rerun with a stopping callback) and say where
+            t_bad = _divergence_round(str(exc))
+            out["diverged"][m][a] = {"round": t_bad, "error": str(exc)}
+            hist = run_algorithm(algs[m][a], feds[m], t_bad - 1, x0=x0s[m], seed=0)
         out["acc"][m][a] = [feds[m].accuracy(x) for x in hist.x]
         out["train_loss"][m][a] = hist.loss
     # (b) stationarity of local / joint correction
@@ -256,8 +273,15 @@ def checks(results: dict[str, Any]) -> list[Check]:
     late ||grad F||^2 / threshold; bias: corrected / uncorrected final ||grad F||^2."""
     out: list[Check] = []
     worst, where = -1.0, ""
+    diverged = [(m, a, d) for m in results["models"] for a, d in results["diverged"][m].items()]
+    for m, a, d in diverged:
+        out.append(Check("learns", "not checkable", None,
+                         f"{a} on the {m} diverged in round {d['round']} at local rate {results['lr'][m]} "
+                         f"(a rate shared by all algorithms, too large for this one): {d['error']}"))
     for m in results["models"]:
         for a in results["algorithms"]:
+            if a in results["diverged"][m]:
+                continue
             loss = results["train_loss"][m][a]
             r = loss[-1] / loss[0]
             if r > worst:
@@ -268,10 +292,11 @@ def checks(results: dict[str, Any]) -> list[Check]:
                      f"every algorithm lowers the training loss: worst F(x_T)/F(x_0) = {worst:.4f}, {where}; "
                      f"{setting}"))
     for m in results["models"]:
-        best_a = max(results["algorithms"], key=lambda a: results["acc"][m][a][-1])
+        best_a = max((a for a in results["algorithms"] if a not in results["diverged"][m]),
+                     key=lambda a: results["acc"][m][a][-1])
         r = (1.0 - results["acc"][m][best_a][-1]) / results["majority_error"][m]
         n_beat = sum((1.0 - results["acc"][m][a][-1]) < results["majority_error"][m]
-                     for a in results["algorithms"])
+                     for a in results["algorithms"] if a not in results["diverged"][m])
         out.append(Check("learns", "holds" if r <= 1.0 else "violated", r,
                          f"{m}: best final test error ({best_a}, accuracy {results['acc'][m][best_a][-1]:.3f}) "
                          f"/ majority-class error {results['majority_error'][m]:.3f} = {r:.3f}; {n_beat} of "
@@ -301,7 +326,10 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     for m in results["models"]:
         for a in results["algorithms"]:
             key = a.lower().replace("-", "_")
-            out[f"acc_{m.lower()}_{key}"] = float(results["acc"][m][a][-1])
+            if a in results["diverged"][m]:
+                out[f"diverged_round_{m.lower()}_{key}"] = float(results["diverged"][m][a]["round"])
+            else:
+                out[f"acc_{m.lower()}_{key}"] = float(results["acc"][m][a][-1])
     stat = results["stat"]
     for corr in CORRECTIONS:
         g = np.asarray(stat["grad_norm2"][corr])
@@ -327,6 +355,10 @@ def plot(results: dict[str, Any]):
         ax.set_ylabel("test accuracy (fraction)")
         ax.set_title(f"{m} (d = {results['dims'][m]}), {results['dataset'].split(' (')[0]}", fontsize=8)
         ax.set_ylim(0.0, 1.0)
+        if results["diverged"][m]:
+            ax.text(0.02, 0.97, "diverged: " + ", ".join(f"{a} (round {d['round']})"
+                                                     for a, d in results["diverged"][m].items()),
+                    transform=ax.transAxes, fontsize=6.5, va="top")
     handles, labels_ = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels_, loc="outside lower center", ncol=5, fontsize=7)
     ax = axes[2]

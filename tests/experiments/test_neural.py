@@ -35,7 +35,7 @@ def _results(g_none, g_local, g_joint, acc_final=0.9, loss=(2.3, 0.5)):
     algs, models = list(neural.ALGORITHMS), list(neural.MODELS)
     return {"dataset": "x", "n_samples": 10, "n_clients": 2, "gamma": 0.5, "rounds": {"MLP": 1, "CNN": 1},
             "lr": {"MLP": 0.1, "CNN": 0.1}, "algorithms": algs, "models": models,
-            "majority_error": {m: 0.8 for m in models},
+            "majority_error": {m: 0.8 for m in models}, "diverged": {m: {} for m in models},
             "acc": {m: {a: [0.1, acc_final] for a in algs} for m in models},
             "train_loss": {m: {a: list(loss) for a in algs} for m in models},
             "stat": {"grad_norm2": {"none": g_none, "local": g_local, "joint": g_joint}, "window": 2,
@@ -57,3 +57,13 @@ def test_checks_compare_against_the_stated_thresholds():
     assert bias.ratio == pytest.approx(0.09 / 0.7)
     bad = neural.checks(_results([1.0, 1.0], [1.0, 1.0], [1.0, 1.0], acc_final=0.1, loss=(1.0, 1.5)))
     assert {c.status for c in bad if c.theorem == "learns"} == {"violated"}
+
+
+def test_a_diverged_algorithm_is_not_checkable_and_left_out_of_the_ratios():
+    res = _results([1.0, 0.5, 0.6, 0.7], [1.0, 0.2, 0.05, 0.09], [1.0, 0.3, 0.2, 0.15])
+    res["diverged"]["MLP"]["SCAFFOLD"] = {"round": 3, "error": "SCAFFOLD diverged in round 3: x"}
+    res["train_loss"]["MLP"]["SCAFFOLD"] = [2.3, 9.0]
+    learns = [c for c in neural.checks(res) if c.theorem == "learns"]
+    assert [c.status for c in learns] == ["not checkable", "holds", "holds", "holds"]
+    assert learns[1].ratio == pytest.approx(0.5 / 2.3)
+    assert neural._divergence_round("SCAFFOLD diverged in round 12: local steps") == 12
