@@ -28,6 +28,9 @@ schedule of the theorem.  Variants (each a row of ``config["variants"]``):
   weights p^k or the adaptive E p^k / s_k of section 4.2 (theta = E);
 * ``inactive``: client k completes E steps or none (probability y_k, unequal
   across clients, so the ratio E[p s]/p^k differs and r_t = 1);
+* ``sampled``: S of N clients drawn uniformly without replacement each round
+  (``UniformSampling``), the others count as s_k = 0 (weight 0, weights not
+  renormalised, as eq. 6 sums over all clients); P(s_k = E) = S/N;
 * ``st-ef`` / ``st-ef-consistent``: complete clients, ST ternary top-k
   compression with error feedback both ways (Alg. 1-2), server copy as
   printed or with each residual counted once.  Theorem 1 is stated for EFL
@@ -66,7 +69,7 @@ from fltheory import plotting
 from fltheory.algorithms import EFL
 from fltheory.algorithms import run as run_algorithm
 from fltheory.errors import InvalidHyperparameterError
-from fltheory.participation import FullParticipation, FullSteps, IncompleteSteps
+from fltheory.participation import FullParticipation, FullSteps, IncompleteSteps, UniformSampling
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.bounds import efl_step_moments, efl_theorem1_from_constants
 
@@ -84,6 +87,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "incomplete-adaptive": {"steps": "incomplete", "weights": "adaptive", "compression": None,
                             "server_update": "as_printed"},
     "inactive": {"steps": "inactive", "weights": "plain", "compression": None, "server_update": "as_printed"},
+    "sampled": {"steps": "sampled", "weights": "plain", "compression": None, "server_update": "as_printed"},
     "st-ef": {"steps": "full", "weights": "plain", "compression": "st", "server_update": "as_printed"},
     "st-ef-consistent": {"steps": "full", "weights": "plain", "compression": "st",
                          "server_update": "consistent"},
@@ -94,12 +98,13 @@ QUICK: dict[str, Any] = {
     "E": 3, "rounds": 12, "replicates": 40, "init_distance": 2.0,
     "inactive_prob": [0.0, 0.2, 0.4, 0.6],    # y_k of the "inactive" variant
     "q": 0.5,                                 # ST sparsity: k = floor(d q) entries
+    "sampled": 2,                             # S clients per round in the "sampled" variant
     "variants": list(VARIANTS),
     "confidence_z": 1.96,                     # two-sided 95 % normal interval
 }
 FULL: dict[str, Any] = {**QUICK, "n_clients": 8, "dim": 10, "rounds": 60, "replicates": 400,
                         "sigma2": [0.5 + 0.25 * k for k in range(8)],
-                        "inactive_prob": [0.1 * k for k in range(8)], "q": 0.3}
+                        "inactive_prob": [0.1 * k for k in range(8)], "q": 0.3, "sampled": 3}
 EXPECTED_AXES = 2
 
 
@@ -126,8 +131,8 @@ class _Schedule:
         return float(self.eta[min(tau, self.eta.shape[0] - 1)])
 
 
-def _step_table(kind: str, N: int, E: int, inactive: np.ndarray) -> np.ndarray:
-    """(N, E+1) table of P(s_k = j)."""
+def _step_table(kind: str, N: int, E: int, inactive: np.ndarray, sample_share: float = 1.0) -> np.ndarray:
+    """(N, E+1) table of P(s_k = j); ``sample_share`` = S/N for kind "sampled"."""
     probs = np.zeros((N, E + 1))
     if kind == "full":
         probs[:, E] = 1.0
@@ -135,14 +140,19 @@ def _step_table(kind: str, N: int, E: int, inactive: np.ndarray) -> np.ndarray:
         probs[:, 1:] = 1.0 / E
     elif kind == "inactive":
         probs[:, 0], probs[:, E] = inactive, 1.0 - inactive
+    elif kind == "sampled":
+        probs[:, 0], probs[:, E] = 1.0 - sample_share, sample_share
     else:
-        raise InvalidHyperparameterError(f"unknown step kind {kind!r}; expected full/incomplete/inactive")
+        raise InvalidHyperparameterError(
+            f"unknown step kind {kind!r}; expected full/incomplete/inactive/sampled")
     return probs
 
 
-def _participation(kind: str, probs: np.ndarray, inactive: np.ndarray):
+def _participation(kind: str, probs: np.ndarray, inactive: np.ndarray, S: int):
     if kind == "full":
         return None
+    if kind == "sampled":
+        return UniformSampling(S)
     if kind == "inactive":
         return IncompleteSteps(FullParticipation(), FullSteps(), inactive_prob=inactive)
     return IncompleteSteps(FullParticipation(), _TableSteps(probs))
@@ -152,7 +162,10 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
              seeds: np.ndarray) -> dict[str, Any]:
     N, E, T = fed.n_clients, cfg["E"], cfg["rounds"]
     inactive = np.asarray(cfg["inactive_prob"], dtype=np.float64)
-    probs = _step_table(spec["steps"], N, E, inactive)
+    S = int(cfg["sampled"])
+    if not 1 <= S <= N:
+        raise InvalidHyperparameterError(f"sampled must be in [1, N = {N}], got {S}")
+    probs = _step_table(spec["steps"], N, E, inactive, S / N)
     mom = efl_step_moments(fed.weights, probs, E, weighting=spec["weights"])
     theta = max(mom.max_ratio, 1.0)
     x_star = fed.optimum()
@@ -167,7 +180,7 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
     alg = EFL(lr=1.0, local_steps=E, lam=0.0, weights=spec["weights"], theta=theta,
               compression=spec["compression"], q=cfg["q"], server_update=spec["server_update"],
               lr_schedule=_Schedule(eta))
-    part = _participation(spec["steps"], probs, inactive)
+    part = _participation(spec["steps"], probs, inactive, S)
     server = np.empty((seeds.shape[0], T + 1))
     client = np.empty((seeds.shape[0], T + 1))
     for j, s in enumerate(seeds):

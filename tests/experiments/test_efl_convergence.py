@@ -39,6 +39,7 @@ def test_step_tables_are_the_declared_distributions():
     np.testing.assert_allclose(exp._step_table("full", 2, 3, y), [[0, 0, 0, 1], [0, 0, 0, 1]])
     np.testing.assert_allclose(exp._step_table("incomplete", 2, 3, y), [[0, 1 / 3, 1 / 3, 1 / 3]] * 2)
     np.testing.assert_allclose(exp._step_table("inactive", 2, 3, y), [[0, 0, 0, 1], [0.5, 0, 0, 0.5]])
+    np.testing.assert_allclose(exp._step_table("sampled", 2, 3, y, 0.25), [[0.75, 0, 0, 0.25]] * 2)
 
 
 def test_first_round_uses_theorem_step_size():
