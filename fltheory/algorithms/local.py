@@ -180,7 +180,7 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     of the preconditioner m_k when ``record_precond``, zeros for rows without a
     step; None when no row steps).
     """
-    Y = np.array(Y0, dtype=np.float64, copy=True)
+    Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
     m, d = Y.shape
     steps = np.asarray(steps, dtype=np.int64)
     lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (m,))
@@ -390,7 +390,7 @@ def _smooth_value(problem, clients, D, b, Y):
 
 
 def _batched_newton(problem, clients, D, b, Y0, tol, max_iter):
-    Y = np.array(Y0, dtype=np.float64, copy=True)
+    Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
     m, d = Y.shape
     eye = np.eye(d)
     for _ in range(max_iter):
@@ -462,7 +462,7 @@ def _proximal_gradient(problem, clients, objective, D, b, Y0, tol, max_iter=200_
         V = W - step[:, None] * (problem.client_grad(W, clients) + D * W - b) - z
         return z + np.sign(V) * np.maximum(np.abs(V) - thr, 0.0)
 
-    Y = np.array(Y0, dtype=np.float64, copy=True)
+    Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
     W = Y.copy()
     t = np.ones(m)
     res = np.inf
