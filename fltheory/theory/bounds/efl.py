@@ -151,7 +151,9 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
         With T < tau rounds of distributions the last one is repeated.  The
         supplied rounds are the schedule of the run: min_tau in gamma runs
         over all of them (also those after ``tau``), since eta_t depends on
-        gamma and is fixed before the run.
+        gamma and is fixed before the run.  J's max_tau runs over t < tau
+        only (it enters the bound, not the step sizes; over the whole
+        schedule it could only be larger).
     variant : {"corrected", "as_printed"}
 
     Returns
