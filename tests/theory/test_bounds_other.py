@@ -36,6 +36,9 @@ def test_fedavg_rounds_and_lower_bound():
     assert fedavg_lower_bound(G=3.0, mu=2.0, R=10, K=2, sigma2=0.1).value is None
     q = scaffold_quadratic_rounds(beta=2.0, sigma2=1.0, mu=0.5, K=4, N=8, eps=0.1, delta=0.5)
     assert q.value == pytest.approx(2 / (0.5 * 4 * 8 * 0.1) + (2 + 0.5 * 4) / (0.5 * 4))
+    # a mu-strongly convex beta-smooth function has mu <= beta
+    assert scaffold_quadratic_rounds(beta=0.4, sigma2=1.0, mu=0.5, K=4, N=8, eps=0.1, delta=0.5).value is None
+    assert fedavg_rounds(sigma2=1.0, mu=5.0, K=2, S=2, N=4, eps=0.25, G=3.0, B=1.0, beta=4.0).value is None
 
 
 def test_scaffold_step_conditions():

@@ -77,7 +77,8 @@ def scaffold_quadratic_rounds(*, beta: float, sigma2: float, mu: float, K: int, 
     c (beta sigma^2/(mu K N eps) + (beta + delta K)/(mu K))."""
     a = _checks(beta=beta, mu=mu, K=K, N=N, eps=eps) + [
         positive_check("sigma2", sigma2, allow_zero=True),
-        positive_check("delta", delta, allow_zero=True)]
+        positive_check("delta", delta, allow_zero=True),
+        Assumption("mu <= beta", mu <= beta, f"mu = {mu}, beta = {beta}")]
     ok = all(x.held for x in a)
     terms = {"statistical": beta * sigma2 / (mu * K * N * eps),
              "optimization": (beta + delta * K) / (mu * K)} if ok else {}
@@ -94,7 +95,8 @@ def fedavg_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: floa
     a = _checks(mu=mu, K=K, S=S, N=N, eps=eps, beta=beta) + [
         positive_check("sigma2", sigma2, allow_zero=True), positive_check("G", G, allow_zero=True),
         Assumption("B >= 1", B >= 1, f"B = {B}"),
-        Assumption("1 <= S <= N", 1 <= S <= N, f"S = {S}, N = {N}")]
+        Assumption("1 <= S <= N", 1 <= S <= N, f"S = {S}, N = {N}"),
+        Assumption("mu <= beta", mu <= beta, f"mu = {mu}, beta = {beta}")]
     ok = all(x.held for x in a)
     terms = {}
     if ok:
