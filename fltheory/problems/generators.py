@@ -105,7 +105,7 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     rng = as_generator(seed)
     p, _ = normalize_weights(N, n_samples, weights)
     Q = _orthogonal(rng, N, d)
-    H = np.einsum("nij,nj,nkj->nik", Q, _spectra(rng, N, d, L, mu), Q)
+    H = np.matmul(Q * _spectra(rng, N, d, L, mu)[:, None, :], np.swapaxes(Q, 1, 2))   # Q diag(s) Q^T
     if constants == "global":
         Qs = _orthogonal(rng, 1, d)[0]
         S = (Qs * _spectra(rng, 1, d, L, mu)[0]) @ Qs.T
@@ -113,7 +113,7 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
         for _ in range(2):       # second pass removes the rounding of the first
             Hbar = np.einsum("i,ijk->jk", p, H)
             M = _psd_power(Hbar, -0.5) @ _psd_power(S, 0.5)
-            H = np.einsum("ji,njk,kl->nil", M, H, M)
+            H = np.matmul(np.matmul(M.T, H), M)      # M^T H_i M for every client
             H = 0.5 * (H + np.swapaxes(H, 1, 2))
     if optimum is None:
         x_star = rng.standard_normal(d) / np.sqrt(d)
