@@ -94,7 +94,9 @@ def fedavg_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: floa
     c (sigma^2/(mu K S eps) + (1 - S/N) G^2/(mu S eps) + sqrt(beta) G/(mu sqrt(eps)) + B^2 beta/mu)."""
     a = _checks(mu=mu, K=K, S=S, N=N, eps=eps, beta=beta) + [
         positive_check("sigma2", sigma2, allow_zero=True), positive_check("G", G, allow_zero=True),
-        Assumption("B >= 1", B >= 1, f"B = {B}"),
+        Assumption("B >= 1", B >= 1,
+                   f"B = {B} (the O-form term B^2 beta/mu stands for Theorem I's "
+                   f"(1 + B^2) beta/mu only when B >= 1)"),
         Assumption("1 <= S <= N", 1 <= S <= N, f"S = {S}, N = {N}"),
         Assumption("mu <= beta", mu <= beta, f"mu = {mu}, beta = {beta}")]
     ok = all(x.held for x in a)
