@@ -194,15 +194,7 @@ def entropy(values: Any, bin_width: float = 0.01) -> float:
     arr = finite_array("entropy: values", values).ravel()
     if arr.size == 0:
         return 0.0
-    bins = np.rint(arr / w)
-    lo, hi = float(bins.min()), float(bins.max())
-    if hi - lo <= 4 * arr.size + 1024:
-        # counting sort: the non-empty counts in ascending bin order, exactly
-        # what np.unique returns, without sorting the values
-        counts = np.bincount((bins - lo).astype(np.int64))
-        counts = counts[counts > 0]
-    else:
-        _, counts = np.unique(bins, return_counts=True)
+    _, counts = np.unique(np.rint(arr / w), return_counts=True)
     p = counts / arr.size
     return float(max(-(p * np.log2(p)).sum(), 0.0))
 
