@@ -241,3 +241,17 @@ def test_theorem1_counterexample_low_participation():
             assert res.terms["H"] == 0 and np.all(res.terms["B"] < 0)
             assert np.all(res.terms["B"] == pytest.approx(1.2 * a ** 2 - 2.9 * g2))
             assert err <= res.value, f"{variant}, tau = {tau}: exact error {err!r} > bound {res.value!r}"
+
+
+@pytest.mark.parametrize("call", [
+    lambda: efl_incomplete_rate(2, 4, P, [1.0, 4.0, 0.0], [1.0, 0.5, 0.1]),   # E[1/s] < 1/E
+    lambda: efl_incomplete_rate(2, 4, P, [1.0, 4.0, 0.0], [np.inf, 0.5, 0.25]),  # inactive client
+    lambda: efl_incomplete_rate(2, 4, P, [-1.0, 4.0, 0.0], [1.0, 0.5, 0.25]),
+    lambda: efl_incomplete_rate(2, 4, [0.5, 0.6, -0.1], 0.0, [1.0, 0.5, 0.25]),
+    lambda: efl_incomplete_rate(0, 4, P, 0.0, [1.0, 0.5, 0.25]),
+    lambda: efl_inactive_rate(3, [1, 0, 2], J=2.0, E=4),
+    lambda: efl_inactive_rate(3, [1, 0, 1], J=2.0, E=0),
+])
+def test_corollary_inputs_are_validated(call):
+    with pytest.raises(InvalidHyperparameterError):
+        call()

@@ -260,10 +260,14 @@ def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: floa
 def efl_inactive_rate(tau: int, inactive: Any, J: float, E: int, *, constant: float = 1.0) -> float:
     """Section 4.1: the rate with inactive clients, constant * sum_{t<tau} y_t J / (tau E + E^2).
 
-    ``inactive`` holds y_t for t = 0..tau-1 (indicators or probabilities)."""
+    ``inactive`` holds y_t for t = 0..tau-1 (indicators or probabilities, in [0, 1])."""
+    tau = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
+    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
     y = np.asarray(inactive, dtype=np.float64)
     if y.shape != (int(tau),):
         raise InvalidHyperparameterError(f"inactive must have shape ({tau},), got {y.shape}")
+    if not np.all((y >= 0) & (y <= 1)):
+        raise InvalidHyperparameterError(f"inactive y_t must lie in [0, 1], got {y.tolist()}")
     positive("J", J, allow_zero=True)
     return float(constant * y.sum() * J / (tau * E + E ** 2))
 
@@ -299,11 +303,27 @@ def efl_incomplete_rate(tau: int, E: int, weights: Any, sigma2: Any, inv_steps: 
         constant * (E^5 sum_t sum_k p^k E[1/s_t^k] + E^2 sum_t sum_k (p^k sigma_k)^2 E[1/s_t^k])
                    / (tau E + E^2)^2
 
-    ``inv_steps`` holds E[1/s_t^k] as (N,) (every round) or (tau, N);
-    ``sigma2`` is sigma_k^2 (so (p^k sigma_k)^2 = (p^k)^2 sigma_k^2).
+    ``inv_steps`` holds E[1/s_t^k] as (N,) (every round) or (tau, N); the
+    adaptive weight needs s_t^k >= 1, so E[1/s_t^k] lies in [1/E, 1] (an
+    inactive client has no finite E[1/s]); ``sigma2`` is sigma_k^2 (so
+    (p^k sigma_k)^2 = (p^k)^2 sigma_k^2).
     """
+    tau = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
+    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
     p = np.asarray(weights, dtype=np.float64)
-    inv = np.broadcast_to(np.asarray(inv_steps, dtype=np.float64), (int(tau), p.shape[0]))
-    s2 = np.broadcast_to(np.asarray(sigma2, dtype=np.float64), p.shape)
+    if p.ndim != 1 or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
+        raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
+    try:
+        inv = np.broadcast_to(np.asarray(inv_steps, dtype=np.float64), (int(tau), p.shape[0]))
+        s2 = np.broadcast_to(np.asarray(sigma2, dtype=np.float64), p.shape)
+    except ValueError as exc:
+        raise InvalidHyperparameterError(
+            f"inv_steps must have shape ({p.shape[0]},) or ({tau}, {p.shape[0]}) and sigma2 "
+            f"({p.shape[0]},) or scalar; got {np.shape(inv_steps)} and {np.shape(sigma2)}") from exc
+    if not np.all((inv >= 1.0 / E - 1e-12) & (inv <= 1.0 + 1e-12)):
+        raise InvalidHyperparameterError(
+            f"E[1/s_t^k] must lie in [1/E, 1] = [{1.0 / E}, 1] (s in 1..E), got {np.asarray(inv_steps).tolist()}")
+    if np.any(s2 < 0) or not np.all(np.isfinite(s2)):
+        raise InvalidHyperparameterError(f"sigma2 must be finite and >= 0, got {np.asarray(sigma2).tolist()}")
     num = E ** 5 * np.sum(inv @ p) + E ** 2 * np.sum(inv @ (p ** 2 * s2))
     return float(constant * num / (tau * E + E ** 2) ** 2)
