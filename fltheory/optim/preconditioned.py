@@ -45,7 +45,7 @@ def _check_P(P: Any) -> tuple[np.ndarray, bool, bool]:
     elif arr.shape[0] != arr.shape[1]:
         per_client, full = True, False       # (N, d) per-client diagonals
     else:
-        per_client, full = False, True       # square: a shared (d, d) matrix by default
+        per_client, full = False, True       # square: ambiguous, resolved by the caller's per_client
     return arr, per_client, full
 
 
@@ -62,8 +62,11 @@ def preconditioned(lr: float, P: Any, *, per_client: bool | None = None) -> Opti
         matrices.  Row i of a per-client P belongs to client i and is selected
         by the ``clients`` argument of ``init``.  Diagonals must be > 0.
     per_client : bool, optional
-        Disambiguates a square 2-D P: ``True`` reads it as (N, d) per-client
-        diagonals, ``False`` (default for square arrays) as a shared (d, d) matrix.
+        Required for a square 2-D P (N == d), which is otherwise ambiguous:
+        ``True`` reads it as (N, d) per-client diagonals, ``False`` as a shared
+        (d, d) matrix; omitting it raises :class:`InvalidHyperparameterError`
+        (never a silent guess).  For other shapes it may be given and must
+        agree with the shape.
 
     Notes
     -----
@@ -73,8 +76,17 @@ def preconditioned(lr: float, P: Any, *, per_client: bool | None = None) -> Opti
     y_k - y* = (I - lr P H)^k (y_0 - y*)).
     """
     lr = _checks.learning_rate("preconditioned: lr", lr)
+    if per_client is not None and not isinstance(per_client, (bool, np.bool_)):
+        raise InvalidHyperparameterError(
+            f"preconditioned: per_client must be True, False or None, got {per_client!r}")
     arr, pc, full = _check_P(P)
-    if arr.ndim == 2 and per_client is not None:
+    square = arr.ndim == 2 and arr.shape[0] == arr.shape[1]
+    if square and per_client is None:
+        raise InvalidHyperparameterError(
+            f"preconditioned: P of shape {arr.shape} is ambiguous (per-client diagonals for "
+            f"{arr.shape[0]} clients, or one shared {arr.shape[0]}x{arr.shape[1]} matrix); "
+            "pass per_client=True or per_client=False explicitly")
+    if square:
         pc, full = bool(per_client), not bool(per_client)
     elif per_client is not None and bool(per_client) != pc:
         raise InvalidHyperparameterError(

@@ -45,12 +45,14 @@ def test_chain_momentum_on_preconditioned_gradient():
 def test_chain_precond_full_matrix_product_order():
     A = np.array([[2.0, 1.0], [1.0, 2.0]])
     B = np.array([[1.0, 0.0], [0.0, 3.0]])
-    c = optim.chain(optim.preconditioned(1.0, A), optim.preconditioned(1.0, B))
+    c = optim.chain(optim.preconditioned(1.0, A, per_client=False),
+                    optim.preconditioned(1.0, B, per_client=False))
     g = np.array([[1.0, 1.0]])
     u, s = c.update(g, c.init(np.zeros((1, 2))), None)
     np.testing.assert_allclose(u[0], -(B @ A @ g[0]), rtol=1e-15)       # applied A then B
     np.testing.assert_allclose(c.precond(s)[0], B @ A, rtol=1e-15)
-    mixed = optim.chain(optim.preconditioned(1.0, A), optim.preconditioned(1.0, np.array([1.0, 3.0])))
+    mixed = optim.chain(optim.preconditioned(1.0, A, per_client=False),
+                        optim.preconditioned(1.0, np.array([1.0, 3.0])))
     _, s2 = mixed.update(g, mixed.init(np.zeros((1, 2))), None)
     np.testing.assert_allclose(mixed.precond(s2)[0], B @ A, rtol=1e-15)
 

@@ -31,13 +31,13 @@ def test_per_client_full_and_shared_forms():
     u, s = opt.update(g, opt.init(np.zeros((2, 3)), clients=np.array([3, 1])), None)
     np.testing.assert_allclose(u, -0.1 * np.stack([Ps[3] @ g[0], Ps[1] @ g[1]]), rtol=1e-13)
     assert opt.precond(s).shape == (2, 3, 3)
-    shared = optim.preconditioned(0.1, Ps[0])
+    shared = optim.preconditioned(0.1, Ps[0], per_client=False)
     u, _ = shared.update(g, shared.init(np.zeros((2, 3))), None)
     np.testing.assert_allclose(u, -0.1 * g @ Ps[0].T, rtol=1e-13)
     diag = optim.preconditioned(0.1, np.array([1.0, 2.0, 3.0]))
     u, _ = diag.update(g, diag.init(np.zeros((2, 3))), None)
     np.testing.assert_allclose(u, -0.1 * g * np.array([1.0, 2.0, 3.0]), rtol=1e-15)
-    # a square 2-D array is a shared matrix unless per_client=True
+    # a square 2-D array read as per-client diagonals (per_client=True)
     sq = np.array([[1.0, 2.0], [3.0, 4.0]])
     pc = optim.preconditioned(1.0, sq, per_client=True)
     u, _ = pc.update(np.ones((1, 2)), pc.init(np.zeros((1, 2)), clients=np.array([1])), None)
@@ -52,7 +52,7 @@ def test_preconditioned_gd_on_quadratic_follows_matrix_power():
     ystar = np.linalg.solve(H, e)
     y = rng.normal(size=(1, d))
     y0 = y.copy()
-    opt = optim.preconditioned(lr, P)
+    opt = optim.preconditioned(lr, P, per_client=False)
     s = opt.init(y)
     for _ in range(K):
         u, s = opt.update(y @ H - e, s, y)
@@ -70,7 +70,7 @@ def test_newton_preconditioner_converges_in_one_step():
     rng = np.random.default_rng(2)
     H = _spd(rng, 3)
     e = rng.normal(size=3)
-    opt = optim.preconditioned(1.0, np.linalg.inv(H) / 2 + np.linalg.inv(H).T / 2)
+    opt = optim.preconditioned(1.0, np.linalg.inv(H) / 2 + np.linalg.inv(H).T / 2, per_client=False)
     y = rng.normal(size=(1, 3))
     u, _ = opt.update(y @ H - e, opt.init(y), y)
     np.testing.assert_allclose(y[0] + u[0], np.linalg.solve(H, e), rtol=1e-10)
@@ -78,8 +78,8 @@ def test_newton_preconditioner_converges_in_one_step():
 
 @pytest.mark.parametrize("P,kw", [
     (np.array([1.0, 0.0]), {}),                                   # diagonal not > 0
-    (np.array([[1.0, 2.0], [2.0, 1.0]]), {}),                     # symmetric, indefinite
-    (np.array([[1.0, 0.5], [0.0, 1.0]]), {}),                     # not symmetric
+    (np.array([[1.0, 2.0], [2.0, 1.0]]), {"per_client": False}),  # symmetric, indefinite
+    (np.array([[1.0, 0.5], [0.0, 1.0]]), {"per_client": False}),  # not symmetric
     (np.ones((2, 3, 4)), {}),                                      # non-square per-client matrices
     (np.ones((2, 2, 2, 2)), {}),                                   # wrong ndim
     (np.array([1.0, np.nan]), {}),
@@ -97,3 +97,32 @@ def test_dimension_and_client_range_checked_at_init():
         opt.init(np.zeros((1, 5)))
     with pytest.raises(InvalidHyperparameterError, match="3 clients"):
         opt.init(np.zeros((1, 2)), clients=np.array([3]))
+
+
+@pytest.mark.parametrize("P", [np.array([[2.0, 1.0], [1.0, 2.0]]),     # SPD: both readings valid
+                               np.array([[1.0, 2.0], [3.0, 4.0]]),     # only per-client valid
+                               np.eye(3)])
+def test_square_two_dimensional_P_needs_explicit_per_client(P):
+    """An (N, d) array with N == d is per-client diagonals or one shared (d, d)
+    matrix; the constructor must not guess."""
+    with pytest.raises(InvalidHyperparameterError, match="per_client=True or per_client=False"):
+        optim.preconditioned(0.1, P)
+
+
+def test_square_P_readings_differ_as_requested():
+    P = np.array([[2.0, 1.0], [1.0, 2.0]])
+    g = np.array([[1.0, -1.0]])
+    shared = optim.preconditioned(1.0, P, per_client=False)
+    u, s = shared.update(g, shared.init(np.zeros((1, 2)), clients=np.array([1])), None)
+    np.testing.assert_allclose(u[0], -(P @ g[0]), rtol=0)                 # matrix product
+    assert shared.precond(s).shape == (1, 2, 2)
+    rows = optim.preconditioned(1.0, P, per_client=True)
+    u, s = rows.update(g, rows.init(np.zeros((1, 2)), clients=np.array([1])), None)
+    np.testing.assert_allclose(u[0], -(P[1] * g[0]), rtol=0)              # client 1's diagonal
+    assert rows.precond(s).shape == (1, 2)
+
+
+@pytest.mark.parametrize("flag", ["yes", 1, 0.0])
+def test_per_client_must_be_a_bool(flag):
+    with pytest.raises(InvalidHyperparameterError, match="per_client must be"):
+        optim.preconditioned(0.1, np.ones((3, 2)), per_client=flag)
