@@ -115,6 +115,9 @@ def test_elasticnet_C0_variants_and_sign_term():
     assert elasticnet_sign_term(gam, th, s, lambda1=0.1, lambda2=2.0) == pytest.approx(-(0.2 / 2) * loop / 3)
     with pytest.raises(InvalidHyperparameterError):
         elasticnet_sign_term(gam, th, 2 * s, lambda1=0.1, lambda2=2.0)
+    for l1, l2 in ((0.1, 0.0), (-0.1, 2.0), ("x", 2.0)):
+        with pytest.raises(InvalidHyperparameterError):
+            elasticnet_sign_term(gam, th, s, lambda1=l1, lambda2=l2)
 
 
 def test_fedopt_theorem1_recursion_unrolled():

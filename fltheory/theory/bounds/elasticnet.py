@@ -92,6 +92,10 @@ def elasticnet_sign_term(gammas: Any, theta_star: Any, mean_signs: Any, *, lambd
             f"gammas and mean_signs must be (T, d) and theta_star (d,), got {G.shape}, {Sg.shape}, {th.shape}")
     if np.any(np.abs(Sg) > 1):
         raise InvalidHyperparameterError("mean sign vectors must lie in [-1, 1]")
+    lambda1, lambda2 = as_float("lambda1", lambda1), as_float("lambda2", lambda2)
+    if lambda1 < 0 or lambda2 <= 0:
+        raise InvalidHyperparameterError(
+            f"need lambda1 >= 0 and lambda2 > 0, got lambda1 = {lambda1!r}, lambda2 = {lambda2!r}")
     T = G.shape[0]
     return float(-(2 * lambda1 / lambda2) * np.einsum("td,td->", G - th, Sg) / T)
 
