@@ -55,6 +55,10 @@ def test_scaffold_step_conditions():
     assert [a.name for a in samp.violated] == ["eta_l <= S/(15 mu N K eta_g)"]
     small_g = scaffold_step_conditions(eta_l=1e-4, eta_g=0.5, beta=1.0, K=10, R=200, mu=1.0, N=10, S=5)
     assert [a.name for a in small_g.violated] == ["eta_g >= 1"]
+    for bad in (dict(beta=0.0), dict(mu=-1.0), dict(S=0), dict(eta_g="x")):
+        with pytest.raises(InvalidHyperparameterError):
+            scaffold_step_conditions(**dict(dict(eta_l=1e-3, eta_g=1.0, beta=1.0, K=10, R=200, mu=1.0,
+                                                 N=10, S=5), **bad))
     with pytest.raises(AssumptionError, match="600"):
         scaffold_step_conditions(eta_l=1e-3, eta_g=1.0, beta=1.0, K=10, R=100, mu=1.0, N=100, S=5,
                                  strict=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, constant_from, positive_check, uniform_convexity, uniform_smoothness
 
@@ -136,6 +137,9 @@ def scaffold_step_conditions(*, eta_l: float, eta_g: float, beta: float, K: int,
     ``value`` = the largest allowed eta_l (the min of both caps),
     ``measured`` = eta_l; ``terms`` hold both caps (``eta_l_max_smoothness``,
     ``eta_l_max_sampling``), their min ``eta_l_max`` and ``R_min``."""
+    for name, v in dict(eta_g=eta_g, beta=beta, mu=mu, K=K, N=N, S=S).items():
+        if not as_float(name, v) > 0:
+            raise InvalidHyperparameterError(f"{name} must be > 0, got {v!r}")
     cap_beta = 1.0 / (81 * beta * K * eta_g)
     cap_sampling = S / (15 * mu * N * K * eta_g)
     eta_max = min(cap_beta, cap_sampling)
