@@ -38,6 +38,7 @@ Yogi) and l1 terms.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -55,6 +56,8 @@ __all__ = [
     "fedopt_operator", "operator_fixed_point", "anderson_fixed_point", "operator_jacobian",
     "lipschitz_ratios", "sgd_contraction_bound", "minimizer_inconsistency",
 ]
+
+logger = logging.getLogger(__name__)
 
 _FD_STEP = np.finfo(float).eps ** (1.0 / 3.0)
 
@@ -241,6 +244,7 @@ class OperatorFixedPoint:
     spectral_radius : rho(J) (local asymptotic rate of the Picard iteration).
     method : root-finding method.
     evaluations : rounds evaluated.
+    message : the root solver's message.
     """
 
     x: np.ndarray
@@ -252,6 +256,7 @@ class OperatorFixedPoint:
     spectral_radius: float
     method: str
     evaluations: int
+    message: str = ""
 
 
 def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray], x0: Any = None, *,
@@ -293,7 +298,7 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
         x=x, residual=res, cross_check=other, cross_check_gap=gap, jacobian=J,
         spectral_norm=float(np.linalg.norm(J, 2)),
         spectral_radius=float(np.abs(np.linalg.eigvals(J)).max()),
-        method=method, evaluations=evals)
+        method=method, evaluations=evals, message=str(sol.message))
 
 
 @dataclass(frozen=True)
@@ -380,38 +385,83 @@ def sgd_contraction_bound(problem: Federation, lr: Any, local_steps: Any) -> np.
 
 @dataclass(frozen=True)
 class Inconsistency:
-    """Minimizer inconsistency ||x~(eta) - x*|| over client rates.
+    """Minimizer inconsistency ||x~(eta) - x*|| over client rates, one entry per rate.
 
-    rates : (k,) the rates h passed to ``make_algorithm``.
-    distances : (k,) ||x~(h) - x*||.
-    fixed_points : (k, d).
+    rates : (k,) the rates h passed to ``make_algorithm``, in the order given.
+    converged : (k,) bool, True where the root solver found x~(h) (residual
+        ||T(x) - x||_inf <= 1e3 tol max(1, ||x||_inf), see :func:`operator_fixed_point`).
+    messages : (k,) str, the solver's message per rate (scipy's message on
+        success; on failure the DivergenceError text, which names the residual).
+    distances : (k,) ``numpy.ma.MaskedArray`` of ||x~(h) - x*||, *masked* where
+        ``converged`` is False.  Masked entries print as ``--``, are skipped by
+        ``min``/``mean``/matplotlib and come out as ``None`` from ``tolist()``;
+        their hidden data is 0.0 and means nothing: ``np.asarray(distances)``
+        drops the mask, so select with ``converged`` (or ``distances.compressed()``).
+    fixed_points : (k, d) ``numpy.ma.MaskedArray`` of x~(h), rows masked where
+        ``converged`` is False (hidden data 0.0, as above).
+    evaluations : (k,) int, rounds (evaluations of T) spent on each rate.
     optimum : (d,) x*.
     """
 
     rates: np.ndarray
-    distances: np.ndarray
-    fixed_points: np.ndarray
+    converged: np.ndarray
+    messages: tuple[str, ...]
+    distances: np.ma.MaskedArray
+    fixed_points: np.ma.MaskedArray
+    evaluations: np.ndarray
     optimum: np.ndarray
+
+    @property
+    def failed_rates(self) -> np.ndarray:
+        """The rates without a fixed point found."""
+        return self.rates[~self.converged]
 
 
 def minimizer_inconsistency(make_algorithm: Callable[[float], Algorithm], problem: Federation,
-                            rates: Sequence[float], *, x0: Any = None,
-                            tol: float = 1e-12) -> Inconsistency:
+                            rates: Sequence[float], *, x0: Any = None, tol: float = 1e-12,
+                            warm_start: bool = True) -> Inconsistency:
     """||x~(h) - x*|| for each rate h, x~(h) the fixed point of the operator of
     ``make_algorithm(h)`` (seed 001 section 4; THEORY.md section 3, "non-vanishing
-    bias").  Rates are processed from the largest down, each warm-started at the
-    previous fixed point."""
+    bias").
+
+    Rates are processed from the largest down.  The first root solve starts at
+    ``x0`` (default x*); with ``warm_start`` (default) every later one starts at
+    the root of the previous *converged* rate, otherwise each starts at ``x0``.
+    A rate whose root solve fails (DivergenceError from
+    :func:`operator_fixed_point`: the solver stopped, its residual is too large,
+    or T produced non-finite values) does not stop the sweep: it is recorded
+    with ``converged[k] = False``, the solver's message, and masked entries in
+    ``distances`` / ``fixed_points`` (:class:`Inconsistency`).  Invalid
+    hyperparameters from ``make_algorithm`` still raise.
+    """
     r = np.asarray(rates, dtype=np.float64)
     if r.ndim != 1 or r.size == 0 or not np.all(np.isfinite(r)) or np.any(r <= 0):
         raise InvalidHyperparameterError(f"rates must be a non-empty 1-D array of positive numbers, got {rates!r}")
     xstar = problem.optimum()
-    order = np.argsort(-r)
-    fps = np.empty((r.size, problem.dim))
-    start = xstar if x0 is None else np.asarray(x0, dtype=np.float64)
-    for k in order:                               # one fixed point per rate (a short sweep)
+    first = xstar if x0 is None else np.asarray(x0, dtype=np.float64)
+    if first.shape != (problem.dim,) or not np.all(np.isfinite(first)):
+        raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {first.shape}")
+    fps = np.zeros((r.size, problem.dim))
+    ok = np.zeros(r.size, dtype=bool)
+    evals = np.zeros(r.size, dtype=np.int64)
+    messages = [""] * r.size
+    start = first
+    for k in np.argsort(-r, kind="stable"):       # one fixed point per rate (a short sweep)
         T = fedopt_operator(make_algorithm(float(r[k])), problem)
-        fp = operator_fixed_point(T, start, tol=tol, cross_check=False)
-        fps[k] = fp.x
-        start = fp.x
-    return Inconsistency(rates=r, distances=np.linalg.norm(fps - xstar, axis=1),
-                         fixed_points=fps, optimum=xstar)
+        try:
+            fp = operator_fixed_point(T, start, tol=tol, cross_check=False)
+        except DivergenceError as exc:
+            messages[k] = " ".join(str(exc).split())
+            evals[k] = T.evaluations
+            logger.info("minimizer_inconsistency: no fixed point at rate %.4g: %s", r[k], messages[k])
+            continue
+        fps[k], ok[k], evals[k], messages[k] = fp.x, True, fp.evaluations, fp.message
+        if warm_start:
+            start = fp.x
+    mask = ~ok
+    dist = np.where(ok, np.linalg.norm(fps - xstar, axis=1), 0.0)
+    return Inconsistency(
+        rates=r, converged=ok, messages=tuple(messages),
+        distances=np.ma.MaskedArray(dist, mask=mask),
+        fixed_points=np.ma.MaskedArray(fps, mask=np.repeat(mask[:, None], problem.dim, axis=1)),
+        evaluations=evals, optimum=xstar)

@@ -171,3 +171,48 @@ def test_operator_refusals(fed):
         fedopt_operator(FedAvg(lr=0.1, local_steps=2), fed.with_gradient_noise(0.5))
     with pytest.raises(InvalidHyperparameterError, match="rates"):
         minimizer_inconsistency(lambda h: FedAvg(lr=h), fed, [0.1, -1.0])
+
+
+# ------------------------------------- minimizer inconsistency: per-rate failures
+def _fedavg_fixed_point(fed, eta, tau):
+    """THEORY.md section 3: x~ = (sum p_i B_i)^{-1} sum p_i B_i x_i*, B_i = I - (I - eta H_i)^tau."""
+    B = np.array([np.eye(D) - np.linalg.matrix_power(np.eye(D) - eta * H, tau) for H in fed.H])
+    xi = np.array([np.linalg.solve(H, e) for H, e in zip(fed.H, fed.e)])
+    return np.linalg.solve(np.einsum("i,ijk->jk", fed.weights, B),
+                           np.einsum("i,ijk,ik->j", fed.weights, B, xi))
+
+
+@pytest.mark.parametrize("warm_start", [True, False])
+def test_inconsistency_sweep_records_a_failed_rate_and_continues(fed, warm_start):
+    """eta = 5 with 20 local steps: I - eta H_i has entries ~ 9^20, T(x) - x is too
+    ill-conditioned for the root solver.  The other rates are still solved, the
+    failed one is masked (never a number that looks valid) with the solver's message."""
+    tau = 20
+    rates = np.array([0.1, 5.0, 0.05])
+    inc = minimizer_inconsistency(lambda h: FedAvg(lr=h, local_steps=tau), fed, rates,
+                                  warm_start=warm_start)
+    np.testing.assert_array_equal(inc.converged, [True, False, True])
+    np.testing.assert_array_equal(inc.failed_rates, [5.0])
+    assert "did not find a fixed point" in inc.messages[1]
+    assert inc.distances.mask.tolist() == [False, True, False]
+    assert inc.distances.tolist()[1] is None
+    assert inc.fixed_points.mask[1].all() and not inc.fixed_points.mask[[0, 2]].any()
+    for k in (0, 2):
+        exact = _fedavg_fixed_point(fed, rates[k], tau)
+        np.testing.assert_allclose(inc.fixed_points[k].data, exact, atol=1e-9)
+        assert inc.distances[k] == pytest.approx(np.linalg.norm(exact - fed.optimum()), rel=1e-8)
+    assert np.all(inc.evaluations > 0)
+
+
+def test_inconsistency_warm_start_starts_at_previous_root(fed):
+    """Warm start: the second rate starts at the first rate's root.  On an affine T
+    with a start at the root of the *same* map, hybr needs no iteration beyond the
+    first residual and Jacobian, so identical rates cost fewer rounds warm than cold."""
+    make = lambda h: FedAvg(lr=h, local_steps=3)  # noqa: E731
+    far = np.full(D, 50.0)
+    warm = minimizer_inconsistency(make, fed, [0.1, 0.1], x0=far, warm_start=True)
+    cold = minimizer_inconsistency(make, fed, [0.1, 0.1], x0=far, warm_start=False)
+    assert warm.converged.all() and cold.converged.all()
+    np.testing.assert_allclose(warm.fixed_points.data, cold.fixed_points.data, atol=1e-10)
+    assert warm.evaluations[1] < cold.evaluations[1]
+    assert cold.evaluations[1] == cold.evaluations[0]
