@@ -48,7 +48,10 @@ __all__ = ["AdaptiveState", "adagrad", "adam", "yogi"]
 
 
 class AdaptiveState(NamedTuple):
-    """count: (m,) steps taken; mu: (m, d) first moment; nu: (m, d) second moment."""
+    """count: (m,) steps taken; mu: (m, d) first moment; nu: (m, d) second moment.
+
+    With b1 = 0 (AdaGrad, FedAdagrad's default) the first moment is the current
+    gradient itself and is not stored: ``mu`` stays at its initial 0."""
 
     count: np.ndarray
     mu: np.ndarray
@@ -91,11 +94,17 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
     def update(grads: Any, state: AdaptiveState, params: Any = None
                ) -> tuple[np.ndarray, AdaptiveState]:
         g = _checks.grads_like(grads, state.count.shape[0], f"{name}.update")
-        mu = b1 * state.mu + (1.0 - b1) * g
+        if b1 == 0.0:
+            # b1 mu + (1 - b1) g = 0 mu + 1 g = g exactly (for finite mu): use g and
+            # leave mu at its initial 0 instead of computing it
+            mu, first = state.mu, g
+        else:
+            mu = b1 * state.mu + (1.0 - b1) * g
+            first = mu
         nu = _second_moment(rule, state.nu, g * g, b2)
         count = state.count + 1
         s1, s2 = _scales(count)
-        step = (s1 * mu) / (np.sqrt(s2 * nu) + eps)
+        step = (s1 * first) / (np.sqrt(s2 * nu) + eps)
         return -lr * step, AdaptiveState(count, mu, nu)
 
     def precond(state: AdaptiveState) -> np.ndarray:

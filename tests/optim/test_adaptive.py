@@ -216,3 +216,42 @@ def test_fedavgm_is_heavy_ball_on_pseudo_gradient():
     u2, s = opt.update(g, s, None)
     np.testing.assert_allclose(u1, -0.5 * g, rtol=1e-15)
     np.testing.assert_allclose(u2, -0.5 * 1.9 * g, rtol=1e-15)
+
+
+def _literal_recursion(rule, G, lr, b1, b2, eps, nu0, bc):
+    """The update with the first moment always computed, mu = b1 mu + (1 - b1) g
+    (the form used before b1 = 0 skipped it), in the same numpy operations."""
+    mu = np.zeros(G.shape[1:])
+    nu = np.full(G.shape[1:], nu0)
+    out = []
+    for k, g in enumerate(G, start=1):
+        mu = b1 * mu + (1.0 - b1) * g
+        if rule == "adagrad":
+            nu = nu + g * g
+        elif rule == "adam":
+            nu = b2 * nu + (1.0 - b2) * (g * g)
+        else:
+            nu = nu - (1.0 - b2) * (g * g) * np.sign(nu - g * g)
+        s1 = 1.0 / (1.0 - b1 ** float(k)) if bc else 1.0
+        s2 = 1.0 / (1.0 - b2 ** float(k)) if bc else 1.0
+        out.append(-lr * ((s1 * mu) / (np.sqrt(s2 * nu) + eps)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("rule,make,b2,eps,nu0,bc", [
+    ("adagrad", lambda: optim.adagrad(0.3, eps=1e-8, initial_accumulator=0.1), 0.0, 1e-8, 0.1, False),
+    ("adagrad", lambda: optim.fedadagrad(0.3, tau=1e-2), 0.0, 1e-2, 1e-4, False),
+    ("adagrad", lambda: optim.fedadagrad(0.3, tau=1e-2, bias_correction=True), 0.0, 1e-2, 1e-4, True),
+    ("adam", lambda: optim.adam(0.3, b1=0.0, b2=0.9), 0.9, 1e-8, 0.0, True),
+    ("adam", lambda: optim.adam(0.3, b1=0.0, b2=0.9, bias_correction=False), 0.9, 1e-8, 0.0, False),
+    ("yogi", lambda: optim.yogi(0.3, b1=0.0, b2=0.9), 0.9, 1e-3, 1e-6, False),
+])
+def test_b1_zero_skips_first_moment_bit_for_bit(rule, make, b2, eps, nu0, bc):
+    """b1 = 0: the step uses g directly (mu is not computed and stays 0); the
+    steps are bit-identical to the literal recursion with mu = 0 mu + 1 g."""
+    rng = np.random.default_rng(3)
+    G = rng.normal(size=(6, 3, 4)) * rng.uniform(0.01, 5.0, size=(1, 1, 4))
+    steps, _, s = _run(make(), G)
+    ref = _literal_recursion(rule, G, 0.3, 0.0, b2, eps, nu0, bc)
+    assert steps.tobytes() == ref.tobytes()
+    assert not np.any(s.mu)
