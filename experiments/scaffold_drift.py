@@ -98,7 +98,8 @@ QUICK: dict[str, Any] = {
 }
 FULL: dict[str, Any] = {**QUICK, "n_clients": 20, "dim": 10,
                         "heterogeneity": [0.0, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "max_rounds": 20000,
-                        "lower_bound_rounds": [10, 30, 100, 300, 1000, 3000, 10000, 20000], "tuned_grid": 40, "tuned_rounds": 5000}
+                        "lower_bound_rounds": [10, 30, 100, 300, 1000, 3000, 10000, 20000],
+                        "tuned_grid": 40, "tuned_rounds": 5000}
 EXPECTED_AXES = 4
 
 
@@ -118,8 +119,10 @@ def _first_below(values: np.ndarray, eps: float) -> int | None:
 def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     """For every h and algorithm: exact fixed point, spectral rate, trajectory, rounds to eps."""
     N, d, K = config["n_clients"], config["dim"], config["K"]
-    if config["heterogeneity"][0] != 0.0 and min(config["heterogeneity"]) <= 0:
-        raise InvalidHyperparameterError("heterogeneity values must be >= 0")
+    hs = list(config["heterogeneity"])
+    if any(h < 0 for h in hs) or hs != sorted(hs) or len(set(hs)) != len(hs):
+        raise InvalidHyperparameterError(
+            f"heterogeneity must be distinct values >= 0 in increasing order, got {hs}")
     seed = int(rng.integers(0, 2**31 - 1))
     direction = rng.standard_normal(d)
     beta, mu = config["L"], config["mu"]
