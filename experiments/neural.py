@@ -36,17 +36,28 @@ bounded, ||P|| <= 1/sqrt(v0) (Assumption 4); the same client rate and the
 same local steps for every client; full-batch gradients; a *tanh* MLP with
 weight decay ``reg`` (smooth, Assumption 3; a ReLU network is not
 differentiable at its kinks; the decay makes F coercive so stationary points
-exist).  Three runs from one initial point: no correction (server SGD rate
-1), local correction (server SGD with rate ``server_lr_local``: local
-correction rescales the change to -eta grad F to first order, the server rate
-restores the step) and joint correction (server SGD rate 1).
-||grad F(x_t)||^2 is exact (all data).
+exist).  For every client rate eta in ``stat_lrs``, three runs from one
+initial point: no correction, local correction and joint correction, each
+with server SGD at rate ``stat_server_lr[c] * eta_max / eta`` (the same
+first-order step for every eta: local correction turns a client change into
+-eta grad f_i to first order; a server rate changes the iteration, not the
+fixed points of T).  ||grad F(x_t)||^2 is exact (all data); the *residual* of
+a run is its smallest value over the last ``window`` rounds (the level it
+settles at).
 
-Checks (b): ``"local-correction-stationary"`` and
-``"joint-correction-stationary"``: ratio = smallest ||grad F||^2 of the last
-``window`` rounds with the correction / the same for the uncorrected run
-(<= 1: the corrected run ends closer to stationarity); the detail and the
-macros state by how many orders of magnitude each run's ||grad F||^2 fell.
+Why a sweep over eta: with a fixed eta the corrected fixed point is
+stationary only up to O(eta) (THEORY.md section 3, "corrected fixed point ->
+x* at rate O(eta)"; seed 001's eq. 99 lets the client rate shrink with the
+horizon T), so the corrected runs also level off, at a residual ~ eta^2; the
+uncorrected fixed point keeps a bias as eta -> 0 (seed 001 eq. 8).
+
+Checks (b): ``"local-correction-stationary"`` / ``"joint-correction-stationary"``:
+ratio = residual with the correction / residual without, at the smallest
+rate (<= 1: the corrected run ends closer to stationarity).
+``"bias-vanishes"``: ratio = (residual(eta_min) / residual(eta_max)) with
+correction (the worse of local and joint) / the same quotient without
+correction (<= 1: the corrected residual shrinks faster with eta); the
+fitted exponents p of residual ~ eta^p are in the detail and the macros.
 Seed 001's rate (eq. 100) has constants the text extraction lost, so no
 absolute threshold is claimed.
 """
@@ -81,6 +92,10 @@ THEOREMS = [
             "so it ends closer to stationarity than uncorrected client AdaGrad (sec. 4, eq. 8)", "eqs. 97-100"),
     Theorem("joint-correction-stationary", "seed 001 (Wang et al., local adaptivity)",
             "sec. 5: global (joint) correction keeps the corrected, stationary fixed point", "sec. 5"),
+    Theorem("bias-vanishes", "seed 001 (Wang et al.) + THEORY.md sec. 3",
+            "the corrected residual vanishes as the client rate eta -> 0 (O(eta) bias), the uncorrected "
+            "does not (non-vanishing bias, eq. 8): it shrinks faster with eta than the uncorrected one",
+            "eq. 8, eqs. 97-100"),
 ]
 ALGORITHMS = ("FedAvg", "FedProx", "FedCurv", "FedOpt-AdaGrad", "SCAFFOLD", "FedDyn", "FedElasticNet", "EFL")
 MODELS = ("MLP", "CNN")
@@ -91,8 +106,9 @@ QUICK: dict[str, Any] = {
     "rounds": {"MLP": 40, "CNN": 10}, "local_steps": 5, "lr": {"MLP": 0.2, "CNN": 0.2},
     "prox_mu": 0.01, "curv_alpha": 0.01, "adagrad_lr": 0.05, "adagrad_v0": 0.01, "feddyn_alpha": 0.01,
     "enet_lambda1": 1e-4, "enet_lambda2": 0.01, "efl_lam": 0.01, "efl_q": 0.25,
-    "stat_hidden": [16], "stat_samples": 240, "stat_reg": 0.05, "stat_rounds": 60, "stat_local_steps": 5,
-    "stat_lr": 0.01, "stat_v0": 0.01, "server_lr_local": 50.0, "window": 5,
+    "stat_hidden": [16], "stat_samples": 240, "stat_reg": 0.05, "stat_rounds": 200, "stat_local_steps": 5,
+    "stat_lrs": [0.02, 0.01, 0.005], "stat_v0": 0.01,
+    "stat_server_lr": {"none": 1.0, "local": 25.0, "joint": 0.5}, "window": 10,
 }
 FULL: dict[str, Any] = {
     **QUICK,
@@ -100,8 +116,9 @@ FULL: dict[str, Any] = {
     "mlp_hidden": [64, 32], "cnn_channels": [4, 8], "cnn_kernel": 3, "cnn_fc": 32,
     "rounds": {"MLP": 60, "CNN": 25},
     "stat_hidden": [32], "stat_samples": 600, "stat_rounds": 400, "window": 20,
+    "stat_lrs": [0.02, 0.01, 0.005, 0.0025],
 }
-EXPECTED_AXES = 3
+EXPECTED_AXES = 4
 
 
 # --------------------------------------------------------------------------- data
@@ -258,24 +275,40 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
                       _split(stat_images, stat_labels, stat_parts, config["test_fraction"], rng),
                       config["stat_reg"])
     x0 = fed.init_params(rng)
-    client = optim.adagrad(config["stat_lr"], initial_accumulator=config["stat_v0"])
-    server_lr = {"none": 1.0, "local": config["server_lr_local"], "joint": 1.0}
+    lrs = [float(v) for v in config["stat_lrs"]]
+    base = {k: float(v) for k, v in config["stat_server_lr"].items()}
     out["stat"] = {"dim": int(fed.dim), "reg": config["stat_reg"], "rounds": config["stat_rounds"],
-                   "local_steps": config["stat_local_steps"], "client_lr": config["stat_lr"],
-                   "v0": config["stat_v0"], "server_lr": server_lr,
-                   "window": config["window"], "grad_norm2": {}, "acc": {}}
-    for corr in CORRECTIONS:
-        alg = FedOpt(client_optimizer=client, server_optimizer=optim.sgd(server_lr[corr]),
-                     local_steps=config["stat_local_steps"], correction=corr)
-        hist = run_algorithm(alg, fed, config["stat_rounds"], x0=x0, seed=0)
-        out["stat"]["grad_norm2"][corr] = hist.grad_norm2
-        out["stat"]["acc"][corr] = fed.accuracy(hist.x[-1])
+                   "local_steps": config["stat_local_steps"], "client_lrs": lrs, "v0": config["stat_v0"],
+                   "server_lr": base, "window": config["window"],
+                   "grad_norm2": {c: [] for c in CORRECTIONS}, "acc": {c: [] for c in CORRECTIONS}}
+    for eta in lrs:
+        client = optim.adagrad(eta, initial_accumulator=config["stat_v0"])
+        for corr in CORRECTIONS:
+            # server rate scaled by lrs[0] / eta: the same first-order step for every eta
+            # (a server rate moves the iteration, not the fixed points of T)
+            server = optim.sgd(base[corr] * lrs[0] / eta)
+            alg = FedOpt(client_optimizer=client, server_optimizer=server,
+                         local_steps=config["stat_local_steps"], correction=corr)
+            hist = run_algorithm(alg, fed, config["stat_rounds"], x0=x0, seed=0)
+            out["stat"]["grad_norm2"][corr].append(hist.grad_norm2)
+            out["stat"]["acc"][corr].append(fed.accuracy(hist.x[-1]))
     return out
+
+
+def _residuals(stat: dict[str, Any], corr: str) -> list[float]:
+    """Per client rate: min ||grad F||^2 over the last ``window`` rounds."""
+    return [float(np.min(np.asarray(g)[-stat["window"]:])) for g in stat["grad_norm2"][corr]]
+
+
+def _exponent(lrs: list[float], values: list[float]) -> float:
+    """Least-squares slope p of log(value) against log(eta)."""
+    return float(np.polyfit(np.log(lrs), np.log(values), 1)[0])
 
 
 def checks(results: dict[str, Any]) -> list[Check]:
     """learns: best final test error / majority error per model; stationarity:
-    smallest late ||grad F||^2 with correction / without."""
+    residual with correction / without at the smallest rate; bias-vanishes:
+    residual shrinkage over the rates, corrected / uncorrected."""
     out: list[Check] = []
     worst, where = -1.0, ""
     diverged = [(m, a, d) for m in results["models"] for a, d in results["diverged"][m].items()]
@@ -300,25 +333,33 @@ def checks(results: dict[str, Any]) -> list[Check]:
                          f"{len(results['algorithms'])} algorithms beat the majority class; training loss "
                          f"rose for: {', '.join(rose) if rose else 'none'}; {setting}"))
     stat = results["stat"]
-    w = stat["window"]
-    g_none = np.asarray(stat["grad_norm2"]["none"])
+    lrs = stat["client_lrs"]
+    res = {c: _residuals(stat, c) for c in CORRECTIONS}
+    setting = (f"tanh MLP d = {stat['dim']}, reg {stat['reg']}, client AdaGrad v0 {stat['v0']} "
+               f"(||P|| <= {1 / np.sqrt(stat['v0']):.3g}), {stat['local_steps']} local steps for every client, "
+               f"{stat['rounds']} rounds, residual = min ||grad F||^2 over the last {stat['window']} rounds")
     for corr, key in (("local", "local-correction-stationary"), ("joint", "joint-correction-stationary")):
-        g = np.asarray(stat["grad_norm2"][corr])
-        best, ref = float(g[-w:].min()), float(g_none[-w:].min())
-        ratio = best / ref
-        detail = (f"min ||grad F||^2 over the last {w} of {stat['rounds']} rounds: {corr} correction {best:.4g} "
-                  f"(fell {np.log10(g[0] / best):.2f} orders of magnitude from {g[0]:.4g}), no correction "
-                  f"{ref:.4g} ({np.log10(g_none[0] / ref):.2f} orders); tanh MLP d = {stat['dim']}, reg "
-                  f"{stat['reg']}, AdaGrad lr {stat['client_lr']}, v0 {stat['v0']} (||P|| <= "
-                  f"{1 / np.sqrt(stat['v0']):.3g}), {stat['local_steps']} local steps for every client, server lr "
-                  f"{stat['server_lr'][corr]}")
+        ratio = res[corr][-1] / res["none"][-1]
+        detail = (f"at client rate {lrs[-1]}: residual with {corr} correction {res[corr][-1]:.4g}, without "
+                  f"{res['none'][-1]:.4g}; residuals over rates {lrs}: {corr} "
+                  f"{[float(f'{v:.4g}') for v in res[corr]]}, none {[float(f'{v:.4g}') for v in res['none']]}; "
+                  f"{setting}")
         out.append(Check(key, "holds" if ratio <= 1.0 else "violated", ratio, detail))
+    shrink = {c: res[c][-1] / res[c][0] for c in CORRECTIONS}
+    ratio = max(shrink["local"], shrink["joint"]) / shrink["none"]
+    detail = (f"rate {lrs[0]} -> {lrs[-1]} divides the residual by {1 / shrink['local']:.3g} (local), "
+              f"{1 / shrink['joint']:.3g} (joint), {1 / shrink['none']:.3g} (none); fitted exponents p in "
+              f"residual ~ eta^p: local {_exponent(lrs, res['local']):.2f}, joint "
+              f"{_exponent(lrs, res['joint']):.2f}, none {_exponent(lrs, res['none']):.2f} (first-order "
+              f"prediction 2 with correction); {setting}")
+    out.append(Check("bias-vanishes", "holds" if ratio <= 1.0 else "violated", ratio, detail))
     return out
 
 
 def macros(results: dict[str, Any]) -> dict[str, float]:
-    """Final test accuracy per (model, algorithm); final ||grad F||^2 and its
-    reduction factor per correction."""
+    """Final test accuracy and training-loss ratio per (model, algorithm);
+    residuals at the largest / smallest client rate and their exponent in eta
+    per correction."""
     out: dict[str, float] = {}
     for m in results["models"]:
         for a in results["algorithms"]:
@@ -331,18 +372,20 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
                 out[f"loss_ratio_{m.lower()}_{key}"] = float(loss[-1] / loss[0])
     stat = results["stat"]
     for corr in CORRECTIONS:
-        g = np.asarray(stat["grad_norm2"][corr])
-        out[f"grad_norm2_final_{corr}"] = float(g[-1])
-        out[f"grad_norm2_reduction_{corr}"] = float(g[-1] / g[0])
-        out[f"orders_fallen_{corr}"] = float(np.log10(g[0] / g[-stat["window"]:].min()))
+        res = _residuals(stat, corr)
+        out[f"residual_smallest_rate_{corr}"] = res[-1]
+        out[f"residual_largest_rate_{corr}"] = res[0]
+        out[f"residual_exponent_{corr}"] = _exponent(stat["client_lrs"], res)
     return out
 
 
 def plot(results: dict[str, Any]):
     """(a), (b): test accuracy against rounds for every algorithm, MLP and CNN,
     with the majority-class accuracy; (c) ||grad F||^2 against rounds for
-    client AdaGrad without / with local / with joint correction."""
-    fig, axes = plotting.figure(1, 3, height=3.6)
+    client AdaGrad without / with local / with joint correction at the largest
+    and smallest client rate; (d) the residuals against the client rate with
+    an eta^2 reference."""
+    fig, axes = plotting.figure(2, 2, height=6.4)
     for ax, m in zip(axes[:2], results["models"]):
         for c, a in enumerate(results["algorithms"]):
             acc = results["acc"][m][a]
@@ -359,20 +402,32 @@ def plot(results: dict[str, Any]):
                                                      for a, d in results["diverged"][m].items()),
                     transform=ax.transAxes, fontsize=6.5, va="top")
     handles, labels_ = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels_, loc="outside lower center", ncol=5, fontsize=7)
-    ax = axes[2]
+    fig.legend(handles, labels_, loc="outside upper center", ncol=5, fontsize=7)
     stat = results["stat"]
-    labels = {"none": "no correction", "local": f"local corr. (server lr {stat['server_lr']['local']:g})",
-              "joint": "joint correction"}
+    lrs = stat["client_lrs"]
+    names = {"none": "no correction", "local": "local correction", "joint": "joint correction"}
+    ax = axes[2]
     for c, corr in enumerate(CORRECTIONS):
-        g = stat["grad_norm2"][corr]
-        ax.plot(np.arange(len(g)), g, color=plotting.OKABE_ITO[c], linestyle=plotting.LINESTYLES[c],
-                label=labels[corr])
+        for k in (0, len(lrs) - 1):
+            g = stat["grad_norm2"][corr][k]
+            ax.plot(np.arange(len(g)), g, color=plotting.OKABE_ITO[c], linestyle="-" if k == 0 else "--",
+                    label=f"{names[corr]}, $\\eta$ = {lrs[k]:g}")
     ax.axvspan(stat["rounds"] - stat["window"] + 1, stat["rounds"], color="grey", alpha=0.15,
-               label="verdict window")
+               label="residual window")
     ax.set_yscale("log")
     ax.set_xlabel("communication round t")
     ax.set_ylabel(r"$\|\nabla F(x_t)\|^2$ (full batch)")
     ax.set_title(f"client AdaGrad, {stat['local_steps']} steps, tanh MLP d = {stat['dim']}", fontsize=8)
+    ax.legend(fontsize=5.5)
+    ax = axes[3]
+    for c, corr in enumerate(CORRECTIONS):
+        ax.plot(lrs, _residuals(stat, corr), color=plotting.OKABE_ITO[c], marker="o", label=names[corr])
+    ref = _residuals(stat, "local")[0] * (np.asarray(lrs) / lrs[0]) ** 2
+    ax.plot(lrs, ref, color="black", linestyle=":", label=r"$\propto \eta^2$ (O($\eta$) bias)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"client AdaGrad rate $\eta$")
+    ax.set_ylabel(r"residual $\min_{\mathrm{late}\ t} \|\nabla F(x_t)\|^2$")
+    ax.set_title("bias vs client rate (server rate x 1/eta)", fontsize=8)
     ax.legend(fontsize=6.5)
     return fig

@@ -39,30 +39,40 @@ def _results(g_none, g_local, g_joint, acc_final=0.9, loss=(2.3, 0.5)):
             "acc": {m: {a: [0.1, acc_final] for a in algs} for m in models},
             "train_loss": {m: {a: list(loss) for a in algs} for m in models},
             "stat": {"grad_norm2": {"none": g_none, "local": g_local, "joint": g_joint}, "window": 2,
-                     "rounds": len(g_none) - 1, "dim": 5, "reg": 0.1, "client_lr": 0.1,
-                     "v0": 0.1, "local_steps": 2, "server_lr": {"none": 1.0, "local": 2.0, "joint": 1.0}}}
+                     "rounds": 3, "dim": 5, "reg": 0.1, "client_lrs": [0.02, 0.01], "v0": 0.1,
+                     "local_steps": 2, "server_lr": {"none": 1.0, "local": 2.0, "joint": 1.0}}}
 
 
-def test_checks_compare_against_the_stated_thresholds():
-    res = _results([1.0, 0.5, 0.6, 0.7], [1.0, 0.2, 0.05, 0.09], [1.0, 0.3, 0.2, 0.65])
+def _traj(*levels):
+    """One trajectory per client rate, settling at the given levels."""
+    return [[1.0, 0.5, lv, lv] for lv in levels]
+
+
+def test_checks_compare_corrected_and_uncorrected_residuals():
+    res = _results(_traj(0.08, 0.06), _traj(0.03, 0.008), _traj(0.04, 0.02))
     by = {}
     for c in neural.checks(res):
         by.setdefault(c.theorem, []).append(c)
     assert [c.status for c in by["learns"]] == ["holds"] * 2
     (loc,) = by["local-correction-stationary"]
-    assert loc.status == "holds" and loc.ratio == pytest.approx(0.05 / 0.6)
-    assert "fell 1.30 orders" in loc.detail
+    assert loc.status == "holds" and loc.ratio == pytest.approx(0.008 / 0.06)
     (joint,) = by["joint-correction-stationary"]
-    assert joint.status == "holds" and joint.ratio == pytest.approx(0.2 / 0.6)
-    worse = neural.checks(_results([1.0, 0.5, 0.1, 0.1], [1.0, 0.5, 0.2, 0.3], [1.0, 0.5, 0.05, 0.2]))
-    assert [c.status for c in worse if c.theorem.endswith("stationary")] == ["violated", "holds"]
-    bad = neural.checks(_results([1.0, 1.0], [1.0, 1.0], [1.0, 1.0], acc_final=0.1, loss=(1.0, 1.5)))
+    assert joint.status == "holds" and joint.ratio == pytest.approx(0.02 / 0.06)
+    (van,) = by["bias-vanishes"]       # worse of local (0.008/0.03) and joint (0.5) over none (0.75)
+    assert van.status == "holds" and van.ratio == pytest.approx(0.5 / 0.75)
+    assert neural._exponent([0.02, 0.01], [0.03, 0.0075]) == pytest.approx(2.0)
+    worse = neural.checks(_results(_traj(0.08, 0.02), _traj(0.03, 0.03), _traj(0.04, 0.001)))
+    statuses = {c.theorem: c.status for c in worse if c.theorem != "learns"}
+    assert statuses == {"local-correction-stationary": "violated", "joint-correction-stationary": "holds",
+                        "bias-vanishes": "violated"}
+    bad = neural.checks(_results(_traj(1.0, 1.0), _traj(1.0, 1.0), _traj(1.0, 1.0), acc_final=0.1,
+                                 loss=(1.0, 1.5)))
     assert {c.status for c in bad if c.theorem == "learns"} == {"violated"}
     assert all("FedAvg (1 -> 1.5)" in c.detail for c in bad if c.theorem == "learns")
 
 
 def test_a_diverged_algorithm_is_not_checkable_and_left_out_of_the_ratios():
-    res = _results([1.0, 0.5, 0.6, 0.7], [1.0, 0.2, 0.05, 0.09], [1.0, 0.3, 0.2, 0.15])
+    res = _results(_traj(0.08, 0.06), _traj(0.03, 0.008), _traj(0.04, 0.02))
     res["diverged"]["MLP"]["SCAFFOLD"] = {"round": 3, "error": "SCAFFOLD diverged in round 3: x"}
     res["train_loss"]["MLP"]["SCAFFOLD"] = [2.3, 9.0]
     learns = [c for c in neural.checks(res) if c.theorem == "learns"]
