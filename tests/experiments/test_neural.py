@@ -80,3 +80,18 @@ def test_a_diverged_algorithm_is_not_checkable_and_left_out_of_the_ratios():
     assert learns[1].ratio == pytest.approx((1 - 0.9) / 0.8)
     assert "SCAFFOLD" not in learns[1].detail.split("rose for:")[1]
     assert neural._divergence_round("SCAFFOLD diverged in round 12: local steps") == 12
+
+
+def test_without_scikit_learn_the_synthetic_task_is_used_and_named(monkeypatch):
+    import fltheory.nn as nn_pkg
+
+    def missing():
+        raise ImportError("no scikit-learn")
+    monkeypatch.setattr(neural, "_bundled_digits", lambda: None)
+    monkeypatch.setattr(nn_pkg, "load_digits", missing)
+    cfg = {**neural.QUICK, "n_samples": 80, "n_clients": 2, "rounds": {"MLP": 2, "CNN": 1},
+           "stat_samples": 80, "stat_rounds": 4, "stat_lrs": [0.02, 0.01], "window": 2}
+    res = neural.run(cfg, np.random.default_rng(0))
+    assert res["dataset"].startswith("synthetic")
+    assert res["n_samples"] == 80
+    assert len(res["acc"]["CNN"]["FedAvg"]) == 2
