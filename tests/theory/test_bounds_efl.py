@@ -255,3 +255,40 @@ def test_theorem1_counterexample_low_participation():
 def test_corollary_inputs_are_validated(call):
     with pytest.raises(InvalidHyperparameterError):
         call()
+
+
+def _departed_client_instance(G2):
+    """f_1 = (x - 4)^2/2, f_2 = (x + 4)^2/2, p = (1/2, 1/2) (w* = 0, D_k = 8); client 2 has
+    left (always inactive, section 4.3), client 1 always completes E = 1 exact step; plain
+    weights, theta = 1, w_0 = 2.  gamma = max(8, 128) = 128, eta_0 = 16/(129 * 0.5), and
+    the exact w_1 = w_0 + (1/2) eta_0 (4 - w_0): no randomness at all."""
+    q = np.array([[0.0, 1.0], [1.0, 0.0]])
+    kw = dict(E=1, theta=1.0, mu=1.0, L=1.0, sigma2=0.0, D=[8.0, 8.0], G2=G2,
+              weights=[0.5, 0.5], init_dist2=4.0, step_probs=q)
+    eta0 = 16 / (129 * 0.5)
+    w1 = 2.0 + 0.5 * eta0 * (4.0 - 2.0)
+    return kw, w1 ** 2
+
+
+def test_departed_client_corrected_reading_holds():
+    kw, err = _departed_client_instance(G2=36.0)     # G^2 bounds both clients' gradients on [2, 4]
+    res = efl_theorem1(1, variant="corrected", **kw)
+    assert res.valid and res.terms["H"] == 1
+    assert res.terms["eta"][0] == pytest.approx(16 / (129 * 0.5), rel=1e-12)
+    assert res.terms["J"] == pytest.approx(32 * 0.5 * 8 / 0.5, rel=1e-12)
+    assert err <= res.value
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING: EFL Theorem 1 with J as printed (32 E sum E[p s] / (D_k / mu E[sum p s]), units "
+    "inverted; D_k read as D = sum p^k D_k) fails after a client departure: J = 32 E mu / D "
+    "= 4 shrinks as the heterogeneity grows, so H J / (tau E + gamma) cannot cover the drift "
+    "toward the remaining client.  Instance (_departed_client_instance, deterministic): exact "
+    "||w_1 - w*||^2 = 2.24806^2 = 5.0538 > bound 3.969 (any G^2 up to 36; the corrected J = 256 "
+    "gives 5.92 and holds)."))
+def test_departed_client_as_printed_J_counterexample():
+    kw, err = _departed_client_instance(G2=36.0)
+    res = efl_theorem1(1, variant="as_printed", **kw)
+    assert res.valid, str(res)
+    assert res.terms["J"] == pytest.approx(32 * 1.0 / 8.0, rel=1e-12)
+    assert err <= res.value, f"exact error {err!r} > bound {res.value!r}"

@@ -216,6 +216,8 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
         else:
             Dbar = float(p @ Dk)
             J = float(np.max(32 * E * mu * ps.sum(axis=1) / (Dbar * S))) if Dbar > 0 else None
+            if J is not None and not np.isfinite(J):
+                J = None                                  # D so small that 1/D overflows
         C = max(gamma ** 2 * w0, (16 * E / mu) ** 2 * float(np.sum(B / S ** 2)))
         assumptions.append(Assumption(
             "J is finite (as printed it divides by D)", J is not None,
