@@ -45,7 +45,9 @@ then be negative for every admissible G^2.  C_tau = max{gamma^2 ||w_0 - w*||^2,
 (16E/mu)^2 sum E[B_t]/S_t^2} then loses its variance/heterogeneity part and
 the bound fails (e.g. it is 0 from w_0 = w* while the error is positive).
 The value is returned as printed (no clipping); ``terms["B_negative"]`` flags
-those rounds.
+those rounds.  A second finding supports the corrected J: with J as printed
+(32 E mu / D) the bound fails after a client departure on a deterministic
+two-client instance where the corrected J holds (same test file).
 """
 
 from __future__ import annotations
