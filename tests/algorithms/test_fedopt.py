@@ -246,3 +246,89 @@ def test_property_vectorized_equals_reference(seed, q, correction, client_state)
     hist = run(alg, fed, 4, participation=part, seed=seed)
     ref = reference_run(alg, fed, 4, participation=part, seed=seed)
     np.testing.assert_allclose(hist.x, ref, rtol=0, atol=1e-12)
+
+
+def _client_loop(kind, H, e, x0, lr, s, tau, b1=0.9, b2=0.99, eps=1e-3):
+    """One client's restarted optimizer written out per step, with the local-correction
+    sum G from THEORY.md sec. 2 in closed form (not from ``precond``):
+    heavy ball b_k = b1 b_{k-1} + g_k, G = s sum_k (1 - b1^k)/(1 - b1);
+    Nesterov step g_k + b1 b_k, G = s sum_k (1 + b1 (1 - b1^k)/(1 - b1));
+    Adam (bias-corrected) G = s sum_k 1/(sqrt(v_hat_k) + eps);
+    Yogi (no bias correction) G = s sum_k (1 - b1^k)/(sqrt(v_k) + eps)."""
+    y = x0.copy()
+    buf = np.zeros_like(x0)
+    v = np.zeros_like(x0) if kind == "adam" else np.full_like(x0, 1e-6)
+    G = np.zeros_like(x0)
+    for k in range(1, tau + 1):
+        g = H @ y - e
+        if kind in ("heavy", "nesterov"):
+            buf = b1 * buf + g
+            step = buf if kind == "heavy" else g + b1 * buf
+            c = (1 - b1 ** k) / (1 - b1)
+            G = G + s * (c if kind == "heavy" else 1 + b1 * c)
+        else:
+            buf = b1 * buf + (1 - b1) * g
+            if kind == "adam":
+                v = b2 * v + (1 - b2) * g * g
+                step = (buf / (1 - b1 ** k)) / (np.sqrt(v / (1 - b2 ** k)) + eps)
+                G = G + s / (np.sqrt(v / (1 - b2 ** k)) + eps)
+            else:
+                v = v - (1 - b2) * g * g * np.sign(v - g * g)
+                step = buf / (np.sqrt(v) + eps)
+                G = G + s * (1 - b1 ** k) / (np.sqrt(v) + eps)
+        y = y - lr * s * step
+    return y - x0, G
+
+
+@pytest.mark.parametrize("kind", ["heavy", "nesterov", "adam", "yogi"])
+def test_local_and_joint_correction_by_hand_with_memory_optimizers(kind):
+    """Delta~_i = Delta_i / G_i and g = -(sum p_i / G_i)^-1 sum p_i Delta~_i, with G_i the
+    EMA-weighted sums written out above (seed 001 sec. 5, THEORY.md sec. 2)."""
+    fed = quadratic(14, N=3, d=2)
+    lr, s, tau = 0.05, np.array([0.5, 1.0, 2.0]), np.array([2, 4, 3])
+    x0 = np.array([0.7, -0.4])
+    opt = {"heavy": optim.momentum(lr, 0.9), "nesterov": optim.momentum(lr, 0.9, nesterov=True),
+           "adam": optim.adam(lr, 0.9, 0.99, eps=1e-3),
+           "yogi": optim.yogi(lr, 0.9, 0.99, eps=1e-3, initial_accumulator=1e-6)}[kind]
+    pairs = [_client_loop(kind, fed.H[i], fed.e[i], x0, lr, s[i], tau[i]) for i in range(3)]
+    delta = np.array([p[0] for p in pairs])
+    G = np.array([p[1] for p in pairs])
+    p = fed.weights
+    kw = dict(client_optimizer=opt, server_optimizer=optim.sgd(1.0), local_steps=tau,
+              client_lr_scale=s)
+    none = run(FedOpt(correction="none", **kw), fed, 1, x0=x0).x[1]
+    local = run(FedOpt(correction="local", **kw), fed, 1, x0=x0).x[1]
+    joint = run(FedOpt(correction="joint", **kw), fed, 1, x0=x0).x[1]
+    np.testing.assert_allclose(none, x0 + p @ delta, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(local, x0 + p @ (delta / G), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(joint, x0 + (p @ (delta / G)) / (p @ (1 / G)), rtol=1e-12, atol=1e-15)
+
+
+def test_local_correction_full_matrix_fixed_point_closed_form():
+    """Per-client full P_i, client GD, tau_i steps, scale s_i, local correction:
+    Delta~_i = (s_i tau_i P_i)^-1 Delta_i with Delta_i = -B_i (x - x_i*), so the fixed point is
+    x~ = (sum p C_i)^-1 sum p C_i x_i*, C_i = (s_i tau_i P_i)^-1 B_i (THEORY.md sec. 3);
+    joint correction shares it, and one round from x~ stays there."""
+    fed = quadratic(15, N=3, d=3, het=2.0)
+    P = spd(3, 3, 4)
+    s, tau, eta = np.array([0.6, 1.0, 1.4]), np.array([2, 5, 3]), 0.05
+    eye = np.eye(3)
+    C = np.array([np.linalg.solve(si * ti * Pi, eye - np.linalg.matrix_power(eye - eta * si * Pi @ Hi, ti))
+                  for si, ti, Pi, Hi in zip(s, tau, P, fed.H)])
+    p = fed.weights
+    x_t = np.linalg.solve(np.einsum("i,ijk->jk", p, C), np.einsum("i,ijk,ik->j", p, C, fed.client_optima()))
+    for correction in ("local", "joint"):
+        alg = FedOpt(client_optimizer=optim.preconditioned(eta, P), server_optimizer=optim.sgd(1.0),
+                     local_steps=tau, client_lr_scale=s, correction=correction)
+        h = run(alg, fed, 1, x0=x_t)
+        np.testing.assert_allclose(h.x[1], x_t, rtol=0, atol=1e-13)
+        # and from elsewhere one round is x + sum p Delta~_i (local) by hand
+        x0 = x_t + np.array([0.3, -0.2, 0.1])
+        dt = np.einsum("ijk,ik->ij", C, fed.client_optima() - x0)        # (s tau P)^-1 B (x* - x)
+        one = run(alg, fed, 1, x0=x0).x[1]
+        if correction == "local":
+            np.testing.assert_allclose(one, x0 + p @ dt, rtol=0, atol=1e-13)
+        else:
+            M = np.linalg.inv(s[:, None, None] * tau[:, None, None] * P)
+            A = np.einsum("i,ijk->jk", p, M)
+            np.testing.assert_allclose(one, x0 + np.linalg.solve(A, p @ dt), rtol=0, atol=1e-13)

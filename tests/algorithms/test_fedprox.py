@@ -150,3 +150,37 @@ def test_per_client_lr_length_checked():
     fed = quadratic(0)
     with pytest.raises(InvalidHyperparameterError, match="clients"):
         run(FedProx(lr=[0.1, 0.2]), fed, 1)
+
+
+def test_gd_round_is_the_closed_form_of_gradient_descent_on_the_prox_objective():
+    """K gradient steps on h_i(y) = f_i(y) + (mu/2)||y - x||^2 from y = x, f_i quadratic:
+    y_K = z_i + (I - eta (H_i + mu I))^K (x - z_i) with z_i = (H_i + mu I)^-1 (e_i + mu x),
+    the minimiser of h_i (penalty centred at the received model, sign +mu (y - x))."""
+    fed = quadratic(12, N=3, d=3)
+    eta, mu, K, eta_g = 0.07, 0.9, 5, 0.8
+    x0 = np.array([0.4, -1.0, 0.25])
+    hist = run(FedProx(lr=eta, local_steps=K, mu=mu, server_lr=eta_g), fed, 1, seed=0, x0=x0)
+    eye = np.eye(3)
+    Y = []
+    for H, e in zip(fed.H, fed.e):
+        R = H + mu * eye
+        z = np.linalg.solve(R, e + mu * x0)
+        Y.append(z + np.linalg.matrix_power(eye - eta * R, K) @ (x0 - z))
+    expected = x0 + eta_g * fed.weights @ (np.array(Y) - x0)
+    np.testing.assert_allclose(hist.x[1], expected, rtol=0, atol=1e-14)
+
+
+def test_te_exact_round_centres_the_prox_at_the_target():
+    """FedProx-TE, exact solver: after rounds 1..3 the next round solves
+    (H_i + mu I) y_i = e_i + mu T with T the Alg. 2 target of G_1..G_3 (not x_3)."""
+    fed = quadratic(13, N=3, d=3)
+    beta, mu = 0.6, 1.5
+    alg = FedProxTE(beta=beta, mu=mu, solver="exact")
+    hist = run(alg, fed, 4, seed=0, x0=np.array([2.0, -1.0, 0.5]))
+    G = hist.x[1:4]
+    coeff = (1 - beta) * beta ** (2 - np.arange(3))
+    T = coeff @ G / (1 - beta ** 3)
+    assert np.linalg.norm(T - hist.x[3]) > 1e-3          # the target differs from the last model
+    eye = np.eye(3)
+    Y = np.array([np.linalg.solve(H + mu * eye, e + mu * T) for H, e in zip(fed.H, fed.e)])
+    np.testing.assert_allclose(hist.x[4], fed.weights @ Y, rtol=0, atol=1e-13)
