@@ -292,3 +292,9 @@ def test_departed_client_as_printed_J_counterexample():
     assert res.valid, str(res)
     assert res.terms["J"] == pytest.approx(32 * 1.0 / 8.0, rel=1e-12)
     assert err <= res.value, f"exact error {err!r} > bound {res.value!r}"
+
+
+def test_step_moments_validate_weights():
+    for bad in ([0.5, 0.6, -0.1], [0.2, 0.3, 0.4], [[0.2, 0.3, 0.5]]):
+        with pytest.raises(InvalidHyperparameterError, match="weights"):
+            efl_step_moments(bad, _dist(), E)

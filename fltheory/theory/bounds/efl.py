@@ -101,6 +101,8 @@ def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
     weighting = choice("weighting", weighting, ("plain", "adaptive"))
     E = per_client("E", E, None, integer=True, minimum=1, strict=False)
     p = np.asarray(weights, dtype=np.float64)
+    if p.ndim != 1 or not np.all(np.isfinite(p)) or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
+        raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
     q = np.asarray(step_probs, dtype=np.float64)
     if q.ndim == 2:
         q = q[None]
