@@ -48,7 +48,7 @@ import numpy as np
 
 from .._validate import choice, per_client
 from ..compression import Communication
-from ..errors import InvalidHyperparameterError
+from ..errors import DivergenceError, InvalidHyperparameterError
 from ..optim.base import Optimizer, mean_rows, put_rows, take_rows
 from ..participation import Participation
 from ..problems.base import Federation
@@ -96,19 +96,35 @@ def synchronised_states(full: Any, rows: np.ndarray, part: Any) -> Any:
 def corrected_changes(delta: np.ndarray, G: np.ndarray, stepped: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
     """(Delta~, M): Delta~_i = G_i^{-1} Delta_i and M_i = G_i^{-1}; zero for rows that
-    did not step.  ``G`` is (m, d) (diagonal) or (m, d, d) (full matrices)."""
-    m, d = delta.shape
+    did not step.  ``G`` is (m, d) (diagonal) or (m, d, d) (full matrices).
+
+    Raises :class:`DivergenceError` when a stepped row's G_i is not invertible
+    (a diagonal entry <= 0 or non-finite, e.g. an AdaGrad accumulator that
+    overflowed, or a singular matrix) instead of returning inf / NaN."""
     dt = np.zeros_like(delta)
     M = np.zeros_like(G)
     rows = np.flatnonzero(stepped)
     if rows.size == 0:
         return dt, M
+    Gr = G[rows]
     if G.ndim == 2:
-        M[rows] = 1.0 / G[rows]
-        dt[rows] = delta[rows] / G[rows]
-    else:
-        M[rows] = np.linalg.inv(G[rows])
-        dt[rows] = np.linalg.solve(G[rows], delta[rows][:, :, None])[:, :, 0]
+        bad = ~(np.isfinite(Gr) & (Gr > 0)).all(axis=1)
+        if np.any(bad):
+            r = int(rows[np.flatnonzero(bad)[0]])
+            raise DivergenceError(
+                f"local correction: the preconditioner sum G of row {r} must be finite and > 0 "
+                f"entrywise, got min {float(np.min(G[r])):.3g}, max {float(np.max(G[r])):.3g}")
+        M[rows] = 1.0 / Gr
+        dt[rows] = delta[rows] / Gr
+        return dt, M
+    try:
+        if not np.all(np.isfinite(Gr)):
+            raise np.linalg.LinAlgError("non-finite entries")
+        M[rows] = np.linalg.inv(Gr)
+        dt[rows] = np.linalg.solve(Gr, delta[rows][:, :, None])[:, :, 0]
+    except np.linalg.LinAlgError as exc:
+        raise DivergenceError(
+            f"local correction: a preconditioner sum G_i is not invertible ({exc})") from exc
     return dt, M
 
 

@@ -332,3 +332,46 @@ def test_local_correction_full_matrix_fixed_point_closed_form():
             M = np.linalg.inv(s[:, None, None] * tau[:, None, None] * P)
             A = np.einsum("i,ijk->jk", p, M)
             np.testing.assert_allclose(one, x0 + np.linalg.solve(A, p @ dt), rtol=0, atol=1e-13)
+
+
+def _masked_sgd(lr, zero_coordinate):
+    """SGD whose preconditioner is 0 in one coordinate (steps there are 0 too)."""
+    base = optim.sgd(lr)
+
+    def update(g, state, params=None):
+        g = np.array(g, dtype=float)
+        g[:, zero_coordinate] = 0.0
+        return base.update(g, state, params)
+
+    def precond(state):
+        P = base.precond(state).copy()
+        P[:, zero_coordinate] = 0.0
+        return P
+
+    return optim.Optimizer(base.init, update, precond, "masked-sgd")
+
+
+@pytest.mark.parametrize("correction", ["local", "joint"])
+def test_zero_preconditioner_sum_raises_instead_of_nan(correction):
+    """Delta~ = Delta / G with G = 0 in a coordinate would be 0/0 = NaN."""
+    from fltheory.errors import DivergenceError
+    fed = quadratic(16, N=3, d=2)
+    alg = FedOpt(client_optimizer=_masked_sgd(0.1, 1), server_optimizer=optim.sgd(1.0),
+                 local_steps=2, correction=correction)
+    state = alg.init(fed, np.ones(2), np.random.default_rng(0))
+    with pytest.raises(DivergenceError, match="preconditioner sum G of row 0"):
+        alg.round(state, fed, None, np.random.default_rng(0))
+    # without correction the same optimizer is fine (no division)
+    plain = FedOpt(client_optimizer=_masked_sgd(0.1, 1), server_optimizer=optim.sgd(1.0), local_steps=2)
+    x1 = run(plain, fed, 1, x0=np.ones(2)).x[1]
+    assert np.isfinite(x1).all() and abs(x1[1] - 1.0) < 1e-15 and abs(x1[0] - 1.0) > 1e-3
+
+
+def test_singular_full_preconditioner_sum_raises():
+    from fltheory.algorithms.fedopt import corrected_changes
+    from fltheory.errors import DivergenceError
+    G = np.array([[[1.0, 1.0], [1.0, 1.0]], [[2.0, 0.0], [0.0, 2.0]]])
+    with pytest.raises(DivergenceError, match="not invertible"):
+        corrected_changes(np.ones((2, 2)), G, np.array([True, True]))
+    dt, M = corrected_changes(np.ones((2, 2)), G, np.array([False, True]))   # row 0 did not step
+    np.testing.assert_allclose(dt, [[0.0, 0.0], [0.5, 0.5]], rtol=0)
