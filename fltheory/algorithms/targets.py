@@ -31,7 +31,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import choice, in_unit_interval
+from .._validate import choice
 from ..errors import InvalidHyperparameterError
 
 __all__ = ["TemporalEnsemble", "EnsembleState"]
@@ -70,7 +70,6 @@ class TemporalEnsemble:
                 f"TemporalEnsemble beta must be a real number in [0, 1), got {self.beta!r}") from None
         if not (np.isfinite(b) and 0.0 <= b < 1.0):
             raise InvalidHyperparameterError(f"TemporalEnsemble beta must lie in [0, 1), got {b!r}")
-        in_unit_interval("1 - beta", 1.0 - b)
         choice("TemporalEnsemble of", self.of, self.OPTIONS)
 
     def describe(self) -> dict[str, object]:
