@@ -426,6 +426,8 @@ def plot(results: dict[str, Any]):
     ax.plot(lrs, ref, color="black", linestyle=":", label=r"$\propto \eta^2$ (O($\eta$) bias)")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xticks(lrs, [f"{v:g}" for v in lrs], minor=False)
+    ax.set_xticks([], minor=True)
     ax.set_xlabel(r"client AdaGrad rate $\eta$")
     ax.set_ylabel(r"residual $\min_{\mathrm{late}\ t} \|\nabla F(x_t)\|^2$")
     ax.set_title("bias vs client rate (server rate x 1/eta)", fontsize=8)
