@@ -55,8 +55,8 @@ from ..participation import Participation
 from ..problems.base import Federation
 from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
 from .fedavg import empty_round
-from .fedprox import SOLVERS, check_target
-from .local import LocalObjective, exact_local_solve, local_descent
+from .fedprox import SOLVERS, check_target, penalised_local_models
+from .local import LocalObjective
 from .targets import EnsembleState, TemporalEnsemble
 
 __all__ = ["FedCurv", "FedCurvState", "FedCurvTE", "FedCL", "FISHERS", "proxy_fisher"]
@@ -208,14 +208,8 @@ class FedCurv(Algorithm):
         d = problem.dim
         X0 = np.broadcast_to(state.x, (part.m, d))
         objective, sent = self._objective(state, part.clients)
-        if self.solver == "gd":
-            lr = resolve_per_client("lr", self.lr, problem.n_clients)[part.clients]
-            Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng, objective)
-        else:
-            Y = np.array(X0, copy=True)
-            act = np.flatnonzero(part.steps > 0)
-            if act.size:
-                Y[act] = exact_local_solve(problem, part.clients[act], objective.take(act), X0[act])
+        Y = penalised_local_models(problem, part.clients, part.steps, X0, objective, self.solver,
+                                   self.lr, rng)
         delta = Y - state.x
         w = aggregation_weights(problem, part.clients, self.aggregation)
         x = state.x + self.server_lr * (w @ delta)

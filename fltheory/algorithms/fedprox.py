@@ -39,7 +39,8 @@ from .fedavg import empty_round
 from .local import LocalObjective, exact_local_solve, local_descent
 from .targets import EnsembleState, TemporalEnsemble
 
-__all__ = ["FedProx", "FedProxState", "FedProxTE", "SOLVERS", "check_target"]
+__all__ = ["FedProx", "FedProxState", "FedProxTE", "SOLVERS", "check_target",
+           "penalised_local_models"]
 
 SOLVERS = ("gd", "exact")
 
@@ -55,6 +56,26 @@ def check_target(target: Any, *, allow_local: bool) -> None:
         raise InvalidHyperparameterError(
             "TemporalEnsemble(of='local') ensembles per-client centres and applies to FedCurv "
             "with client Fisher only; this algorithm has one centre, use of='global'")
+
+
+def penalised_local_models(problem: Federation, clients: np.ndarray, steps: np.ndarray,
+                           X0: np.ndarray, objective: LocalObjective, solver: str, lr: Any,
+                           rng: np.random.Generator) -> np.ndarray:
+    """The participants' local models for f_i plus a smooth penalty ``objective``.
+
+    ``solver="gd"``: ``steps[r]`` steps y <- y - eta_i (g_i(y) + grad penalty(y)) from
+    X0 (eta_i = row r of the per-client ``lr`` resolved for the federation);
+    ``solver="exact"``: the exact minimiser for rows with ``steps > 0``, X0 for
+    rows that completed no step (they send Delta = 0).  Shared by FedProx and FedCurv."""
+    if solver == "gd":
+        rates = resolve_per_client("lr", lr, problem.n_clients)[clients]
+        Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective)
+        return Y
+    Y = np.array(X0, copy=True)
+    act = np.flatnonzero(steps > 0)
+    if act.size:
+        Y[act] = exact_local_solve(problem, clients[act], objective.take(act), X0[act])
+    return Y
 
 
 @dataclass(frozen=True)
@@ -136,14 +157,8 @@ class FedProx(Algorithm):
         X0 = np.broadcast_to(state.x, (part.m, d))
         C = np.broadcast_to(self.centre(state), (part.m, d))
         objective = LocalObjective.proximal(float(self.mu), C)
-        if self.solver == "gd":
-            lr = resolve_per_client("lr", self.lr, problem.n_clients)[part.clients]
-            Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng, objective)
-        else:
-            Y = np.array(X0, copy=True)
-            act = np.flatnonzero(part.steps > 0)
-            if act.size:
-                Y[act] = exact_local_solve(problem, part.clients[act], objective.take(act), X0[act])
+        Y = penalised_local_models(problem, part.clients, part.steps, X0, objective, self.solver,
+                                   self.lr, rng)
         delta = Y - state.x
         w = aggregation_weights(problem, part.clients, self.aggregation)
         x = state.x + self.server_lr * (w @ delta)
