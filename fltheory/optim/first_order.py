@@ -94,10 +94,16 @@ def momentum(lr: float, beta: float = 0.9, nesterov: bool = False) -> Optimizer:
         heavy ball:  u_k = -lr b_k
         Nesterov:    u_k = -lr (g_k + beta b_k)
 
-    Heavy ball is Polyak's y_{k+1} = y_k - lr g_k + beta (y_k - y_{k-1});
-    the Nesterov form is, for k >= 1, the classical accelerated recursion
-    y_{k+1} = z_k - lr g(z_k), z_k = y_k + beta (y_k - y_{k-1}), with a first
-    step y_1 = y_0 - lr (1 + beta) g_0.  As a server optimizer on the
+    Heavy ball is Polyak's y_{k+1} = y_k - lr g_k + beta (y_k - y_{k-1}).
+    The Nesterov form (Sutskever et al. 2013, the buffer form of common deep
+    learning libraries) evaluates every gradient at its own iterate, and its
+    iterates are the look-ahead points z_k of the classical accelerated
+    recursion theta_{k+1} = z_k - lr g(z_k),
+    z_{k+1} = theta_{k+1} + beta (theta_{k+1} - theta_k), theta_0 = z_0 = y_0:
+    y_k = z_k for every k and every (not only linear) gradient, with a first
+    step y_1 = y_0 - lr (1 + beta) g_0.  (For quadratics, where g is affine,
+    the y_k also satisfy y_{k+1} = w_k - lr g(w_k), w_k = y_k + beta (y_k -
+    y_{k-1}); in general they do not.)  As a server optimizer on the
     pseudo-gradient this is FedAvgM (Reddi et al. 2021, section 2 / Hsu et al.
     2019).
 

@@ -115,3 +115,22 @@ def test_momentum_zero_beta_is_sgd():
     b, pb, _ = _run(optim.sgd(0.3), G, np.zeros((2, 3)))
     np.testing.assert_allclose(a, b, rtol=1e-15)
     np.testing.assert_allclose(pa, pb, rtol=1e-15)
+
+
+def test_nesterov_iterates_are_the_classical_look_ahead_points_for_nonlinear_gradients():
+    """Sutskever et al. 2013: theta_{k+1} = z_k - lr g(z_k), z_{k+1} = theta_{k+1}
+    + beta (theta_{k+1} - theta_k); the buffer-form Nesterov iterates y_k equal z_k
+    for a non-linear gradient (here g(y) = y^3 + y/2 - 1, elementwise)."""
+    grad = lambda y: y ** 3 + 0.5 * y - 1.0          # noqa: E731
+    lr, beta, K = 0.05, 0.8, 10
+    opt = optim.momentum(lr, beta, nesterov=True)
+    y = np.array([[1.5, -0.7, 0.2]])
+    s = opt.init(y)
+    theta = z = y[0].copy()
+    for _ in range(K):
+        u, s = opt.update(grad(y), s, y)
+        y = y + u
+        theta_next = z - lr * grad(z)
+        z = theta_next + beta * (theta_next - theta)
+        theta = theta_next
+        np.testing.assert_allclose(y[0], z, rtol=1e-13, atol=1e-15)
