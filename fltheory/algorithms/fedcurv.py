@@ -13,7 +13,8 @@ Only clients that have trained before contribute (round 1 has no penalty: no
 previous local models exist); with full participation w_j, I_j are exactly
 those of the previous round.  The server needs only the sums
 U = sum_{j in S} I_j, V = sum_{j in S} I_j * w_j; client s uses
-U - I_s and V - I_s * w_s, i.e. the diagonal quadratic term
+U - I_s and V - I_s * w_s (computed here as sums over j != s,
+:func:`sum_of_others`, to avoid cancellation), i.e. the diagonal quadratic term
 D = 2 alpha (U - u_s), b = 2 alpha (V - v_s) of
 :class:`~fltheory.algorithms.local.LocalObjective`.  After training, each
 participant stores w_s = y_s and I_s = fisher_diag(y_s) (a participant that
@@ -59,7 +60,8 @@ from .fedprox import SOLVERS, check_target, penalised_local_models
 from .local import LocalObjective
 from .targets import EnsembleState, TemporalEnsemble
 
-__all__ = ["FedCurv", "FedCurvState", "FedCurvTE", "FedCL", "FISHERS", "proxy_fisher"]
+__all__ = ["FedCurv", "FedCurvState", "FedCurvTE", "FedCL", "FISHERS", "proxy_fisher",
+           "sum_of_others"]
 
 FISHERS = ("client", "proxy")
 
@@ -80,6 +82,23 @@ def proxy_fisher(proxy: Federation | Callable[[np.ndarray], Any], x: np.ndarray)
         raise InvalidProblemError(
             f"proxy Fisher callable must return a finite non-negative array of shape ({d},), "
             f"got shape {out.shape}")
+    return out
+
+
+def sum_of_others(a: np.ndarray) -> np.ndarray:
+    """Row r of the result is sum_{j != r} a_j (a: (m, d)), as a sum before r plus
+    a sum after r (cumulative sums, O(m d)).
+
+    Mathematically U - a_r with U = sum_j a_j, which is what a client computes
+    from the server's broadcast U; the subtraction, however, cancels
+    catastrophically when a_r dominates (|a_r| = 1e6, the others 1e-10: the
+    difference is pure rounding), so the sum over j in S \\ s of seed 002 eq. 2
+    is formed without it."""
+    m = a.shape[0]
+    out = np.zeros_like(a)
+    if m > 1:
+        out[1:] = np.cumsum(a[:-1], axis=0)                       # sum_{j < r}
+        out[:-1] += np.cumsum(a[:0:-1], axis=0)[::-1]             # sum_{j > r}
     return out
 
 
@@ -191,10 +210,8 @@ class FedCurv(Algorithm):
                 centres = np.broadcast_to(self.target.centre(state.target, state.x), (m, d))
         u = np.where(state.seen[clients][:, None], state.I[clients], 0.0)
         v = u * centres
-        U = u.sum(axis=0)
-        V = v.sum(axis=0)
-        D = a2 * (U - u)
-        b = a2 * (V - v)
+        D = a2 * sum_of_others(u)
+        b = a2 * sum_of_others(v)
         return LocalObjective.diagonal(D, b), np.hstack([D, b])
 
     def round(self, state: FedCurvState, problem: Federation, participation: Participation | None,

@@ -178,3 +178,39 @@ def test_bad_proxy_output_and_dimension():
         run(FedCL(proxy=lambda x: -np.ones(fed.dim)), fed, 1)
     with pytest.raises(InvalidProblemError, match="dim"):
         run(FedCL(proxy=quadratic(0, d=2)), fed, 1)
+
+
+def test_sum_of_others_is_the_leave_one_out_sum_without_cancellation():
+    """Row r = sum_{j != r} a_j (seed 002 eq. 2 sums over S \\ s).  With one dominant
+    row (1e6) and tiny others (~1e-10) the broadcast-and-subtract form U - a_r loses
+    the digits of the dominant row's sum of the others (the ulp of 1e6 is ~1e-10);
+    the direct loop and sum_of_others agree."""
+    from fltheory.algorithms.fedcurv import sum_of_others
+    rng = np.random.default_rng(0)
+    a = rng.uniform(0.5, 1.5, size=(5, 3)) * 1e-10
+    a[2] = 1e6
+    loop = np.array([sum(a[j] for j in range(5) if j != r) for r in range(5)])
+    np.testing.assert_allclose(sum_of_others(a), loop, rtol=1e-14, atol=0)
+    subtract = a.sum(axis=0) - a
+    assert np.max(np.abs(subtract[2] - loop[2]) / loop[2]) > 0.1     # the dominant row's own sum
+    assert sum_of_others(a[:0]).shape == (0, 3)
+    np.testing.assert_array_equal(sum_of_others(a[:1]), np.zeros((1, 3)))     # nobody else
+    np.testing.assert_array_equal(sum_of_others(a[:2]), a[[1, 0]])            # the other row, exactly
+
+
+def test_penalty_of_a_dominant_client_keeps_the_others_digits():
+    """Client 0's Fisher is 1e6 x larger than the others': its penalty
+    D_0 = 2 alpha sum_{j != 0} I_j, b_0 = 2 alpha sum_{j != 0} I_j * w_j (seed 002 eq. 2)
+    must match the direct sums to rounding, not to the ulp of client 0's own term."""
+    from fltheory.algorithms.fedcurv import FedCurvState
+    rng = np.random.default_rng(1)
+    N, d, a = 4, 3, 0.3
+    I = rng.uniform(0.5, 1.5, size=(N, d)) * 1e-4
+    I[0] = 1e3
+    W = rng.normal(size=(N, d))
+    state = FedCurvState(x=np.zeros(d), t=1, W=W, I=I, seen=np.ones(N, dtype=bool))
+    objective, _ = FedCurv(alpha=a)._objective(state, np.arange(N))
+    D = np.array([2 * a * sum(I[j] for j in range(N) if j != s) for s in range(N)])
+    b = np.array([2 * a * sum(I[j] * W[j] for j in range(N) if j != s) for s in range(N)])
+    np.testing.assert_allclose(objective.D, D, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(objective.b, b, rtol=1e-12, atol=0)
