@@ -298,3 +298,30 @@ def test_step_moments_validate_weights():
     for bad in ([0.5, 0.6, -0.1], [0.2, 0.3, 0.4], [[0.2, 0.3, 0.5]]):
         with pytest.raises(InvalidHyperparameterError, match="weights"):
             efl_step_moments(bad, _dist(), E)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING: EFL Theorem 1 (eq. 7) fails at tau = 1 with E[B_t] >= 0, in a regime where "
+    "neither printed defect plays a role (E = 1: no s^K term; D_k = 0: J = 0).  C_tau is a "
+    "max, not a sum: when gamma^2 ||w_0 - w*||^2 is the larger branch the bound is "
+    "||w_0 - w*||^2 gamma^2/(E + gamma)^2 < ||w_0 - w*||^2, but the gradient noise of the "
+    "first round can raise the error above ||w_0 - w*||^2.  Instance: f_1 = x^2 (departed: "
+    "always inactive), f_2 = x^2/2 with gradient noise of variance 40, p = (1/2, 1/2), E = 1, "
+    "plain weights, theta = 1, mu = 1, L = 2, w_0 = 1, w* = 0, G^2 = 41 (exact E||g||^2 at "
+    "the only local step): gamma = 256, eta_0 = 32/257, exact E w_1^2 = (1 - eta_0/2)^2 + "
+    "eta_0^2 40/4 = 1.0344 > bound 65536/257^2 = 0.9922 (fails for every G^2 in [41, 56.7))."))
+def test_theorem1_counterexample_noise_in_the_first_round():
+    q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    sigma2, w0 = 40.0, 1.0
+    res = efl_theorem1(1, E=1, theta=1.0, mu=1.0, L=2.0, sigma2=[0.0, sigma2], D=[0.0, 0.0],
+                       G2=1.0 * w0 ** 2 + sigma2, weights=[0.5, 0.5], init_dist2=w0 ** 2,
+                       step_probs=q)
+    assert res.valid and not np.any(res.terms["B_negative"])
+    gamma = max(4 * 1 * 1.0 / 0.5, 32 * 1 * 2 * 2.0 / (1.0 * 0.5))
+    assert res.terms["gamma"] == pytest.approx(gamma) and gamma == pytest.approx(256)
+    eta0 = 16 / (1.0 * (1 + gamma) * 0.5)
+    assert res.terms["eta"][0] == pytest.approx(eta0, rel=1e-12)
+    # w_1 = w_0 + (1/2)(y - w_0), y = w_0 - eta0 (w_0 + xi), E xi = 0, E xi^2 = 40
+    exact = (1 - eta0 / 2) ** 2 * w0 ** 2 + (eta0 / 2) ** 2 * sigma2
+    assert res.value == pytest.approx(gamma ** 2 * w0 ** 2 / (1 + gamma) ** 2, rel=1e-12)
+    assert exact <= res.value, f"exact E w_1^2 = {exact!r} > bound {res.value!r}"
