@@ -78,13 +78,19 @@ def synchronised_states(full: Any, rows: np.ndarray, part: Any) -> Any:
     """Store the participants' averaged state for every client.
 
     Float fields: every one of the N rows becomes the uniform mean over the
-    participants' rows of ``part``; integer fields: the participants' rows are
-    written back, the others kept (counters and client ids stay per client)."""
+    participants' rows of ``part``.  The step counter ``count`` is shared too:
+    every client gets the participants' mean count, rounded to the nearest
+    integer, so the averaged moments and the bias correction of Adam/Yogi
+    (which divides by 1 - b^count) stay consistent for clients that never
+    trained.  Other integer fields (client ids, row lengths) stay per client."""
     avg = mean_rows(part)
     fields = []
-    for f, p, a in zip(full, part, avg):
+    for name, f, p, a in zip(type(full)._fields, full, part, avg):
         f = np.asarray(f)
-        if np.issubdtype(f.dtype, np.integer):
+        if name == "count":
+            shared = int(np.rint(np.mean(np.asarray(p))))
+            g = np.full_like(f, shared)
+        elif np.issubdtype(f.dtype, np.integer):
             g = f.copy()
             g[rows] = p
         else:

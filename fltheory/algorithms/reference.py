@@ -321,8 +321,12 @@ def _fedopt_reference(alg, problem, rounds, participation, rng, x0):
                 saved[i] = st[i]
         elif alg.client_state == "synchronise":
             fields = []
+            names = type(st[ids[0]])._fields
             for f_idx, f0 in enumerate(st[ids[0]]):
-                if np.issubdtype(np.asarray(f0).dtype, np.integer):
+                if names[f_idx] == "count":          # shared: the participants' mean step count
+                    mean_count = sum(int(np.asarray(st[i][f_idx]).reshape(-1)[0]) for i in ids) / len(ids)
+                    fields.append(np.full_like(np.asarray(f0), int(np.rint(mean_count))))
+                elif np.issubdtype(np.asarray(f0).dtype, np.integer):
                     fields.append(None)
                 else:
                     fields.append(sum(np.asarray(st[i][f_idx]) for i in ids) / len(ids))

@@ -202,6 +202,27 @@ def test_synchronised_states_are_shared_and_persisted_states_are_per_client():
     assert np.all(pers.state.clients.count[chosen] == 3)
 
 
+def test_synchronised_counters_are_shared_so_adam_bias_correction_matches_the_moments():
+    """After a synchronised round every client holds the participants' averaged
+    moments AND their step count, so a client that never trained applies the
+    bias correction 1/(1 - b^count) of the moments it holds, not the one of a
+    fresh optimizer (count 0), which would overweight them by 1/(1 - b1)."""
+    fed = quadratic(11)
+    kw = dict(client_optimizer=optim.adam(0.05), server_optimizer=optim.sgd(1.0), local_steps=4,
+              client_state="synchronise")
+    hist = run(FedOpt(**kw), fed, 1, participation=UniformSampling(2), seed=5)
+    count = hist.state.clients.count
+    assert np.all(count == 4), count                     # participants took 4 steps each
+    uneven = run(FedOpt(**kw), fed, 1, participation=sampled(3), seed=5)
+    steps = uneven.steps[0]
+    expected = int(np.rint(np.mean(steps)))
+    assert np.all(uneven.state.clients.count == expected), (uneven.state.clients.count, steps)
+    for part in (UniformSampling(2), sampled(3)):
+        fast = run(FedOpt(**kw), fed, 4, participation=part, seed=7)
+        ref = reference_run(FedOpt(**kw), fed, 4, participation=part, seed=7)
+        np.testing.assert_allclose(fast.x, ref, rtol=0, atol=1e-12)
+
+
 def test_empty_round_changes_nothing_but_t():
     fed = quadratic(11)
     alg = FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.adam(0.1), local_steps=2)
