@@ -45,9 +45,14 @@ then be negative for every admissible G^2.  C_tau = max{gamma^2 ||w_0 - w*||^2,
 (16E/mu)^2 sum E[B_t]/S_t^2} then loses its variance/heterogeneity part and
 the bound fails (e.g. it is 0 from w_0 = w* while the error is positive).
 The value is returned as printed (no clipping); ``terms["B_negative"]`` flags
-those rounds.  A second finding supports the corrected J: with J as printed
-(32 E mu / D) the bound fails after a client departure on a deterministic
-two-client instance where the corrected J holds (same test file).
+those rounds.  A second finding, independent of both printed defects
+(E = 1, D_k = 0, E[B_t] >= 0): C_tau is a max, not a sum, so while
+gamma^2 ||w_0 - w*||^2 is the larger branch the bound is below ||w_0 - w*||^2,
+yet the gradient noise of the first round can raise the error above it when a
+client is often inactive (exact two-client counterexample, same test file).
+A third supports the corrected J: with J as printed (32 E mu / D) the bound
+fails after a client departure on a deterministic two-client instance where
+the corrected J holds (same test file).
 """
 
 from __future__ import annotations
