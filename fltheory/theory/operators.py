@@ -22,8 +22,10 @@ Yogi) and l1 terms.
 
 * :func:`operator_fixed_point`: root of T(x) - x by ``scipy.optimize.root``
   with ``method="hybr"`` (MINPACK's Powell hybrid method, forward-difference
-  Jacobian), cross-checked by Anderson acceleration of the Picard iteration
-  (memory 5, :func:`anderson_fixed_point`); the Jacobian of T at the fixed
+  Jacobian), cross-checked by Anderson acceleration (memory 5,
+  :func:`anderson_fixed_point`) of the damped (Mann) iteration
+  x <- (1 - a) x + a T(x), a = 1/2 by default; a disagreement raises or is
+  reported in the result (``strict_cross_check``); the Jacobian of T at the fixed
   point by central differences with step h_j = eps^(1/3) max(1, |x_j|)
   (truncation O(h^2) balanced against rounding eps/h); local contraction
   factor ||J||_2 and spectral radius rho(J).
@@ -58,6 +60,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# Anderson safeguard: an accelerated step longer than this many damped steps a ||f||
+# (a contraction factor within 1e-8 of 1) is replaced by the damped step.
+_ANDERSON_MAX_STEP_RATIO = 1e8
 
 _FD_STEP = np.finfo(float).eps ** (1.0 / 3.0)
 
@@ -196,40 +202,75 @@ def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: Any, *,
 
 
 def anderson_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: Any, *, memory: int = 5,
-                         tol: float = 1e-12, max_iter: int = 10000) -> tuple[np.ndarray, int]:
-    """Anderson acceleration (type II) of x <- T(x).
+                         damping: float = 0.5, tol: float = 1e-12, max_iter: int = 10000,
+                         scale: float | None = None) -> tuple[np.ndarray, int]:
+    """Anderson acceleration (type II) of the damped (Mann) iteration
+    x <- (1 - a) x + a T(x), a = ``damping`` in (0, 1] (a = 1: plain x <- T(x)).
 
-    With residuals f_k = T(x_k) - x_k and the last m differences
+    The damped map G(x) = x + a f(x), f(x) = T(x) - x, has the fixed points of
+    T.  With residuals f_k = f(x_k) and the last m differences
     dF = [f_{k-j+1} - f_{k-j}], dX likewise, gamma = argmin ||f_k - dF gamma||
-    (least squares) and x_{k+1} = x_k + f_k - (dX + dF) gamma.  Stops when
-    ||f_k||_inf <= tol * max(1, ||x_k||_inf); returns (x, iterations).
+    (least squares; the same for the residuals a f of G) and
 
-    Raises DivergenceError when it does not converge in ``max_iter`` steps.
+        x_{k+1} = x_k + a f_k - (dX + a dF) gamma
+
+    (Anderson 1965 with mixing parameter a; Walker & Ni 2011, eq. 2.1 applied
+    to G).  Damping turns the 2-cycles of a plain iteration whose Jacobian has
+    an eigenvalue near -1, or that jumps across a kink of T, into a contraction
+    (for a = 1/2, eigenvalue lambda of J becomes (1 + lambda) / 2).
+    Safeguard: an accelerated step longer than 1e8 damped steps a ||f_k||_inf
+    (what a linear T with contraction factor 1 - 1e-8 would need) is replaced
+    by the damped step and the memory cleared; at a kink of T nearly parallel
+    residual differences otherwise extrapolate to ||x|| ~ 1e15, where
+    T(x) - x rounds to 0 (a false fixed point).  Stops when
+    ||f_k||_inf <= tol * scale, ``scale`` = max(1, ||x_k||_inf) by default;
+    returns (x, iterations).  Pass a fixed ``scale`` when T moves points by a
+    bounded amount (restarted AdaGrad: |T(x) - x| <= sum_i p_i eta_i tau_i):
+    with the default, an iterate escaping to ||x|| ~ 1e15 meets the relative
+    test without being near a fixed point.
+
+    Raises InvalidHyperparameterError for a damping outside (0, 1] or memory < 1,
+    DivergenceError on non-finite iterates or when it does not converge in
+    ``max_iter`` steps.
     """
+    a = float(damping)
+    if not (0.0 < a <= 1.0):
+        raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
+    if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or memory < 1:
+        raise InvalidHyperparameterError(f"memory must be an integer >= 1, got {memory!r}")
+    if scale is not None and not (np.isfinite(scale) and scale > 0):
+        raise InvalidHyperparameterError(f"scale must be finite and > 0, got {scale!r}")
     x = np.array(x0, dtype=np.float64)
     f = np.asarray(T(x)) - x
     Xs, Fs = [x.copy()], [f.copy()]
     for k in range(1, max_iter + 1):
-        if not np.all(np.isfinite(f)):
+        if not (np.all(np.isfinite(f)) and np.all(np.isfinite(x))):
             raise DivergenceError(f"Anderson iteration produced non-finite values at step {k}")
-        if np.abs(f).max() <= tol * max(1.0, np.abs(x).max()):
+        if np.abs(f).max() <= tol * (max(1.0, np.abs(x).max()) if scale is None else scale):
             return x, k - 1
         if len(Fs) > 1:
             dF = np.diff(np.array(Fs[-memory - 1:]), axis=0).T
             dX = np.diff(np.array(Xs[-memory - 1:]), axis=0).T
             gamma = np.linalg.lstsq(dF, f, rcond=None)[0]
-            x = x + f - (dX + dF) @ gamma
+            step = a * f - (dX + a * dF) @ gamma
+            if not np.abs(step).max() <= _ANDERSON_MAX_STEP_RATIO * a * np.abs(f).max():
+                # safeguard: an extrapolation far beyond the damped step (nearly parallel
+                # residual differences at a kink of T) is dropped with the memory
+                step = a * f
+                Xs, Fs = [x.copy()], [f.copy()]
+            x = x + step
         else:
-            x = x + f
+            x = x + a * f
         f = np.asarray(T(x)) - x
         Xs.append(x.copy())
         Fs.append(f.copy())
         if len(Xs) > memory + 1:
             Xs.pop(0)
             Fs.pop(0)
+    bound = f"{tol * scale:.3g}" if scale is not None else f"{tol:g} max(1, ||x||_inf)"
     raise DivergenceError(
-        f"Anderson iteration did not reach ||T(x) - x|| <= {tol:g} in {max_iter} steps "
-        f"(last {np.abs(f).max():.3e})")
+        f"Anderson iteration (damping {a:g}) did not reach ||T(x) - x||_inf <= {bound} "
+        f"in {max_iter} steps (last {np.abs(f).max():.3e})")
 
 
 @dataclass(frozen=True)
@@ -238,7 +279,12 @@ class OperatorFixedPoint:
 
     x : (d,) root of T(x) - x (scipy.optimize.root, ``method``).
     residual : ||T(x) - x||_inf.
-    cross_check : (d,) the Anderson fixed point; ``cross_check_gap`` = ||x - cross_check||_inf.
+    cross_check : (d,) the Anderson fixed point (None when not run or when Anderson
+        did not converge); ``cross_check_gap`` = ||x - cross_check||_inf (None likewise).
+    cross_check_agrees : True when Anderson converged within the allowed gap, False
+        when it disagrees or did not converge (only with ``strict_cross_check=False``;
+        by default that raises), None when no cross-check was run.
+    cross_check_message : why the cross-check disagrees ("" otherwise).
     jacobian : (d, d) central-difference Jacobian of T at x.
     spectral_norm : ||J||_2 (local contraction factor in the Euclidean norm).
     spectral_radius : rho(J) (local asymptotic rate of the Picard iteration).
@@ -257,48 +303,87 @@ class OperatorFixedPoint:
     method: str
     evaluations: int
     message: str = ""
+    cross_check_agrees: bool | None = None
+    cross_check_message: str = ""
 
 
 def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray], x0: Any = None, *,
                          method: str = "hybr", tol: float = 1e-12, cross_check: bool = True,
-                         jacobian_step: float | None = None) -> OperatorFixedPoint:
+                         damping: float = 0.5, strict_cross_check: bool = True,
+                         cross_check_max_iter: int = 10000, jacobian_step: float | None = None) -> OperatorFixedPoint:
     """Fixed point of T by ``scipy.optimize.root(T(x) - x, x0, method)`` (default
     ``"hybr"``, Powell's hybrid method), cross-checked by :func:`anderson_fixed_point`.
 
-    Raises DivergenceError when the root solver fails or its residual exceeds
-    ``1e3 tol`` max(1, ||x||_inf), or when the Anderson fixed point differs by
-    more than 1e3 tol max(1, ||x||_inf) / sigma_min(I - J) (two solutions of
-    T(x) = x to accuracy tol can differ by that much; more means two fixed
-    points or a non-smooth T)."""
+    The cross-check runs Anderson acceleration of the damped (Mann) iteration
+    x <- (1 - a) x + a T(x), a = ``damping`` (default 1/2; 1 is the plain
+    iteration, which can cycle or stall for restarted AdaGrad clients, whose T
+    is nearly non-smooth where a gradient coordinate vanishes, although
+    T(x) = x has a root), from ``x0``, for at most ``cross_check_max_iter``
+    steps, stopping at ||T(x) - x||_inf <= tol max(1, ||x~||_inf) (x~ the root).
+    It *disagrees* when Anderson does not converge or its fixed point differs
+    from the root by more than 1e3 tol max(1, ||x~||_inf) / sigma_min(I - J)
+    (two solutions of T(x) = x to accuracy tol can differ by that much; more
+    means two fixed points or a non-smooth T).  A disagreement raises
+    DivergenceError naming both (default), or with ``strict_cross_check=False``
+    is logged as a warning and returned in ``cross_check_agrees`` (False) and
+    ``cross_check_message``; the root is then kept (it meets its residual test).
+
+    Raises
+    ------
+    DivergenceError
+        The root solver fails, T is non-finite at its result, or the residual
+        exceeds ``1e3 tol`` max(1, ||x||_inf); a non-finite Jacobian; a
+        cross-check disagreement when ``strict_cross_check``.
+    InvalidHyperparameterError
+        ``damping`` outside (0, 1].
+    """
+    a = float(damping)
+    if not (0.0 < a <= 1.0):
+        raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
     d = T.dim if isinstance(T, FedOptOperator) else np.asarray(x0).shape[0]
     x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
     fun = lambda x: np.asarray(T(x)) - x  # noqa: E731
     sol = scipy.optimize.root(fun, x0, method=method, tol=tol)
     x = np.asarray(sol.x, dtype=np.float64)
-    res = float(np.abs(fun(x)).max())
-    scale = max(1.0, float(np.abs(x).max()))
-    if not np.all(np.isfinite(x)) or res > 1e3 * tol * scale:
+    finite = bool(np.all(np.isfinite(x)))
+    res = float(np.abs(fun(x)).max()) if finite else float("inf")
+    scale = max(1.0, float(np.abs(x).max())) if finite else float("inf")
+    if not (finite and np.isfinite(res)) or res > 1e3 * tol * scale:
+        what = "non-finite" if not (finite and np.isfinite(res)) else f"{res:.3e}"
         raise DivergenceError(
             f"scipy.optimize.root(method={method!r}) did not find a fixed point: "
-            f"||T(x) - x||_inf = {res:.3e} ({sol.message})")
+            f"||T(x) - x||_inf = {what} ({sol.message})")
     J = operator_jacobian(T, x, step=jacobian_step)
-    other, gap = None, None
+    if not np.all(np.isfinite(J)):
+        raise DivergenceError("the central-difference Jacobian of T at the fixed point is non-finite")
+    other, gap, agrees, why = None, None, None, ""
     if cross_check:
-        other, _ = anderson_fixed_point(T, x0, tol=tol)
-        gap = float(np.abs(other - x).max())
-        # both solve T(x) = x to ~tol; they agree to tol / sigma_min(I - J)
-        smin = float(np.linalg.svd(np.eye(d) - J, compute_uv=False)[-1])
-        allowed = 1e3 * tol * scale / max(smin, 1e-8)
-        if gap > allowed:
-            raise DivergenceError(
-                f"fixed point cross-check failed: root ({method}) and Anderson differ by {gap:.3e} "
-                f"> {allowed:.3e} (several fixed points, or a non-smooth T)")
+        try:
+            other, _ = anderson_fixed_point(T, x0, damping=a, tol=tol, scale=scale,
+                                            max_iter=cross_check_max_iter)
+        except DivergenceError as exc:
+            why = f"Anderson (damping {a:g}) found no fixed point: {' '.join(str(exc).split())}"
+        else:
+            gap = float(np.abs(other - x).max())
+            # both solve T(x) = x to ~tol; they agree to tol / sigma_min(I - J)
+            smin = float(np.linalg.svd(np.eye(d) - J, compute_uv=False)[-1])
+            allowed = 1e3 * tol * scale / max(smin, 1e-8)
+            if gap > allowed:
+                why = (f"root ({method}) and Anderson (damping {a:g}) differ by {gap:.3e} > {allowed:.3e} "
+                       f"(several fixed points, or a non-smooth T): root {np.array2string(x, precision=6)}, "
+                       f"Anderson {np.array2string(other, precision=6)}")
+        agrees = not why
+        if why:
+            if strict_cross_check:
+                raise DivergenceError(f"fixed point cross-check failed: {why}")
+            logger.warning("operator_fixed_point: cross-check disagrees: %s", why)
     evals = T.evaluations if isinstance(T, FedOptOperator) else -1
     return OperatorFixedPoint(
         x=x, residual=res, cross_check=other, cross_check_gap=gap, jacobian=J,
         spectral_norm=float(np.linalg.norm(J, 2)),
         spectral_radius=float(np.abs(np.linalg.eigvals(J)).max()),
-        method=method, evaluations=evals, message=str(sol.message))
+        method=method, evaluations=evals, message=str(sol.message),
+        cross_check_agrees=agrees, cross_check_message=why)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from fltheory.algorithms.fedopt import FedOpt
 from fltheory.algorithms.fedprox import FedProx
 from fltheory.algorithms.run import run
 from fltheory.algorithms.scaffold import Scaffold
-from fltheory.errors import AssumptionError, InvalidHyperparameterError, InvalidProblemError
+from fltheory.errors import AssumptionError, DivergenceError, InvalidHyperparameterError, InvalidProblemError
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.logistic import LogisticFederation
 from fltheory.theory.closed_forms import (fedopt_quadratic_fixed_point, fedopt_quadratic_round_map,
@@ -216,3 +216,51 @@ def test_inconsistency_warm_start_starts_at_previous_root(fed):
     np.testing.assert_allclose(warm.fixed_points.data, cold.fixed_points.data, atol=1e-10)
     assert warm.evaluations[1] < cold.evaluations[1]
     assert cold.evaluations[1] == cold.evaluations[0]
+
+
+# ------------------------------------- Anderson cross-check: damped (Mann) iteration
+@pytest.fixture(scope="module")
+def adagrad_kink_operator():
+    """Restarted AdaGrad (initial accumulator 0: the first step is eta g / |g|) with
+    heterogeneous steps: T is steep near points where a client's gradient coordinate
+    vanishes.  The root is fine, but undamped Anderson of x <- T(x) stalls."""
+    fed5 = random_quadratic(4, 3, L=4.0, mu=0.5, heterogeneity=1.0, seed=5, constants="clients")
+    alg = FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.sgd(1.0),
+                 local_steps=np.array([1, 2, 5, 10]))
+    return fed5, fedopt_operator(alg, fed5)
+
+
+def test_damped_anderson_cross_check_confirms_the_root(adagrad_kink_operator):
+    fed5, T = adagrad_kink_operator
+    fp = operator_fixed_point(T, fed5.optimum())
+    assert fp.cross_check_agrees is True and fp.cross_check_message == ""
+    assert np.abs(T(fp.x) - fp.x).max() < 1e-12
+    assert fp.cross_check_gap < 1e-12
+    # the root is a fixed point of the damped iteration run plainly as well
+    x = fed5.optimum()
+    for _ in range(300):
+        x = 0.5 * x + 0.5 * T(x)
+    np.testing.assert_allclose(x, fp.x, atol=1e-10)
+
+
+def test_undamped_cross_check_disagreement_is_reported(adagrad_kink_operator):
+    fed5, T = adagrad_kink_operator
+    with pytest.raises(DivergenceError, match="cross-check failed.*damping 1"):
+        operator_fixed_point(T, fed5.optimum(), damping=1.0, cross_check_max_iter=300)
+    fp = operator_fixed_point(T, fed5.optimum(), damping=1.0, cross_check_max_iter=300,
+                              strict_cross_check=False)
+    assert fp.cross_check_agrees is False and "damping 1" in fp.cross_check_message
+    assert fp.cross_check is None and fp.cross_check_gap is None
+    assert np.abs(T(fp.x) - fp.x).max() < 1e-12            # the root is kept
+
+
+def test_anderson_damping_validated_and_same_fixed_point():
+    A = np.array([[0.5, 0.2], [-0.1, -0.9]])                # eigenvalues of both signs
+    b = np.array([1.0, -2.0])
+    exact = np.linalg.solve(np.eye(2) - A, b)
+    for a in (0.3, 0.5, 1.0):
+        x, _ = anderson_fixed_point(lambda x: A @ x + b, np.zeros(2), damping=a)
+        np.testing.assert_allclose(x, exact, atol=1e-11)
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(InvalidHyperparameterError, match="damping"):
+            anderson_fixed_point(lambda x: A @ x + b, np.zeros(2), damping=bad)
