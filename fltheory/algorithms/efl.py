@@ -136,7 +136,12 @@ class EFL(Algorithm):
     on_excess : {"raise", "clip"}
         What to do when a weight exceeds theta p^k.
     compression : {"st", None}
-        ST ternary top-k compression with error feedback both ways, or none.
+        ST ternary top-k compression (Alg. 2), or none.
+    error_feedback : bool
+        Keep the residuals R^k and R^G and add them to the next message (Alg. 1,
+        the default).  ``False`` sends ST(Delta^k) and ST(Delta^G) with the
+        residuals discarded (R^k = R^G = 0): the ablation of seed 000's
+        error-feedback design.
     q : float in (0, 1]
         ST sparsity (fraction of entries kept).
     lr_schedule : callable(tau) -> float > 0, optional
@@ -154,6 +159,7 @@ class EFL(Algorithm):
     theta: float | None = None
     on_excess: str = "raise"
     compression: str | None = "st"
+    error_feedback: bool = True
     q: float = 0.1
     server_update: str = "as_printed"
     lr_schedule: Callable[[int], float] | None = None
@@ -166,6 +172,9 @@ class EFL(Algorithm):
         choice("on_excess", self.on_excess, _EXCESS)
         choice("compression", self.compression, _COMPRESSIONS)
         choice("server_update", self.server_update, _SERVER_UPDATES)
+        if not isinstance(self.error_feedback, (bool, np.bool_)):
+            raise InvalidHyperparameterError(
+                f"error_feedback must be True or False, got {self.error_feedback!r}")
         if self.lr_schedule is not None and not callable(self.lr_schedule):
             raise InvalidHyperparameterError(
                 f"lr_schedule must be a callable tau -> factor or None, got {self.lr_schedule!r}")
@@ -236,12 +245,14 @@ class EFL(Algorithm):
         Y = W0.copy()
         if m:
             Y, _ = local_descent(problem, W0, clients, steps, lr, rng, objective)
-        T = state.residuals[clients] + (Y - state.x_client)
+        ef = bool(self.error_feedback)
+        T = (state.residuals[clients] + (Y - state.x_client)) if ef else (Y - state.x_client)
         sent = self._compress(T)
         residuals = state.residuals.copy()
-        residuals[clients] = T - sent
+        if ef:
+            residuals[clients] = T - sent
         p_tau, ratio, clipped = self._aggregation(problem, clients, steps)
-        delta_g = state.residual_global + p_tau @ sent
+        delta_g = (state.residual_global + p_tau @ sent) if ef else p_tau @ sent
         broadcast = self._compress(delta_g[None, :])[0]
         u = state.u.copy()
         v = state.v.copy()
@@ -253,7 +264,8 @@ class EFL(Algorithm):
         else:
             x_new = state.x + (delta_g - state.residual_global)   # each contribution once
         new = EFLState(x=x_new, x_client=state.x_client + broadcast,
-                       residual_global=delta_g - broadcast, residuals=residuals, u=u, v=v,
+                       residual_global=(delta_g - broadcast) if ef else np.zeros(d),
+                       residuals=residuals, u=u, v=v,
                        t=state.t + 1)
         kind = "dense" if self.compression is None else "ternary"
         comm = Communication.measure(sent, np.broadcast_to(broadcast, (m, d)),

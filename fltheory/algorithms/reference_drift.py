@@ -283,7 +283,7 @@ def _efl_loop(alg: Any, problem: Federation, rounds: int, participation: Partici
         for i, s in members:
             delta_k = R[i] + w[i] - x_client                   # eq. 5 input
             sent = compress(delta_k)
-            R[i] = delta_k - sent
+            R[i] = delta_k - sent if alg.error_feedback else np.zeros(d)
             p = float(problem.weights[i])
             p_tau = p if alg.weights == "plain" else E[i] * p / s
             if p_tau > theta * p * (1 + 1e-12):
@@ -296,7 +296,7 @@ def _efl_loop(alg: Any, problem: Federation, rounds: int, participation: Partici
             x_server = x_server + delta_G              # seed 000 Alg. 1 / eq. 6
         else:
             x_server = x_server + (delta_G - R_G)      # R_G is still the previous residual here
-        R_G = delta_G - broadcast
+        R_G = delta_G - broadcast if alg.error_feedback else np.zeros(d)
         x_client = x_client + broadcast
         xs.append(x_server.copy())
     return np.array(xs)

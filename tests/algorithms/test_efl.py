@@ -61,6 +61,7 @@ WEIGHTS = np.array([0.1, 0.2, 0.3, 0.4])
     dict(lam=0.2, weights="adaptive", theta=2.0, on_excess="clip", compression="st", q=0.2),
     dict(lam=0.3, weights="adaptive", compression="st", q=0.34, server_update="consistent"),
     dict(lam=0.3, weights="adaptive", compression="st", q=0.5, lr_schedule=lambda tau: 2.0 / (tau + 2)),
+    dict(lam=0.3, weights="adaptive", compression="st", q=0.34, error_feedback=False),
 ])
 def test_fast_path_equals_reference_loop(kind, kwargs):
     if kind == "quadratic":
@@ -194,7 +195,7 @@ def test_fisher_sums_keep_latest_reports():
 @pytest.mark.parametrize("kwargs", [
     dict(q=0.0), dict(q=1.5), dict(lam=-1.0), dict(theta=0.5), dict(local_steps=0), dict(lr=-0.1),
     dict(weights="uniform"), dict(compression="topk"), dict(on_excess="ignore"),
-    dict(server_update="fixed"), dict(lr_schedule=0.5),
+    dict(server_update="fixed"), dict(lr_schedule=0.5), dict(error_feedback="yes"),
 ])
 def test_bad_hyperparameters(kwargs):
     with pytest.raises(InvalidHyperparameterError):
@@ -234,3 +235,26 @@ def test_schedule_is_recorded_as_text_in_provenance():
     fed = quadratic(0)
     hist = run(EFL(lr=0.1, local_steps=2, lr_schedule=lambda tau: 1.0 / (tau + 1)), fed, 2)
     assert isinstance(hist.record["hyperparameters"]["lr_schedule"], str)
+
+
+def test_without_error_feedback_every_message_is_the_compressed_change_alone():
+    """error_feedback=False: the client sends ST(Delta^k) of its own change only,
+    the server aggregates sum p^k ST(Delta^k) and broadcasts ST of that; no
+    residual is carried (R^k = R^G = 0), so the client copy moves by exactly the
+    broadcast and the message is recomputable from the round alone."""
+    from fltheory.compression import st as st_compress
+
+    fed = quadratic(3, weights=WEIGHTS)
+    alg = EFL(lr=LR, local_steps=STEPS, lam=0.1, q=0.25, error_feedback=False)
+    hist = run(alg, fed, 4, seed=1, x0=np.ones(fed.dim))
+    assert np.all(hist.state.residuals == 0) and np.all(hist.state.residual_global == 0)
+    client = np.ones(fed.dim)
+    for info in hist.extra:
+        np.testing.assert_array_equal(info["sent"], st_compress(info["local_change"], 0.25))
+        p = fed.weights[info["active"]] * info["weight_ratio"]
+        np.testing.assert_allclose(info["broadcast"], st_compress((p @ info["sent"])[None, :], 0.25)[0],
+                                   rtol=0, atol=1e-15)
+        client = client + info["broadcast"]
+        np.testing.assert_allclose(info["client_model"], client, rtol=0, atol=1e-14)
+    with_ef = run(EFL(lr=LR, local_steps=STEPS, lam=0.1, q=0.25), fed, 4, seed=1, x0=np.ones(fed.dim))
+    assert np.max(np.abs(with_ef.x[-1] - hist.x[-1])) > 1e-6   # the residuals change the run
