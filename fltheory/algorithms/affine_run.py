@@ -12,12 +12,21 @@ server models, losses, gaps, distances and gradient norms up to rounding
 
 * rounds before the state layout settles (``warmup``: FedCurv's first round)
   are run ordinarily and recorded as ``run`` records them;
-* every later round's ``clients``, ``steps``, ``communication`` and ``extra``
-  are those of the ordinary round at the recovery state (round ``warmup + 1``).
-  Under full participation clients, steps and the float/bit counts are the
-  same every round; the value-dependent fields of ``Communication`` (non-zero
-  counts, entropy of the transmitted values) are those of that round, not
-  recomputed each round;
+* communication (``communication="copy"``, the default): every later round's
+  ``clients``, ``steps``, ``communication`` and ``extra`` are those of the
+  ordinary round at the recovery state (round ``warmup + 1``), and
+  ``record["communication"]`` says so ("per-round constant copy of round
+  warmup + 1").  Under full participation clients, steps and the float/bit
+  counts of dense messages (the only kind an affine round sends: sparsifying
+  compressors are not linear) are the same every round, so those are exact;
+  the value-dependent fields of ``Communication`` (non-zero counts, entropy of
+  the transmitted values) are *not* recomputed and generally differ from
+  ``run``'s.  With ``communication="recompute"`` each round's record is
+  measured by one ordinary round from the affine iterate S_t (the transmitted
+  Delta_i = O_i(x) - x, control-variate changes, ... are computed by the
+  algorithm itself), exactly as ``run`` records it, at the cost of one
+  ordinary round per round (the matvec is then not what limits speed);
+  ``record["communication"]`` = "recomputed each round";
 * F(x_t) and grad F(x_t) are evaluated for all rounds at once from
   sum p_i H_i, sum p_i e_i and sum p_i c_i on a QuadraticFederation (one
   batched evaluation per round otherwise);
@@ -66,7 +75,7 @@ def _objective_values(problem: Federation, X: np.ndarray) -> tuple[np.ndarray, n
 
 def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Any = None,
                participation: Participation | None = None, seed: int = 0,
-               rtol: float = 1e-9, amap: Any = None) -> History:
+               rtol: float = 1e-9, amap: Any = None, communication: str = "copy") -> History:
     """Deterministic run through the recovered affine round map (module docstring).
 
     Parameters
@@ -87,6 +96,12 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
     amap : AffineRoundMap, optional
         A map recovered before for the same algorithm, problem and x0 (skips
         the recovery).
+    communication : {"copy", "recompute"}
+        How the per-round RoundInfo (communication, clients, steps, extra) of
+        the affine rounds is obtained (module docstring): a copy of the
+        recovery round's (fast; non-zeros and entropy not recomputed) or one
+        ordinary round per round from the affine iterate (exact, as slow as
+        ``run``).  ``record["communication"]`` names the choice.
 
     Returns
     -------
@@ -102,6 +117,9 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
         raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
         raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
+    if communication not in ("copy", "recompute"):
+        raise InvalidHyperparameterError(
+            f"communication must be 'copy' or 'recompute', got {communication!r}")
     check_deterministic_setting(problem, participation)
     x0 = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
     if x0.shape != (problem.dim,) or not np.all(np.isfinite(x0)):
@@ -127,21 +145,36 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
         comms.append(info.communication)
         extras.append(info.extra)
     n_affine = R - min(amap.warmup, R)
+    bad_state_round: int | None = None      # first non-finite state ("recompute" only)
     X = np.empty((R + 1, problem.dim))
     X[: len(xs)] = xs
     if n_affine:
         S = amap.to_vector(state)
         M, c, xs_slice = amap.M, amap.c, amap.x_slice
         base = len(xs)
-        with np.errstate(over="ignore", invalid="ignore"):
-            for t in range(n_affine):        # one (n, n) matvec per round
-                S = M @ S + c
+        if communication == "copy":
+            with np.errstate(over="ignore", invalid="ignore"):
+                for t in range(n_affine):        # one (n, n) matvec per round
+                    S = M @ S + c
+                    X[base + t] = S[xs_slice]
+            info = amap.info
+            clients += [info.clients] * n_affine
+            steps += [info.steps] * n_affine
+            comms += [info.communication] * n_affine
+            extras += [info.extra] * n_affine
+        else:
+            for t in range(n_affine):            # the round's record from S_t, then the matvec
+                if bad_state_round is None and not np.all(np.isfinite(S)):
+                    bad_state_round = base + t - 1   # S_t is the state after that round
+                if bad_state_round is None:
+                    _, info = rm.step(amap.to_state(S))
+                    clients.append(info.clients)
+                    steps.append(info.steps)
+                    comms.append(info.communication)
+                    extras.append(info.extra)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    S = M @ S + c
                 X[base + t] = S[xs_slice]
-        info = amap.info
-        clients += [info.clients] * n_affine
-        steps += [info.steps] * n_affine
-        comms += [info.communication] * n_affine
-        extras += [info.extra] * n_affine
         counters = counters_of(state)
         final = set_counters(amap.to_state(S), {
             p: counters[p] + n_affine * amap.counter_step.get(p, 0) for p in counters})
@@ -156,6 +189,10 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
         raise DivergenceError(
             f"{algorithm.name} diverged in round {t}: the server model, F(x) or ||grad F||^2 "
             "is non-finite (affine fast path)")
+    if bad_state_round is not None:
+        raise DivergenceError(
+            f"{algorithm.name} diverged in round {bad_state_round}: its state (beyond the server "
+            "model) is non-finite (affine fast path)")
     try:
         x_star = problem.optimum()
         f_star = problem.loss(x_star)
@@ -170,6 +207,10 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
         "seed": int(seed),
         "participation": "full",
         "method": "affine",
+        "communication": ("recomputed each round" if communication == "recompute" or n_affine == 0
+                          else f"per-round constant copy of round {min(amap.warmup, R) + 1} "
+                               f"(rounds {min(amap.warmup, R) + 1}..{R}; non-zeros and entropy "
+                               "not recomputed)"),
         "state_dim": amap.dim,
         "recovery_seconds": recovery,
         "seconds": time.perf_counter() - start,

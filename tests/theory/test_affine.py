@@ -15,7 +15,7 @@ from fltheory.algorithms.fedprox import FedProx
 from fltheory.algorithms.run import run
 from fltheory.algorithms.scaffold import Scaffold
 from fltheory.algorithms.targets import TemporalEnsemble
-from fltheory.errors import InvalidProblemError, NotAffineError
+from fltheory.errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.quadratic import QuadraticFederation
 from fltheory.theory.affine import (affine_round_map, contraction_factor, fixed_point,
@@ -294,3 +294,44 @@ def test_piecewise_affine_map_is_caught():
     alg = FedElasticNet(base="fedprox", lambda1=1e-3, lambda2=0.5, solver="exact")
     with pytest.raises(NotAffineError, match="FedElasticNet is not affine"):
         affine_round_map(alg, fed, x0=np.array([0.0, 100.0]))
+
+
+# ------------------------------------------------- fast path: honest communication
+def _comm_fields(c):
+    return (c.floats_up, c.floats_down, c.nonzeros_up, c.nonzeros_down, c.bits_up, c.bits_down,
+            c.entries_up)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: FedAvg(lr=LR, local_steps=STEPS, server_lr=0.9),
+    lambda: FedCurv(lr=LR, local_steps=STEPS, alpha=0.2),        # one warm-up round
+    lambda: Scaffold(lr=0.1, local_steps=4),
+])
+def test_run_affine_recomputed_communication_equals_run(fed, make):
+    """communication='recompute': every round's Communication is that of the ordinary
+    round from the affine iterate, i.e. what run() records (value-dependent non-zeros
+    and entropy included: the transmitted changes shrink as the model converges)."""
+    alg = make()
+    R = 25
+    slow = run(alg, fed, R, x0=X0)
+    fast = run_affine(alg, fed, R, x0=X0, communication="recompute")
+    assert fast.record["communication"] == "recomputed each round"
+    assert len(fast.communication) == R
+    for a, b in zip(fast.communication, slow.communication):
+        assert _comm_fields(a) == _comm_fields(b)
+        assert a.entropy_up == pytest.approx(b.entropy_up, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(fast.x, slow.x, rtol=0, atol=1e-10)
+
+
+def test_run_affine_copied_communication_is_labelled(fed):
+    """The default copies the recovery round's record; History.record says so, and the
+    copy really differs from run()'s per-round entropy once the changes shrink."""
+    alg = FedAvg(lr=LR, local_steps=STEPS, server_lr=0.9)
+    R = 25
+    slow, fast = run(alg, fed, R, x0=X0), run_affine(alg, fed, R, x0=X0)
+    assert fast.record["communication"].startswith("per-round constant copy of round 1")
+    assert all(c is fast.communication[0] for c in fast.communication)
+    assert fast.communication[0].entropy_up == pytest.approx(slow.communication[0].entropy_up)
+    assert slow.communication[-1].entropy_up < slow.communication[0].entropy_up
+    with pytest.raises(InvalidHyperparameterError, match="communication"):
+        run_affine(alg, fed, 3, x0=X0, communication="exact")
