@@ -27,15 +27,23 @@ largest E||g||^2 = E||grad f_k(y)||^2 + sigma_k^2 over every local step y of the
 has positive probability (exact; the full-expectation reading of Assumption 4 - the
 pointwise reading needs a larger G^2, a looser bound, so this check is the stricter).
 
-Excluded region, the finding: instances whose printed E[B_t] is negative in some round
-(low participation makes the factor sum p s + theta (sum p - 2) + sum p s negative) are
-not drawn here; there the bound fails - the exact counterexample is the strict xfail
-tests/theory/test_bounds_efl.py::test_theorem1_counterexample_low_participation."""
+Known failure modes (findings, exact counterexamples as strict xfails in
+tests/theory/test_bounds_efl.py):
+* excluded: instances (E >= 2) whose drift factor sum p s + theta (sum p - 2) + sum p s
+  is negative in some round (low participation): it lowers E[B_t] - below zero in
+  test_theorem1_counterexample_low_participation, and a random draw (one client inactive
+  or one step of E = 2 w.p. 1/2, w_0 = w*, sigma^2 = 1) failed with E[B_t] > 0;
+* tolerated only in its exact form: C_tau is a max, so while gamma^2 ||w_0 - w*||^2 is the
+  larger branch the bound is below ||w_0 - w*||^2 and first-round noise can exceed it
+  when a client is often inactive - test_theorem1_counterexample_noise_in_the_first_round
+  (the thorough profile drew one such instance, about 1 in 2000 draws).  A violation is
+  accepted only when C_tau is that branch and some client has P(s = 0) > 0; any other
+  violation fails the test (hypothesis.event counts the accepted ones)."""
 
 import itertools
 
 import numpy as np
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, event, given, strategies as st
 
 from fltheory.testing import build_quadratic, quadratic_federations
 from fltheory.theory.bounds import efl_heterogeneity, efl_step_moments, efl_theorem1
@@ -182,10 +190,18 @@ def test_efl_theorem1_bounds_the_exact_error(case):
     etas = efl_theorem1(T, G2=0.0, **kw).terms["eta"]      # eta_t does not depend on G^2
     errors, G2 = exact_errors(fed, probs, E, weighting, sigma2, w0, etas)
     final = efl_theorem1(T, G2=G2, **kw)
-    assume(not np.any(final.terms["B_negative"]))   # the finding's region (module docstring)
+    # the finding's region (module docstring); the factor multiplies E(E-1): void for E = 1
+    assume(E == 1 or not np.any(final.terms["drift_factor"] < 0))
     for tau in range(1, T + 1):
         res = efl_theorem1(tau, G2=G2, **kw)
         assert res.valid, str(res)
         np.testing.assert_allclose(res.terms["eta"], etas[:tau], rtol=1e-12)
-        assert errors[tau] <= res.value * (1 + 1e-9), (
+        if errors[tau] <= res.value * (1 + 1e-9):
+            continue
+        noise_branch = (16 * E / mu) ** 2 * np.sum(res.terms["B"] / res.terms["S"] ** 2)
+        max_branch = res.terms["gamma"] ** 2 * kw["init_dist2"] >= noise_branch
+        if max_branch and np.any(probs[:, 0] > 0):
+            event("violation of the known kind: max branch of C_tau, inactive clients")
+            continue
+        raise AssertionError(
             f"round {tau}: exact E||w - w*||^2 = {errors[tau]!r} > bound {res.value!r}\n{res}")

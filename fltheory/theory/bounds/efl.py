@@ -39,9 +39,12 @@ Every expectation is linear in the per-client moments E[p s], E[p],
 E[p^2 s], so E[B_t] is evaluated from them exactly.
 
 Finding (tests/theory/test_bounds_efl.py, strict xfail): the factor
-sum p s + theta (sum p - 2) + sum p s of the E(E-1) G^2 term is negative
-under low participation (sum_k E[p_t^k] < 2 - 2 S_t/theta), and E[B_t] can
-then be negative for every admissible G^2.  C_tau = max{gamma^2 ||w_0 - w*||^2,
+sum p s + theta (sum p - 2) + sum p s of the E(E-1) G^2 term
+(``terms["drift_factor"]``) is negative under low participation
+(sum_k E[p_t^k] < 2 - 2 S_t/theta); it lowers E[B_t] below what the error
+needs (the property test found a single client, inactive or one step of
+E = 2 each w.p. 1/2, started at w*, with E[B_t] > 0 and the bound below the
+exact error), and E[B_t] can be negative for every admissible G^2.  C_tau = max{gamma^2 ||w_0 - w*||^2,
 (16E/mu)^2 sum E[B_t]/S_t^2} then loses its variance/heterogeneity part and
 the bound fails (e.g. it is 0 from w_0 = w* while the error is positive).
 The value is returned as printed (no clipping); ``terms["B_negative"]`` flags
@@ -168,8 +171,10 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
     Returns
     -------
     BoundResult with terms gamma, J, H, C, eta (step sizes for t < tau),
-    S (E[sum p s] per round), B (E[B_t] per round), B_negative (E[B_t] < 0,
-    per round: the failure mode of the printed bound, see the module
+    S (E[sum p s] per round), B (E[B_t] per round), drift_factor (the factor
+    sum p s + theta (sum p - 2) + sum p s^k of the E(E-1) G^2 term, per
+    round), B_negative (E[B_t] < 0, per round; a negative drift factor with
+    E >= 2 is the failure mode of the printed bound, see the module
     docstring), r (per round).
     """
     variant = choice("variant", variant, ("corrected", "as_printed"))
@@ -217,8 +222,9 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
         H = float(r.sum())
         sum_p = pe.sum(axis=1)
         last = S if variant == "corrected" else E * sum_p
+        drift_factor = S + theta * (sum_p - 2) + last
         B = (p2s @ sig + 2 * (2 + theta) * L * (ps @ Dk)
-             + (2 + mu / (2 * (1 + theta) * L)) * E * (E - 1) * G2 * (S + theta * (sum_p - 2) + last)
+             + (2 + mu / (2 * (1 + theta) * L)) * E * (E - 1) * G2 * drift_factor
              + 2 * E * G2 * (p2s / p[None, :]).sum(axis=1))
         if variant == "corrected":
             J = float(np.max(32 * E / mu * (ps @ Dk) / S))
@@ -233,7 +239,8 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
             f"D = sum p^k D_k = {float(p @ Dk)!r}"))
         if J is not None:
             value = C / (T * E + gamma) ** 2 + H * J / (T * E + gamma)
-        terms.update(gamma=gamma, eta=eta, r=r, H=H, J=J, B=B, B_negative=B < 0, C=C,
+        terms.update(gamma=gamma, eta=eta, r=r, H=H, J=J, B=B, B_negative=B < 0,
+                     drift_factor=drift_factor, C=C,
                      eta_max_allowed=1 / (2 * (1 + theta) * L),
                      first_term=C / (T * E + gamma) ** 2,
                      second_term=None if J is None else H * J / (T * E + gamma))
