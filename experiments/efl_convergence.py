@@ -34,7 +34,10 @@ schedule of the theorem.  Variants (each a row of ``config["variants"]``):
 * ``st-ef`` / ``st-ef-consistent``: complete clients, ST ternary top-k
   compression with error feedback both ways (Alg. 1-2), server copy as
   printed or with each residual counted once.  Theorem 1 is stated for EFL
-  with its compression; its hypotheses say nothing about it.
+  with its compression; its hypotheses say nothing about it;
+* ``st-no-ef``: the same compression with error feedback switched off
+  (``EFL(error_feedback=False)``: residuals discarded), the ablation that
+  shows what the residual memory buys.
 
 Constants come from the problem (``fed.constants``): mu = min_k mu_k,
 L = max_k L_k, sigma_k^2 exact, D_k exact, theta = max p_tau^k / p^k over the
@@ -91,6 +94,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "st-ef": {"steps": "full", "weights": "plain", "compression": "st", "server_update": "as_printed"},
     "st-ef-consistent": {"steps": "full", "weights": "plain", "compression": "st",
                          "server_update": "consistent"},
+    "st-no-ef": {"steps": "full", "weights": "plain", "compression": "st", "server_update": "as_printed",
+                 "error_feedback": False},
 }
 QUICK: dict[str, Any] = {
     "n_clients": 4, "dim": 4, "L": 4.0, "mu": 1.0, "heterogeneity": 1.0,
@@ -179,7 +184,7 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
     eta = np.asarray(pre.terms["eta"])
     alg = EFL(lr=1.0, local_steps=E, lam=0.0, weights=spec["weights"], theta=theta,
               compression=spec["compression"], q=cfg["q"], server_update=spec["server_update"],
-              lr_schedule=_Schedule(eta))
+              error_feedback=spec.get("error_feedback", True), lr_schedule=_Schedule(eta))
     part = _participation(spec["steps"], probs, inactive, S)
     server = np.empty((seeds.shape[0], T + 1))
     client = np.empty((seeds.shape[0], T + 1))
