@@ -185,7 +185,9 @@ def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: Any = None
 def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: Any, *,
                       step: float | None = None) -> np.ndarray:
     """Central-difference Jacobian of T at x: column j = (T(x + h_j e_j) - T(x - h_j e_j)) / (2 h_j),
-    h_j = step * max(1, |x_j|), step = eps^(1/3) by default (2 d evaluations)."""
+    h_j = step * max(1, |x_j|), step = eps^(1/3) by default (2 d evaluations).
+
+    Raises DivergenceError when a column is non-finite (never returns NaN)."""
     x = np.asarray(x, dtype=np.float64)
     s = _FD_STEP if step is None else float(step)
     if not (np.isfinite(s) and s > 0):
@@ -198,6 +200,9 @@ def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: Any, *,
         xp[j] += hj
         xm[j] -= hj
         J[:, j] = (np.asarray(T(xp)) - np.asarray(T(xm))) / (2.0 * hj)
+        if not np.all(np.isfinite(J[:, j])):
+            raise DivergenceError(
+                f"operator_jacobian: T is non-finite within {hj:.3g} of x along coordinate {j}")
     return J
 
 
@@ -353,9 +358,7 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
         raise DivergenceError(
             f"scipy.optimize.root(method={method!r}) did not find a fixed point: "
             f"||T(x) - x||_inf = {what} ({sol.message})")
-    J = operator_jacobian(T, x, step=jacobian_step)
-    if not np.all(np.isfinite(J)):
-        raise DivergenceError("the central-difference Jacobian of T at the fixed point is non-finite")
+    J = operator_jacobian(T, x, step=jacobian_step)           # DivergenceError if non-finite
     other, gap, agrees, why = None, None, None, ""
     if cross_check:
         try:

@@ -264,3 +264,19 @@ def test_anderson_damping_validated_and_same_fixed_point():
     for bad in (0.0, -0.5, 1.5, float("nan")):
         with pytest.raises(InvalidHyperparameterError, match="damping"):
             anderson_fixed_point(lambda x: A @ x + b, np.zeros(2), damping=bad)
+
+
+def test_non_finite_operator_is_refused_not_returned():
+    """A T that is NaN everywhere: the residual test must not let a NaN residual pass
+    (NaN > bound is False), and no result with NaN fields is returned."""
+    with pytest.raises(DivergenceError, match="non-finite"):
+        operator_fixed_point(lambda x: x * np.nan, np.zeros(2), cross_check=False)
+
+
+def test_jacobian_of_a_map_with_a_pole_raises():
+    from fltheory.theory.operators import operator_jacobian
+    T = lambda x: np.array([1.0 / x[0] if x[0] > 0 else np.inf, x[1]])  # noqa: E731
+    with pytest.raises(DivergenceError, match="coordinate 0"):
+        operator_jacobian(T, np.array([1e-7, 1.0]))
+    np.testing.assert_allclose(operator_jacobian(T, np.array([2.0, 1.0])), [[-0.25, 0.0], [0.0, 1.0]],
+                               rtol=1e-8)
