@@ -360,6 +360,8 @@ class AffineFixedPoint:
 
 
 def _initial_vector(amap: AffineRoundMap, initial: Any) -> np.ndarray:
+    """S_init as a finite (n,) vector (InvalidProblemError otherwise: a NaN start
+    would come back as a NaN fixed point)."""
     if initial is None:
         return amap.base.copy()
     import dataclasses
@@ -367,8 +369,13 @@ def _initial_vector(amap: AffineRoundMap, initial: Any) -> np.ndarray:
         S = np.asarray(initial, dtype=np.float64)
         if S.shape != (amap.dim,):
             raise InvalidProblemError(f"initial state vector must have shape ({amap.dim},), got {S.shape}")
-        return S
-    return amap.to_vector(initial)
+    else:
+        S = amap.to_vector(initial)
+    if not np.all(np.isfinite(S)):
+        bad = int(np.flatnonzero(~np.isfinite(S))[0])
+        raise InvalidProblemError(
+            f"initial state must be finite; entry {bad} is {S[bad]!r} (layout {amap.layout.describe()})")
+    return S
 
 
 def _rho(A: np.ndarray) -> float:

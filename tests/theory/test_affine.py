@@ -335,3 +335,16 @@ def test_run_affine_copied_communication_is_labelled(fed):
     assert slow.communication[-1].entropy_up < slow.communication[0].entropy_up
     with pytest.raises(InvalidHyperparameterError, match="communication"):
         run_affine(alg, fed, 3, x0=X0, communication="exact")
+
+
+def test_non_finite_initial_state_is_refused(fed):
+    """A NaN start used to come back as a NaN fixed point / rate."""
+    amap = affine_round_map(FedAvg(lr=LR, local_steps=STEPS), fed, x0=X0)
+    S = amap.base.copy()
+    S[1] = np.nan
+    with pytest.raises(InvalidProblemError, match="entry 1"):
+        fixed_point(amap, initial=S)
+    with pytest.raises(InvalidProblemError, match="finite"):
+        orbit_rate(amap, initial=S)
+    with pytest.raises(InvalidProblemError, match="finite"):
+        fixed_point(amap, initial=amap.to_state(S))
