@@ -13,39 +13,19 @@ from fltheory.algorithms.fedavg import FedAvg
 from fltheory.algorithms.reference import reference_run
 from fltheory.algorithms.run import run
 from fltheory.errors import AssumptionError, InvalidHyperparameterError
-from fltheory.participation import (FixedSteps, FullParticipation, IncompleteSteps, Participants,
-                                    Participation, UniformSampling, UniformSteps)
+from fltheory.participation import (FixedSteps, FullParticipation, IncompleteSteps, UniformSampling, UniformSteps)
 from fltheory.problems.logistic import LogisticFederation
 from fltheory.problems.quadratic import QuadraticFederation
 
-
-class RandomParticipation(Participation):
-    """Each client takes part with probability 0.7 and completes U{0..E_i} steps."""
-
-    def draw(self, rng, t, local_steps):
-        E = np.asarray(local_steps)
-        clients = np.flatnonzero(rng.random(E.shape[0]) < 0.7)
-        steps = rng.integers(0, E[clients] + 1)
-        return Participants(clients.astype(np.int64), np.asarray(steps, dtype=np.int64))
+from ._problems import RandomParticipation, shifted_logistic, spread_quadratic
 
 
 def quadratic(seed: int, N: int = 4, d: int = 6, spread: float = 3.0, weights=None) -> QuadraticFederation:
-    rng = np.random.default_rng(seed)
-    Q = np.linalg.qr(rng.standard_normal((N, d, d)))[0]
-    lam = rng.uniform(1.0, 4.0, (N, d))
-    H = np.einsum("nij,nj,nkj->nik", Q, lam, Q)
-    opt = spread * rng.standard_normal((N, d))
-    return QuadraticFederation(H, np.einsum("nij,nj->ni", H, opt), weights=weights)
+    return spread_quadratic(seed, N, d, spread, weights)
 
 
 def logistic(seed: int, N: int = 4, f: int = 5) -> LogisticFederation:
-    rng = np.random.default_rng(seed)
-    feats, labels = [], []
-    for i in range(N):
-        n = int(rng.integers(6, 12))
-        feats.append(rng.standard_normal((n, f)) + 0.5 * i)
-        labels.append(np.where(rng.random(n) < 0.5, -1.0, 1.0))
-    return LogisticFederation(feats, labels, reg=0.1)
+    return shifted_logistic(seed, N, f, shift=0.5)
 
 
 LR = np.array([0.05, 0.08, 0.1, 0.06])

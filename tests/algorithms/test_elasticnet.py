@@ -20,34 +20,11 @@ from fltheory.participation import Participants, Participation
 from fltheory.problems.logistic import LogisticFederation
 from fltheory.problems.quadratic import QuadraticFederation
 
-
-class RandomParticipation(Participation):
-    """Each client takes part with probability 0.7 and completes U{0..E_i} steps."""
-
-    def draw(self, rng, t, local_steps):
-        E = np.asarray(local_steps)
-        clients = np.flatnonzero(rng.random(E.shape[0]) < 0.7)
-        steps = rng.integers(0, E[clients] + 1)
-        return Participants(clients.astype(np.int64), np.asarray(steps, dtype=np.int64))
+from ._problems import RandomParticipation, shifted_logistic, spread_quadratic
 
 
-def quadratic(seed: int, N: int = 4, d: int = 3, spread: float = 5.0, weights=None) -> QuadraticFederation:
-    rng = np.random.default_rng(seed)
-    Q = np.linalg.qr(rng.standard_normal((N, d, d)))[0]
-    lam = rng.uniform(1.0, 4.0, (N, d))
-    H = np.einsum("nij,nj,nkj->nik", Q, lam, Q)
-    opt = spread * rng.standard_normal((N, d))
-    return QuadraticFederation(H, np.einsum("nij,nj->ni", H, opt), weights=weights)
-
-
-def logistic(seed: int, N: int = 4, f: int = 3) -> LogisticFederation:
-    rng = np.random.default_rng(seed)
-    feats, labels = [], []
-    for i in range(N):
-        n = int(rng.integers(6, 12))
-        feats.append(rng.standard_normal((n, f)) + i)
-        labels.append(np.where(rng.random(n) < 0.5, -1.0, 1.0))
-    return LogisticFederation(feats, labels, reg=0.1)
+quadratic = spread_quadratic
+logistic = shifted_logistic
 
 
 LR = np.array([0.05, 0.08, 0.1, 0.06])

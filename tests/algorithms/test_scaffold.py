@@ -13,40 +13,13 @@ from fltheory.algorithms.reference import reference_run
 from fltheory.algorithms.run import run
 from fltheory.algorithms.scaffold import Scaffold
 from fltheory.errors import InvalidHyperparameterError
-from fltheory.participation import Participants, Participation
-from fltheory.problems.logistic import LogisticFederation
 from fltheory.problems.quadratic import QuadraticFederation
 
-
-class RandomParticipation(Participation):
-    """Each client takes part with probability 0.7 and completes U{0..E_i} steps."""
-
-    def draw(self, rng, t, local_steps):
-        E = np.asarray(local_steps)
-        clients = np.flatnonzero(rng.random(E.shape[0]) < 0.7)
-        steps = rng.integers(0, E[clients] + 1)
-        return Participants(clients.astype(np.int64), np.asarray(steps, dtype=np.int64))
+from ._problems import RandomParticipation, shifted_logistic, spread_quadratic
 
 
-def quadratic(seed: int, N: int = 4, d: int = 3, spread: float = 5.0, weights=None) -> QuadraticFederation:
-    """Clients with spectra in [1, 4] and optima spread ~ N(0, spread^2) apart."""
-    rng = np.random.default_rng(seed)
-    Q = np.linalg.qr(rng.standard_normal((N, d, d)))[0]
-    lam = rng.uniform(1.0, 4.0, (N, d))
-    H = np.einsum("nij,nj,nkj->nik", Q, lam, Q)
-    opt = spread * rng.standard_normal((N, d))
-    return QuadraticFederation(H, np.einsum("nij,nj->ni", H, opt), weights=weights)
-
-
-def logistic(seed: int, N: int = 4, f: int = 3) -> LogisticFederation:
-    rng = np.random.default_rng(seed)
-    feats, labels = [], []
-    for i in range(N):
-        n = int(rng.integers(6, 12))
-        A = rng.standard_normal((n, f)) + i
-        feats.append(A)
-        labels.append(np.where(rng.random(n) < 0.5, -1.0, 1.0))
-    return LogisticFederation(feats, labels, reg=0.1)
+quadratic = spread_quadratic
+logistic = shifted_logistic
 
 
 @pytest.mark.parametrize("option", ["I", "II"])
