@@ -62,7 +62,7 @@ from ..problems.base import Federation
 from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
 from .fedavg import FedAvgState, empty_round
 from .feddyn import FedDynState, check_solver_settings, feddyn_init, feddyn_round, solve_local
-from .local import LocalObjective, accelerated_l1_solve, exact_local_solve
+from .local import LocalObjective, accelerated_l1_solve
 from .scaffold import SCAFFOLD_OPTIONS, ScaffoldState, scaffold_init, scaffold_round
 
 __all__ = ["FedElasticNet", "ELASTICNET_BASES", "cvxpy_local_solve", "accelerated_l1_solve",

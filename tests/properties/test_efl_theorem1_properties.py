@@ -176,7 +176,7 @@ def test_exact_errors_match_a_simulation():
 def test_efl_theorem1_bounds_the_exact_error(case):
     fed, E, probs, weighting, sigma2, theta_factor, radius, seed = case
     rng = np.random.default_rng(seed)
-    N, d, p = fed.n_clients, fed.dim, fed.weights
+    d, p = fed.dim, fed.weights
     mu, L = float(fed.client_mu.min()), float(fed.client_L.max())
     mom = efl_step_moments(p, probs, E, weighting=weighting)
     assume(mom.ps[0].sum() > 0)                # the theorem's only requirement on s
