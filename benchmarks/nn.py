@@ -42,7 +42,8 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
     return float(np.median(times))
 
 
-def bench_model(name: str, net, batch: int, repeats: int, rng: np.random.Generator) -> None:
+def bench_model(name: str, net, batch: int, repeats: int, rng: np.random.Generator,
+                threads: int = 1) -> None:
     x = net.init(rng)[None]
     u = rng.random((1, batch, *net.input_shape))
     y = rng.integers(0, 10, size=(1, batch))
@@ -57,12 +58,15 @@ def bench_model(name: str, net, batch: int, repeats: int, rng: np.random.Generat
         import torch  # noqa: F401
     except ImportError:
         return
-    bench_torch(name, net, batch, repeats)
+    bench_torch(name, net, batch, repeats, fb, threads)
 
 
-def bench_torch(name: str, net, batch: int, repeats: int) -> None:  # pragma: no cover - optional
+def bench_torch(name: str, net, batch: int, repeats: int, ours: float,
+                threads: int) -> None:  # pragma: no cover - optional
+    """The same network in torch (float64, same thread count), and our time over torch's."""
     import torch
     from torch import nn
+    torch.set_num_threads(threads)
     if name == "MLP":
         model = nn.Sequential(nn.Linear(784, 200), nn.ReLU(), nn.Linear(200, 100), nn.ReLU(),
                               nn.Linear(100, 10)).double()
@@ -78,7 +82,9 @@ def bench_torch(name: str, net, batch: int, repeats: int) -> None:  # pragma: no
         model.zero_grad()
         nn.functional.cross_entropy(model(u), y).backward()
 
-    print(f"{'':>4} torch (float64) forward+backward {median_time(step, repeats) * 1e3:7.2f} ms")
+    ref = median_time(step, repeats)
+    print(f"{'':>4} torch {torch.__version__} (float64, {threads} thread(s)) forward+backward "
+          f"{ref * 1e3:7.2f} ms; fltheory.nn / torch = {ours / ref:.2f}x")
 
 
 def digits_like(n_clients: int, rng: np.random.Generator) -> NeuralFederation:
@@ -131,8 +137,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     with limit:
         print(f"BLAS threads: {args.threads if args.threads > 0 else 'default'}")
-        bench_model("MLP", mlp(784, 10), args.batch, args.repeats, rng)
-        bench_model("CNN", cnn((1, 28, 28), 10), args.batch, args.repeats, rng)
+        torch_threads = args.threads if args.threads > 0 else 2
+        bench_model("MLP", mlp(784, 10), args.batch, args.repeats, rng, torch_threads)
+        bench_model("CNN", cnn((1, 28, 28), 10), args.batch, args.repeats, rng, torch_threads)
         try:
             import torch  # noqa: F401
         except ImportError:
