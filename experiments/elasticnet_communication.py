@@ -16,7 +16,13 @@ Seed 003 (FedElasticNet, ICLR 2023 submission):
 
   evaluated by ``fltheory.theory.bounds.elasticnet_theorem31`` with C_0 as
   printed (mean of norms) and squared (``"corrected"``, as C_t is elsewhere in
-  the proof).
+  the proof).  C_0 = (1/m) sum_k E||grad L_k(theta_k^0) - grad L_k(theta*)||
+  is taken as Algorithm 3 specifies it: grad L_k(theta_k^0) is the stored
+  gradient *state*, initialised to 0 together with h^0 = 0 (the library's
+  ``FedElasticNet(base="feddyn")`` does the same), so C_0 = (1/m) sum_k
+  ||grad L_k(theta*)|| (squared in the corrected variant), i.e.
+  ``elasticnet_C0(None, grads_at_opt)``; the true gradients at x_0 would only
+  be right for a run whose states start at them.
 
 Protocol.  Random quadratic clients (``random_quadratic``, ``constants="clients"``:
 every L_k exactly beta-smooth), uniform weights so R = (1/m) sum_k L_k is the
@@ -128,10 +134,10 @@ def _bound_check(fed: Any, x0: np.ndarray, cfg: dict[str, Any]) -> dict[str, Any
     x_star = fed.optimum()
     F_star = fed.loss(x_star)
     m, d = fed.n_clients, fed.dim
-    X0 = np.broadcast_to(x0, (m, d))
     Xs = np.broadcast_to(x_star, (m, d))
-    C0 = {v: elasticnet_C0(fed.client_grad(X0), fed.client_grad(Xs), variant=v)
-          for v in ("corrected", "as_printed")}
+    # Alg. 3 starts its gradient states at zero (h^0 = 0, grad L_k(theta_k^0) := 0), so C_0 is
+    # (1/m) sum_k ||0 - grad L_k(theta*)||(^2), whatever x0 is (elasticnet_C0 with grads_init=None).
+    C0 = {v: elasticnet_C0(None, fed.client_grad(Xs), variant=v) for v in ("corrected", "as_printed")}
     out: dict[str, Any] = {"beta": beta, "lambda2": lam2, "C0": C0, "per_lambda1": []}
     for lam1 in cfg["bound_lambda1"]:
         tr = _bound_run(fed, x0, lam1, lam2, T)

@@ -67,3 +67,19 @@ def test_full_scaffold_elastic_net_l1_reduces_nonzeros():
     _, fed, x0 = exp._instance(cfg, experiment_rng(0, exp.NAME))
     nz = exp._communication(fed, x0, cfg, bases=("scaffold",))["scaffold"]["nonzero_fraction"]
     assert nz[1] <= nz[0], f"non-zero fraction {nz[1]} at lambda_1 = {cfg['lambda1'][1]} > {nz[0]} at 0"
+
+
+def test_C0_is_taken_at_zero_gradient_states():
+    """Alg. 3 starts with grad L_k(theta_k^0) = 0 and h^0 = 0, so C_0 = (1/m) sum_k ||grad L_k(theta*)||
+    (squared when corrected), independent of x0; grad L_k(theta*) = H_k theta* - e_k written out here."""
+    m, d = 3, 4
+    fed = random_quadratic(m, d, L=1.0, mu=0.2, heterogeneity=1.0, seed=5, constants="clients")
+    x_star = fed.optimum()
+    g = np.array([fed.H[k] @ x_star - fed.e[k] for k in range(m)])
+    norms = np.sqrt(np.sum(g ** 2, axis=1))
+    assert np.all(norms > 0.01), "instance needs heterogeneous clients"
+    cfg = dict(exp.QUICK, bound_rounds=1, bound_lambda1=[0.0])
+    for shift in (np.zeros(d), np.array([3.0, -1.0, 0.5, 2.0])):
+        out = exp._bound_check(fed, x_star + shift, cfg)
+        np.testing.assert_allclose(out["C0"]["as_printed"], norms.mean(), rtol=1e-12)
+        np.testing.assert_allclose(out["C0"]["corrected"], np.mean(norms ** 2), rtol=1e-12)
