@@ -9,6 +9,7 @@ and the slope helper to exact power laws.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from experiments import scaffold_drift as exp
 from fltheory.problems.generators import random_quadratic
@@ -39,3 +40,34 @@ def test_slope_of_exact_power_law():
     assert exp._slope([0.0, 1.0], [0.0, 1.0]) is None           # fewer than two positive points
     assert exp._first_below(np.array([3.0, 2.0, 0.5, 0.1]), 1.0) == 2
     assert exp._first_below(np.array([3.0, 2.0]), 1.0) is None
+
+
+def test_step_condition_names_match_the_bounds_module():
+    from fltheory.theory.bounds import scaffold_step_conditions
+
+    res = scaffold_step_conditions(eta_l=1e-3, eta_g=1.0, beta=4.0, K=5, R=1000, mu=1.0, N=6, S=6)
+    assert tuple(a.name for a in res.assumptions) == exp.STEP_CONDITIONS
+    assert set(exp.UNVERIFIED_CONSTANTS) <= set(exp.STEP_CONDITIONS)
+
+
+def test_every_step_condition_status_is_reported():
+    # beta = 4, mu = 1, K = 5, N = 6: caps 1/(81*4*5) = 1/1620 and S/(15*1*6*5) = S/450, R_min = max(648, 180/S)
+    ok = exp._step_conditions(eta_l=1 / 1620, eta_g=1.0, beta=4.0, K=5, R=700, mu=1.0, N=6, S=6)
+    assert ok["eta_l_max_smoothness"] == pytest.approx(1 / 1620, rel=1e-14)
+    assert ok["eta_l_max_sampling"] == pytest.approx(6 / 450, rel=1e-14)
+    chk = exp._step_check(ok)
+    assert chk.status == "holds" and chk.ratio == pytest.approx(1.0, rel=1e-12)
+    for name in exp.STEP_CONDITIONS:
+        assert f"{name}: held" in chk.detail
+    assert "unverified" in chk.detail
+    # beta = mu = 1, K = 5, N = 6, S = 1, eta_g = 0.5: caps 1/(81*5*0.5) = 1/202.5 and 1/(15*6*5*0.5) = 1/225,
+    # R_min = max(162, 30*6) = 180: eta_l = 0.0047 breaks only the sampling cap; R = 100 and eta_g fail too
+    bad = exp._step_conditions(eta_l=0.0047, eta_g=0.5, beta=1.0, K=5, R=100, mu=1.0, N=6, S=1)
+    assert bad["eta_l_max_sampling"] == pytest.approx(1 / 225, rel=1e-14)
+    assert bad["R_min"] == pytest.approx(180, rel=1e-14)
+    chk = exp._step_check(bad)
+    assert chk.status == "not checkable" and chk.ratio == pytest.approx(0.0047 * 225, rel=1e-12)
+    for name in ("eta_g >= 1", "eta_l <= S/(15 mu N K eta_g)", "R >= max(162 beta/mu, 30 N/S)"):
+        assert f"{name}: FAILS" in chk.detail
+    for name in ("1 <= S <= N", "eta_l <= 1/(81 beta K eta_g)", "eta_l > 0"):
+        assert f"{name}: held" in chk.detail
