@@ -53,6 +53,36 @@ Sensitivity (a macro, not a check): the worst ratio when G^2 is taken at w*
 alone, max_k ||grad f_k(w*)||^2 + max sigma_k^2 -- not an admissible constant
 for the run, but it shows how much of the slack the choice of G^2 explains.
 
+Exact counterexample instances (``COUNTEREXAMPLES``; the same instances are
+strict xfails in tests/theory/test_bounds_efl.py).  Theorem 1 fails on three
+one-dimensional two-client instances that meet every hypothesis; they are
+reported as checks of their own theorem keys (``t1-corrected-exact``,
+``t1-as-printed-exact``) so that the Monte Carlo keys still say which
+variants hold:
+
+* ``low-participation``: f_k = (x -+ 1)^2/2, each client inactive w.p. 0.8
+  else E = 2 steps, w_0 = w* = 0: the drift factor of B_t is negative,
+  E[B_t] < 0, C_tau = 0, H_tau = 0, so the bound is exactly 0 in both
+  readings while the error is positive (error / bound is infinite, so the
+  check's ratio comes from the same instance started at w_0 = 0.1, where the
+  bound is positive and still violated: ``companion_w0``);
+* ``first-round-noise``: f_1 = x^2 (departed, never active), f_2 = x^2/2 with
+  gradient-noise variance 40, E = 1, w_0 = 1: C_tau is a max, not a sum, so
+  the bound gamma^2/(E + gamma)^2 ||w_0 - w*||^2 lies below ||w_0 - w*||^2,
+  and the first round's noise lifts the error above it (corrected reading;
+  as printed J = 32 E mu / D is undefined, D = 0);
+* ``departure``: f_k = (x -+ 4)^2/2, client 2 departed, client 1 one exact
+  step, w_0 = 2: J as printed (32 E mu / D) is too small to cover the drift
+  towards the remaining client; the corrected J holds.
+
+The errors are exact, not sampled: each round is the affine map
+w <- A w + b + xi of the step pattern (s_1, s_2) (``exact_scalar_efl``,
+EFL with lambda = 0, plain weights, no compression), and E[w], E[w^2] are
+propagated over all patterns with their probabilities.  G^2 is the exact
+smallest constant of Assumption 4 over the instance's horizon: the largest
+E||g_t^k||^2 = h_k^2 E(y - c_k)^2 + sigma_k^2 at any local step a client
+can take.
+
 Statistics: M replicate runs (``config["replicates"]``), each with its own
 recorded seed; per round the mean and a two-sided 95 % normal confidence
 interval mean +- 1.96 s / sqrt(M).  The check's ratio is mean / bound (worst
@@ -74,7 +104,7 @@ from fltheory.algorithms import run as run_algorithm
 from fltheory.errors import InvalidHyperparameterError
 from fltheory.participation import FullParticipation, FullSteps, IncompleteSteps, UniformSampling
 from fltheory.problems.generators import random_quadratic
-from fltheory.theory.bounds import efl_step_moments, efl_theorem1_from_constants
+from fltheory.theory.bounds import efl_step_moments, efl_theorem1, efl_theorem1_from_constants
 
 NAME = "efl_convergence"
 TITLE = "Monte Carlo E||w - w*||^2 of EFL vs Theorem 1 (eq. 7), incomplete/inactive clients, compression"
@@ -82,7 +112,32 @@ _PAPER = "seed 000 (EFL, Ma et al.)"
 THEOREMS = [
     Theorem("t1-corrected", _PAPER, "Theorem 1, corrected reading (THEORY.md sec. 4)", "eq. 7"),
     Theorem("t1-as-printed", _PAPER, "Theorem 1, as printed (J with D outside its sum, s^K = E)", "eq. 7"),
+    Theorem("t1-corrected-exact", _PAPER,
+            "Theorem 1, corrected reading, on exact two-client instances meeting its hypotheses", "eq. 7"),
+    Theorem("t1-as-printed-exact", _PAPER,
+            "Theorem 1, as printed, on exact two-client instances meeting its hypotheses", "eq. 7"),
 ]
+READINGS = {"corrected": "t1-corrected-exact", "as_printed": "t1-as-printed-exact"}
+# One-dimensional clients f_k(x) = h_k/2 (x - c_k)^2 (min value 0), EFL with lambda = 0, plain
+# weights, theta = 1, no compression; step_probs[k, j] = P(s_k = j), the same every round.
+# Instances and their exact errors: tests/theory/test_bounds_efl.py (strict xfails).
+COUNTEREXAMPLES: dict[str, dict[str, Any]] = {
+    "low-participation": {"h": [1.0, 1.0], "c": [1.0, -1.0], "weights": [0.5, 0.5], "sigma2": [0.0, 0.0],
+                          "E": 2, "step_probs": [[0.8, 0.0, 0.2], [0.8, 0.0, 0.2]], "w0": 0.0,
+                          "theta": 1.0, "rounds": 3,
+                          # the bound is exactly 0 from w_0 = w*, so error / bound is infinite there; the same
+                          # instance started at w* + 0.1 (bound > 0, still violated) gives the check a finite ratio
+                          "companion_w0": 0.1,
+                          "finding": "drift factor of B_t < 0 under low participation: E[B_t] < 0, bound 0"},
+    "first-round-noise": {"h": [2.0, 1.0], "c": [0.0, 0.0], "weights": [0.5, 0.5], "sigma2": [0.0, 40.0],
+                          "E": 1, "step_probs": [[1.0, 0.0], [0.0, 1.0]], "w0": 1.0, "theta": 1.0,
+                          "rounds": 1,
+                          "finding": "C_tau is a max, not a sum: first-round noise exceeds gamma^2 ||w0-w*||^2 "
+                                     "/ (E + gamma)^2"},
+    "departure": {"h": [1.0, 1.0], "c": [4.0, -4.0], "weights": [0.5, 0.5], "sigma2": [0.0, 0.0],
+                  "E": 1, "step_probs": [[0.0, 1.0], [1.0, 0.0]], "w0": 2.0, "theta": 1.0, "rounds": 1,
+                  "finding": "J as printed (32 E mu / D) too small after a client departure"},
+}
 VARIANTS: dict[str, dict[str, Any]] = {
     "complete": {"steps": "full", "weights": "plain", "compression": None, "server_update": "as_printed"},
     "incomplete-plain": {"steps": "incomplete", "weights": "plain", "compression": None,
@@ -110,7 +165,7 @@ QUICK: dict[str, Any] = {
 FULL: dict[str, Any] = {**QUICK, "n_clients": 8, "dim": 10, "rounds": 60, "replicates": 400,
                         "sigma2": [0.5 + 0.25 * k for k in range(8)],
                         "inactive_prob": [0.1 * k for k in range(8)], "q": 0.3, "sampled": 3}
-EXPECTED_AXES = 2
+EXPECTED_AXES = 3
 
 
 class _TableSteps:
@@ -225,6 +280,102 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
     return out
 
 
+def exact_scalar_efl(h: Any, c: Any, weights: Any, sigma2: Any, step_probs: Any, eta: Any,
+                     w0: float) -> dict[str, Any]:
+    """Exact E[w_tau] and E(w_tau - w*)^2 of EFL on one-dimensional quadratic clients.
+
+    Clients f_k(x) = h_k/2 (x - c_k)^2 with stochastic gradients h_k (y - c_k) + xi, E xi = 0,
+    E xi^2 = sigma_k^2, independent; EFL (seed 000 Alg. 1 / eq. 6) with lambda = 0, plain weights
+    and no compression: in round t client k takes s_t^k local steps y <- y - eta_t g (s_t^k
+    drawn from ``step_probs[k]``, independently across clients and rounds, independent of the
+    noise), and the server sets w_{t+1} = w_t + sum_k p_t^k (y_k - w_t) with p_t^k = p^k if
+    s_t^k > 0 else 0.  Given the pattern s, y_k - c_k = a_k (w_t - c_k) + noise with
+    a_k = (1 - eta_t h_k)^{s_k} and noise variance v_k = eta_t^2 sigma_k^2 sum_{j<s_k}
+    (1 - eta_t h_k)^{2j}, so w_{t+1} = A w_t + b + xi with A = 1 - sum_k p_t^k (1 - a_k),
+    b = sum_k p_t^k (1 - a_k) c_k, Var xi = sum_k (p_t^k)^2 v_k; then
+    E w_{t+1} = E[A] E w_t + E[b] and E w_{t+1}^2 = E[A^2] E w_t^2 + 2 E[A b] E w_t + E[b^2] + E[Var xi]
+    (pattern expectations over all (E+1)^N patterns at once).
+
+    Returns ``mean`` and ``error`` (E(w_tau - w*)^2) for tau = 1..T, ``w_star``
+    (minimiser of F = sum_k p^k f_k), ``D`` (D_k = f_k(w*)) and ``G2``: the smallest constant of
+    Assumption 4 over the T rounds, max over t, k and local steps j < s that client k takes with
+    positive probability of E g^2 = h_k^2 [(1 - eta_t h_k)^{2j} E(w_t - c_k)^2
+    + eta_t^2 sigma_k^2 sum_{i<j} (1 - eta_t h_k)^{2i}] + sigma_k^2.
+    """
+    h, c, p, sig = (np.asarray(v, dtype=np.float64) for v in (h, c, weights, sigma2))
+    q = np.asarray(step_probs, dtype=np.float64)
+    eta = np.asarray(eta, dtype=np.float64)
+    N, E = h.shape[0], q.shape[1] - 1
+    if not (c.shape == p.shape == sig.shape == (N,) and q.shape == (N, E + 1) and eta.ndim == 1):
+        raise InvalidHyperparameterError(
+            f"h, c, weights, sigma2 need shape ({N},), step_probs ({N}, E+1), eta 1-D; got {c.shape}, "
+            f"{p.shape}, {sig.shape}, {q.shape}, {eta.shape}")
+    if np.any(h <= 0) or np.any(sig < 0) or np.any(q < 0) or np.any(np.abs(q.sum(axis=1) - 1) > 1e-12):
+        raise InvalidHyperparameterError(
+            f"need h_k > 0, sigma_k^2 >= 0 and probability rows; got h = {h}, sigma2 = {sig}, step_probs = {q}")
+    pats = np.stack(np.meshgrid(*[np.arange(E + 1)] * N, indexing="ij"), axis=-1).reshape(-1, N)  # (P, N)
+    prob = np.prod(q[np.arange(N), pats], axis=1)                                                  # (P,)
+    pt = np.where(pats > 0, p, 0.0)
+    j = np.arange(E)
+    takes = q[:, 1:][:, ::-1].cumsum(axis=1)[:, ::-1] > 0            # (N, E): P(s_k > j) > 0
+    w_star = float(np.sum(p * h * c) / np.sum(p * h))
+    m, M, G2 = float(w0), float(w0) ** 2, 0.0
+    means, errors = [], []
+    for e in eta:                                                     # rounds: the recursion itself
+        r = 1.0 - e * h                                               # (N,)
+        dev2 = M - 2 * c * m + c ** 2                                 # E(w_t - c_k)^2
+        noise_j = e ** 2 * sig[:, None] * np.cumsum(np.concatenate(
+            [np.zeros((N, 1)), (r[:, None] ** (2 * j[None, :]))[:, :-1]], axis=1), axis=1)   # (N, E)
+        g2 = h[:, None] ** 2 * (r[:, None] ** (2 * j) * dev2[:, None] + noise_j) + sig[:, None]
+        G2 = max(G2, float(np.max(np.where(takes, g2, 0.0))))
+        a = r ** pats                                                 # (P, N)
+        var = e ** 2 * sig * np.where(np.abs(r ** 2 - 1) > 1e-15,
+                                      (1 - r ** (2 * pats)) / np.where(np.abs(r ** 2 - 1) > 1e-15,
+                                                                       1 - r ** 2, 1.0), pats)
+        A = 1.0 - np.sum(pt * (1 - a), axis=1)
+        b = np.sum(pt * (1 - a) * c, axis=1)
+        V = np.sum(pt ** 2 * var, axis=1)
+        m, M = (float(prob @ A * m + prob @ b),
+                float(prob @ A ** 2 * M + 2 * (prob @ (A * b)) * m + prob @ b ** 2 + prob @ V))
+        means.append(m)
+        errors.append(M - 2 * w_star * m + w_star ** 2)
+    return {"mean": means, "error": errors, "w_star": w_star, "D": (h / 2 * (w_star - c) ** 2).tolist(),
+            "G2": G2}
+
+
+def _counterexample(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Exact error and Theorem 1 (both readings) per round of one COUNTEREXAMPLES instance."""
+    h = np.asarray(spec["h"], dtype=np.float64)
+    T, E = spec["rounds"], spec["E"]
+    base = {"E": E, "theta": spec["theta"], "mu": float(h.min()), "L": float(h.max()),
+            "sigma2": spec["sigma2"], "weights": spec["weights"], "step_probs": spec["step_probs"]}
+    # eta_t of the theorem does not depend on G^2, D_k or the reading: take it first.
+    eta = efl_theorem1(T, D=0.0, G2=0.0, init_dist2=0.0, **base).terms.get("eta")
+    if eta is None:
+        raise InvalidHyperparameterError(f"{name}: Theorem 1 step size undefined for {spec}")
+    ex = exact_scalar_efl(spec["h"], spec["c"], spec["weights"], spec["sigma2"], spec["step_probs"], eta,
+                          spec["w0"])
+    init_dist2 = (spec["w0"] - ex["w_star"]) ** 2
+    out: dict[str, Any] = {**ex, "eta": eta, "init_dist2": init_dist2, "finding": spec["finding"],
+                           "spec": {k: v for k, v in spec.items() if k not in ("finding", "companion_w0")},
+                           "companion": None}
+    if spec.get("companion_w0") is not None:
+        twin = {k: v for k, v in spec.items() if k != "companion_w0"}
+        out["companion"] = _counterexample(f"{name} from w_0 = {spec['companion_w0']}",
+                                           {**twin, "w0": spec["companion_w0"]})
+    for reading in READINGS:
+        vals, unmet, B = [], [], None
+        for tau in range(1, T + 1):
+            res = efl_theorem1(tau, D=ex["D"], G2=ex["G2"], init_dist2=init_dist2, variant=reading, **base)
+            vals.append(res.value)
+            unmet.extend(f"{a.name} ({a.detail})" for a in res.violated)
+            B = res.terms.get("B", B)
+        out[f"bound_{reading}"] = vals
+        out[f"unmet_{reading}"] = sorted(set(unmet))
+        out[f"B_{reading}"] = None if B is None else np.asarray(B, dtype=float).tolist()
+    return out
+
+
 def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     """Build the instance, run every variant M times, evaluate both bound readings per round."""
     N, d = config["n_clients"], config["dim"]
@@ -248,6 +399,7 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
             raise InvalidHyperparameterError(f"unknown variant {name!r}; expected one of {list(VARIANTS)}")
         seeds = rng.integers(0, 2**31 - 1, size=config["replicates"])
         out["runs"][name] = _variant(name, VARIANTS[name], fed, config, x0, seeds)
+    out["counterexamples"] = {name: _counterexample(name, spec) for name, spec in COUNTEREXAMPLES.items()}
     return out
 
 
@@ -287,6 +439,50 @@ def checks(results: dict[str, Any]) -> list[Check]:
                                  f"{name}: worst round {tau} of {len(ratios)}, upper 95% limit / bound = "
                                  f"{r['server_high'][tau] / b:.3g}; theta = {r['theta']:.3g}, "
                                  f"G^2 = {r['G2']:.4g}"))
+    out.extend(_counterexample_checks(results))
+    return out
+
+
+def _counterexample_worst(r: dict[str, Any], reading: str) -> tuple[int, float, float] | None:
+    """(tau, exact error, bound) at the round with the smallest bound / error (None: bound undefined)."""
+    rows = [(tau, err, b) for tau, (err, b) in enumerate(zip(r["error"], r[f"bound_{reading}"]), start=1)
+            if b is not None]
+    return min(rows, key=lambda x: x[2] / x[1]) if rows else None
+
+
+def _counterexample_checks(results: dict[str, Any]) -> list[Check]:
+    """One check per (exact instance, reading): violated when the exact error exceeds the bound at
+    some round; ratio = error / bound (None when the bound is exactly 0: the ratio is infinite)."""
+    out: list[Check] = []
+    for name, r in results["counterexamples"].items():
+        sp = r["spec"]
+        inst = (f"{name}: f_k = h_k/2 (x - c_k)^2, h = {sp['h']}, c = {sp['c']}, p = {sp['weights']}, "
+                f"sigma_k^2 = {sp['sigma2']}, E = {sp['E']}, P(s_k = j) = {sp['step_probs']}, plain weights, "
+                f"theta = {sp['theta']}, lambda = 0, w_0 = {sp['w0']}, w* = {r['w_star']:.6g}, D_k = "
+                f"{[round(d, 6) for d in r['D']]}, G^2 = {r['G2']:.6g} (exact max E||g||^2), theorem's "
+                f"eta_t = {[float(f'{x:.6g}') for x in r['eta']]}")
+        for reading, key in READINGS.items():
+            worst = _counterexample_worst(r, reading)
+            if worst is None:
+                out.append(Check(key, "not checkable", None,
+                                 f"{name}: bound undefined: {'; '.join(r[f'unmet_{reading}']) or 'no value'}"))
+                continue
+            tau, err, b = worst
+            ratio = err / b if b > 0 else None
+            B = r[f"B_{reading}"]
+            text = (f"round {tau}: exact E||w - w*||^2 = {err:.6g} vs bound {b:.6g} "
+                    f"(E[B_t] = {[round(x, 6) for x in B] if B is not None else None}); {inst}")
+            twin = r.get("companion")
+            if ratio is None and twin is not None and (tw := _counterexample_worst(twin, reading)) is not None \
+                    and tw[2] > 0:
+                ratio = tw[1] / tw[2]
+                text += (f"; ratio from the same instance started at w_0 = {twin['spec']['w0']} (bound > 0): "
+                         f"round {tw[0]}: exact {tw[1]:.6g} vs bound {tw[2]:.6g}, G^2 = {twin['G2']:.6g}")
+            if err > b:
+                why = "" if b > 0 else " (bound exactly 0 from w_0 = w*: error / bound infinite there)"
+                out.append(Check(key, "violated", ratio, f"FINDING ({r['finding']}){why}: {text}"))
+            else:
+                out.append(Check(key, "holds", ratio, text))
     return out
 
 
@@ -305,13 +501,27 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
                 if b is not None and b > 0]
         if sens:
             out[f"{stem}_worst_ratio_G2_at_optimum"] = max(sens)
+    for name, r in results.get("counterexamples", {}).items():
+        stem = "cx_" + name.replace("-", "_")
+        for reading in READINGS:
+            worst = _counterexample_worst(r, reading)
+            if worst is None:
+                continue
+            tau, err, b = worst
+            out[f"{stem}_{reading}_exact_error"] = err
+            out[f"{stem}_{reading}_bound"] = b
+            if b > 0:
+                out[f"{stem}_{reading}_ratio"] = err / b
+            twin = r.get("companion")
+            if twin is not None and (tw := _counterexample_worst(twin, reading)) is not None and tw[2] > 0:
+                out[f"{stem}_offset_start_{reading}_ratio"] = tw[1] / tw[2]
     return out
 
 
 def plot(results: dict[str, Any]):
     """Left: Monte Carlo mean with 95% bands and the corrected bound (dashed) per variant.
     Right: mean / bound per round, corrected (solid) and as printed (dotted)."""
-    fig, (ax, axr) = plotting.figure(1, 2, height=3.4)
+    fig, (ax, axr, axc) = plotting.figure(1, 3, height=3.6)
     rounds = np.arange(results["rounds"] + 1)
     for c, name in enumerate(results["variants"]):
         r = results["runs"][name]
@@ -337,4 +547,66 @@ def plot(results: dict[str, Any]):
     axr.legend(loc="best", fontsize=7)
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=7)
+    _plot_counterexamples(axc, results)
+    fig.suptitle(_headline(results), fontsize=8)
     return fig
+
+
+def _headline(results: dict[str, Any]) -> str:
+    """Which Monte Carlo variants hold per reading, and which exact instances violate it."""
+    parts = []
+    for reading, label in (("corrected", "corrected"), ("as_printed", "as printed")):
+        held = [n for n in results["variants"]
+                if all(x is not None and x <= 1 for x in _ratios(results["runs"][n], reading))]
+        rest = [n for n in results["variants"] if n not in held]
+        mc = "all MC variants hold" if not rest else f"MC holds: {', '.join(held) or 'none'}; not: {', '.join(rest)}"
+        bad = [n for n, r in results.get("counterexamples", {}).items()
+               if (w := _counterexample_worst(r, reading)) is not None and w[1] > w[2]]
+        parts.append(f"{label}: {mc}; violated on exact instance(s): {', '.join(bad) or 'none'}")
+    return "Theorem 1 (eq. 7), " + "\n".join(parts)
+
+
+def _plot_counterexamples(ax: Any, results: dict[str, Any]) -> None:
+    """bound / exact error per exact instance and round (below 1 = bound violated; 0 = bound 0)."""
+    names = list(results.get("counterexamples", {}))
+    for c, (reading, marker, label, colour) in enumerate((
+            ("corrected", "o", "corrected reading", plotting.OKABE_ITO[7]),
+            ("as_printed", "s", "as printed", plotting.OKABE_ITO[3]))):
+        xs, ys = [], []
+        for i, name in enumerate(names):
+            r = results["counterexamples"][name]
+            rows = [(tau, b / e) for tau, (e, b) in enumerate(zip(r["error"], r[f"bound_{reading}"]), start=1)
+                    if b is not None]
+            if not rows:
+                ax.annotate("as printed:\nundefined\n(J divides\nby D = 0)", (i + (c - 0.5) * 0.3, 0.3),
+                            fontsize=6, ha="center", color=colour)
+            for k, (tau, y) in enumerate(rows):
+                xs.append(i + (c - 0.5) * 0.3 + 0.06 * k)
+                ys.append(y)
+        ax.plot(xs, ys, linestyle="none", marker=marker, color=colour, label=label)
+        for i, name in enumerate(names):
+            twin = results["counterexamples"][name].get("companion")
+            if twin is None:
+                continue
+            tx = [i + (c - 0.5) * 0.3 + 0.06 * k for k, b in enumerate(twin[f"bound_{reading}"]) if b is not None]
+            ty = [b / e for e, b in zip(twin["error"], twin[f"bound_{reading}"]) if b is not None]
+            ax.plot(tx, ty, linestyle="none", marker=marker, markerfacecolor="none", color=colour,
+                    label=f"hollow: from $w_0$ = {twin['spec']['w0']:g}" if c == 0 else None)
+        for x, y in zip(xs, ys):
+            if y > 0:
+                ax.annotate(f"{y:.3g}", (x, y), textcoords="offset points", xytext=(4, -3), fontsize=6,
+                            color=colour)
+    for i, name in enumerate(names):
+        r = results["counterexamples"][name]
+        if all(b is not None and b == 0 for rd in READINGS for b in r[f"bound_{rd}"]):
+            ax.annotate("filled: bound = 0\n(both readings)", (i, 0.55), fontsize=6, ha="center")
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1.0, label="exact error (below: violated)")
+    ax.axhspan(0.0, 1.0, color="grey", alpha=0.1, linewidth=0)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([n.replace("-", "\n") for n in names], fontsize=7)
+    ax.set_xlim(-0.5, len(names) - 0.5)
+    ax.set_ylim(-0.05, 1.75)
+    ax.set_xlabel("exact instance (a point per round)")
+    ax.set_ylabel(r"bound / exact $E\|w - w^*\|^2$ (ratio)")
+    ax.set_title("findings: exact instances")
+    ax.legend(loc="upper left", fontsize=6)

@@ -13,6 +13,7 @@ the experiment drives EFL with Theorem 1's step size, held to hand computations.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from experiments import efl_convergence as exp
 from fltheory.algorithms import EFL, run
@@ -65,3 +66,115 @@ def test_first_round_uses_theorem_step_size():
             y = y - eta0 * (fed.H[k] @ y - fed.e[k])
         change += p[k] * (y - x0)
     np.testing.assert_allclose(hist.x[1], w + change, rtol=1e-12, atol=1e-14)
+
+
+def _readable_exact(h, c, p, sigma2, q, eta, w0):
+    """Reference for exact_scalar_efl: every sequence of step patterns (one (s_1, s_2) per round)
+    with its probability; along a sequence the noise-free iterate is run step by step
+    (y <- y - eta h (y - c)), and the variance of w is carried as Var w_{t+1} = A^2 Var w_t + V with
+    A = d w_{t+1} / d w_t and V the variance the round's noise adds, both accumulated step by step
+    (Var y <- (1 - eta h)^2 Var y + eta^2 sigma^2 from Var y = 0).  E(w - w*)^2 = sum prob ((w - w*)^2 + Var w)."""
+    import itertools
+    h, c, p, sigma2, q = (np.asarray(v, float) for v in (h, c, p, sigma2, q))
+    E = q.shape[1] - 1
+    w_star = float(np.sum(p * h * c) / np.sum(p * h))
+    pats = list(itertools.product(range(E + 1), repeat=2))
+    errs = []
+    for T in range(1, len(eta) + 1):
+        total = 0.0
+        for seq in itertools.product(pats, repeat=T):
+            prob, w, var = 1.0, w0, 0.0
+            for t, pat in enumerate(seq):
+                new, A, V = w, 1.0, 0.0
+                for k in range(2):
+                    prob *= q[k, pat[k]]
+                    if pat[k] == 0:
+                        continue
+                    y, dy, vy = w, 1.0, 0.0
+                    for _ in range(pat[k]):
+                        y = y - eta[t] * h[k] * (y - c[k])
+                        dy *= 1 - eta[t] * h[k]
+                        vy = (1 - eta[t] * h[k]) ** 2 * vy + eta[t] ** 2 * sigma2[k]
+                    new += p[k] * (y - w)
+                    A -= p[k] * (1 - dy)
+                    V += p[k] ** 2 * vy
+                w, var = new, A ** 2 * var + V
+            total += prob * ((w - w_star) ** 2 + var)
+        errs.append(total)
+    return np.array(errs)
+
+
+def test_exact_scalar_efl_matches_the_readable_enumeration():
+    h, c, p = [1.0, 3.0], [1.5, -0.5], [0.4, 0.6]
+    sigma2, q = [2.0, 0.5], [[0.3, 0.2, 0.5], [0.1, 0.6, 0.3]]
+    eta, w0 = [0.2, 0.15, 0.1], 0.7
+    out = exp.exact_scalar_efl(h, c, p, sigma2, q, eta, w0)
+    ref = _readable_exact(h, c, p, sigma2, q, eta, w0)
+    np.testing.assert_allclose(out["error"], ref, rtol=1e-12)
+    assert out["w_star"] == (0.4 * 1.5 - 0.6 * 3 * 0.5) / (0.4 + 0.6 * 3)
+    np.testing.assert_allclose(out["D"], [0.5 * (out["w_star"] - 1.5) ** 2, 1.5 * (out["w_star"] + 0.5) ** 2])
+
+
+def test_exact_G2_is_the_largest_expected_squared_gradient():
+    h, c, p = [1.0, 1.0], [1.0, -1.0], [0.5, 0.5]
+    q, eta = [[0.5, 0.0, 0.5], [0.5, 0.0, 0.5]], [0.25]
+    out = exp.exact_scalar_efl(h, c, p, [0.0, 0.0], q, eta, 0.0)
+    # one round from w0 = 0: steps at y = 0 (g^2 = 1) and y = 0.25 c_k (g^2 = 0.75^2): G2 = 1
+    assert out["G2"] == pytest.approx(1.0, rel=1e-14)
+    # one client, h = 1, c = 0, sigma^2 = 100, two steps at eta = 1/2 from w0 = 0: the first gradient has
+    # E g^2 = 0 + 100, the second is at y = -xi/2: E g^2 = 100/4 + 100 = 125
+    noisy = exp.exact_scalar_efl([1.0], [0.0], [1.0], [100.0], [[0.0, 0.0, 1.0]], [0.5], 0.0)
+    assert noisy["G2"] == pytest.approx(125.0, rel=1e-14)
+
+
+def test_counterexamples_reproduce_the_closed_forms():
+    res = {n: exp._counterexample(n, s) for n, s in exp.COUNTEREXAMPLES.items()}
+    # first-round noise: gamma = 256, eta_0 = 32/257, E w_1^2 = (1 - eta_0/2)^2 + (eta_0/2)^2 40, bound 256^2/257^2
+    eta0 = 32 / 257
+    r = res["first-round-noise"]
+    assert r["eta"][0] == pytest.approx(eta0, rel=1e-12)
+    assert r["error"][0] == pytest.approx((1 - eta0 / 2) ** 2 + (eta0 / 2) ** 2 * 40, rel=1e-12)
+    assert r["bound_corrected"][0] == pytest.approx(256 ** 2 / 257 ** 2, rel=1e-12)
+    assert r["G2"] == pytest.approx(41.0, rel=1e-12) and r["bound_as_printed"] == [None]
+    # departure: eta_0 = 16/(129 * 0.5), w_1 = 2 + 0.5 eta_0 (4 - 2); G2 = 4 (the only gradient, at w0 = 2)
+    eta0 = 16 / (129 * 0.5)
+    r = res["departure"]
+    assert r["error"][0] == pytest.approx((2 + 0.5 * eta0 * 2) ** 2, rel=1e-12)
+    assert r["G2"] == pytest.approx(4.0, rel=1e-12)
+    assert r["bound_as_printed"][0] < r["error"][0] < r["bound_corrected"][0]
+    # low participation: bound exactly 0 in both readings, E[B_t] = 1.2 - 2.9 G^2 < 0, error > 0
+    r = res["low-participation"]
+    ref = _readable_exact([1.0, 1.0], [1.0, -1.0], [0.5, 0.5], [0.0, 0.0],
+                             [[0.8, 0.0, 0.2], [0.8, 0.0, 0.2]], r["eta"], 0.0)
+    np.testing.assert_allclose(r["error"], ref, rtol=1e-12)
+    assert np.all(np.asarray(r["error"]) > 0)
+    for reading in ("corrected", "as_printed"):
+        assert r[f"bound_{reading}"] == [0.0, 0.0, 0.0]
+        np.testing.assert_allclose(r[f"B_{reading}"], 1.2 - 2.9 * r["G2"], rtol=1e-12)
+
+
+def test_counterexample_checks_report_every_finding():
+    results = {"counterexamples": {n: exp._counterexample(n, s) for n, s in exp.COUNTEREXAMPLES.items()}}
+    by = {}
+    for c in exp._counterexample_checks(results):
+        name = next(n for n in exp.COUNTEREXAMPLES if f"{n}:" in c.detail)
+        by[(c.theorem, name)] = c
+    assert len(by) == 6
+    for key in [("t1-corrected-exact", "low-participation"), ("t1-as-printed-exact", "low-participation"),
+                ("t1-corrected-exact", "first-round-noise"), ("t1-as-printed-exact", "departure")]:
+        assert by[key].status == "violated", key
+        assert "FINDING" in by[key].detail
+    # bound exactly 0 from w_0 = w*: the finite ratio comes from the same instance started at w* + 0.1
+    low = exp.COUNTEREXAMPLES["low-participation"]
+    twin = exp._counterexample("twin", {**{k: v for k, v in low.items() if k != "companion_w0"},
+                                        "w0": low["companion_w0"]})
+    for reading, key in exp.READINGS.items():
+        assert twin[f"bound_{reading}"][0] > 0
+        worst = max(e / b for e, b in zip(twin["error"], twin[f"bound_{reading}"]))
+        assert by[(key, "low-participation")].ratio == pytest.approx(worst, rel=1e-12) and worst > 1
+        assert "infinite" in by[(key, "low-participation")].detail
+    assert by[("t1-corrected-exact", "first-round-noise")].ratio > 1
+    assert by[("t1-corrected-exact", "departure")].status == "holds"
+    assert by[("t1-as-printed-exact", "first-round-noise")].status == "not checkable"
+    m = exp.macros({"variants": [], "runs": {}, **results})
+    assert m["cx_departure_as_printed_ratio"] > 1 and m["cx_low_participation_corrected_bound"] == 0.0
