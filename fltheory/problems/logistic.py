@@ -41,6 +41,7 @@ import numpy as np
 from .._validate import finite_array, positive
 from ..errors import InvalidProblemError
 from . import _logistic_oracles as lo
+from ._logistic_buckets import Bucket, make_plan
 from ._newton import newton
 from ._separation import is_separable
 from .base import Federation, normalize_weights
@@ -49,6 +50,7 @@ __all__ = ["LogisticFederation"]
 
 OPTIMUM_TOL = 1e-10
 _N_BUCKETS = 4
+_MAX_PLANS = 8      # cached size-bucket plans (one per distinct client list)
 
 
 def _check_data(features: Sequence[Any], labels: Sequence[Any], n_classes: int | None
@@ -148,6 +150,7 @@ class LogisticFederation(Federation):
         self.dim = f if n_classes is None else f * n_classes
         self.weights, self.n_samples = normalize_weights(N, rows, weights)
         self._explicit_weights = weights is not None
+        self._plans: dict[bytes, list[Bucket] | None] = {}
 
     @classmethod
     def _from_padded(cls, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
@@ -193,8 +196,30 @@ class LogisticFederation(Federation):
         args = (self.reg,) if C is None else (self.reg, C)
         if which == "hess":
             return self._bucketed(fn, X, idx, args)
-        A, y, rw = self._data(idx)
-        return fn(A, y, rw, X, *args)
+        plan = self._plan(idx)
+        if plan is None:
+            A, y, rw = self._data(idx)
+            return fn(A, y, rw, X, *args)
+        out = np.empty((idx.shape[0],) if which == "loss" else (idx.shape[0], self.dim))
+        for b in plan:                                   # a few size groups, not clients
+            out[b.pos] = fn(b.A, b.y, b.rw, X[b.pos], *args)
+        return out
+
+    def _plan(self, idx: np.ndarray) -> list[Bucket] | None:
+        """Size-bucket plan of the client list ``idx`` (see ``_logistic_buckets``),
+        cached per distinct list: local loops call the oracles tau times on the
+        same clients, so the groups' padded rows are gathered once."""
+        key = idx.tobytes()
+        try:
+            return self._plans[key]
+        except KeyError:
+            pass
+        work = 4.0 * self.n_features * (1 if self.n_classes is None else self.n_classes)
+        plan = make_plan(self._A, self._y, self._rw, self._rows, idx, work)
+        if len(self._plans) >= _MAX_PLANS:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
 
     def _bucketed(self, fn: Callable[..., np.ndarray], X: np.ndarray, idx: np.ndarray,
                   args: tuple) -> np.ndarray:
