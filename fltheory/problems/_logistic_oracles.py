@@ -25,7 +25,7 @@ caller's ``reg`` argument to loss, gradient and Hessian only.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit, log_softmax, logsumexp, softmax
+from scipy.special import expit, log_softmax
 
 
 def _matvec(A: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -86,25 +86,40 @@ def _logits(A: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     return np.matmul(A, X.reshape(m, f, C))            # (m, n, C)
 
 
-def _onehot(y: np.ndarray, C: int) -> np.ndarray:
-    return (y[:, :, None] == np.arange(C)).astype(np.float64)
+def _softmax(Z: np.ndarray) -> np.ndarray:
+    """softmax over the last axis, computed in place in ``Z`` (a fresh temporary):
+    exp(z - max z) / sum exp(z - max z), so large logits neither overflow nor warn.
+    Same formula as scipy.special.softmax without its per-call dispatch overhead,
+    which dominated the small per-bucket calls."""
+    Z -= Z.max(axis=-1, keepdims=True)
+    np.exp(Z, out=Z)
+    Z /= Z.sum(axis=-1, keepdims=True)
+    return Z
+
+
+def _logsumexp(Z: np.ndarray) -> np.ndarray:
+    """log sum_c exp(z_c) over the last axis as max z + log sum exp(z - max z)."""
+    top = Z.max(axis=-1, keepdims=True)
+    return (top + np.log(np.exp(Z - top).sum(axis=-1, keepdims=True)))[..., 0]
 
 
 def multi_loss(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
     Z = _logits(A, X, C)
     picked = np.take_along_axis(Z, y[:, :, None].astype(np.int64), axis=2)[:, :, 0]
-    rows = logsumexp(Z, axis=2) - picked
+    rows = _logsumexp(Z) - picked
     return np.einsum("mn,mn->m", rw, rows) + 0.5 * reg * np.einsum("md,md->m", X, X)
 
 
-def multi_residual(A: np.ndarray, y: np.ndarray, X: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray]:
-    """p - e_y per row -> (m, n, C), and the probabilities p."""
-    P = softmax(_logits(A, X, C), axis=2)
-    return P - _onehot(y, C), P
+def multi_residual(A: np.ndarray, y: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
+    """p - e_y per row -> (m, n, C) (padding rows, label 0, give p - e_0)."""
+    R = _softmax(_logits(A, X, C))
+    flat = R.reshape(-1)                                   # a view: R is a fresh contiguous array
+    flat[np.arange(y.size) * C + y.reshape(-1).astype(np.int64, copy=False)] -= 1.0
+    return R
 
 
 def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
-    R, _ = multi_residual(A, y, X, C)
+    R = multi_residual(A, y, X, C)
     m, n, f = A.shape
     G = np.matmul(np.swapaxes(A, 1, 2), rw[:, :, None] * R)    # (m, f, C)
     return G.reshape(m, f * C) + reg * X
@@ -119,7 +134,7 @@ def multi_hess(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg:
     Rows are processed in blocks (a blocked sum, each block fully vectorized)
     so the (m, rows, f*C) temporaries stay below ~32 MB."""
     m, n, f = A.shape
-    P = softmax(_logits(A, X, C), axis=2)
+    P = _softmax(_logits(A, X, C))
     T = np.zeros((m, C, f, f))
     H = np.zeros((m, f * C, f * C))
     step = max(1, _BLOCK_FLOATS // max(1, m * f * C))
@@ -142,7 +157,7 @@ def multi_hess(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg:
 def multi_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     """True (softmax) Fisher diagonal sum_j rw_j a_jk^2 p_jc (1 - p_jc) -> (m, f*C)."""
     m, n, f = A.shape
-    P = softmax(_logits(A, X, C), axis=2)
+    P = _softmax(_logits(A, X, C))
     F = np.matmul(np.swapaxes(A * A, 1, 2), rw[:, :, None] * P * (1.0 - P))
     return F.reshape(m, f * C)
 
@@ -150,14 +165,14 @@ def multi_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarra
 def multi_per_sample(A: np.ndarray, y: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     """Per-row data gradients a_j (p_j - e_yj)^T flattened -> (m, n, f*C)."""
     m, n, f = A.shape
-    R, _ = multi_residual(A, y, X, C)
+    R = multi_residual(A, y, X, C)
     return (A[:, :, :, None] * R[:, :, None, :]).reshape(m, n, f * C)
 
 
 def multi_empirical_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     """sum_j rw_j (a_jk (p_jc - [y_j = c]))^2 -> (m, f*C)."""
     m, n, f = A.shape
-    R, _ = multi_residual(A, y, X, C)
+    R = multi_residual(A, y, X, C)
     F = np.matmul(np.swapaxes(A * A, 1, 2), rw[:, :, None] * R * R)
     return F.reshape(m, f * C)
 

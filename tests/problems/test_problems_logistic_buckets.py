@@ -1,5 +1,7 @@
 """Size-bucketed logistic oracles (heterogeneous client sizes) against the fully
-padded batched evaluation and per-sample loops; the bucket cuts against brute force."""
+padded batched evaluation (for softmax: the scipy softmax/logsumexp/one-hot
+formulas the oracles used before) and per-sample loops; the bucket cuts against
+brute force."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from unittest import mock
 
 import numpy as np
 from hypothesis import given, strategies as st
+from scipy.special import logsumexp, softmax
 
 from fltheory.problems import LogisticFederation
 from fltheory.problems import _logistic_buckets as lb
@@ -39,6 +42,18 @@ def test_bucketed_loss_and_grad_equal_padded_evaluation(seed, n_clients, n_class
         _check_against_padded(seed, n_clients, n_classes, m)
 
 
+def _padded_multi(A, y, rw, X, reg, C):
+    """The fully padded softmax loss and gradient with scipy's softmax/logsumexp and a
+    one-hot matrix (the pre-bucketing implementation, kept here as the reference)."""
+    m, n, f = A.shape
+    Z = np.matmul(A, X.reshape(m, f, C))
+    picked = np.take_along_axis(Z, y[:, :, None], axis=2)[:, :, 0]
+    loss = np.einsum("mn,mn->m", rw, logsumexp(Z, axis=2) - picked) + 0.5 * reg * np.einsum("md,md->m", X, X)
+    R = softmax(Z, axis=2) - (y[:, :, None] == np.arange(C))
+    grad = np.matmul(np.swapaxes(A, 1, 2), rw[:, :, None] * R).reshape(m, f * C) + reg * X
+    return loss, grad
+
+
 def _check_against_padded(seed, n_clients, n_classes, m):
     fed = _unequal(seed, n_clients, 3, n_classes)
     rng = np.random.default_rng(seed + 1)
@@ -48,8 +63,7 @@ def _check_against_padded(seed, n_clients, n_classes, m):
     if n_classes is None:
         l0, g0 = lo.binary_loss(A, y, rw, X, fed.reg), lo.binary_grad(A, y, rw, X, fed.reg)
     else:
-        l0 = lo.multi_loss(A, y, rw, X, fed.reg, n_classes)
-        g0 = lo.multi_grad(A, y, rw, X, fed.reg, n_classes)
+        l0, g0 = _padded_multi(A, y, rw, X, fed.reg, n_classes)
     for _ in range(2):                                       # fresh plan, then the cached one
         np.testing.assert_allclose(fed.client_loss(X, clients), l0, rtol=1e-13, atol=1e-15)
         np.testing.assert_allclose(fed.client_grad(X, clients), g0, rtol=1e-13,
@@ -57,7 +71,7 @@ def _check_against_padded(seed, n_clients, n_classes, m):
     # all clients in storage order, too
     Xa = rng.standard_normal((n_clients, fed.dim))
     ga = (lo.binary_grad(fed._A, fed._y, fed._rw, Xa, fed.reg) if n_classes is None
-          else lo.multi_grad(fed._A, fed._y, fed._rw, Xa, fed.reg, n_classes))
+          else _padded_multi(fed._A, fed._y, fed._rw, Xa, fed.reg, n_classes)[1])
     np.testing.assert_allclose(fed.client_grad(Xa), ga, rtol=1e-13, atol=1e-13 * np.abs(ga).max())
 
 
