@@ -74,6 +74,12 @@ def binary_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarr
     return _rmatvec(A * A, rw * binary_curvature(A, y, X))
 
 
+def binary_empirical_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """sum_j rw_j (y_j s(-z_j))^2 a_j^2 (data-term per-sample gradients squared) -> (m, f)."""
+    coef, _ = binary_coef(A, y, X)
+    return _rmatvec(A * A, rw * coef * coef)
+
+
 def binary_per_sample(A: np.ndarray, y: np.ndarray, X: np.ndarray) -> np.ndarray:
     """Per-row data gradients -y_j s(-z_j) a_j -> (m, n, f) (zero on padding)."""
     coef, _ = binary_coef(A, y, X)

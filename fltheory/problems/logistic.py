@@ -22,7 +22,10 @@ W -> W + v 1^T; ``optimum()`` then returns the minimiser with W 1 = 0.
 
 Data are stored padded to (N, n_max, f) with zero rows past n_i; every oracle
 runs a few batched matmuls over the client axis (no loop over clients or
-samples).  Losses use logaddexp / logsumexp and gradients expit / softmax, so
+samples).  Loss, gradient and the Fisher diagonals run over *size groups* of
+the listed clients, each padded only to its own largest n_i (exact optimal
+cuts, ``_logistic_buckets``; a loop over a handful of groups), so clients of
+very unequal sizes cost about sum_i n_i rows, not m * n_max.  Losses use logaddexp / logsumexp and gradients expit / softmax, so
 margins of size 1e4 neither overflow nor warn.
 
 ``fisher_diag`` returns the *true* Fisher diagonal (the Hessian diagonal
@@ -196,13 +199,23 @@ class LogisticFederation(Federation):
         args = (self.reg,) if C is None else (self.reg, C)
         if which == "hess":
             return self._bucketed(fn, X, idx, args)
+        return self._planned(fn, X, idx, args)
+
+    def _planned(self, fn: Callable[..., np.ndarray], X: np.ndarray, idx: np.ndarray,
+                 args: tuple = ()) -> np.ndarray:
+        """``fn(A, y, rw, X, *args)`` over the size groups of ``self._plan(idx)``
+        (each padded only to its own largest n_i), or once over the fully padded
+        rows when one group is optimal.  ``fn`` must act row-by-row on clients."""
         plan = self._plan(idx)
         if plan is None:
             A, y, rw = self._data(idx)
             return fn(A, y, rw, X, *args)
-        out = np.empty((idx.shape[0],) if which == "loss" else (idx.shape[0], self.dim))
+        out = None
         for b in plan:                                   # a few size groups, not clients
-            out[b.pos] = fn(b.A, b.y, b.rw, X[b.pos], *args)
+            res = fn(b.A, b.y, b.rw, X[b.pos], *args)
+            if out is None:
+                out = np.empty((idx.shape[0],) + res.shape[1:])
+            out[b.pos] = res
         return out
 
     def _plan(self, idx: np.ndarray) -> list[Bucket] | None:
@@ -260,11 +273,10 @@ class LogisticFederation(Federation):
         the ridge term (binary: (1/n_i) sum_j s(z_j)s(-z_j) a_j^2; multinomial:
         (1/n_i) sum_j a_jk^2 p_jc (1 - p_jc) at index k*C + c)."""
         idx = self._clients(clients)
-        X = self._points(X, idx.shape[0])
-        A, y, rw = self._data(idx)
+        X = np.ascontiguousarray(self._points(X, idx.shape[0]))
         if self.n_classes is None:
-            return lo.binary_fisher_diag(A, y, rw, X)
-        return lo.multi_fisher_diag(A, y, rw, X, self.n_classes)
+            return self._planned(lo.binary_fisher_diag, X, idx)
+        return self._planned(lo.multi_fisher_diag, X, idx, (self.n_classes,))
 
     def per_sample_grads(self, X: Any, clients: Any = None) -> np.ndarray:
         """Per-sample gradients g_ij of f_ij(x) = l(x; a_j, y_j) + (reg/2)||x||^2,
@@ -286,12 +298,10 @@ class LogisticFederation(Federation):
         """(1/n_i) sum_j g_ij (.) g_ij with g_ij the per-sample gradients of the
         data term (ridge excluded) -> (m, d)."""
         idx = self._clients(clients)
-        X = self._points(X, idx.shape[0])
-        A, y, rw = self._data(idx)
+        X = np.ascontiguousarray(self._points(X, idx.shape[0]))
         if self.n_classes is None:
-            coef, _ = lo.binary_coef(A, y, X)
-            return np.matmul((rw * coef * coef)[:, None, :], A * A)[:, 0, :]
-        return lo.multi_empirical_fisher_diag(A, y, rw, X, self.n_classes)
+            return self._planned(lo.binary_empirical_fisher_diag, X, idx)
+        return self._planned(lo.multi_empirical_fisher_diag, X, idx, (self.n_classes,))
 
     def accuracy(self, X: Any, clients: Any = None) -> np.ndarray:
         """Fraction of each listed client's rows classified correctly at X[r] -> (m,):

@@ -68,6 +68,16 @@ def _check_against_padded(seed, n_clients, n_classes, m):
         np.testing.assert_allclose(fed.client_loss(X, clients), l0, rtol=1e-13, atol=1e-15)
         np.testing.assert_allclose(fed.client_grad(X, clients), g0, rtol=1e-13,
                                    atol=1e-13 * np.abs(g0).max())
+    # Fisher diagonals: true (Hessian diagonal without ridge) and empirical (per-sample
+    # data gradients squared), against the padded per-sample arrays
+    G = fed.per_sample_grads(X, clients) - fed.reg * X[:, None, :] * fed.sample_mask(clients)[:, :, None]
+    emp = np.einsum("mn,mnd->md", rw, G * G)
+    np.testing.assert_allclose(fed.empirical_fisher_diag(X, clients), emp, rtol=1e-12,
+                               atol=1e-14 * max(1.0, np.abs(emp).max()))
+    H = fed.client_hess(X, clients)
+    true = np.diagonal(H, axis1=1, axis2=2) - fed.reg
+    np.testing.assert_allclose(fed.fisher_diag(X, clients), true, rtol=1e-11,
+                               atol=1e-13 * max(1.0, np.abs(true).max()))
     # all clients in storage order, too
     Xa = rng.standard_normal((n_clients, fed.dim))
     ga = (lo.binary_grad(fed._A, fed._y, fed._rw, Xa, fed.reg) if n_classes is None
