@@ -327,18 +327,19 @@ def _descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state, r
     m = Y.shape[0]
     precond_sum = None
     kmax = int(steps.max()) if m else 0
+    lr_col = np.asarray(lr, dtype=np.float64)[:, None]
+    # a linear term alone (the SCAFFOLD correction): its gradient 0 - b = -b is
+    # subtracted directly, G - b == G + (0 - b) exactly, with no zeros/extra pass
+    linear_only = objective.D is None and objective.b is not None and not objective.has_l1
     for k in range(kmax):
         active = steps > k
         full = bool(active.all())
         rows = slice(None) if full else np.flatnonzero(active)
         Ya = Y if full else Y[rows]
         G = problem.stochastic_grad(Ya, clients if full else clients[rows], rng)
-        obj = objective if full else objective.take(rows)
-        extra = obj.grad(Ya)
-        if extra is not None:
-            G += extra
+        _add_extra_grad(G, objective if full else objective.take(rows), Ya, linear_only)
         if optimizer is None:
-            G *= (lr if full else lr[rows])[:, None]
+            G *= lr_col if full else lr_col[rows]
             if full:
                 Y -= G
             else:
@@ -346,7 +347,11 @@ def _descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state, r
             continue
         sub = state if full else take_rows(state, rows)
         U, sub = optimizer.update(G, sub, Ya)
-        U = (lr if full else lr[rows])[:, None] * U
+        scale = lr_col if full else lr_col[rows]
+        if _fresh(U, G, Ya, sub):
+            U *= scale                                 # same products as scale * U, no temporary
+        else:
+            U = scale * U
         if full:
             Y += U
             state = sub
@@ -362,6 +367,28 @@ def _descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state, r
             else:
                 precond_sum[rows] += P
     return state, precond_sum
+
+
+def _add_extra_grad(G: np.ndarray, obj: LocalObjective, Y: np.ndarray, linear_only: bool) -> None:
+    """G += gradient of the extra terms, in place (same floating-point result as
+    ``G += obj.grad(Y)``)."""
+    if linear_only:
+        G -= obj.b
+        return
+    extra = obj.grad(Y)
+    if extra is not None:
+        G += extra
+
+
+def _fresh(U: np.ndarray, G: np.ndarray, Y: np.ndarray, state: Any) -> bool:
+    """True when the optimizer's step U is a writable array sharing no memory with
+    the gradient, the point or the new state (so scaling it in place is safe)."""
+    if not isinstance(U, np.ndarray) or U.dtype != np.float64 or not U.flags.writeable \
+            or U.base is not None:
+        return False
+    if np.may_share_memory(U, G) or np.may_share_memory(U, Y):
+        return False
+    return not any(isinstance(f, np.ndarray) and np.may_share_memory(U, f) for f in (state or ()))
 
 
 def exact_local_solve(problem: Federation, clients: np.ndarray, objective: LocalObjective,

@@ -101,11 +101,27 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
         else:
             mu = b1 * state.mu + (1.0 - b1) * g
             first = mu
-        nu = _second_moment(rule, state.nu, g * g, b2)
         count = state.count + 1
-        s1, s2 = _scales(count)
-        step = (s1 * first) / (np.sqrt(s2 * nu) + eps)
-        return -lr * step, AdaptiveState(count, mu, nu)
+        if rule == "adagrad":
+            nu = g * g
+            nu += state.nu                            # nu + g^2 (one temporary)
+        else:
+            nu = _second_moment(rule, state.nu, g * g, b2)
+        # the same operations as -lr * ((s1 first) / (sqrt(s2 nu) + eps)), in place
+        if bias_correction:
+            s1, s2 = _scales(count)
+            den = s2 * nu
+            np.sqrt(den, out=den)
+            den += eps
+            step = s1 * first
+            step /= den
+        else:
+            # s1 = s2 = 1: 1 * first and 1 * nu are exact, so they are skipped
+            den = np.sqrt(nu)
+            den += eps
+            step = np.divide(first, den, out=den)
+        step *= -lr
+        return step, AdaptiveState(count, mu, nu)
 
     def precond(state: AdaptiveState) -> np.ndarray:
         started = (state.count > 0)[:, None]
