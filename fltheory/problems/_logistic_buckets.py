@@ -12,7 +12,8 @@ The cuts minimise the modelled cost
     sum_b ( |b| * max_{i in b} n_i  +  P )
 
 exactly, by dynamic programming over the sorted sizes (s_1 <= ... <= s_m):
-``best[j] = min_{i <= j} best[i-1] + (j - i + 1) s_j + P``.  P, the fixed
+``best[j] = min_{i <= j} best[i-1] + (j - i + 1) s_j + P`` (cuts only where the
+size changes; beyond 256 distinct sizes only every k-th such place).  P, the fixed
 overhead of one more group expressed in padded rows, keeps the number of
 groups small when rows are cheap (binary, few features).
 
@@ -42,22 +43,33 @@ class Bucket(NamedTuple):
     rw: np.ndarray     # (|b|, k)
 
 
-def optimal_cuts(sizes_sorted: np.ndarray, penalty: float) -> list[tuple[int, int]]:
+def optimal_cuts(sizes_sorted: np.ndarray, penalty: float, max_candidates: int = 256
+                 ) -> list[tuple[int, int]]:
     """Contiguous groups [a, b) of an ascending size list minimising
-    sum_groups (b - a) * sizes_sorted[b - 1] + penalty (exact DP, O(m) numpy steps)."""
+    sum_groups (b - a) * sizes_sorted[b - 1] + penalty.
+
+    Cuts are only placed where the size changes (equal sizes never need
+    separating); if more than ``max_candidates`` such places remain, only every
+    k-th is allowed, so plan construction stays O(max_candidates^2) for any m.
+    Over the allowed cuts the DP is exact; with at most ``max_candidates``
+    distinct sizes it is the exact optimum."""
     s = np.asarray(sizes_sorted, dtype=np.float64)
     m = s.shape[0]
-    best = np.zeros(m + 1)
-    arg = np.zeros(m + 1, dtype=np.int64)
-    for j in range(1, m + 1):                       # plan construction, not per oracle call
-        start = np.arange(j)                        # group = [start, j)
-        cost = best[:j] + (j - start) * s[j - 1] + penalty
+    ends = np.append(np.flatnonzero(np.diff(s) > 0) + 1, m)        # allowed group ends
+    if ends.size > max_candidates:
+        ends = np.unique(np.append(ends[np.linspace(0, ends.size - 1, max_candidates).astype(int)], m))
+    E = ends.size
+    starts = np.concatenate([[0], ends[:-1]])                     # start of each block
+    best = np.zeros(E + 1)
+    arg = np.zeros(E + 1, dtype=np.int64)
+    for j in range(1, E + 1):                       # plan construction, not per oracle call
+        cost = best[:j] + (ends[j - 1] - starts[:j]) * s[ends[j - 1] - 1] + penalty
         k = int(np.argmin(cost))
         best[j], arg[j] = cost[k], k
     cuts: list[tuple[int, int]] = []
-    j = m
+    j = E
     while j > 0:
-        cuts.append((int(arg[j]), j))
+        cuts.append((int(starts[arg[j]]), int(ends[j - 1])))
         j = int(arg[j])
     return cuts[::-1]
 

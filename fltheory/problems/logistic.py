@@ -153,7 +153,7 @@ class LogisticFederation(Federation):
         self.dim = f if n_classes is None else f * n_classes
         self.weights, self.n_samples = normalize_weights(N, rows, weights)
         self._explicit_weights = weights is not None
-        self._plans: dict[bytes, list[Bucket] | None] = {}
+        self._plans: dict[tuple[str, int, bytes], list[Bucket] | None] = {}
 
     @classmethod
     def _from_padded(cls, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
@@ -222,7 +222,7 @@ class LogisticFederation(Federation):
         """Size-bucket plan of the client list ``idx`` (see ``_logistic_buckets``),
         cached per distinct list: local loops call the oracles tau times on the
         same clients, so the groups' padded rows are gathered once."""
-        key = idx.tobytes()
+        key = (idx.dtype.str, idx.shape[0], idx.tobytes())
         try:
             return self._plans[key]
         except KeyError:

@@ -118,3 +118,15 @@ def test_optimal_cuts_minimise_the_padded_cost(sizes, penalty):
     brute = min(cost(list(zip((0,) + inner, inner + (m,))))
                 for r in range(m) for inner in itertools.combinations(range(1, m), r))
     assert abs(cost(cuts) - brute) <= 1e-9 * max(1.0, brute)
+
+
+@given(st.lists(st.integers(1, 1000), min_size=1, max_size=60), st.integers(2, 6),
+       st.sampled_from([0.0, 30.0]))
+def test_capped_cuts_partition_and_never_cost_more_than_one_group(sizes, cap, penalty):
+    s = np.sort(np.array(sizes))
+    cuts = optimal_cuts(s, penalty, max_candidates=cap)
+    assert cuts[0][0] == 0 and cuts[-1][1] == s.size
+    assert all(a < b for a, b in cuts) and all(c[1] == d[0] for c, d in zip(cuts, cuts[1:]))
+    assert len(cuts) <= cap + 1
+    cost = sum((b - a) * s[b - 1] + penalty for a, b in cuts)
+    assert cost <= s.size * s[-1] + penalty + 1e-9
