@@ -53,7 +53,7 @@ __all__ = ["LogisticFederation"]
 
 OPTIMUM_TOL = 1e-10
 _N_BUCKETS = 4
-_MAX_PLANS = 8      # cached size-bucket plans (one per distinct client list)
+_MAX_PLANS = 16     # cached size-bucket plans (one per distinct client list of length >= 2)
 
 
 def _check_data(features: Sequence[Any], labels: Sequence[Any], n_classes: int | None
@@ -222,6 +222,8 @@ class LogisticFederation(Federation):
         """Size-bucket plan of the client list ``idx`` (see ``_logistic_buckets``),
         cached per distinct list: local loops call the oracles tau times on the
         same clients, so the groups' padded rows are gathered once."""
+        if idx.shape[0] < 2:
+            return None                                  # one client: nothing to group
         key = (idx.dtype.str, idx.shape[0], idx.tobytes())
         try:
             return self._plans[key]
