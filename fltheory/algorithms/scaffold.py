@@ -86,8 +86,10 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     x, c = state.x, state.c
     X0 = np.broadcast_to(x, (part.m, d))
     ci = state.c_clients[clients]
-    # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient
-    objective = LocalObjective.linear(ci - c)
+    # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient;
+    # ci_minus_c is formed once per round (the local loop subtracts it in place)
+    ci_minus_c = ci - c
+    objective = LocalObjective.linear(ci_minus_c)
     if lambda2 != 0.0:
         objective = objective + LocalObjective.proximal(lambda2, X0)
     if lambda1 != 0.0:
@@ -95,23 +97,39 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective)
     delta = Y - x
     done = steps > 0
-    ci_new = ci.copy()
+    every = bool(done.all())
     if option == "I":
+        ci_new = ci.copy()
         if done.any():
             ci_new[done] = problem.stochastic_grad(X0[done], clients[done], rng)
+    elif every:
+        # (c_i - c) + (x - y)/(s eta) == (c_i - c) - (y - x)/(s eta) exactly (IEEE
+        # negation is exact), so the shift and delta of the local loop are reused
+        ci_new = delta / (steps * rates)[:, None]
+        np.subtract(ci_minus_c, ci_new, out=ci_new)
     else:
-        ci_new[done] = ci[done] - c + (x - Y[done]) / (steps[done] * rates[done])[:, None]
+        ci_new = ci.copy()
+        ci_new[done] = ci_minus_c[done] - delta[done] / (steps[done] * rates[done])[:, None]
     dc = ci_new - ci
     sent = threshold(delta, eps) if eps > 0 else delta
     x_new = x + (server_lr / part.m) * sent.sum(axis=0)
     c_new = c + dc.sum(axis=0) / problem.n_clients
-    C = state.c_clients.copy()
-    C[clients] = ci_new
+    if part.m == problem.n_clients and every and _is_identity(clients):
+        C = ci_new                                     # every row replaced: no copy + scatter
+    else:
+        C = state.c_clients.copy()
+        C[clients] = ci_new
     up = np.hstack([sent, dc])
-    down = np.hstack([X0, np.broadcast_to(c, (part.m, d))])
+    # every participant receives (x, c): a broadcast view, measured like the stacked copy
+    down = np.broadcast_to(np.concatenate([x, c]), (part.m, 2 * d))
     comm = Communication.measure(up, down, up_kind="sparse" if eps > 0 else "dense")
     new = ScaffoldState(x=x_new, c=c_new, c_clients=C, t=state.t + 1)
     return new, RoundInfo(clients, steps, comm)
+
+
+def _is_identity(clients: np.ndarray) -> bool:
+    """True when the participants are 0, 1, ..., N-1 in order."""
+    return bool(np.array_equal(clients, np.arange(clients.shape[0])))
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
