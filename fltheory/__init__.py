@@ -1,8 +1,11 @@
 """fltheory: numerical checks of federated-optimization theory.
 
-Public names are re-exported from the subpackages on purpose; see
-``fltheory.problems``, ``fltheory.algorithms``, ``fltheory.theory``,
-``fltheory.optim`` and ``fltheory.nn``.
+The top level holds the typed errors; the public names live in the
+subpackages, each re-exporting its own on purpose: ``fltheory.problems``
+(federations, generators, constants), ``fltheory.algorithms`` (every
+algorithm, ``run``), ``fltheory.theory`` (round maps, fixed points, bounds),
+``fltheory.optim``, ``fltheory.compression``, ``fltheory.participation``,
+``fltheory.nn`` and ``fltheory.testing``.
 """
 
 from . import errors
