@@ -125,10 +125,20 @@ def multi_residual(A: np.ndarray, y: np.ndarray, X: np.ndarray, C: int) -> np.nd
 
 
 def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
-    R = multi_residual(A, y, X, C)
+    """sum_j rw_j a_j (p_j - e_yj)^T + reg W, flattened (j, c) -> (m, f*C).
+
+    Works on class-major logits Z^T = W^T A^T (m, C, n): the max / sum over
+    classes then run over the outer axis (contiguous rows of n, vectorised)
+    instead of over a short last axis, and G^T = (rw (.) (P - E_y))^T A."""
     m, n, f = A.shape
-    G = np.matmul(np.swapaxes(A, 1, 2), rw[:, :, None] * R)    # (m, f, C)
-    return G.reshape(m, f * C) + reg * X
+    Z = np.matmul(np.swapaxes(X.reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2))   # (m, C, n)
+    Z -= Z.max(axis=1, keepdims=True)
+    np.exp(Z, out=Z)
+    Z *= rw[:, None, :] / Z.sum(axis=1, keepdims=True)                           # rw_j p_jc
+    flat = Z.reshape(-1)                                   # a view: Z is a fresh contiguous array
+    at = (np.arange(m)[:, None] * (C * n) + y.astype(np.int64, copy=False) * n + np.arange(n))
+    flat[at.reshape(-1)] -= rw.reshape(-1)                 # - rw_j e_yj
+    return np.swapaxes(np.matmul(Z, A), 1, 2).reshape(m, f * C) + reg * X
 
 
 _BLOCK_FLOATS = 4_000_000   # temporaries of at most ~32 MB per row block
