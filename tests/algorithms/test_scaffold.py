@@ -173,3 +173,28 @@ def test_one_local_step_makes_options_one_and_two_equal():
     np.testing.assert_allclose(runs[0].x, runs[1].x, rtol=0, atol=1e-12)
     np.testing.assert_allclose(runs[0].state.c_clients, runs[1].state.c_clients, rtol=0, atol=1e-12)
     assert np.max(np.abs(runs[0].state.c_clients)) > 1e-2       # the controls did move
+
+
+@pytest.mark.parametrize("option", ["I", "II"])
+def test_full_in_order_exact_round_equals_reference_and_keeps_old_state(option):
+    """Full participation in client order with the exact oracle: the round reuses c_i - c
+    and y - x for the option II controls and takes the new control rows without a
+    scatter; it must match the per-client reference loop and leave the previous
+    state's arrays untouched and unshared."""
+    fed = quadratic(4)
+    alg = Scaffold(lr=0.07, local_steps=4, server_lr=0.8, option=option)
+    x0 = np.linspace(-1, 1, fed.dim)
+    fast = run(alg, fed, 5, seed=3, x0=x0).x
+    ref = reference_run(alg, fed, 5, seed=3, x0=x0)
+    np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-12)
+    rng = np.random.default_rng(0)
+    s0 = alg.init(fed, x0, rng)
+    s1, _ = alg.round(s0, fed, None, rng)
+    s2, _ = alg.round(s1, fed, None, rng)
+    kept = [a.copy() for a in (s1.x, s1.c, s1.c_clients)]
+    s3, _ = alg.round(s2, fed, None, rng)
+    for a, b in zip((s1.x, s1.c, s1.c_clients), kept):
+        np.testing.assert_array_equal(a, b)
+    assert not np.shares_memory(s3.c_clients, s2.c_clients)
+    # the invariant c = mean_i c_i survives the scatter-free path
+    np.testing.assert_allclose(s3.c, s3.c_clients.mean(axis=0), rtol=0, atol=1e-12)
