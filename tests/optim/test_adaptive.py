@@ -255,3 +255,25 @@ def test_b1_zero_skips_first_moment_bit_for_bit(rule, make, b2, eps, nu0, bc):
     ref = _literal_recursion(rule, G, 0.3, 0.0, b2, eps, nu0, bc)
     assert steps.tobytes() == ref.tobytes()
     assert not np.any(s.mu)
+
+
+@pytest.mark.parametrize("rule,kw,b1,b2,bc", CASES)
+def test_update_is_pure_and_step_is_a_fresh_array(rule, kw, b1, b2, bc):
+    """The update works in place on its own temporaries: the gradient and the old state
+    must come back unchanged, and the returned step must share no memory with the
+    gradient or the new state (the local loop scales fresh steps in place)."""
+    rng = np.random.default_rng(13)
+    opt = getattr(optim, rule)(**kw)
+    s = opt.init(np.zeros((3, 4)))
+    for _ in range(2):
+        g = rng.normal(size=(3, 4))
+        g_before = g.copy()
+        old = [np.array(f, copy=True) for f in s]
+        u, s_new = opt.update(g, s, None)
+        np.testing.assert_array_equal(g, g_before)
+        for f, f0 in zip(s, old):
+            np.testing.assert_array_equal(f, f0)
+        assert not np.shares_memory(u, g)
+        assert not any(np.shares_memory(u, f) for f in s_new)
+        assert not np.shares_memory(s_new.nu, s.nu)
+        s = s_new
