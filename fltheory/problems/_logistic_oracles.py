@@ -103,16 +103,17 @@ def _softmax(Z: np.ndarray) -> np.ndarray:
     return Z
 
 
-def _logsumexp(Z: np.ndarray) -> np.ndarray:
-    """log sum_c exp(z_c) over the last axis as max z + log sum exp(z - max z)."""
-    top = Z.max(axis=-1, keepdims=True)
-    return (top + np.log(np.exp(Z - top).sum(axis=-1, keepdims=True)))[..., 0]
-
-
 def multi_loss(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
-    Z = _logits(A, X, C)
-    picked = np.take_along_axis(Z, y[:, :, None].astype(np.int64), axis=2)[:, :, 0]
-    rows = _logsumexp(Z) - picked
+    """sum_j rw_j (logsumexp(z_j) - z_{j, y_j}) + (reg/2)||x||^2 -> (m,), on
+    class-major logits (m, C, n) as in :func:`multi_grad`; logsumexp is
+    max_c z + log sum_c exp(z - max_c z)."""
+    m, n, f = A.shape
+    Z = np.matmul(np.swapaxes(X.reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2))   # (m, C, n)
+    picked = np.take_along_axis(Z, y[:, None, :].astype(np.int64, copy=False), axis=1)[:, 0, :]
+    top = Z.max(axis=1)
+    Z -= top[:, None, :]
+    np.exp(Z, out=Z)
+    rows = top + np.log(Z.sum(axis=1)) - picked
     return np.einsum("mn,mn->m", rw, rows) + 0.5 * reg * np.einsum("md,md->m", X, X)
 
 
