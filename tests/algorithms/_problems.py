@@ -40,3 +40,24 @@ def shifted_logistic(seed: int, N: int = 4, f: int = 3, shift: float = 1.0) -> L
         feats.append(rng.standard_normal((n, f)) + shift * i)
         labels.append(np.where(rng.random(n) < 0.5, -1.0, 1.0))
     return LogisticFederation(feats, labels, reg=0.1)
+
+
+def sampled_incomplete(q: int):
+    """q clients uniformly without replacement, each completing U{0..E_i} local
+    steps (inactive and incomplete clients)."""
+    from fltheory.participation import IncompleteSteps, UniformSampling, UniformSteps
+    return IncompleteSteps(UniformSampling(q), UniformSteps())
+
+
+def generated_quadratic(seed=0, N=5, d=4, het=1.0, **kw) -> QuadraticFederation:
+    """random_quadratic with L = 4, mu = 0.5 and heterogeneity ``het``."""
+    from fltheory.problems.generators import random_quadratic
+    return random_quadratic(N, d, L=4.0, mu=0.5, heterogeneity=het, seed=seed, **kw)
+
+
+def sized_logistic(seed=0, N=4, f=3, n=12) -> LogisticFederation:
+    """Binary logistic clients of n, n+1, ... rows (ridge 0.05)."""
+    rng = np.random.default_rng(seed)
+    A = [rng.standard_normal((n + i, f)) for i in range(N)]
+    y = [np.where(rng.random(n + i) < 0.5, -1.0, 1.0) for i in range(N)]
+    return LogisticFederation(A, y, reg=0.05)

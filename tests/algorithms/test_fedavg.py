@@ -12,19 +12,12 @@ from fltheory.algorithms.reference import reference_run
 from fltheory.algorithms.run import run
 from fltheory.errors import InvalidHyperparameterError
 from fltheory.participation import Bernoulli, IncompleteSteps, UniformSampling, UniformSteps
-from fltheory.problems.generators import random_quadratic
-from fltheory.problems.logistic import LogisticFederation
+
+from ._problems import generated_quadratic, sized_logistic
 
 
-def quadratic(seed=0, N=5, d=4, het=1.0, **kw):
-    return random_quadratic(N, d, L=4.0, mu=0.5, heterogeneity=het, seed=seed, **kw)
-
-
-def logistic(seed=0, N=4, f=3, n=12):
-    rng = np.random.default_rng(seed)
-    A = [rng.standard_normal((n + i, f)) for i in range(N)]
-    y = [np.where(rng.random(n + i) < 0.5, -1.0, 1.0) for i in range(N)]
-    return LogisticFederation(A, y, reg=0.05)
+quadratic = generated_quadratic
+logistic = sized_logistic
 
 
 SETTINGS = [
