@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from fltheory.algorithms.affine_run import run_affine
+from fltheory.theory import run_affine
 from fltheory.algorithms.fedavg import FedAvg
 from fltheory.algorithms.run import run
 from fltheory.problems.generators import random_quadratic

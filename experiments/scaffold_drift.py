@@ -63,9 +63,10 @@ import numpy as np
 
 from experiments._framework import Check, Theorem, progress
 from fltheory import plotting
-from fltheory.algorithms import FedAvg, FedDyn, FedProx, Scaffold, run_affine
+from fltheory.algorithms import FedAvg, FedDyn, FedProx, Scaffold
 from fltheory.errors import InvalidHyperparameterError
 from fltheory.problems.generators import random_quadratic
+from fltheory.theory import run_affine
 from fltheory.theory.affine import affine_round_map, fixed_point, spectral_rate
 from fltheory.theory.bounds import (fedavg_lower_bound, fedavg_rounds, scaffold_rounds,
                                     scaffold_step_conditions)

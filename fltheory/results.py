@@ -157,6 +157,15 @@ class RunRecord:
                    git_commit=commit, git_dirty=dirty,
                    timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
+    def __getitem__(self, key: str) -> Any:
+        """``record[key]``: the entry ``key`` of ``config``, else the field ``key``
+        (so ``history.record["algorithm"]`` and ``history.record["seed"]`` read as before)."""
+        if key in self.config:
+            return self.config[key]
+        if key in {f.name for f in dataclasses.fields(self)}:
+            return getattr(self, key)
+        raise KeyError(key)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict of every field."""
         return dataclasses.asdict(self)

@@ -90,36 +90,22 @@ def cvxpy_local_solve(problem: Federation, clients: np.ndarray, objective: Local
 
     A cross-check of :func:`~fltheory.algorithms.local.exact_local_solve` for small
     problems (it loops over the rows: one conic program per client).  Supports
-    quadratic clients and binary logistic clients; ``tol``/``max_iter`` are
+    every federation with the hook ``Federation.cvxpy_client_loss`` (quadratic
+    and binary logistic clients ship one); ``tol``/``max_iter`` are
     accepted for signature compatibility.  CLARABEL runs with gap and
     feasibility tolerances 1e-10; the exponential cone of the logistic loss
     still limits the accuracy to about 1e-6.
     """
     import cvxpy as cp
 
-    from ..problems.logistic import LogisticFederation
-    from ..problems.quadratic import QuadraticFederation
-
     m, d = Y0.shape
     D = np.zeros((m, d)) if objective.D is None else objective.D
     b = np.zeros((m, d)) if objective.b is None else objective.b
     out = np.empty((m, d))
-    logistic = isinstance(problem, LogisticFederation)
-    if not isinstance(problem, QuadraticFederation) and not (logistic and not problem.is_multinomial):
-        raise InvalidHyperparameterError(
-            f"solver='cvxpy' supports quadratic and binary logistic clients, got {problem!r}")
-    if logistic:
-        features, labels = problem.features, problem.labels     # copies: fetch once
     for r in range(m):                      # one convex program per row (cross-check only)
         i = int(clients[r])
         y = cp.Variable(d)
-        if logistic:
-            A, lab = features[i], labels[i]
-            f = cp.sum(cp.logistic(-cp.multiply(lab, A @ y))) / A.shape[0] \
-                + 0.5 * problem.reg * cp.sum_squares(y)
-        else:
-            Lc = np.linalg.cholesky(problem.H[i])
-            f = 0.5 * cp.sum_squares(Lc.T @ y) - problem.e[i] @ y
+        f = problem.cvxpy_client_loss(i, y)
         expr = f + 0.5 * cp.sum(cp.multiply(D[r], cp.square(y))) - b[r] @ y
         if objective.has_l1:
             expr = expr + float(objective.l1[r]) * cp.norm1(y - objective.z[r])

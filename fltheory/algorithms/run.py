@@ -7,72 +7,46 @@ participants, completed steps and communication.  Same seed, same bits: all
 randomness comes from ``numpy.random.default_rng(seed)``, used in the order
 documented in ``algorithms.base``.  Non-finite values stop the run with
 :class:`~fltheory.errors.DivergenceError` naming the round and the algorithm.
+
+Other ways of computing a run register themselves under a ``method`` name
+with :func:`register_run_method` (``fltheory.theory`` registers ``"affine"``,
+its ``run_affine``, when imported), so that this layer never imports a layer
+above it.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from ..errors import DivergenceError, FLTheoryError, InvalidHyperparameterError, InvalidProblemError
+from ..errors import DivergenceError, InvalidHyperparameterError
 from ..participation import Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo
+from .history import History, check_run_arguments, known_optimum, run_record
 
-__all__ = ["run", "History"]
-
-
-@dataclass(frozen=True)
-class History:
-    """Per-round record of a run (index 0 is the initial model).
-
-    x : (R+1, d) server models.
-    loss : (R+1,) F(x_t).
-    loss_gap : (R+1,) F(x_t) - F*, or None when F* is unknown (non-convex problems).
-    dist2 : (R+1,) ||x_t - x*||^2, or None when x* is unknown.
-    grad_norm2 : (R+1,) ||grad F(x_t)||^2.
-    clients, steps : per-round participant indices and completed steps (length R lists).
-    communication : per-round ``Communication`` (length R list).
-    extra : per-round algorithm diagnostics (length R list of mappings).
-    state : the final algorithm state.
-    record : provenance (algorithm, hyperparameters, seed, rounds, problem, timing).
-    """
-
-    x: np.ndarray
-    loss: np.ndarray
-    loss_gap: np.ndarray | None
-    dist2: np.ndarray | None
-    grad_norm2: np.ndarray
-    clients: list[np.ndarray]
-    steps: list[np.ndarray]
-    communication: list[Any]
-    extra: list[Any]
-    state: Any
-    record: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def rounds(self) -> int:
-        """Number of completed rounds."""
-        return self.x.shape[0] - 1
-
-    def total_communication(self) -> Any:
-        """Sum of the per-round communication records."""
-        from ..compression import Communication
-        total = Communication.zero()
-        for c in self.communication:
-            total = total + c
-        return total
+__all__ = ["run", "History", "register_run_method"]
 
 
-def _optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:
-    try:
-        x_star = problem.optimum()
-    except (FLTheoryError, NotImplementedError):
-        return None, None
-    return x_star, problem.loss(x_star)
+class RunMethod(Protocol):
+    """A runner registered under a ``method`` name: deterministic, no callback or rng."""
+
+    def __call__(self, algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Any,
+                 participation: Participation | None, seed: int) -> History: ...
+
+
+_METHODS: dict[str, tuple[RunMethod, str]] = {}
+
+
+def register_run_method(name: str, runner: RunMethod, provider: str) -> None:
+    """Make ``run(..., method=name)`` call ``runner(algorithm, problem, rounds, x0=,
+    participation=, seed=)``; ``provider`` names it in messages (e.g.
+    ``"fltheory.theory.run_affine"``).  "simulate" cannot be replaced."""
+    if name == "simulate" or not isinstance(name, str):
+        raise InvalidHyperparameterError(f"method name must be a str other than 'simulate', got {name!r}")
+    _METHODS[name] = (runner, provider)
 
 
 def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
@@ -81,11 +55,12 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         rng: np.random.Generator | None = None, method: str = "simulate") -> History:
     """Run ``algorithm`` on ``problem`` for ``rounds`` rounds.
 
-    ``method="affine"`` computes a deterministic run on a quadratic problem
-    through its exactly recovered affine round map S -> M S + c, one
-    dim(S) x dim(S) matvec per round (``algorithms.affine_run.run_affine``;
-    NotAffineError when the map is not affine).  It equals the simulated run
-    to ~1e-10 and takes no callback or generator.
+    ``method="affine"`` (registered by ``fltheory.theory``) computes a
+    deterministic run on a quadratic problem through its exactly recovered
+    affine round map S -> M S + c, one dim(S) x dim(S) matvec per round
+    (``fltheory.theory.run_affine``; NotAffineError when the map is not
+    affine).  It equals the simulated run to ~1e-10 and takes no callback or
+    generator.
 
     Parameters
     ----------
@@ -102,37 +77,25 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         Called after every round t = 1..R; returning True stops the run.
     rng : Generator, optional
         Use this generator instead of one seeded from ``seed``.
-    method : {"simulate", "affine"}
-        Simulate every round, or iterate the recovered affine round map.
+    method : {"simulate", "affine", any registered name}
+        Simulate every round, or a registered runner (``register_run_method``).
     """
-    if method == "affine":
-        if callback is not None or rng is not None:
-            raise InvalidHyperparameterError(
-                "run(method='affine') takes no callback and no rng: the run is deterministic "
-                "and computed through the affine round map")
-        from .affine_run import run_affine
-        return run_affine(algorithm, problem, rounds, x0=x0, participation=participation,
-                          seed=seed if isinstance(seed, (int, np.integer)) else 0)
     if method != "simulate":
-        raise InvalidHyperparameterError(f"method must be 'simulate' or 'affine', got {method!r}")
-    if not isinstance(algorithm, Algorithm):
-        raise InvalidHyperparameterError(f"algorithm must be an fltheory Algorithm, got {type(algorithm).__name__}")
-    if not isinstance(problem, Federation):
-        raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
-        raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
-    x0 = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
-    if x0.shape != (problem.dim,) or not np.all(np.isfinite(x0)):
-        raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {x0.shape}")
+        return _run_registered(method, algorithm, problem, rounds, participation=participation,
+                               seed=seed, x0=x0, callback=callback, rng=rng)
+    x0 = check_run_arguments(algorithm, problem, rounds, x0)
     gen = rng if rng is not None else np.random.default_rng(seed)
-    x_star, f_star = _optimum(problem)
+    x_star, f_star = known_optimum(problem)
     start = time.perf_counter()
     state = algorithm.init(problem, x0, gen)
 
     xs = [x0.copy()]
     losses = [problem.loss(x0)]
     grads = [float(np.sum(problem.grad(x0) ** 2))]
-    clients, steps, comms, extras = [], [], [], []
+    clients: list[np.ndarray] = []
+    steps: list[np.ndarray] = []
+    comms: list[Any] = []
+    extras: list[Any] = []
     for t in range(1, int(rounds) + 1):
         try:
             state, info = algorithm.round(state, problem, participation, gen)
@@ -161,16 +124,9 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
             break
     X = np.array(xs)
     L = np.array(losses)
-    record = {
-        "algorithm": algorithm.name,
-        "hyperparameters": algorithm.hyperparameters(),
-        "problem": repr(problem),
-        "rounds": int(rounds),
-        "completed_rounds": X.shape[0] - 1,
-        "seed": None if rng is not None else (int(seed) if isinstance(seed, (int, np.integer)) else repr(seed)),
-        "participation": repr(participation) if participation is not None else "full",
-        "seconds": time.perf_counter() - start,
-    }
+    record = run_record(algorithm, problem, rounds=int(rounds), completed_rounds=X.shape[0] - 1,
+                        seed=None if rng is not None else seed, participation=participation,
+                        seconds=time.perf_counter() - start)
     return History(
         x=X, loss=L,
         loss_gap=None if f_star is None else L - f_star,
@@ -178,3 +134,20 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         grad_norm2=np.array(grads), clients=clients, steps=steps,
         communication=comms, extra=extras, state=state, record=record,
     )
+
+
+def _run_registered(method: str, algorithm: Algorithm, problem: Federation, rounds: int, *,
+                    participation: Participation | None, seed: Any, x0: Any,
+                    callback: Any, rng: Any) -> History:
+    if not isinstance(method, str) or method not in _METHODS:
+        hint = (" ('affine' is registered by importing fltheory.theory; or call "
+                "fltheory.theory.run_affine)" if method == "affine" else "")
+        raise InvalidHyperparameterError(
+            f"method must be 'simulate' or one of {sorted(_METHODS)}, got {method!r}{hint}")
+    runner, provider = _METHODS[method]
+    if callback is not None or rng is not None:
+        raise InvalidHyperparameterError(
+            f"run(method={method!r}) takes no callback and no rng: the run is deterministic "
+            f"and computed by {provider}")
+    return runner(algorithm, problem, rounds, x0=x0, participation=participation,
+                  seed=int(seed) if isinstance(seed, (int, np.integer)) else 0)

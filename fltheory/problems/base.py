@@ -68,11 +68,38 @@ def normalize_weights(n_clients: int, n_samples: Any = None, weights: Any = None
 
 
 class Federation(ABC):
-    """Abstract federation: N clients, weights, batched oracles.
+    """The federation contract: N clients, weights, batched oracles and hooks.
 
-    Subclasses implement ``client_loss``, ``client_grad``, ``client_hess``,
-    ``fisher_diag``, ``optimum``, ``client_optima`` and the constructors
-    ``without_client`` / ``with_client``.
+    Required (abstract) oracles, each batched over an (m, d) array of points
+    with one row per listed client:
+
+    * ``client_loss(X, clients) -> (m,)``, ``client_grad -> (m, d)``,
+      ``client_hess -> (m, d, d)``, ``fisher_diag -> (m, d)``;
+    * ``optimum() -> (d,)``, ``client_optima() -> (N, d)``;
+    * ``without_client(a)``, ``with_client(other)`` (objective shifts).
+
+    Hooks: whatever an algorithm or a theory routine needs beyond the oracles
+    is a method here with a generic default computed from the oracles, so a
+    federation written by a user works everywhere (correct by default, fast
+    where it overrides a hook).  No code branches on a concrete federation
+    type.  Each hook's docstring states its contract:
+
+    ========================  ==================================================
+    ``shifted_solve``         argmin_y f_i(y) + 1/2 y^T diag(D_r) y - b_r^T y for
+                              every row r (exact local solves of FedProx, FedDyn,
+                              EFL, FedCurv, ...); default batched Newton
+    ``smoothness_bounds``     an upper bound of each listed client's smoothness
+                              constant (step sizes of proximal-gradient solves)
+    ``strong_convexity``      a strong-convexity constant of F over R^d, or None
+    ``has_constant_hessians`` True when every f_i is quadratic (Hessians do not
+                              depend on x): constants become exact
+    ``client_gaps``           f_k(w_r) - f_k* per row (objective shifts)
+    ``loss_and_grad_norm2``   F(x_t) and ||grad F(x_t)||^2 for many points at once
+    ``client_block``          a federation viewing a contiguous run of clients
+                              without copying their data (cache-blocked local
+                              steps), or None
+    ``cvxpy_client_loss``     f_i as a cvxpy expression (cross-check solver only)
+    ========================  ==================================================
     """
 
     n_clients: int
@@ -264,6 +291,88 @@ class Federation(ABC):
                         "different clients; call with_gradient_noise on the result")
             out._noise_sigma2 = s.copy()
         return out
+
+    # --- hooks (generic defaults; override where a federation knows better) ---
+    has_constant_hessians: bool = False
+    """True when every client objective is quadratic (its Hessian does not depend
+    on x).  Bounds and constants computed from Hessians at one point are then
+    exact on all of R^d.  Default False."""
+
+    def shifted_solve(self, clients: np.ndarray, D: np.ndarray, b: np.ndarray, Y0: np.ndarray, *,
+                      tol: float = 1e-12, max_iter: int = 100) -> np.ndarray:
+        """argmin_y f_i(y) + 1/2 y^T diag(D_r) y - b_r^T y for the r-th listed client i.
+
+        ``D``, ``b``, ``Y0`` are (m, d) (D >= 0 such that every row objective is
+        strongly convex); returns (m, d).  Default: the batched damped Newton
+        method of :func:`fltheory.problems.newton.shifted_newton` started at Y0,
+        stopped when every row's gradient norm is <= tol (DivergenceError when
+        ``max_iter`` iterations do not reach it).  Quadratic clients override it
+        with one batched linear solve (H_i + diag(D_r)) y = e_i + b_r.
+        """
+        from .newton import shifted_newton
+        return shifted_newton(self, clients, D, b, Y0, tol=tol, max_iter=max_iter)
+
+    def smoothness_bounds(self, clients: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """An upper bound L_i of the smoothness constant of each listed client -> (m,).
+
+        Default: the federation's ``client_L`` attribute when it has one, else
+        lambda_max of the Hessian at the rows of Y (a local value, exact for
+        quadratic clients)."""
+        bound = getattr(self, "client_L", None)
+        if bound is not None:
+            return np.asarray(bound)[clients]
+        return np.linalg.eigvalsh(self.client_hess(Y, clients))[:, -1]
+
+    def strong_convexity(self) -> float | None:
+        """A constant mu > 0 with F mu-strongly convex on all of R^d, or None when
+        the federation cannot state one (default)."""
+        return None
+
+    def client_gaps(self, W: np.ndarray, clients: np.ndarray) -> np.ndarray:
+        """f_k(w_r) - f_k* for the r-th listed client k -> (m,), f_k* = f_k(x_k*).
+
+        Default: the loss difference at ``client_optima``; a negative result
+        within rounding (|gap| <= 64 eps max(1, |f_k*|)) is reported as 0, a
+        larger negative one raises InvalidProblemError (the reported client
+        minimiser is then not one)."""
+        opt = self.client_optima()[clients]
+        at_w = self.client_loss(W, clients)
+        at_opt = self.client_loss(opt, clients)
+        gap = at_w - at_opt
+        tol = 64 * np.finfo(float).eps * np.maximum(1.0, np.abs(at_opt))
+        if np.any(gap < -tol):
+            k = int(np.argmin(gap + tol))
+            raise InvalidProblemError(
+                f"client {int(clients[k])}: F_k(w) - F_k* = {gap[k]!r} < 0; its reported minimiser "
+                "is not one")
+        return np.where(gap < 0, 0.0, gap)
+
+    def loss_and_grad_norm2(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """F(x_t) and ||grad F(x_t)||^2 for every row x_t of X (T, d) -> ((T,), (T,)).
+
+        Default: ``loss`` and ``grad`` point by point."""
+        loss = np.array([self.loss(x) for x in X])
+        grads = np.array([float(np.sum(self.grad(x) ** 2)) for x in X])
+        return loss, grads
+
+    def client_block(self, start: int, stop: int) -> "Federation | None":
+        """A federation whose clients 0..stop-start-1 are this one's clients
+        start..stop-1 with the *exact* oracle, sharing (not copying) their data,
+        or None (default) when the federation cannot provide one cheaply.
+
+        Local steps cut large batches into such blocks so that a block's data
+        stay in cache while it runs all its steps; weights of the block are not
+        meaningful (only the client oracles are used)."""
+        return None
+
+    def cvxpy_client_loss(self, client: int, y: Any) -> Any:
+        """f_client(y) as a cvxpy expression of the cvxpy variable ``y`` (the
+        cross-check solver of FedElasticNet).  Default: InvalidHyperparameterError,
+        as no expression can be derived from the oracles."""
+        from ..errors import InvalidHyperparameterError
+        raise InvalidHyperparameterError(
+            f"solver='cvxpy' needs a cvxpy expression of the client losses; {self!r} "
+            "does not provide one (Federation.cvxpy_client_loss)")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n_clients={self.n_clients}, dim={self.dim})"

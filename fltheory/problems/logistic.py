@@ -45,7 +45,7 @@ from .._validate import finite_array, positive
 from ..errors import InvalidProblemError
 from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, make_plan
-from ._newton import newton
+from .newton import newton
 from ._separation import is_separable
 from .base import Federation, normalize_weights
 
@@ -433,6 +433,22 @@ class LogisticFederation(Federation):
         """c lambda_max(sum_i p_i A_i^T A_i / n_i) + reg (c as in ``client_L``)."""
         G = np.einsum("i,ijk->jk", self.weights, self._grams)
         return float(self._curv_bound * np.linalg.eigvalsh(G)[-1] + self.reg)
+
+    def strong_convexity(self) -> float:
+        """reg: the infimum over R^d of lambda_min of the Hessian of F."""
+        return float(self.reg)
+
+    def cvxpy_client_loss(self, client: int, y: Any) -> Any:
+        """(1/n_i) sum_j log(1 + exp(-y_j a_j^T y)) + reg/2 ||y||^2 (binary model only)."""
+        import cvxpy as cp
+        if self.is_multinomial:
+            from ..errors import InvalidHyperparameterError
+            raise InvalidHyperparameterError(
+                f"solver='cvxpy' supports quadratic and binary logistic clients, got {self!r}")
+        n = int(self._rows[client])
+        A, lab = self._A[client, :n], self._y[client, :n]
+        return cp.sum(cp.logistic(-cp.multiply(lab, A @ y))) / A.shape[0] \
+            + 0.5 * self.reg * cp.sum_squares(y)
 
     @property
     def mu(self) -> float:

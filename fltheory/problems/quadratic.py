@@ -302,6 +302,60 @@ class QuadraticFederation(Federation):
         """Strong convexity of F: lambda_min(sum p_i H_i)."""
         return float(np.linalg.eigvalsh(self.hess())[0])
 
+    # ------------------------------------------------------- federation hooks
+    has_constant_hessians = True
+
+    def shifted_solve(self, clients: np.ndarray, D: np.ndarray, b: np.ndarray, Y0: np.ndarray, *,
+                      tol: float = 1e-12, max_iter: int = 100) -> np.ndarray:
+        """argmin_y f_i(y) + 1/2 y^T diag(D_r) y - b_r^T y: the batched linear solve
+        (H_i + diag(D_r)) y = e_i + b_r (``Y0``, ``tol``, ``max_iter`` unused)."""
+        d = self.dim
+        A = self.H[clients] + D[:, :, None] * np.eye(d)
+        return np.linalg.solve(A, (self.e[clients] + b)[:, :, None])[:, :, 0]
+
+    def smoothness_bounds(self, clients: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """L_i = lambda_max(H_i) (exact)."""
+        return self.client_L[clients]
+
+    def strong_convexity(self) -> float:
+        """lambda_min(sum p_i H_i)."""
+        return self.mu
+
+    def client_gaps(self, W: np.ndarray, clients: np.ndarray) -> np.ndarray:
+        """f_k(w) - f_k* = 1/2 (w - x_k*)^T H_k (w - x_k*) exactly (no cancellation)."""
+        R = W - self.client_optima()[clients]
+        return 0.5 * np.einsum("mi,mij,mj->m", R, self.H[clients], R)
+
+    def loss_and_grad_norm2(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """F(x_t) and ||grad F(x_t)||^2 for all rows at once, from Hbar = sum p_i H_i,
+        ebar = sum p_i e_i and cbar = sum p_i c_i: F(x) = 1/2 x^T Hbar x - ebar^T x + cbar."""
+        p = self.weights
+        Hbar = np.einsum("i,ijk->jk", p, self.H)
+        ebar = p @ self.e
+        cbar = float(p @ self.offsets)
+        HX = X @ Hbar
+        loss = 0.5 * np.einsum("td,td->t", HX, X) - X @ ebar + cbar
+        G = HX - ebar
+        return loss, np.einsum("td,td->t", G, G)
+
+    def client_block(self, start: int, stop: int) -> "QuadraticFederation | None":
+        """A shallow copy whose H and e are the views H[start:stop], e[start:stop]
+        (exact oracle only; the subclasses' own oracles are not assumed to read H, e:
+        None for them)."""
+        if type(self) is not QuadraticFederation or self.is_stochastic:
+            return None
+        view = copy.copy(self)
+        view.H = self.H[start:stop]
+        view.e = self.e[start:stop]
+        view.n_clients = stop - start
+        return view
+
+    def cvxpy_client_loss(self, client: int, y: Any) -> Any:
+        """1/2 ||L_i^T y||^2 - e_i^T y with H_i = L_i L_i^T (Cholesky)."""
+        import cvxpy as cp
+        Lc = np.linalg.cholesky(self.H[client])
+        return 0.5 * cp.sum_squares(Lc.T @ y) - self.e[client] @ y
+
     # ------------------------------------------------------- shifting clients
     def _subset(self, keep: np.ndarray, weights: np.ndarray | None) -> "QuadraticFederation":
         n = None if self.n_samples is None else self.n_samples[keep]

@@ -14,6 +14,7 @@
 Symbolic derivations live in ``fltheory.theory.symbolic`` (imported on demand).
 """
 
+from ..algorithms import register_run_method
 from . import bounds
 from .affine import (AffineFixedPoint, AffineRoundMap, InvariantSubspace, affine_round_map,
                      contraction_factor, fixed_point, invariant_subspace, orbit_rate,
@@ -28,6 +29,7 @@ from .operators import (FedOptOperator, Inconsistency, LipschitzRatios, Operator
                         minimizer_inconsistency, operator_fixed_point, operator_jacobian,
                         sgd_contraction_bound)
 from .result import Assumption, BoundResult
+from .run_affine import run_affine
 from .round_maps import (RoundMap, StateLayout, round_map, state_layout, state_to_vector,
                          vector_to_state)
 
@@ -42,4 +44,7 @@ __all__ = [
     "QuadraticFixedPoint", "client_contraction_matrices", "fedopt_quadratic_round_map",
     "fedopt_quadratic_fixed_point", "fedopt_small_rate_limit", "fedavg_first_order_bias",
     "fedprox_exact_fixed_point", "mann_rate", "objective_shift", "suboptimality_gaps",
+    "run_affine",
 ]
+
+register_run_method("affine", run_affine, "fltheory.theory.run_affine")

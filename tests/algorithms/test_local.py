@@ -125,7 +125,7 @@ def test_blocked_threaded_path_equals_step_major(monkeypatch, threads):
     """Exact quadratic batches run in cache-sized row blocks on a thread pool; every row
     must get exactly the numbers of the one-batch step-major loop (plain and optimizer
     steps, per-row step counts, preconditioner sums)."""
-    import fltheory.algorithms.local as local
+    from fltheory.algorithms.local import blocking
 
     fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=3)
     m = fed.n_clients
@@ -136,15 +136,15 @@ def test_blocked_threaded_path_equals_step_major(monkeypatch, threads):
     Y0 = np.random.default_rng(5).standard_normal((m, fed.dim))
 
     def both(**kw):
-        monkeypatch.setattr(local, "_BLOCK_BYTES", 2 ** 62)
+        monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
         one = local_descent(fed, Y0, clients, steps, lr, None, obj, **kw)
-        monkeypatch.setattr(local, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4)   # blocks of 4 rows
-        local.set_num_threads(threads)
+        monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4)   # blocks of 4 rows
+        blocking.set_num_threads(threads)
         try:
-            assert len(local._blocks(fed, m, fed.dim)) == 6
+            assert len(blocking.row_blocks(fed, m, fed.dim)) == 6
             many = local_descent(fed, Y0, clients, steps, lr, None, obj, **kw)
         finally:
-            local.set_num_threads(2)
+            blocking.set_num_threads(2)
         return one, many
 
     (Y1, _), (Y2, _) = both()

@@ -216,7 +216,7 @@ def test_accuracy_counts_correct_rows():
 
 def test_newton_reports_divergence_with_a_typed_error():
     from fltheory.errors import DivergenceError
-    from fltheory.problems._newton import newton
+    from fltheory.problems.newton import newton
     fed = make_logistic(1, 2, 3, 6, reg=0.01)
     with pytest.raises(DivergenceError, match="rows"):
         newton(lambda X, r: fed.client_loss(X, r), lambda X, r: fed.client_grad(X, r),

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fltheory import optim
-from fltheory.algorithms.affine_run import run_affine
+from fltheory.theory import run_affine
 from fltheory.algorithms.efl import EFL
 from fltheory.algorithms.elasticnet import FedElasticNet
 from fltheory.algorithms.fedavg import FedAvg

@@ -6,7 +6,7 @@ exact gradients, linear local updates), R rounds are R matrix-vector products
     S_{t+1} = M S_t + c,    x_t = S_t[x_slice],
 
 after a one-off recovery of (M, c) that costs dim(S) + 7 ordinary rounds.
-The History has the fields of :func:`fltheory.algorithms.run.run` and the same
+The History has the fields of :func:`fltheory.algorithms.run` and the same
 server models, losses, gaps, distances and gradient norms up to rounding
 (tests hold them to 1e-10).  What differs, by construction:
 
@@ -27,9 +27,10 @@ server models, losses, gaps, distances and gradient norms up to rounding
   algorithm itself), exactly as ``run`` records it, at the cost of one
   ordinary round per round (the matvec is then not what limits speed);
   ``record["communication"]`` = "recomputed each round";
-* F(x_t) and grad F(x_t) are evaluated for all rounds at once from
-  sum p_i H_i, sum p_i e_i and sum p_i c_i on a QuadraticFederation (one
-  batched evaluation per round otherwise);
+* F(x_t) and ||grad F(x_t)||^2 are evaluated for all rounds at once by the
+  federation hook ``loss_and_grad_norm2`` (quadratic clients: from
+  sum p_i H_i, sum p_i e_i and sum p_i c_i; one batched evaluation per round
+  by default);
 * there is no ``callback`` (no per-round state objects are built); the final
   state is rebuilt from S_R, its integer counters advanced by their per-round
   increments;
@@ -37,6 +38,9 @@ server models, losses, gaps, distances and gradient norms up to rounding
 
 Divergence: the first round with a non-finite model, loss or gradient norm
 raises DivergenceError naming it, as ``run`` does.
+
+Importing ``fltheory.theory`` registers this runner as ``run(..., method="affine")``
+(``fltheory.algorithms.register_run_method``): algorithms never import theory.
 """
 
 from __future__ import annotations
@@ -46,36 +50,20 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DivergenceError, FLTheoryError, InvalidHyperparameterError, InvalidProblemError
+from ..algorithms import Algorithm, History, check_run_arguments, known_optimum, run_record
+from ..errors import DivergenceError, InvalidHyperparameterError
 from ..participation import Participation
-from ..problems.base import Federation
-from .base import Algorithm
-from .run import History
+from ..problems import Federation
+from .affine import AffineRoundMap, affine_round_map
+from .round_maps import check_deterministic_setting, counters_of, set_counters
 
 __all__ = ["run_affine"]
 
 
-def _objective_values(problem: Federation, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """F(x_t) and ||grad F(x_t)||^2 for every row of X."""
-    from ..problems.quadratic import QuadraticFederation
-
-    if isinstance(problem, QuadraticFederation):
-        p = problem.weights
-        Hbar = np.einsum("i,ijk->jk", p, problem.H)
-        ebar = p @ problem.e
-        cbar = float(p @ problem.offsets)
-        HX = X @ Hbar
-        loss = 0.5 * np.einsum("td,td->t", HX, X) - X @ ebar + cbar
-        G = HX - ebar
-        return loss, np.einsum("td,td->t", G, G)
-    loss = np.array([problem.loss(x) for x in X])
-    grads = np.array([float(np.sum(problem.grad(x) ** 2)) for x in X])
-    return loss, grads
-
-
 def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Any = None,
                participation: Participation | None = None, seed: int = 0,
-               rtol: float = 1e-9, amap: Any = None, communication: str = "copy") -> History:
+               rtol: float = 1e-9, amap: AffineRoundMap | None = None,
+               communication: str = "copy") -> History:
     """Deterministic run through the recovered affine round map (module docstring).
 
     Parameters
@@ -107,23 +95,11 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
     -------
     History
     """
-    from ..theory.affine import affine_round_map
-    from ..theory.round_maps import check_deterministic_setting, counters_of, set_counters
-
-    if not isinstance(algorithm, Algorithm):
-        raise InvalidHyperparameterError(
-            f"algorithm must be an fltheory Algorithm, got {type(algorithm).__name__}")
-    if not isinstance(problem, Federation):
-        raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
-        raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
+    x0 = check_run_arguments(algorithm, problem, rounds, x0)
     if communication not in ("copy", "recompute"):
         raise InvalidHyperparameterError(
             f"communication must be 'copy' or 'recompute', got {communication!r}")
     check_deterministic_setting(problem, participation)
-    x0 = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
-    if x0.shape != (problem.dim,) or not np.all(np.isfinite(x0)):
-        raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {x0.shape}")
     start = time.perf_counter()
     if amap is None:
         amap = affine_round_map(algorithm, problem, x0=x0, rtol=rtol)
@@ -136,7 +112,10 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
     # ordinary warm-up rounds (state layout not yet that of the map)
     state = rm.initial
     xs = [x0.copy()]
-    clients, steps, comms, extras = [], [], [], []
+    clients: list[np.ndarray] = []
+    steps: list[np.ndarray] = []
+    comms: list[Any] = []
+    extras: list[Any] = []
     for _ in range(min(amap.warmup, R)):
         state, info = rm.step(state)
         xs.append(np.array(state.x, dtype=np.float64))
@@ -182,7 +161,7 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
         final = state
 
     with np.errstate(over="ignore", invalid="ignore"):
-        loss, g2 = _objective_values(problem, X)
+        loss, g2 = problem.loss_and_grad_norm2(X)
     bad = ~(np.all(np.isfinite(X), axis=1) & np.isfinite(loss) & np.isfinite(g2))
     if np.any(bad):
         t = int(np.argmax(bad))
@@ -193,28 +172,15 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
         raise DivergenceError(
             f"{algorithm.name} diverged in round {bad_state_round}: its state (beyond the server "
             "model) is non-finite (affine fast path)")
-    try:
-        x_star = problem.optimum()
-        f_star = problem.loss(x_star)
-    except (FLTheoryError, NotImplementedError):
-        x_star, f_star = None, None
-    record = {
-        "algorithm": algorithm.name,
-        "hyperparameters": algorithm.hyperparameters(),
-        "problem": repr(problem),
-        "rounds": R,
-        "completed_rounds": R,
-        "seed": int(seed),
-        "participation": "full",
-        "method": "affine",
-        "communication": ("recomputed each round" if communication == "recompute" or n_affine == 0
-                          else f"per-round constant copy of round {min(amap.warmup, R) + 1} "
-                               f"(rounds {min(amap.warmup, R) + 1}..{R}; non-zeros and entropy "
-                               "not recomputed)"),
-        "state_dim": amap.dim,
-        "recovery_seconds": recovery,
-        "seconds": time.perf_counter() - start,
-    }
+    x_star, f_star = known_optimum(problem)
+    copy_round = min(amap.warmup, R) + 1
+    record = run_record(
+        algorithm, problem, rounds=R, completed_rounds=R, seed=int(seed), participation=None,
+        seconds=time.perf_counter() - start, method="affine",
+        communication=("recomputed each round" if communication == "recompute" or n_affine == 0
+                       else f"per-round constant copy of round {copy_round} (rounds {copy_round}..{R}; "
+                            "non-zeros and entropy not recomputed)"),
+        state_dim=amap.dim, recovery_seconds=recovery)
     return History(
         x=X, loss=loss, loss_gap=None if f_star is None else loss - f_star,
         dist2=None if x_star is None else np.sum((X - x_star) ** 2, axis=1),

@@ -1,0 +1,139 @@
+"""What a run returns: :class:`History`, its argument check and its provenance record.
+
+Shared by the simulating ``run`` (``algorithms.run``) and every other runner
+(``fltheory.theory.run_affine``): one argument check
+(:func:`check_run_arguments`) and one record builder (:func:`run_record`), so
+that all runners accept and record the same things.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError
+from ..participation import Participation
+from ..problems.base import Federation
+from ..results import RunRecord, git_commit, package_versions
+from .base import Algorithm
+
+__all__ = ["History", "check_run_arguments", "run_record", "known_optimum"]
+
+
+@dataclass(frozen=True)
+class History:
+    """Per-round record of a run (index 0 is the initial model).
+
+    x : (R+1, d) server models.
+    loss : (R+1,) F(x_t).
+    loss_gap : (R+1,) F(x_t) - F*, or None when F* is unknown (non-convex problems).
+    dist2 : (R+1,) ||x_t - x*||^2, or None when x* is unknown.
+    grad_norm2 : (R+1,) ||grad F(x_t)||^2.
+    clients, steps : per-round participant indices and completed steps (length R lists).
+    communication : per-round ``Communication`` (length R list).
+    extra : per-round algorithm diagnostics (length R list of mappings).
+    state : the final algorithm state.
+    record : :class:`~fltheory.results.RunRecord`; ``record.config`` holds the
+        algorithm, hyperparameters, problem, rounds, completed rounds,
+        participation and timing (``record["key"]`` reads a config entry or a
+        field), ``record.seed`` the integer seed (None when a generator or a
+        SeedSequence was given).
+    """
+
+    x: np.ndarray
+    loss: np.ndarray
+    loss_gap: np.ndarray | None
+    dist2: np.ndarray | None
+    grad_norm2: np.ndarray
+    clients: list[np.ndarray]
+    steps: list[np.ndarray]
+    communication: list[Any]
+    extra: list[Any]
+    state: Any
+    record: RunRecord
+
+    @property
+    def rounds(self) -> int:
+        """Number of completed rounds."""
+        return int(self.x.shape[0]) - 1
+
+    def total_communication(self) -> Any:
+        """Sum of the per-round communication records."""
+        from ..compression import Communication
+        total = Communication.zero()
+        for c in self.communication:
+            total = total + c
+        return total
+
+
+def check_run_arguments(algorithm: Any, problem: Any, rounds: Any, x0: Any) -> np.ndarray:
+    """Validate the arguments every runner shares; return x0 as a float64 copy.
+
+    Raises InvalidHyperparameterError (algorithm, rounds) or InvalidProblemError
+    (problem, x0) naming the argument, the value and what is expected.
+    """
+    if not isinstance(algorithm, Algorithm):
+        raise InvalidHyperparameterError(
+            f"algorithm must be an fltheory Algorithm, got {type(algorithm).__name__}")
+    if not isinstance(problem, Federation):
+        raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
+        raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
+    x = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
+    if x.shape != (problem.dim,) or not np.all(np.isfinite(x)):
+        raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {x.shape}")
+    return x
+
+
+def known_optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:
+    """(x*, F*) when the federation can compute them, else (None, None)."""
+    try:
+        x_star = problem.optimum()
+    except (FLTheoryError, NotImplementedError):
+        return None, None
+    return x_star, problem.loss(x_star)
+
+
+@functools.cache
+def _environment() -> tuple[dict[str, str], str, bool | None]:
+    """Package versions and git state, read once per process (a git call costs ~10 ms)."""
+    commit, dirty = git_commit()
+    return package_versions(), commit, dirty
+
+
+def run_record(algorithm: Algorithm, problem: Federation, *, rounds: int, completed_rounds: int,
+               seed: Any, participation: Participation | None, seconds: float,
+               **extra: Any) -> RunRecord:
+    """The provenance of one run as a :class:`~fltheory.results.RunRecord`.
+
+    ``config`` holds algorithm name, hyperparameters, problem, rounds, completed
+    rounds, participation ("full" when None), seconds and the ``extra`` entries
+    (e.g. the affine runner's method and recovery time).  ``seed`` is the
+    integer seed, or None (a generator was passed; a SeedSequence is kept as
+    ``config["seed_sequence"]``).  Versions and git state are read at the first
+    run of the process.
+    """
+    config: dict[str, Any] = {
+        "algorithm": algorithm.name,
+        "hyperparameters": algorithm.hyperparameters(),
+        "problem": repr(problem),
+        "rounds": int(rounds),
+        "completed_rounds": int(completed_rounds),
+        "participation": repr(participation) if participation is not None else "full",
+        "seconds": float(seconds),
+    }
+    int_seed: int | None = None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        int_seed = int(seed)
+    elif seed is not None:
+        config["seed_sequence"] = repr(seed)
+    config.update(extra)
+    versions, commit, dirty = _environment()
+    return RunRecord(config=config, seed=int_seed, versions=dict(versions),
+                     python=platform.python_version(), git_commit=commit, git_dirty=dirty,
+                     timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))

@@ -1,0 +1,82 @@
+"""The shared local loop: every client objective is f_i plus composable terms.
+
+Split by concern:
+
+* ``objective``: :class:`LocalObjective`, the extra terms
+  1/2 y^T diag(D) y - b^T y + l1 ||y - z||_1 of every seed algorithm;
+* ``steps``: the step-major loop of local steps (plain or optimizer steps);
+* ``blocking``: cache-sized row blocks on a thread pool for exact oracles
+  (``set_num_threads``);
+* ``exact``: exact local solves (``exact_local_solve``, ``accelerated_l1_solve``).
+
+:func:`local_descent` (here) runs the vectorized local steps of all rows
+together, choosing between the plain loop and the blocked one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import DivergenceError
+from ...optim.base import Optimizer
+from ...problems.base import Federation
+from . import blocking
+from .blocking import set_num_threads
+from .exact import accelerated_l1_solve, exact_local_solve, row_smoothness
+from .objective import LocalObjective
+from .steps import descend
+
+__all__ = ["LocalObjective", "local_descent", "exact_local_solve", "accelerated_l1_solve",
+           "row_smoothness", "set_num_threads"]
+
+
+def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, steps: np.ndarray,
+                  lr: np.ndarray, rng: np.random.Generator | None,
+                  objective: LocalObjective | None = None,
+                  optimizer: Optimizer | None = None,
+                  opt_state: Any = None,
+                  record_precond: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
+    """Run ``steps[r]`` local steps on every row r, all rows together.
+
+    Plain steps (``optimizer is None``), seed 002 Alg. 1 / THEORY.md section 2:
+        y <- y - lr_r (g_i(y) + grad of the extra terms),
+    with g_i from ``problem.stochastic_grad`` (exact unless the federation has a
+    stochastic oracle).  With an ``optimizer`` (FedOpt, seed 001 eq. 3):
+        (u, state) = update(g, state, y);  y <- y + lr_r u,
+    where ``lr`` is the per-row rate *scale* (1 for the optimizer's own rate).
+
+    Order of computation.  With a stochastic oracle, step k of all active rows
+    is one batched oracle call in row order (the RNG convention of
+    ``algorithms.reference``).  With the exact oracle no random number is drawn and
+    rows are independent, so large batches are cut into cache-sized blocks of
+    rows, each block runs all its steps while its data stay in cache, and the
+    blocks are spread over a thread pool (numpy releases the GIL); every row
+    computes exactly the same operations either way (see
+    :func:`~fltheory.algorithms.local.blocking.set_num_threads`).
+
+    Returns (Y, info) with info["opt_state"] (final optimizer state, rows
+    updated only while active) and info["precond_sum"] (sum over the row's steps
+    of the preconditioner m_k when ``record_precond``, zeros for rows without a
+    step; None when no row steps).
+    """
+    Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
+    m, d = Y.shape
+    steps = np.asarray(steps, dtype=np.int64)
+    lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (m,))
+    objective = objective or LocalObjective.zero()
+    state = opt_state
+    if optimizer is not None and state is None:
+        state = optimizer.init(Y, clients)
+    kmax = int(steps.max()) if m else 0
+    blocks = blocking.row_blocks(problem, m, d) if blocking.blockable(problem, clients) else [slice(0, m)]
+    if problem.is_stochastic or len(blocks) == 1 or kmax == 0:
+        state, psum = descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state,
+                              record_precond)
+    else:
+        state, psum = blocking.descend_blocks(problem, Y, clients, steps, lr, objective, optimizer,
+                                              state, record_precond, blocks)
+    if not np.all(np.isfinite(Y)):
+        raise DivergenceError("local steps produced non-finite values")
+    return Y, {"opt_state": state, "precond_sum": psum}
