@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 
 from .._validate import finite_array, per_client
-from ..errors import InvalidProblemError
+from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .constants import ProblemConstants, problem_constants
+from .newton import shifted_newton
 
 __all__ = ["Federation", "normalize_weights"]
 
@@ -264,10 +266,9 @@ class Federation(ABC):
         """F* = F(x*)."""
         return self.loss(self.optimum())
 
-    def constants(self, **kwargs: Any):
+    def constants(self, **kwargs: Any) -> ProblemConstants:
         """:class:`~fltheory.problems.constants.ProblemConstants` of this federation
         (see that module for the formulas and keyword options)."""
-        from .constants import problem_constants
         return problem_constants(self, **kwargs)
 
     @abstractmethod
@@ -309,7 +310,6 @@ class Federation(ABC):
         ``max_iter`` iterations do not reach it).  Quadratic clients override it
         with one batched linear solve (H_i + diag(D_r)) y = e_i + b_r.
         """
-        from .newton import shifted_newton
         return shifted_newton(self, clients, D, b, Y0, tol=tol, max_iter=max_iter)
 
     def smoothness_bounds(self, clients: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -369,7 +369,6 @@ class Federation(ABC):
         """f_client(y) as a cvxpy expression of the cvxpy variable ``y`` (the
         cross-check solver of FedElasticNet).  Default: InvalidHyperparameterError,
         as no expression can be derived from the oracles."""
-        from ..errors import InvalidHyperparameterError
         raise InvalidHyperparameterError(
             f"solver='cvxpy' needs a cvxpy expression of the client losses; {self!r} "
             "does not provide one (Federation.cvxpy_client_loss)")

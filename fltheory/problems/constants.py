@@ -46,15 +46,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from .._validate import finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ._trust_region import max_convex_quadratic_on_ball
-from .base import Federation
-from .quadratic import QuadraticFederation
+
+if TYPE_CHECKING:
+    from .base import Federation
 
 __all__ = ["ProblemConstants", "problem_constants"]
 
@@ -132,9 +133,10 @@ def _sq_norms_at(fed: Federation, x: np.ndarray) -> tuple[np.ndarray, float]:
     return np.einsum("ij,ij->i", G, G), float(gF @ gF)
 
 
-def _quadratic_G2(fed: QuadraticFederation, center: np.ndarray, r: float) -> tuple[float, float]:
+def _quadratic_G2(fed: Federation, H: np.ndarray, center: np.ndarray, r: float) -> tuple[float, float]:
+    """Exact G2 and G2_max over the ball for clients with constant Hessians H (N, d, d):
+    grad f_i(center + u) = grad f_i(center) + H_i u."""
     g = fed.client_grad(center)                                  # grad f_i(center)
-    H = fed.H
     H2 = np.matmul(H, H)
     M = np.einsum("i,ijk->jk", fed.weights, H2)
     lin = np.einsum("i,ijk,ik->j", fed.weights, H, g)
@@ -189,7 +191,7 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
     x_star = fed.optimum()
     d, N = fed.dim, fed.n_clients
     p = fed.weights
-    is_quad = isinstance(fed, QuadraticFederation)
+    is_quad = fed.has_constant_hessians     # every f_i quadratic: Hessians are global
     exact: dict[str, bool] = {}
     notes: dict[str, str] = {}
     if radius is not None:
@@ -264,7 +266,7 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
     G2 = G2_max = None
     if radius is not None:
         if is_quad:
-            G2, G2_max = _quadratic_G2(fed, c0, radius)
+            G2, G2_max = _quadratic_G2(fed, Hs, c0, radius)
             exact["G2"] = exact["G2_max"] = True
             notes["G2"] = "trust-region maximum over the ball (exact)"
         else:

@@ -62,15 +62,14 @@ def _smoothness(fed: Any) -> np.ndarray:
 
 
 def _strong_convexity(fed: Any) -> float:
-    """A global strong-convexity constant of F (duck-typed).
-
-    Quadratic: lambda_min(sum p_i H_i).  Federations with a ridge ``reg`` and
-    no ``mu`` attribute (logistic): reg, the infimum over R^d of lambda_min of
-    the Hessian.
-    """
-    from ..problems.quadratic import QuadraticFederation
-    if isinstance(fed, QuadraticFederation):
-        return fed.mu
+    """A global strong-convexity constant of F: the federation hook
+    ``strong_convexity()`` (quadratic: lambda_min(sum p_i H_i); logistic: reg,
+    the infimum over R^d of lambda_min of the Hessian), else a ``reg`` or ``mu``
+    attribute of a duck-typed federation."""
+    hook = getattr(fed, "strong_convexity", None)
+    value = hook() if callable(hook) else None
+    if value is not None:
+        return float(value)
     if hasattr(fed, "reg"):
         return float(fed.reg)
     if hasattr(fed, "mu"):
@@ -82,28 +81,16 @@ def _strong_convexity(fed: Any) -> float:
 def suboptimality_gaps(fed: Any, W: Any, clients: Any = None) -> np.ndarray:
     """F_k(w_r) - F_k* for the r-th listed client k -> (m,).
 
-    Quadratic clients: 1/2 (w - x_k*)^T H_k (w - x_k*) exactly (no cancellation).
-    Other federations: the loss difference at the client minimiser; a negative
-    result within rounding (|gap| <= 64 eps max(1, |F_k*|)) is reported as 0,
-    a larger negative one raises InvalidProblemError (the client minimiser is
-    then not a minimiser).
+    The federation hook ``Federation.client_gaps``: quadratic clients give
+    1/2 (w - x_k*)^T H_k (w - x_k*) exactly (no cancellation); the default is
+    the loss difference at the client minimiser, a negative result within
+    rounding (|gap| <= 64 eps max(1, |F_k*|)) reported as 0 and a larger
+    negative one raising InvalidProblemError (the client minimiser is then not
+    a minimiser).
     """
-    from ..problems.quadratic import QuadraticFederation
     idx = np.arange(fed.n_clients) if clients is None else np.atleast_1d(np.asarray(clients))
     W = np.broadcast_to(np.atleast_2d(np.asarray(W, dtype=np.float64)), (idx.shape[0], fed.dim))
-    opt = fed.client_optima()[idx]
-    if isinstance(fed, QuadraticFederation):
-        R = W - opt
-        return 0.5 * np.einsum("mi,mij,mj->m", R, fed.H[idx], R)
-    at_w = fed.client_loss(W, idx)
-    at_opt = fed.client_loss(opt, idx)
-    gap = at_w - at_opt
-    tol = 64 * np.finfo(float).eps * np.maximum(1.0, np.abs(at_opt))
-    if np.any(gap < -tol):
-        k = int(np.argmin(gap + tol))
-        raise InvalidProblemError(
-            f"client {int(idx[k])}: F_k(w) - F_k* = {gap[k]!r} < 0; its reported minimiser is not one")
-    return np.where(gap < 0, 0.0, gap)
+    return fed.client_gaps(W, idx)
 
 
 def objective_shift(fed: Any, client: int | None = None, kind: str = "depart",
