@@ -106,6 +106,23 @@ class Algorithm(ABC):
             out[f.name] = v.tolist() if isinstance(v, np.ndarray) else v
         return out
 
+    def averaging_version(self) -> Algorithm:
+        """This algorithm with its server step replaced by plain averaging (rate 1).
+
+        One round of the result from server model x is the operator
+        T(x) = x + sum_i w_i Delta_i(x) of Wang et al., *Local Adaptivity in
+        Federated Learning* (seed 001, eq. 6) whose fixed points are those of
+        the algorithm with any server step (``fltheory.theory.fedopt_operator``).
+        Every algorithm answers for itself (its server rate or optimizer may
+        have any name); raises InvalidHyperparameterError when a round of the
+        algorithm is not a function of x alone.  Default: InvalidHyperparameterError
+        (an algorithm that does not declare its averaging version is never
+        silently run with its own server step).
+        """
+        raise InvalidHyperparameterError(
+            f"{self.name} does not declare its averaging version (Algorithm.averaging_version): "
+            "no operator T(x) can be built from it")
+
     def nominal_steps(self, problem: Federation) -> np.ndarray:
         """(N,) nominal local steps E_i (from ``local_steps``; 1 for one-shot exact solvers)."""
         steps = getattr(self, "local_steps", 1)

@@ -185,6 +185,11 @@ class EFL(Algorithm):
                 raise InvalidHyperparameterError(
                     f"theta (Assumption 5, p_tau^k <= theta p^k) must be >= 1, got {self.theta!r}")
 
+
+    def averaging_version(self) -> EFL:
+        """EFL itself: its server adds the weighted client changes at rate 1 already."""
+        return self
+
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> EFLState:
         resolve_per_client("lr", self.lr, problem.n_clients)
         self.nominal_steps(problem)

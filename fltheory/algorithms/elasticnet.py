@@ -49,6 +49,7 @@ With lambda_1 = 0 and eps = 0 each variant is its base algorithm.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -196,6 +197,11 @@ class FedElasticNet(Algorithm):
         if self._solver == "gd":
             return super().nominal_steps(problem)
         return np.ones(problem.n_clients, dtype=np.int64)
+
+
+    def averaging_version(self) -> FedElasticNet:
+        """The same algorithm with server rate ``server_lr = 1``."""
+        return dataclasses.replace(self, server_lr=1.0)
 
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> Any:
         if self._solver == "gd":

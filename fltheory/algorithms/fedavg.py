@@ -15,6 +15,7 @@ s_i = 0 sends Delta_i = 0 and keeps its weight.  An empty round leaves x.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -71,6 +72,11 @@ class FedAvg(Algorithm):
         per_client("local_steps", self.local_steps, None, integer=True, minimum=1, strict=False)
         positive("server_lr", self.server_lr)
         choice("aggregation", self.aggregation, AGGREGATIONS)
+
+
+    def averaging_version(self) -> FedAvg:
+        """The same algorithm with server rate ``server_lr = 1``."""
+        return dataclasses.replace(self, server_lr=1.0)
 
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> FedAvgState:
         resolve_per_client("lr", self.lr, problem.n_clients)

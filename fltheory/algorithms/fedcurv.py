@@ -44,6 +44,7 @@ exact minimiser (``solver="exact"``); then x_{t+1} = x_t + eta_g sum w_i Delta_i
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -177,6 +178,15 @@ class FedCurv(Algorithm):
         if self.solver == "exact":
             return np.ones(problem.n_clients, dtype=np.int64)
         return super().nominal_steps(problem)
+
+
+    def averaging_version(self) -> FedCurv:
+        """The same algorithm with server rate ``server_lr = 1``; InvalidHyperparameterError with a temporal-ensembling target."""
+        if self.target is not None:
+            raise InvalidHyperparameterError(
+                f"{self.name} with a temporal-ensembling target depends on past models, "
+                "not on x alone: no operator T(x)")
+        return dataclasses.replace(self, server_lr=1.0)
 
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> FedCurvState:
         resolve_per_client("lr", self.lr, problem.n_clients)

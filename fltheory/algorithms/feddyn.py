@@ -194,6 +194,12 @@ class FedDyn(Algorithm):
             return super().nominal_steps(problem)
         return np.ones(problem.n_clients, dtype=np.int64)
 
+
+    def averaging_version(self) -> FedDyn:
+        """FedDyn itself: its server step x = mean(theta_i) - h/alpha has no rate to
+        set to 1 (its round map carries h, so it is no operator on x alone)."""
+        return self
+
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> FedDynState:
         if self.solver == "gd":
             resolve_per_client("lr", self.lr, problem.n_clients)

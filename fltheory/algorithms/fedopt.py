@@ -41,6 +41,7 @@ Round t with participants S, each completing s_i local steps:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -50,6 +51,7 @@ from .._validate import choice, per_client
 from ..compression import Communication
 from ..errors import DivergenceError, InvalidHyperparameterError
 from ..optim.base import Optimizer, mean_rows, put_rows, take_rows
+from ..optim.first_order import sgd
 from ..participation import Participation
 from ..problems.base import Federation
 from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
@@ -186,6 +188,17 @@ class FedOpt(Algorithm):
         choice("correction", self.correction, CORRECTIONS)
         choice("client_state", self.client_state, CLIENT_STATES)
         choice("aggregation", self.aggregation, AGGREGATIONS)
+
+
+    def averaging_version(self) -> FedOpt:
+        """The same algorithm with server optimizer ``sgd(1.0)`` (plain averaging of
+        the client models); InvalidHyperparameterError unless ``client_state='restart'``
+        (persisted client state makes a round depend on more than x)."""
+        if self.client_state != "restart":
+            raise InvalidHyperparameterError(
+                f"the operator T of seed 001 needs client_state='restart', got "
+                f"{self.client_state!r}: with persisted client state a round is not a function of x")
+        return dataclasses.replace(self, server_optimizer=sgd(1.0))
 
     def hyperparameters(self) -> dict[str, Any]:
         out = super().hyperparameters()

@@ -24,6 +24,7 @@ with the exact solver and full participation the fixed point is
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -133,6 +134,15 @@ class FedProx(Algorithm):
         if self.solver == "exact":
             return np.ones(problem.n_clients, dtype=np.int64)
         return super().nominal_steps(problem)
+
+
+    def averaging_version(self) -> FedProx:
+        """The same algorithm with server rate ``server_lr = 1``; InvalidHyperparameterError with a temporal-ensembling target."""
+        if self.target is not None:
+            raise InvalidHyperparameterError(
+                f"{self.name} with a temporal-ensembling target depends on past models, "
+                "not on x alone: no operator T(x)")
+        return dataclasses.replace(self, server_lr=1.0)
 
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> FedProxState:
         resolve_per_client("lr", self.lr, problem.n_clients)

@@ -30,6 +30,7 @@ F = sum p_i f_i when the weights are equal.  Communication: 2d numbers up
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -159,6 +160,11 @@ class Scaffold(Algorithm):
         per_client("local_steps", self.local_steps, None, integer=True, minimum=1, strict=False)
         positive("server_lr", self.server_lr)
         choice("option", self.option, SCAFFOLD_OPTIONS)
+
+
+    def averaging_version(self) -> Scaffold:
+        """The same algorithm with server rate ``server_lr = 1`` (the control variates stay in the state)."""
+        return dataclasses.replace(self, server_lr=1.0)
 
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> ScaffoldState:
         resolve_per_client("lr", self.lr, problem.n_clients)

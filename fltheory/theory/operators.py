@@ -68,26 +68,6 @@ _ANDERSON_MAX_STEP_RATIO = 1e8
 _FD_STEP = np.finfo(float).eps ** (1.0 / 3.0)
 
 
-def _averaging_version(algorithm: Algorithm) -> Algorithm:
-    """The algorithm with its server step replaced by plain averaging (rate 1)."""
-    changes: dict[str, Any] = {}
-    names = {f.name for f in dataclasses.fields(algorithm)}  # type: ignore[arg-type]
-    if "server_optimizer" in names:
-        from ..optim import sgd
-        changes["server_optimizer"] = sgd(1.0)
-    if "server_lr" in names:
-        changes["server_lr"] = 1.0
-    if getattr(algorithm, "client_state", "restart") != "restart":
-        raise InvalidHyperparameterError(
-            f"the operator T of seed 001 needs client_state='restart', got "
-            f"{algorithm.client_state!r}: with persisted client state a round is not a function of x")
-    if getattr(algorithm, "target", None) is not None:
-        raise InvalidHyperparameterError(
-            f"{algorithm.name} with a temporal-ensembling target depends on past models, "
-            "not on x alone: no operator T(x)")
-    return dataclasses.replace(algorithm, **changes) if changes else algorithm
-
-
 @dataclass(frozen=True, eq=False)
 class FedOptOperator:
     """T(x): one averaging round of ``algorithm`` from server model x (module docstring).
@@ -171,7 +151,7 @@ def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: Any = None
     if not isinstance(problem, Federation):
         raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
     check_deterministic_setting(problem, None)
-    avg = _averaging_version(algorithm)
+    avg = algorithm.averaging_version()
     x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=np.float64)
     template = avg.init(problem, x0, np.random.default_rng(0))
     layout = state_layout(template)
