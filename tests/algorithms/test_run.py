@@ -105,38 +105,3 @@ def test_zero_rounds_and_bad_arguments():
         run("fedavg", fed, 1)
     with pytest.raises(InvalidProblemError, match="Federation"):
         run(FedAvg(), "problem", 1)
-
-
-def test_provenance_hyperparameters_are_plain_data():
-    import json
-    from fltheory.algorithms.fedcurv import FedCurvTE
-    fed = fed_noisy()
-    for alg in ALGS + [FedCurvTE(beta=0.3, fisher="proxy", proxy=fed.exact(), lr=0.1, local_steps=2)]:
-        h = run(alg, fed, 1, seed=0)
-        json.dumps(h.record["hyperparameters"])
-
-
-def test_method_affine_equals_the_simulated_run_and_rejects_bad_use():
-    """run(method="affine") goes through the recovered round map S -> M S + c and
-    must reproduce the simulated iterates (THEORY.md section 3, general rule)."""
-    from fltheory.algorithms import Scaffold
-    from fltheory.errors import NotAffineError
-    from fltheory.problems import QuadraticFederation
-
-    rng = np.random.default_rng(3)
-    N, d = 5, 3
-    Q = rng.standard_normal((N, d, d))
-    H = np.einsum("nij,nkj->nik", Q, Q) + np.eye(d)
-    fed = QuadraticFederation(H, 5 * rng.standard_normal((N, d)))
-    for alg in (FedAvg(lr=0.05, local_steps=4), Scaffold(lr=0.05, local_steps=4)):
-        sim = run(alg, fed, 40, x0=np.ones(d))
-        aff = run(alg, fed, 40, x0=np.ones(d), method="affine")
-        np.testing.assert_allclose(aff.x, sim.x, rtol=0, atol=1e-10)
-        np.testing.assert_allclose(aff.dist2, sim.dist2, rtol=0, atol=1e-9)
-    with pytest.raises(InvalidHyperparameterError, match="method"):
-        run(FedAvg(), fed, 2, method="closed")
-    with pytest.raises(InvalidHyperparameterError, match="callback"):
-        run(FedAvg(), fed, 2, method="affine", callback=lambda *a: False)
-    with pytest.raises(NotAffineError):
-        run(FedOpt(client_optimizer=optim.adagrad(0.1), server_optimizer=optim.sgd(1.0),
-                   local_steps=3), fed, 2, method="affine")

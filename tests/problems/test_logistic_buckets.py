@@ -9,14 +9,16 @@ import itertools
 from unittest import mock
 
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy.special import logsumexp, softmax
 
 from fltheory.problems import LogisticFederation
 from fltheory.problems import _logistic_buckets as lb
 from fltheory.problems import _logistic_oracles as lo
 from fltheory.problems._logistic_buckets import optimal_cuts
-from problem_refs import ref_binary, ref_multi
+
+from .problem_refs import ref_binary, ref_multi
 
 
 def _unequal(seed: int, n_clients: int, n_feat: int, n_classes: int | None) -> LogisticFederation:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.problems import problem_constants, random_least_squares, random_quadratic
 from fltheory.problems._trust_region import max_convex_quadratic_on_ball
-from problem_refs import make_logistic
+
+from .problem_refs import make_logistic
 
 
 def _sphere(rng, n, d, r):

@@ -6,11 +6,13 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.errors import InvalidProblemError
 from fltheory.problems import LogisticFederation
-from problem_refs import make_logistic
+
+from .problem_refs import make_logistic
 
 
 @given(st.integers(0, 2**31 - 1), st.sampled_from([None, 3]), st.sampled_from([0.05, 1.0]))

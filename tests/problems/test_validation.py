@@ -6,9 +6,15 @@ import numpy as np
 import pytest
 
 from fltheory.errors import InvalidHyperparameterError, InvalidProblemError
-from fltheory.problems import (LogisticFederation, dirichlet_partition, m_class_partition,
-                               problem_constants, random_least_squares, random_quadratic,
-                               synthetic_fedprox)
+from fltheory.problems import (
+    LogisticFederation,
+    dirichlet_partition,
+    m_class_partition,
+    problem_constants,
+    random_least_squares,
+    random_quadratic,
+    synthetic_fedprox,
+)
 
 A2 = [np.ones((2, 2)), np.ones((3, 2))]
 YB = [np.array([1.0, -1.0]), np.array([1.0, 1.0, -1.0])]

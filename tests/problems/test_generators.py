@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from fltheory.problems import (dirichlet_partition, lognormal_sizes, m_class_partition,
-                               random_least_squares, random_quadratic, synthetic_fedprox)
+from fltheory.problems import (
+    dirichlet_partition,
+    lognormal_sizes,
+    m_class_partition,
+    random_least_squares,
+    random_quadratic,
+    synthetic_fedprox,
+)
 
 
 @given(st.integers(1, 6), st.integers(2, 8), st.floats(1.0, 100.0), st.floats(0.0, 3.0),

@@ -7,10 +7,12 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.problems import LogisticFederation
-from problem_refs import fd_grad, fd_jac, make_logistic, mc_interval, ref_binary, ref_multi
+
+from .problem_refs import fd_grad, fd_jac, make_logistic, mc_interval, ref_binary, ref_multi
 
 instances = st.fixed_dictionaries({
     "seed": st.integers(0, 2**31 - 1),

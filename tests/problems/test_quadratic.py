@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.problems import QuadraticFederation, random_least_squares, random_quadratic
-from problem_refs import fd_grad, fd_jac, mc_interval
+
+from .problem_refs import fd_grad, fd_jac, mc_interval
 
 
 @given(st.integers(0, 2**31 - 1), st.integers(1, 5), st.integers(2, 5), st.booleans())

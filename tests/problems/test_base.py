@@ -1,0 +1,100 @@
+"""The Federation contract's hooks: the generic defaults against the quadratic and
+logistic overrides (each override must compute what the default computes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fltheory.errors import InvalidHyperparameterError, InvalidProblemError
+from fltheory.problems import Federation, LogisticFederation, random_quadratic
+
+from .problem_refs import make_logistic
+
+
+@pytest.fixture(scope="module")
+def quad():
+    return random_quadratic(5, 4, L=3.0, mu=0.4, heterogeneity=1.5, seed=2)
+
+
+def _shift(m: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0.1, 1.0, (m, d)), rng.standard_normal((m, d)), rng.standard_normal((m, d))
+
+
+def test_shifted_solve_default_newton_equals_the_quadratic_linear_solve(quad):
+    clients = np.array([4, 0, 2])
+    D, b, Y0 = _shift(3, quad.dim, 0)
+    fast = quad.shifted_solve(clients, D, b, Y0)
+    generic = Federation.shifted_solve(quad, clients, D, b, Y0)
+    np.testing.assert_allclose(generic, fast, rtol=0, atol=1e-12)
+    # optimality: H_i y + D y = e_i + b
+    G = quad.client_grad(fast, clients) + D * fast - b
+    assert np.abs(G).max() <= 1e-12
+
+
+def test_shifted_solve_default_on_logistic_meets_stationarity():
+    fed = make_logistic(0, 4, 3, 12, reg=0.1)
+    clients = np.arange(fed.n_clients)
+    D, b, Y0 = _shift(fed.n_clients, fed.dim, 1)
+    Y = fed.shifted_solve(clients, D, b, Y0)
+    G = fed.client_grad(Y, clients) + D * Y - b
+    assert np.abs(G).max() <= 1e-12
+
+
+def test_smoothness_bounds_default_and_override(quad):
+    clients = np.array([1, 3])
+    Y = np.zeros((2, quad.dim))
+    np.testing.assert_allclose(quad.smoothness_bounds(clients, Y), quad.client_L[clients])
+    np.testing.assert_allclose(Federation.smoothness_bounds(quad, clients, Y), quad.client_L[clients])
+
+
+def test_client_gaps_exact_form_equals_the_loss_difference(quad):
+    clients = np.arange(quad.n_clients)
+    W = np.random.default_rng(3).standard_normal((quad.n_clients, quad.dim))
+    exact = quad.client_gaps(W, clients)
+    generic = Federation.client_gaps(quad, W, clients)
+    np.testing.assert_allclose(generic, exact, rtol=1e-10, atol=1e-12)
+    assert np.all(exact > 0)
+
+
+def test_loss_and_grad_norm2_batched_equals_pointwise(quad):
+    X = np.random.default_rng(4).standard_normal((7, quad.dim))
+    loss, g2 = quad.loss_and_grad_norm2(X)
+    loss_ref, g2_ref = Federation.loss_and_grad_norm2(quad, X)
+    np.testing.assert_allclose(loss, loss_ref, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(g2, g2_ref, rtol=1e-12, atol=1e-13)
+
+
+def test_client_block_views_the_data(quad):
+    block = quad.client_block(1, 4)
+    assert block is not None and block.n_clients == 3
+    assert np.shares_memory(block.H, quad.H)
+    Y = np.random.default_rng(5).standard_normal((3, quad.dim))
+    np.testing.assert_array_equal(block.client_grad(Y, np.arange(3)), quad.client_grad(Y, np.arange(1, 4)))
+    assert Federation.client_block(quad, 1, 4) is None
+    assert quad.with_gradient_noise(0.1).client_block(1, 4) is None
+
+
+def test_strong_convexity_and_constant_hessians(quad):
+    assert quad.strong_convexity() == pytest.approx(quad.mu)
+    assert quad.has_constant_hessians
+    fed = make_logistic(0, 3, 2, 10, reg=0.2)
+    assert isinstance(fed, LogisticFederation)
+    assert fed.strong_convexity() == fed.reg and not fed.has_constant_hessians
+    assert Federation.strong_convexity(quad) is None
+
+
+def test_cvxpy_expression_default_is_a_typed_error(quad):
+    with pytest.raises(InvalidHyperparameterError, match="cvxpy_client_loss"):
+        Federation.cvxpy_client_loss(quad, 0, None)
+
+
+def test_client_gaps_default_refuses_a_false_minimiser(quad):
+    class Shifted(type(quad)):
+        def client_optima(self) -> np.ndarray:
+            return super().client_optima() + 1.0
+
+    bad = Shifted(quad.H, quad.e)
+    with pytest.raises(InvalidProblemError, match="not one"):
+        Federation.client_gaps(bad, bad.client_optima() - 1.0, np.arange(bad.n_clients))
