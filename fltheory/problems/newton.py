@@ -8,6 +8,10 @@ of f; there a step is accepted when it reduces ||grad||.  Stops per row when
 ||grad|| <= tol.  ``null_projector`` (D, D), if given, spans directions along
 which every objective is flat (the softmax shift invariance): it is added
 to the Hessian, which keeps the Newton step orthogonal to those directions.
+
+It is the one Newton solver of fltheory: the optima of logistic federations
+(:func:`newton`) and the generic exact local solve of every federation
+(:func:`shifted_newton`, the default of ``Federation.shifted_solve``) both run it.
 """
 
 from __future__ import annotations
@@ -39,9 +43,18 @@ def newton(loss: Callable[[np.ndarray, np.ndarray], np.ndarray],
            grad: Callable[[np.ndarray, np.ndarray], np.ndarray],
            hess: Callable[[np.ndarray, np.ndarray], np.ndarray],
            X0: np.ndarray, *, tol: float, max_iter: int = 200,
-           null_projector: np.ndarray | None = None, what: str = "Newton") -> np.ndarray:
+           null_projector: np.ndarray | None = None, what: str = "Newton",
+           accept: float | None = None, polish: bool = False) -> np.ndarray:
     """Minimise each row objective; ``loss/grad/hess(X, rows)`` evaluate the
     objectives of the listed rows at X (len(rows), D).
+
+    ``accept`` (default ``tol``): after ``max_iter`` iterations, or when no row
+    can move any more, rows with ||grad|| <= accept are returned rather than
+    reported.  ``polish``: when every row has ||grad|| <= tol, take one more
+    full Newton step per row and keep it where it lowers ||grad||: Newton
+    converges quadratically, so this lands at the floating-point floor and the
+    solution no longer depends (beyond rounding) on where ``tol`` cut the
+    iteration.
 
     Raises
     ------
@@ -59,7 +72,7 @@ def newton(loss: Callable[[np.ndarray, np.ndarray], np.ndarray],
         gnorm[active] = gn
         keep = gn > tol
         if not keep.any():
-            return X
+            return _polish(grad, hess, X, null_projector) if polish else X
         active, Xa, G, gn = active[keep], Xa[keep], G[keep], gn[keep]
         H = hess(Xa, active)
         if null_projector is not None:
@@ -89,7 +102,7 @@ def newton(loss: Callable[[np.ndarray, np.ndarray], np.ndarray],
             break          # no row can move: report them below
     G = grad(X[active], active)
     gn = np.linalg.norm(G, axis=1)
-    bad = gn > tol
+    bad = gn > (tol if accept is None else max(tol, accept))
     if bad.any():
         rows = active[bad]
         raise DivergenceError(
@@ -98,65 +111,40 @@ def newton(loss: Callable[[np.ndarray, np.ndarray], np.ndarray],
     return X
 
 
-def _shifted_value(problem: Federation, clients: np.ndarray, D: np.ndarray, b: np.ndarray,
-                   Y: np.ndarray) -> np.ndarray:
-    return problem.client_loss(Y, clients) + 0.5 * np.einsum("md,md->m", D * Y, Y) \
-        - np.einsum("md,md->m", b, Y)
+def _polish(grad: Callable[[np.ndarray, np.ndarray], np.ndarray],
+            hess: Callable[[np.ndarray, np.ndarray], np.ndarray], X: np.ndarray,
+            null_projector: np.ndarray | None) -> np.ndarray:
+    """One more full Newton step per row, kept where it lowers the gradient norm."""
+    rows = np.arange(X.shape[0])
+    G = grad(X, rows)
+    H = hess(X, rows)
+    if null_projector is not None:
+        H = H + null_projector
+    Xnew = X - _solve(H, G)
+    better = np.linalg.norm(grad(Xnew, rows), axis=1) < np.linalg.norm(G, axis=1)
+    return np.where(better[:, None], Xnew, X)
 
 
 def shifted_newton(problem: Federation, clients: np.ndarray, D: np.ndarray, b: np.ndarray,
                    Y0: np.ndarray, *, tol: float = 1e-12, max_iter: int = 100) -> np.ndarray:
-    """argmin_y f_i(y) + 1/2 y^T diag(D_r) y - b_r^T y for every row r, by Newton's method.
+    """argmin_y f_i(y) + 1/2 y^T diag(D_r) y - b_r^T y for every row r (client i = clients[r]).
 
-    All rows step together: y <- y - t_r (H_i(y) + diag(D_r))^{-1} g_r(y), with
-    g_r = grad f_i(y) + D_r * y - b_r and t_r halved from 1 until the Armijo
-    condition h_r(y - t s) <= h_r(y) - 1e-4 t g_r^T s holds or the step halves
-    the gradient norm (near the optimum values tie in floating point and Armijo
-    cannot hold).  Rows with ||g_r|| <= tol stay put; when every row is there,
-    one more full Newton step is taken per row and kept where it lowers the
-    gradient norm (:func:`_newton_polish`).  DivergenceError when some row still
-    has ||g_r|| > max(tol, 1e-8) after ``max_iter`` iterations.
+    :func:`newton` on the row objectives h_r (gradient g_i(y) + D_r * y - b_r,
+    Hessian H_i(y) + diag(D_r)) from Y0, polished (one more full step where it
+    lowers ||grad||); rows that end between ``tol`` and 1e-8 (the rounding
+    floor of large problems) are accepted, beyond that DivergenceError.
     """
-    Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
-    m, d = Y.shape
-    eye = np.eye(d)
-    for _ in range(max_iter):
-        G = problem.client_grad(Y, clients) + D * Y - b
-        norms = np.linalg.norm(G, axis=1)
-        if np.all(norms <= tol):
-            return _newton_polish(problem, clients, D, b, Y, G, norms, eye)
-        Hs = problem.client_hess(Y, clients) + D[:, :, None] * eye
-        step = np.linalg.solve(Hs, G[:, :, None])[:, :, 0]
-        f0 = _shifted_value(problem, clients, D, b, Y)
-        slope = np.einsum("md,md->m", G, step)
-        t = np.ones(m)
-        for _ls in range(60):
-            Ynew = Y - t[:, None] * step
-            ok = _shifted_value(problem, clients, D, b, Ynew) <= f0 - 1e-4 * t * slope
-            ok |= np.linalg.norm(problem.client_grad(Ynew, clients) + D * Ynew - b, axis=1) \
-                <= 0.5 * norms
-            ok |= norms <= tol
-            if ok.all():
-                break
-            t = np.where(ok, t, 0.5 * t)
-        Y = np.where((norms <= tol)[:, None], Y, Y - t[:, None] * step)
-    G = problem.client_grad(Y, clients) + D * Y - b
-    worst = float(np.linalg.norm(G, axis=1).max())
-    if worst > max(tol, 1e-8):
-        raise DivergenceError(
-            f"exact local solve: Newton did not reach gradient norm {tol:g} in {max_iter} iterations "
-            f"(worst row {worst:.3e})")
-    return Y
+    eye = np.eye(Y0.shape[1])
 
+    def loss(Y: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return problem.client_loss(Y, clients[rows]) + 0.5 * np.einsum("md,md->m", D[rows] * Y, Y) \
+            - np.einsum("md,md->m", b[rows], Y)
 
-def _newton_polish(problem: Federation, clients: np.ndarray, D: np.ndarray, b: np.ndarray,
-                   Y: np.ndarray, G: np.ndarray, norms: np.ndarray, eye: np.ndarray) -> np.ndarray:
-    """One more full Newton step per row, kept where it lowers the gradient norm.
+    def grad(Y: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return problem.client_grad(Y, clients[rows]) + D[rows] * Y - b[rows]
 
-    Newton converges quadratically, so a row stopped at ||grad|| <= tol lands at
-    the floating-point floor after one more step; this makes the solution
-    independent (to rounding) of where the tolerance cut the iteration."""
-    Hs = problem.client_hess(Y, clients) + D[:, :, None] * eye
-    Ynew = Y - np.linalg.solve(Hs, G[:, :, None])[:, :, 0]
-    new_norms = np.linalg.norm(problem.client_grad(Ynew, clients) + D * Ynew - b, axis=1)
-    return np.where((new_norms < norms)[:, None], Ynew, Y)
+    def hess(Y: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return problem.client_hess(Y, clients[rows]) + D[rows][:, :, None] * eye
+
+    return newton(loss, grad, hess, Y0, tol=tol, max_iter=max_iter, accept=1e-8, polish=True,
+                  what="exact local solve: Newton")
