@@ -63,7 +63,8 @@ class QuarticFederation(Federation):
 
     def optimum(self) -> np.ndarray:
         return _newton_1(lambda x: self.weights @ self.client_grad(x),
-                         lambda x: np.einsum("i,ijk->jk", self.weights, self.client_hess(x)), np.zeros(self.dim))
+                         lambda x: np.einsum("i,ijk->jk", self.weights, self.client_hess(x)),
+                         np.zeros(self.dim))
 
     def client_optima(self) -> np.ndarray:
         return np.array([_client_argmin(self, i, np.zeros(self.dim), np.zeros(self.dim), np.zeros(self.dim))
@@ -104,7 +105,8 @@ def _newton_1(grad: Any, hess: Any, y: np.ndarray) -> np.ndarray:
     return y
 
 
-def _client_argmin(fed: QuarticFederation, i: int, mu: np.ndarray, b: np.ndarray, y0: np.ndarray) -> np.ndarray:
+def _client_argmin(fed: QuarticFederation, i: int, mu: np.ndarray, b: np.ndarray,
+                   y0: np.ndarray) -> np.ndarray:
     """argmin_y f_i(y) + 1/2 sum_j mu_j y_j^2 - b^T y, one client, by Newton with halving
     (stopped at ||grad|| <= 1e-13)."""
     def value(y: np.ndarray) -> float:

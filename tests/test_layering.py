@@ -60,7 +60,8 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.If):
             test = node.test
-            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
+            name = (test.id if isinstance(test, ast.Name)
+                    else test.attr if isinstance(test, ast.Attribute) else "")
             if name == "TYPE_CHECKING":
                 for child in node.body:
                     skip.update(id(n) for n in ast.walk(child))
@@ -79,7 +80,8 @@ def imports_of(path: Path, module: str | None = None) -> list[tuple[str, int]]:
         if id(node) in skip:
             continue
         if isinstance(node, ast.Import):
-            out += [(alias.name, node.lineno) for alias in node.names if alias.name.split(".")[0] == "fltheory"]
+            out += [(alias.name, node.lineno) for alias in node.names
+                    if alias.name.split(".")[0] == "fltheory"]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base_parts = package.split(".")

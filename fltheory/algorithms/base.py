@@ -94,7 +94,7 @@ class Algorithm(ABC):
         """The initial state at server model ``x0``."""
 
     @abstractmethod
-    def round(self, state: Any, problem: Federation, participation: Participation,
+    def round(self, state: Any, problem: Federation, participation: Participation | None,
               rng: np.random.Generator) -> tuple[Any, RoundInfo]:
         """One communication round."""
 

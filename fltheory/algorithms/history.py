@@ -22,7 +22,7 @@ from ..problems.base import Federation
 from ..results import RunRecord, git_commit, package_versions
 from .base import Algorithm
 
-__all__ = ["History", "check_run_arguments", "run_record", "known_optimum"]
+__all__ = ["History", "check_run_arguments", "known_optimum", "run_record"]
 
 
 @dataclass(frozen=True)

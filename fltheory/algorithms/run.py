@@ -17,7 +17,8 @@ above it.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from ..problems.base import Federation
 from .base import Algorithm, RoundInfo
 from .history import History, check_run_arguments, known_optimum, run_record
 
-__all__ = ["run", "History", "register_run_method"]
+__all__ = ["History", "register_run_method", "run"]
 
 
 class RunMethod(Protocol):

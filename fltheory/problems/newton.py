@@ -16,7 +16,8 @@ It is the one Newton solver of fltheory: the optima of logistic federations
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 

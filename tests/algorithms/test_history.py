@@ -18,7 +18,7 @@ def test_provenance_hyperparameters_are_plain_data():
 
     from fltheory.algorithms.fedcurv import FedCurvTE
     fed = fed_noisy()
-    for alg in ALGS + [FedCurvTE(beta=0.3, fisher="proxy", proxy=fed.exact(), lr=0.1, local_steps=2)]:
+    for alg in [*ALGS, FedCurvTE(beta=0.3, fisher="proxy", proxy=fed.exact(), lr=0.1, local_steps=2)]:
         h = run(alg, fed, 1, seed=0)
         json.dumps(h.record["hyperparameters"])
 

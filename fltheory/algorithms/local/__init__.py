@@ -28,8 +28,14 @@ from .exact import accelerated_l1_solve, exact_local_solve, row_smoothness
 from .objective import LocalObjective
 from .steps import descend
 
-__all__ = ["LocalObjective", "local_descent", "exact_local_solve", "accelerated_l1_solve",
-           "row_smoothness", "set_num_threads"]
+__all__ = [
+    "LocalObjective",
+    "accelerated_l1_solve",
+    "exact_local_solve",
+    "local_descent",
+    "row_smoothness",
+    "set_num_threads",
+]
 
 
 def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, steps: np.ndarray,

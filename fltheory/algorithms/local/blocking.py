@@ -23,7 +23,7 @@ from ...problems.base import Federation
 from .objective import LocalObjective
 from .steps import descend
 
-__all__ = ["set_num_threads", "blockable", "row_blocks", "descend_blocks"]
+__all__ = ["blockable", "descend_blocks", "row_blocks", "set_num_threads"]
 
 # Client data per block.  Measured on the 2-core CI machine kind (2 MB L2 per
 # core, large shared L3), FedAvg tau = 10 with 2 threads: 2 MB blocks lose to
@@ -49,9 +49,10 @@ def set_num_threads(n: int) -> None:
 
 def _pool() -> ThreadPoolExecutor:
     with _POOL_LOCK:
-        if _POOL[0] is None:
-            _POOL[0] = ThreadPoolExecutor(max_workers=_THREADS[0], thread_name_prefix="fltheory-local")
-        return _POOL[0]
+        pool = _POOL[0]
+        if pool is None:
+            pool = _POOL[0] = ThreadPoolExecutor(max_workers=_THREADS[0], thread_name_prefix="fltheory-local")
+        return pool
 
 
 def _contiguous(clients: np.ndarray) -> bool:
@@ -132,8 +133,8 @@ def descend_blocks(problem: Federation, Y: np.ndarray, clients: np.ndarray, step
     psum = None
     if record and any(r[1] is not None for r in results):
         shape = next(r[1] for r in results if r[1] is not None).shape[1:]
-        psum = np.zeros((Y.shape[0],) + shape)
-        for b, (_, ps) in zip(blocks, results):
+        psum = np.zeros((Y.shape[0], *shape))
+        for b, (_, ps) in zip(blocks, results, strict=True):
             if ps is not None:
                 psum[b] = ps
     if state is not None:                              # blocks are contiguous and in order

@@ -14,7 +14,7 @@ from ...errors import DivergenceError
 from ...problems.base import Federation
 from .objective import LocalObjective
 
-__all__ = ["exact_local_solve", "accelerated_l1_solve", "row_smoothness"]
+__all__ = ["accelerated_l1_solve", "exact_local_solve", "row_smoothness"]
 
 
 def exact_local_solve(problem: Federation, clients: np.ndarray, objective: LocalObjective,
@@ -56,7 +56,7 @@ def _proximal_gradient(problem: Federation, clients: np.ndarray, objective: Loca
     clients, d = 100, L/mu = 1000: 0.3 s per FedElasticNet round against 21 s
     with plain ISTA).
     """
-    m, d = Y0.shape
+    m = Y0.shape[0]
     step = 1.0 / (row_smoothness(problem, clients, Y0) + D.max(axis=1))
     thr = (step * objective.l1)[:, None]
     z = objective.z

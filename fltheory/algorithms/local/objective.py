@@ -64,34 +64,34 @@ class LocalObjective:
     z: np.ndarray | None = None
 
     @classmethod
-    def zero(cls) -> "LocalObjective":
+    def zero(cls) -> LocalObjective:
         return cls()
 
     @classmethod
-    def proximal(cls, mu: Any, center: np.ndarray) -> "LocalObjective":
+    def proximal(cls, mu: Any, center: np.ndarray) -> LocalObjective:
         """(mu/2) ||y - center||^2; ``mu`` scalar or (m,)."""
         m, d = center.shape
         D = _rows(mu, m, d)
         return cls(D=D, b=D * center)
 
     @classmethod
-    def diagonal(cls, D: np.ndarray, b: np.ndarray) -> "LocalObjective":
+    def diagonal(cls, D: np.ndarray, b: np.ndarray) -> LocalObjective:
         """1/2 y^T diag(D) y - b^T y."""
         return cls(D=np.asarray(D, dtype=np.float64), b=np.asarray(b, dtype=np.float64))
 
     @classmethod
-    def linear(cls, b: np.ndarray) -> "LocalObjective":
+    def linear(cls, b: np.ndarray) -> LocalObjective:
         """-b^T y (gradient shift -b)."""
         return cls(b=np.asarray(b, dtype=np.float64))
 
     @classmethod
-    def l1_term(cls, lam: Any, center: np.ndarray) -> "LocalObjective":
+    def l1_term(cls, lam: Any, center: np.ndarray) -> LocalObjective:
         """lam ||y - center||_1; ``lam`` scalar or (m,)."""
         m = center.shape[0]
         lam_arr = np.broadcast_to(np.asarray(lam, dtype=np.float64), (m,)).copy()
         return cls(l1=lam_arr, z=np.asarray(center, dtype=np.float64))
 
-    def __add__(self, other: "LocalObjective") -> "LocalObjective":
+    def __add__(self, other: LocalObjective) -> LocalObjective:
         def add(a, b):
             if a is None:
                 return b
@@ -104,8 +104,9 @@ class LocalObjective:
                               l1=self.l1 if self.l1 is not None else other.l1,
                               z=self.z if self.z is not None else other.z)
 
-    def take(self, rows: np.ndarray) -> "LocalObjective":
-        pick = lambda a: None if a is None else a[rows]
+    def take(self, rows: np.ndarray | slice) -> LocalObjective:
+        def pick(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[rows]
         return LocalObjective(D=pick(self.D), b=pick(self.b), l1=pick(self.l1), z=pick(self.z))
 
     @property

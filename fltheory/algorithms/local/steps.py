@@ -59,7 +59,7 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
         if record:
             P = np.asarray(optimizer.precond(sub))
             if precond_sum is None:
-                precond_sum = np.zeros((m,) + P.shape[1:])
+                precond_sum = np.zeros((m, *P.shape[1:]))
             if full:
                 precond_sum += P
             else:

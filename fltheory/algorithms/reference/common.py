@@ -12,8 +12,8 @@ gradient for the l1 term.
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def draw_participants(alg: Any, problem: Federation, participation: Participatio
     E = np.array([per_client_value(getattr(alg, "local_steps", 1), i)
                   for i in range(problem.n_clients)], dtype=np.int64)
     drawn = part.draw(rng, t, E)
-    return [(int(c), int(s)) for c, s in zip(drawn.clients, drawn.steps)]
+    return [(int(c), int(s)) for c, s in zip(drawn.clients, drawn.steps, strict=True)]
 
 
 def client_gradient(problem: Federation, i: int, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -78,7 +78,7 @@ def draw_members(alg, problem, participation, rng, t):
     """Participants drawn with the algorithm's nominal steps (1 for exact solvers)."""
     part = participation if participation is not None else FullParticipation()
     drawn = part.draw(rng, t, np.asarray(alg.nominal_steps(problem), dtype=np.int64))
-    return [(int(c), int(s)) for c, s in zip(drawn.clients, drawn.steps)]
+    return [(int(c), int(s)) for c, s in zip(drawn.clients, drawn.steps, strict=True)]
 
 
 def aggregation(alg, problem, members):
@@ -163,7 +163,7 @@ def draw(alg: Any, problem: Federation, participation: Participation | None,
         return draw_participants(alg, problem, participation, rng, t)
     part = participation if participation is not None else FullParticipation()
     drawn = part.draw(rng, t, np.ones(problem.n_clients, dtype=np.int64))
-    return [(int(c), int(s)) for c, s in zip(drawn.clients, drawn.steps)]
+    return [(int(c), int(s)) for c, s in zip(drawn.clients, drawn.steps, strict=True)]
 
 
 def _local_objective_grad(problem: Federation, i: int, y: np.ndarray, D: np.ndarray,

@@ -78,6 +78,6 @@ def _fedopt_reference(alg, problem, rounds, participation, rng, x0):
             for j in range(N):
                 own = st[j] if j in st else saved[j]
                 saved[j] = type(own)(*(np.asarray(f) if avg is None else avg.copy()
-                                       for f, avg in zip(own, fields)))
+                                       for f, avg in zip(own, fields, strict=True)))
         xs.append(x.copy())
     return np.array(xs)

@@ -44,7 +44,7 @@ def test_blocked_threaded_path_equals_step_major(monkeypatch, threads):
     (Y1, i1), (Y2, i2) = both(optimizer=optim.adagrad(0.1), record_precond=True)
     np.testing.assert_array_equal(Y1, Y2)
     np.testing.assert_array_equal(i1["precond_sum"], i2["precond_sum"])
-    for f1, f2 in zip(i1["opt_state"], i2["opt_state"]):
+    for f1, f2 in zip(i1["opt_state"], i2["opt_state"], strict=True):
         np.testing.assert_array_equal(f1, f2)
 
 
