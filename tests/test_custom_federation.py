@@ -266,3 +266,16 @@ def test_an_algorithm_without_an_averaging_version_is_refused(fed):
     with pytest.raises(InvalidHyperparameterError, match="averaging version"):
         fedopt_operator(Halving(), fed)
     assert FedAvg(server_lr=0.3).averaging_version().server_lr == 1.0
+
+
+def test_constants_fall_back_to_local_estimates(fed):
+    """No curvature_bounds hook: L and mu are the extreme eigenvalues of sum p_i H_i(x*), marked
+    estimated; no constant Hessians, so G^2 over a ball is a lower estimate, not exact."""
+    c = fed.constants(radius=0.5)
+    x_star = fed.optimum()
+    lam = np.linalg.eigvalsh(sum(fed.weights[i] * _h(fed, i, x_star) for i in range(N)))
+    assert c.L == pytest.approx(lam[-1], rel=1e-12) and c.mu == pytest.approx(lam[0], rel=1e-12)
+    assert not c.exact["L"] and not c.exact["G2"]
+    gaps = fed.client_gaps(np.tile(x_star, (N, 1)), np.arange(N))
+    optima = fed.client_optima()
+    np.testing.assert_allclose(gaps, [_f(fed, i, x_star) - _f(fed, i, optima[i]) for i in range(N)], rtol=1e-12)

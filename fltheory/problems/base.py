@@ -30,7 +30,7 @@ import numpy as np
 
 from .._validate import finite_array, per_client
 from ..errors import InvalidHyperparameterError, InvalidProblemError
-from .constants import ProblemConstants, problem_constants
+from .constants import CurvatureBounds, ProblemConstants, problem_constants
 from .newton import shifted_newton
 
 __all__ = ["Federation", "normalize_weights"]
@@ -93,6 +93,8 @@ class Federation(ABC):
     ``smoothness_bounds``     an upper bound of each listed client's smoothness
                               constant (step sizes of proximal-gradient solves)
     ``strong_convexity``      a strong-convexity constant of F over R^d, or None
+    ``curvature_bounds``      analytic L, mu, client_L, client_mu, or None (then
+                              ``constants()`` estimates them from Hessians at x*)
     ``has_constant_hessians`` True when every f_i is quadratic (Hessians do not
                               depend on x): constants become exact
     ``client_gaps``           f_k(w_r) - f_k* per row (objective shifts)
@@ -326,6 +328,13 @@ class Federation(ABC):
     def strong_convexity(self) -> float | None:
         """A constant mu > 0 with F mu-strongly convex on all of R^d, or None when
         the federation cannot state one (default)."""
+        return None
+
+    def curvature_bounds(self) -> CurvatureBounds | None:
+        """Analytic smoothness / strong-convexity constants of F and of every client
+        (:class:`~fltheory.problems.constants.CurvatureBounds`), or None (default):
+        :func:`~fltheory.problems.constants.problem_constants` then reports the
+        eigenvalues of the Hessians at x* as local estimates."""
         return None
 
     def client_gaps(self, W: np.ndarray, clients: np.ndarray) -> np.ndarray:

@@ -57,7 +57,26 @@ from ._trust_region import max_convex_quadratic_on_ball
 if TYPE_CHECKING:
     from .base import Federation
 
-__all__ = ["ProblemConstants", "problem_constants"]
+__all__ = ["ProblemConstants", "problem_constants", "CurvatureBounds"]
+
+
+@dataclass(frozen=True)
+class CurvatureBounds:
+    """Analytic curvature constants a federation states about itself
+    (the hook ``Federation.curvature_bounds``).
+
+    L, mu : smoothness and strong convexity of F over R^d.
+    client_L, client_mu : (N,) the same per client.
+    exact : True when L and client_L are attained (not only upper bounds).
+    note : how they are computed (shown in ``ProblemConstants.notes["L"]``).
+    """
+
+    L: float
+    mu: float
+    client_L: np.ndarray
+    client_mu: np.ndarray
+    exact: bool
+    note: str
 
 
 @dataclass(frozen=True)
@@ -212,14 +231,12 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
     Hbar = np.einsum("i,ijk->jk", p, Hs)
     lam_bar = np.linalg.eigvalsh(Hbar)
     mu_local = float(lam_bar[0])
-    if all(hasattr(fed, a) for a in ("L", "mu", "client_L", "client_mu")):
-        L, mu = float(fed.L), float(fed.mu)
-        client_L, client_mu = np.asarray(fed.client_L, float), np.asarray(fed.client_mu, float)
-        multinomial = getattr(fed, "n_classes", None) is not None
-        exact["L"] = exact["client_L"] = not multinomial
-        notes["L"] = ("lambda_max of the Hessian" if is_quad else
-                      "softmax bound lambda_max(A^T A/n)/2 + reg (valid, not attained)" if multinomial else
-                      "lambda_max(A^T A)/(4n) + reg: sup of the Hessian norm, attained at x = 0")
+    bounds = fed.curvature_bounds()
+    if bounds is not None:
+        L, mu = float(bounds.L), float(bounds.mu)
+        client_L, client_mu = np.asarray(bounds.client_L, float), np.asarray(bounds.client_mu, float)
+        exact["L"] = exact["client_L"] = bool(bounds.exact)
+        notes["L"] = bounds.note
     else:
         lam = np.linalg.eigvalsh(Hs)
         L, mu = float(lam_bar[-1]), mu_local

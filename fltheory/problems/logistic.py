@@ -48,6 +48,7 @@ from ._logistic_buckets import Bucket, make_plan
 from .newton import newton
 from ._separation import is_separable
 from .base import Federation, normalize_weights
+from .constants import CurvatureBounds
 
 __all__ = ["LogisticFederation"]
 
@@ -437,6 +438,15 @@ class LogisticFederation(Federation):
     def strong_convexity(self) -> float:
         """reg: the infimum over R^d of lambda_min of the Hessian of F."""
         return float(self.reg)
+
+    def curvature_bounds(self) -> CurvatureBounds:
+        """``L``, ``mu`` (= reg), ``client_L``, ``client_mu``: attained for the binary
+        model (at x = 0), valid upper bounds only for the softmax model."""
+        multinomial = self.is_multinomial
+        return CurvatureBounds(
+            L=self.L, mu=self.mu, client_L=self.client_L, client_mu=self.client_mu, exact=not multinomial,
+            note=("softmax bound lambda_max(A^T A/n)/2 + reg (valid, not attained)" if multinomial else
+                  "lambda_max(A^T A)/(4n) + reg: sup of the Hessian norm, attained at x = 0"))
 
     def cvxpy_client_loss(self, client: int, y: Any) -> Any:
         """(1/n_i) sum_j log(1 + exp(-y_j a_j^T y)) + reg/2 ||y||^2 (binary model only)."""

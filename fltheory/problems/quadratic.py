@@ -21,6 +21,7 @@ import numpy as np
 from .._validate import finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .base import Federation, normalize_weights
+from .constants import CurvatureBounds
 
 __all__ = ["QuadraticFederation"]
 
@@ -320,6 +321,11 @@ class QuadraticFederation(Federation):
     def strong_convexity(self) -> float:
         """lambda_min(sum p_i H_i)."""
         return self.mu
+
+    def curvature_bounds(self) -> CurvatureBounds:
+        """Extreme eigenvalues of sum p_i H_i and of each H_i (exact)."""
+        return CurvatureBounds(L=self.L, mu=self.mu, client_L=self.client_L, client_mu=self.client_mu,
+                               exact=True, note="lambda_max of the Hessian")
 
     def client_gaps(self, W: np.ndarray, clients: np.ndarray) -> np.ndarray:
         """f_k(w) - f_k* = 1/2 (w - x_k*)^T H_k (w - x_k*) exactly (no cancellation)."""

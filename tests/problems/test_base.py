@@ -98,3 +98,15 @@ def test_client_gaps_default_refuses_a_false_minimiser(quad):
     bad = Shifted(quad.H, quad.e)
     with pytest.raises(InvalidProblemError, match="not one"):
         Federation.client_gaps(bad, bad.client_optima() - 1.0, np.arange(bad.n_clients))
+
+
+def test_curvature_bounds_of_the_shipped_federations(quad):
+    cb = quad.curvature_bounds()
+    lam = np.linalg.eigvalsh(quad.hess())
+    assert cb.exact and cb.L == pytest.approx(lam[-1]) and cb.mu == pytest.approx(lam[0])
+    np.testing.assert_allclose(cb.client_L, np.linalg.eigvalsh(quad.H)[:, -1])
+    fed = make_logistic(0, 3, 2, 10, reg=0.2)
+    assert fed.curvature_bounds().exact and fed.curvature_bounds().mu == 0.2
+    multi = make_logistic(0, 3, 2, 10, n_classes=3, reg=0.2)
+    assert not multi.curvature_bounds().exact
+    assert Federation.curvature_bounds(quad) is None
