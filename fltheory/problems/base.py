@@ -102,6 +102,8 @@ class Federation(ABC):
     ``client_block``          a federation viewing a contiguous run of clients
                               without copying their data (cache-blocked local
                               steps), or None
+    ``client_data_bytes``     bytes of client data one oracle row reads (the
+                              block-size model of cache-blocked local steps)
     ``cvxpy_client_loss``     f_i as a cvxpy expression (cross-check solver only)
     ========================  ==================================================
     """
@@ -373,6 +375,11 @@ class Federation(ABC):
         stay in cache while it runs all its steps; weights of the block are not
         meaningful (only the client oracles are used)."""
         return None
+
+    def client_data_bytes(self) -> int:
+        """Bytes of client data one gradient-oracle row streams (the cache-block
+        size model of ``client_block`` users).  Default 8 d."""
+        return 8 * self.dim
 
     def cvxpy_client_loss(self, client: int, y: Any) -> Any:
         """f_client(y) as a cvxpy expression of the cvxpy variable ``y`` (the

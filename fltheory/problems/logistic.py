@@ -448,6 +448,10 @@ class LogisticFederation(Federation):
             note=("softmax bound lambda_max(A^T A/n)/2 + reg (valid, not attained)" if multinomial else
                   "lambda_max(A^T A)/(4n) + reg: sup of the Hessian norm, attained at x = 0"))
 
+    def client_data_bytes(self) -> int:
+        """8 n_max f: one row reads its client's (padded) feature matrix."""
+        return 8 * self._A.shape[1] * self._A.shape[2]
+
     def cvxpy_client_loss(self, client: int, y: Any) -> Any:
         """(1/n_i) sum_j log(1 + exp(-y_j a_j^T y)) + reg/2 ||y||^2 (binary model only)."""
         import cvxpy as cp

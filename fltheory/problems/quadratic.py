@@ -356,6 +356,10 @@ class QuadraticFederation(Federation):
         view.n_clients = stop - start
         return view
 
+    def client_data_bytes(self) -> int:
+        """8 d^2: one row reads its client's Hessian H_i."""
+        return 8 * self.dim * self.dim
+
     def cvxpy_client_loss(self, client: int, y: Any) -> Any:
         """1/2 ||L_i^T y||^2 - e_i^T y with H_i = L_i L_i^T (Cholesky)."""
         import cvxpy as cp

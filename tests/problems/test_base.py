@@ -73,6 +73,7 @@ def test_client_block_views_the_data(quad):
     Y = np.random.default_rng(5).standard_normal((3, quad.dim))
     np.testing.assert_array_equal(block.client_grad(Y, np.arange(3)), quad.client_grad(Y, np.arange(1, 4)))
     assert Federation.client_block(quad, 1, 4) is None
+    assert quad.client_data_bytes() == 8 * quad.dim ** 2 and Federation.client_data_bytes(quad) == 8 * quad.dim
     assert quad.with_gradient_noise(0.1).client_block(1, 4) is None
 
 

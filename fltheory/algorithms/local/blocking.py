@@ -89,22 +89,11 @@ def _block_view(problem: Federation, clients: np.ndarray) -> tuple[Federation, n
     return view, np.arange(m)
 
 
-def _row_bytes(problem: Federation, d: int) -> int:
-    """Bytes of client data one oracle call streams per row (the block-size model)."""
-    H = getattr(problem, "H", None)
-    if isinstance(H, np.ndarray) and H.ndim == 3:
-        return 8 * d * d
-    A = getattr(problem, "_A", None)
-    if isinstance(A, np.ndarray) and A.ndim == 3:
-        return 8 * A.shape[1] * A.shape[2]
-    return 8 * d
-
-
 def row_blocks(problem: Federation, m: int, d: int) -> list[slice]:
     """Contiguous row blocks of about _BLOCK_BYTES (one block for small batches)."""
     if m == 0:
         return [slice(0, 0)]
-    per = max(1, _BLOCK_BYTES // max(_row_bytes(problem, d), 1))
+    per = max(1, _BLOCK_BYTES // max(problem.client_data_bytes(), 1))
     if m <= per:
         return [slice(0, m)]
     return [slice(a, min(a + per, m)) for a in range(0, m, per)]
