@@ -14,7 +14,7 @@ communication) and never feeds back into the state.
 Random numbers are drawn in a fixed order every round: first
 ``participation.draw``, then the local oracle calls step by step (all active
 rows of step k in client order, then step k+1), then anything the algorithm
-itself samples.  ``reference.py`` follows the same order one client at a time.
+itself samples.  ``algorithms.reference`` follows the same order one client at a time.
 """
 
 from __future__ import annotations
