@@ -54,7 +54,12 @@ _REF = {"depart": "seed 000 (EFL) Theorem 2, eq. (10)",
 
 
 def _smoothness(fed: Any) -> np.ndarray:
-    """Per-client smoothness constants L_k (duck-typed)."""
+    """Per-client smoothness constants L_k: the analytic ones of the federation hook
+    ``curvature_bounds()``, else a ``client_L`` attribute of a duck-typed federation."""
+    hook = getattr(fed, "curvature_bounds", None)
+    bounds = hook() if callable(hook) else None
+    if bounds is not None:
+        return np.asarray(bounds.client_L, dtype=np.float64)
     if hasattr(fed, "client_L"):
         return np.asarray(fed.client_L, dtype=np.float64)
     raise InvalidProblemError(
