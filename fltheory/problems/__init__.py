@@ -6,7 +6,7 @@ problem constants the bounds consume.
 """
 
 from .base import Federation
-from .constants import ProblemConstants, problem_constants
+from .constants import CurvatureBounds, ProblemConstants, problem_constants
 from .generators import (SyntheticData, dirichlet_partition, lognormal_sizes, m_class_partition,
                          random_least_squares, random_quadratic, synthetic_fedprox)
 from .logistic import LogisticFederation
@@ -14,4 +14,5 @@ from .quadratic import QuadraticFederation
 
 __all__ = ["Federation", "QuadraticFederation", "LogisticFederation", "random_quadratic",
            "random_least_squares", "synthetic_fedprox", "SyntheticData", "dirichlet_partition",
-           "m_class_partition", "lognormal_sizes", "ProblemConstants", "problem_constants"]
+           "m_class_partition", "lognormal_sizes", "ProblemConstants", "problem_constants",
+           "CurvatureBounds"]
