@@ -263,7 +263,7 @@ def plot_histories(histories: Any, metric: str = "dist2", *, labels: Sequence[st
         if len(names) != len(seq):
             raise InvalidHyperparameterError(
                 f"plot_histories: {len(seq)} histories but {len(names)} labels")
-        items = list(zip(names, seq))
+        items = list(zip(names, seq, strict=True))
     if not items:
         raise InvalidHyperparameterError("plot_histories: no histories given")
     missing = [name for name, h in items if getattr(h, metric, None) is None]
@@ -279,7 +279,7 @@ def plot_histories(histories: Any, metric: str = "dist2", *, labels: Sequence[st
             fig = ax.get_figure()  # type: ignore[assignment]
         positive = [np.asarray(getattr(h, metric), dtype=np.float64) for _, h in items]
         floor = min((float(v[v > 0].min()) for v in positive if np.any(v > 0)), default=1.0)
-        for (name, _), values in zip(items, positive):
+        for (name, _), values in zip(items, positive, strict=True):
             shown = np.where(values > 0, values, floor) if log else values
             ax.plot(np.arange(values.shape[0]), shown, label=str(name))
         if log:

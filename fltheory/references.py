@@ -270,7 +270,7 @@ def main(argv: Sequence[str] | None = None, echo: Callable[[str], None] = print)
         if new == old:
             continue
         changed += 1
-        for a, b in zip(old.splitlines(), new.splitlines()):
+        for a, b in zip(old.splitlines(), new.splitlines(), strict=False):
             if a != b:
                 echo(f"{path}: {a.strip()}\n{' ' * len(str(path))}  -> {b.strip()}")
         if args.write:
