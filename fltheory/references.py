@@ -113,21 +113,21 @@ _ALL = (
         authors=("Zichen Ma", "Yu Lu", "Zihan Lu", "Wenye Li", "Jinfeng Yi", "Shuguang Cui"),
         venue="arXiv preprint", year=2021, arxiv_id="2106.09433", arxiv_version=None,
         short="Ma et al. 2021", page="theory/efl.md", seed="000",
-        note="The seed text does not state its arXiv version."),
+        note="The text fltheory was built from does not state its arXiv version."),
     Reference(
         key="LocalAdaptivity", title="Local Adaptivity in Federated Learning: Convergence and Consistency",
         authors=("Jianyu Wang", "Zheng Xu", "Zachary Garrett", "Zachary Charles", "Luyang Liu",
                  "Gauri Joshi"),
         venue="arXiv preprint", year=2021, arxiv_id="2106.02305", arxiv_version="v1",
         short="Wang et al. 2021", page="theory/local-adaptivity.md", seed="001",
-        note="The equations were lost from the seed text; the theory page restates them."),
+        note="The text fltheory was built from lost its equations; the theory page restates them."),
     Reference(
         key="BetterObjects",
         title="Towards More Efficient Federated Learning with Better Optimization Objects",
         authors=("Zirui Zhu", "Ziyi Ye"), venue="arXiv preprint", year=2021,
         arxiv_id="2108.08577", arxiv_version=None, short="Zhu & Ye 2021",
         page="theory/better-objects.md", seed="002",
-        note="The seed text does not state its arXiv version."),
+        note="The text fltheory was built from does not state its arXiv version."),
     Reference(
         key="FedElasticNet",
         title="Communication-Efficient and Drift-Robust Federated Learning via Elastic Net",
@@ -143,7 +143,9 @@ _ALL = (
                  "Sebastian U. Stich", "Ananda Theertha Suresh"),
         venue="arXiv preprint", year=2019, arxiv_id="1910.06378", arxiv_version="v1",
         short="Karimireddy et al. 2019", page="theory/scaffold.md", seed="004",
-        note="Theorem numbering (I, II, III) follows v1; later versions renumber and retitle."),
+        note=("The text fltheory's algorithm follows; its strongly convex rates are Theorems 4 "
+              "(full participation) and 6 (client sampling). Theorems I-III, the (G, B) assumption "
+              "and the FedAvg lower bound appear only in SCAFFOLD-ICML.")),
     Reference(
         key="SCAFFOLD-ICML",
         title="SCAFFOLD: Stochastic Controlled Averaging for Federated Learning",
@@ -151,7 +153,7 @@ _ALL = (
                  "Sebastian U. Stich", "Ananda Theertha Suresh"),
         venue="ICML 2020, PMLR 119", year=2020, arxiv_id="1910.06378", arxiv_version=None,
         short="Karimireddy et al. 2020", page="theory/scaffold.md", seed=None,
-        note="The published version; fltheory's checks follow the v1 statements (SCAFFOLD-v1)."),
+        note="The published version; the bounds fltheory evaluates follow its numbering (Theorems I-III)."),
 )
 
 REFERENCES: Mapping[str, Reference] = MappingProxyType({r.key: r for r in _ALL})
@@ -227,14 +229,17 @@ def bibliography_markdown() -> str:
 
 
 LEGACY_CITATION_PATTERN = re.compile(
-    r"THEORY\.md,?\s+sec(?:tion|s?\.)s?\s+(?P<sec>[1-5])"
+    r"(?P<icml>[Ss]eed 004(?:,| \(SCAFFOLD(?:, Karimireddy et al\.)?\),?)? Theorem (?:III|II|I)\b)"
+    r"|THEORY\.md,?\s+sec(?:tion|s?\.)s?\s+(?P<sec>[1-5])"
     r"|(?P<seedword>[Ss]eeds?)\s+(?P<seed>00[0-4](?:\s*(?:/|,|and)\s*00[0-4])*)"
     r"|THEORY\.md")
-"""Matches "THEORY.md section N" / "sec. N", "seed 00N" (and lists like "seeds 002/003")
-and a bare "THEORY.md"."""
+"""Matches "seed 004 Theorem I/II/III" (SCAFFOLD-ICML numbering), "THEORY.md section N" /
+"sec. N", "seed 00N" (and lists like "seeds 002/003") and a bare "THEORY.md"."""
 
 
 def _replace(match: re.Match[str]) -> str:
+    if match.group("icml"):                     # Theorems I-III exist only in the ICML version
+        return "SCAFFOLD-ICML Theorem " + match.group("icml").rsplit("Theorem ", 1)[1]
     if match.group("sec"):
         return "docs/" + THEORY_SECTION_PAGES[int(match.group("sec"))]
     if match.group("seed"):
@@ -252,6 +257,8 @@ def rewrite_legacy_citations(text: str) -> str:
     'EFL Theorem 2 (docs/theory/index.md#bounds)'
     >>> rewrite_legacy_citations("seeds 002/003 models")
     'BetterObjects/FedElasticNet models'
+    >>> rewrite_legacy_citations("seed 004 Theorem II; seed 004 Alg. 1")
+    'SCAFFOLD-ICML Theorem II; SCAFFOLD-v1 Alg. 1'
     """
     return LEGACY_CITATION_PATTERN.sub(_replace, text)
 
