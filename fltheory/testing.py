@@ -139,7 +139,9 @@ if HAVE_HYPOTHESIS:
         """Random binary LogisticFederation (needs fltheory.problems.LogisticFederation):
         features ~ N(m_i, I) with client means m_i = heterogeneity * z_i, labels
         from a logistic model with a shared true weight vector; ridge ``reg`` > 0
-        so F is reg-strongly convex."""
+        so F is reg-strongly convex.  ``reg`` is both the per-client and the global
+        strong-convexity constant (``fed.mu``); smoothness is not prescribed:
+        ``fed.client_L`` (per client) and ``fed.L`` (of F) are computed from the data."""
         from .problems import LogisticFederation  # ImportError until it exists
         N = draw(_strategy(n_clients))
         d = draw(_strategy(dim))
