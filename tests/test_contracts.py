@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -159,3 +161,17 @@ def test_importing_testing_registers_the_profiles():
     import fltheory.testing  # noqa: F401
     assert settings.get_profile("thorough").max_examples == 400
     assert settings.get_profile("ci").derandomize is True
+
+
+def test_thorough_profile_works_outside_the_repository(tmp_path):
+    (tmp_path / "test_outside.py").write_text(
+        "from hypothesis import settings\n\n"
+        "def test_profile():\n    assert settings().max_examples == 400\n")
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-p", "fltheory.pytest_plugin", "--hypothesis-profile=thorough", "test_outside.py"],
+                         cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    pyproject = (Path(root) / "pyproject.toml").read_text()
+    assert 'fltheory = "fltheory.pytest_plugin"' in pyproject      # the pytest11 entry point loads it
