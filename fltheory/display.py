@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import InvalidHyperparameterError
+from .errors import InvalidHyperparameterError, OptionalDependencyError
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -211,13 +211,15 @@ def history_to_frame(history: Any) -> Any:
 
     Raises
     ------
-    ImportError
-        When pandas is not installed (``pip install pandas``).
+    OptionalDependencyError
+        (an ImportError) when pandas is not installed (``pip install pandas``).
     """
     try:
         import pandas as pd
-    except ImportError as exc:  # pragma: no cover - exercised by monkeypatching in tests
-        raise ImportError("History.to_frame() needs pandas: pip install pandas") from exc
+    except ImportError as exc:
+        raise OptionalDependencyError(
+            'History.to_frame() needs pandas, which is not installed: pip install pandas '
+            '(or pip install "fltheory[testing]")') from exc
     x = np.asarray(history.x)
     columns: dict[str, Any] = {"round": np.arange(x.shape[0])}
     for name in ("loss", "loss_gap", "dist2", "grad_norm2"):

@@ -54,7 +54,7 @@ from .contracts import (
     check_algorithm,
     check_federation,
 )
-from .errors import InvalidHyperparameterError
+from .errors import InvalidHyperparameterError, OptionalDependencyError
 from .problems.quadratic import QuadraticFederation
 from .pytest_plugin import register_profiles
 
@@ -160,11 +160,11 @@ if HAVE_HYPOTHESIS:
 else:
     def quadratic_federations(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
         """Unavailable: Hypothesis is not installed."""
-        raise ImportError(_MISSING.format(name="quadratic_federations"))
+        raise OptionalDependencyError(_MISSING.format(name="quadratic_federations"))
 
     def logistic_federations(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
         """Unavailable: Hypothesis is not installed."""
-        raise ImportError(_MISSING.format(name="logistic_federations"))
+        raise OptionalDependencyError(_MISSING.format(name="logistic_federations"))
 
 
 def describe_federation(fed: Any) -> str:

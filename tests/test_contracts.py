@@ -150,7 +150,8 @@ def test_testing_works_without_hypothesis():
         "assert t.HAVE_HYPOTHESIS is False\n"
         "from fltheory.theory import Assumption, bound_result\n"
         "t.check_bound(1.0, bound_result(2.0, [Assumption('a', True, '')], reference='r', variant='v'))\n"
-        "try:\n    t.quadratic_federations()\nexcept ImportError as e:\n    print(e)\n")
+        "from fltheory.errors import OptionalDependencyError\n"
+        "try:\n    t.quadratic_federations()\nexcept OptionalDependencyError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert 'pip install "fltheory[test]"' in out.stdout
 

@@ -15,7 +15,7 @@ from fltheory.display import (
     history_to_frame,
     plot_histories,
 )
-from fltheory.errors import InvalidHyperparameterError
+from fltheory.errors import InvalidHyperparameterError, OptionalDependencyError
 from fltheory.problems import random_quadratic
 from fltheory.theory import (
     Assumption,
@@ -57,7 +57,7 @@ def test_to_frame_matches_the_arrays(long_history):
 
 def test_to_frame_without_pandas_says_how_to_install(long_history, monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)
-    with pytest.raises(ImportError, match="pip install pandas"):
+    with pytest.raises(OptionalDependencyError, match="pip install pandas"):
         history_to_frame(long_history)
 
 
