@@ -72,7 +72,7 @@ QUICK: dict[str, Any] = {
 }
 FULL: dict[str, Any] = {**QUICK, "n_clients": 8, "dim": 8, "local_steps": [1, 2, 3, 5, 8, 10, 15, 20],
                         "rounds": 1500, "tol_rel": 1e-8}
-EXPECTED_AXES = 3
+EXPECTED_AXES = 6
 # (problem, client optimizer) settings, one panel each
 SETTINGS = ("quadratic/sgd", "quadratic/adagrad", "logistic/sgd")
 
@@ -233,40 +233,46 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
 
 
 def plot(results: dict[str, Any]):
-    """One panel per client optimizer: ||x_t - x~|| (solid) and ||x_t - x*||
-    (dashed) per server optimizer; the tolerance and the bias ||x~ - x*||."""
-    fig, axes = plotting.figure(1, 3, height=4.2, sharey=True)
-    for ax, client in zip(axes, results["settings"]):
+    """Two rows, one column per client optimizer.  Top: ||x_t - x~|| per server
+    optimizer with the tolerance.  Bottom: ||x_t - x*|| / ||x~ - x*||, which
+    tends to 1 (the bias line, drawn wide and light *under* the curves) for
+    every server optimizer: they all stop at x~, none reaches x* (ratio 0)."""
+    fig, axes = plotting.figure(2, 3, height=5.6)
+    top, bottom = axes[:3], axes[3:]
+    # one check per setting
+    status = {s: c.status for s, c in zip(results["settings"], checks(results), strict=True)}
+    verdicts = {"holds": r"all reach $\tilde x$", "violated": "VIOLATED: settled away from x~",
+                "not checkable": "not settled: not checkable"}
+    for ax, low, client in zip(top, bottom, results["settings"], strict=True):
         problem, opt = client.split("/")
-        ax.set_title(f"{problem}, {'SGD' if opt == 'sgd' else 'AdaGrad'} clients")
-        ax.set_xlabel("round t")
-        ax.set_ylabel("distance (model units)")
+        verdict = verdicts.get(status.get(client, ""), "")
+        ax.set_title(f"{problem}, {'SGD' if opt == 'sgd' else 'AdaGrad'} clients\n({verdict})", fontsize=9)
+        ax.set_ylabel(r"$\|x_t - \tilde x\|$")
+        low.set_xlabel("round t")
+        low.set_ylabel(r"$\|x_t - x^*\| \,/\, \|\tilde x - x^*\|$")
         if results["fixed_point"][client] is None:
-            ax.text(0.5, 0.5, "no fixed point of T found\n(see the JSON note)", ha="center", va="center",
-                    transform=ax.transAxes)
+            for a in (ax, low):
+                a.text(0.5, 0.5, "no fixed point of T found\n(see the JSON note)", ha="center",
+                       va="center", transform=a.transAxes)
             continue
+        bias = float(results["bias"][client])
+        low.axhline(1.0, color="0.8", linewidth=4.0, zorder=0, label=r"bias: $\|\tilde x - x^*\|$ (ratio 1)")
         for c, s in enumerate(results["servers"]):
             colour = plotting.OKABE_ITO[c]
+            style = plotting.LINESTYLES[c]
             d = np.maximum(np.asarray(results["dist_fp"][client][s]), 1e-17)
             t = np.arange(d.size)
-            ax.semilogy(t, d, color=colour, linestyle="-", label=rf"{s}: $\|x_t - \tilde x\|$")
-            ax.semilogy(t, results["dist_opt"][client][s], color=colour, linestyle="--", linewidth=0.9,
-                        label=rf"{s}: $\|x_t - x^*\|$")
-        ax.axhline(results["bias"][client], color="black", linestyle=":", linewidth=1.2,
-                   label=r"bias $\|\tilde x - x^*\|$")
-        ax.axhline(results["tol"], color="0.5", linestyle="-.", linewidth=1.0, label="tolerance")
+            ax.semilogy(t, d, color=colour, linestyle=style, label=s, zorder=2)
+            low.plot(t, np.asarray(results["dist_opt"][client][s]) / bias, color=colour, linestyle=style,
+                     linewidth=1.2, zorder=2)
+        ax.axhline(results["tol"], color="0.4", linestyle=":", linewidth=1.0, label="tolerance", zorder=1)
         ax.set_ylim(1e-17, None)
-    status = dict(zip(results["settings"], (c.status for c in checks(results))))  # one check per setting
-    if all(v == "holds" for v in status.values()):
-        fig.suptitle(r"every server optimizer converges to the fixed point $\tilde x$ of T, none to $x^*$",
-                     fontsize=10)
-    else:
-        fig.suptitle(r"server optimizers vs the fixed point $\tilde x$ of T (panel titles give the verdict)",
-                     fontsize=10)
-    for ax, setting in zip(axes, results["settings"]):
-        verdict = {"holds": r"all reach $\tilde x$", "violated": "VIOLATED: settled away from x~",
-                   "not checkable": "not settled: not checkable"}.get(status.get(setting, ""), "")
-        ax.set_title(f"{ax.get_title()}\n({verdict})", fontsize=9)
-    handles, labels = max((a.get_legend_handles_labels() for a in axes), key=lambda hl: len(hl[0]))
-    fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=7)
+        low.set_ylim(0.0, None)
+    fig.suptitle(r"every server optimizer converges to the fixed point $\tilde x$ of T, none to $x^*$"
+                 if all(v == "holds" for v in status.values()) else
+                 r"server optimizers vs the fixed point $\tilde x$ of T (panel titles give the verdict)",
+                 fontsize=10)
+    handles, labels = top[0].get_legend_handles_labels()
+    h2, l2 = bottom[0].get_legend_handles_labels()
+    fig.legend(handles + h2, labels + l2, loc="outside lower center", ncol=4, fontsize=7)
     return fig

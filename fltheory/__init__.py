@@ -10,9 +10,11 @@ algorithm, ``run``), ``fltheory.theory`` (round maps, fixed points, bounds),
 
 from . import errors
 from .errors import (AssumptionError, DivergenceError, FLTheoryError,
-                     InvalidHyperparameterError, InvalidProblemError, NotAffineError)
+                     InvalidHyperparameterError, InvalidProblemError, NotAffineError,
+                     OptionalDependencyError)
 
 __version__ = "0.1.0"
 
 __all__ = ["errors", "FLTheoryError", "InvalidProblemError", "InvalidHyperparameterError",
-           "AssumptionError", "DivergenceError", "NotAffineError", "__version__"]
+           "AssumptionError", "DivergenceError", "NotAffineError", "OptionalDependencyError",
+           "__version__"]

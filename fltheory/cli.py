@@ -4,7 +4,8 @@
 
     fltheory reproduce [NAMES...] [--quick|--full] [--out DIR] [--jobs N] [--seed S] [--force]
     fltheory list [--out DIR]
-    fltheory show NAME [--out DIR]
+    fltheory show NAME [--out DIR] [--json]
+    fltheory --version          (also: python -m fltheory ...)
 
 ``--package PKG`` (or the environment variable ``FLTHEORY_EXPERIMENTS``)
 selects the experiments package, ``experiments`` by default.  Exit codes: 0
@@ -24,7 +25,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     _os.environ.setdefault(_var, "1")
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``fltheory`` (subcommands reproduce, list, show)."""
     parser = argparse.ArgumentParser(
         prog="fltheory", description="Numerical checks of federated-optimization theory.")
+    from fltheory import __version__
+    parser.add_argument("--version", action="version", version=f"fltheory {__version__}")
     parser.add_argument("--package", default=None,
                         help="experiments package to use (default: $FLTHEORY_EXPERIMENTS or 'experiments')")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="the numbers of one experiment's last result")
     show.add_argument("name", metavar="NAME")
     show.add_argument("--out", default="figures", help="directory of results (default: figures)")
+    show.add_argument("--json", action="store_true", help="print the stored result as JSON")
     return parser
 
 
@@ -122,38 +125,12 @@ def _cmd_list(args: argparse.Namespace, registry: list[Any], package: str) -> in
     _say(f"registry ({package}): {len(registry)} experiment(s); results from {args.out}/")
     if not registry:
         return 0
-    width = max(len(e.name) for e in registry)
-    statuses = [experiment_status(Path(args.out), exp) for exp in registry]
-    swidth = max(len(s) for s in statuses)
-    for exp, status in zip(registry, statuses):
-        theorems = "; ".join(t.label() for t in exp.theorems)
-        _say(f"{exp.name:<{width}}  {status:<{swidth}}  {theorems}")
+    from fltheory.cli_format import list_lines
+    rows = [(exp.name, experiment_status(Path(args.out), exp), len(exp.theorems), exp.title)
+            for exp in registry]
+    for line in list_lines(rows):
+        _say(line)
     return 0
-
-
-def _short(value: Any, limit: int = 6) -> str:
-    if isinstance(value, list):
-        if len(value) > limit:
-            head = ", ".join(_short(v, limit) for v in value[:limit])
-            return f"[{head}, ... ({len(value)} items)]"
-        return "[" + ", ".join(_short(v, limit) for v in value) + "]"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, dict):
-        return json.dumps(value)[:200]
-    return str(value)
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """Nested dicts as dotted keys: {"a": {"b": 1}} -> [("a.b", 1)]."""
-    out: list[tuple[str, Any]] = []
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.extend(_flatten(value, name + "."))
-        else:
-            out.append((name, value))
-    return out
 
 
 def _cmd_show(args: argparse.Namespace, registry: list[Any], package: str) -> int:
@@ -166,24 +143,14 @@ def _cmd_show(args: argparse.Namespace, registry: list[Any], package: str) -> in
     if doc is None:
         _say(f"{args.name}: not run (no {Path(args.out) / (args.name + '.json')})")
         return 0
+    from fltheory.cli_format import show_json, show_lines
     exp = by_name[args.name]
-    rec = doc.get("record", {})
-    key = doc.get("key", {})
-    _say(f"{exp.name}: {exp.title}")
-    _say(f"mode {key.get('mode')}, seed {key.get('seed')}, computed {rec.get('timestamp')} "
-         f"at commit {rec.get('git_commit')}{' (dirty)' if rec.get('git_dirty') else ''}")
-    _say("checks:")
-    for c in doc.get("checks", []):
-        ratio = "n/a" if c["ratio"] is None else f"{c['ratio']:.4g}"
-        _say(f"  {c['theorem']}: {c['status']}, measured/bound {ratio}"
-             + (f" -- {c['detail']}" if c["detail"] else ""))
-    _say("macros:")
-    for k, v in doc.get("macros", {}).items():
-        _say(f"  {k} = {v:.6g}" if isinstance(v, float) else f"  {k} = {v}")
-    _say("results:")
-    for k, v in _flatten(doc.get("data", {})):
-        _say(f"  {k} = {_short(v)}")
-    _say("config: " + json.dumps(key.get("config", {})))
+    if args.json:
+        _say(show_json(doc))
+        return 0
+    theorems = [(t.key, t.label()) for t in exp.theorems]
+    for line in show_lines(doc, exp.title, theorems):
+        _say(line)
     return 0
 
 

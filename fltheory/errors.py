@@ -16,6 +16,7 @@ __all__ = [
     "DivergenceError",
     "NotAffineError",
     "ExperimentDefinitionError",
+    "OptionalDependencyError",
 ]
 
 
@@ -50,3 +51,8 @@ class NotAffineError(FLTheoryError, ValueError):
 class ExperimentDefinitionError(FLTheoryError, ValueError):
     """An experiment module's declarations are missing or malformed, or its
     run/checks/macros/plot returned something outside the protocol."""
+
+
+class OptionalDependencyError(FLTheoryError, ImportError):
+    """A feature needs a package that is not installed; the message names the
+    feature, the package and the pip command (usually an fltheory extra)."""

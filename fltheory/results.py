@@ -166,6 +166,14 @@ class RunRecord:
             return getattr(self, key)
         raise KeyError(key)
 
+    def __contains__(self, key: object) -> bool:
+        """``key in record``: an entry of ``config`` or a field name."""
+        return key in self.config or key in {f.name for f in dataclasses.fields(self)}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``record[key]`` when present, else ``default`` (as ``dict.get``)."""
+        return self[key] if key in self else default
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict of every field."""
         return dataclasses.asdict(self)

@@ -1,4 +1,18 @@
-"""Hypothesis strategies and bound-checking helpers for users' property tests.
+"""Tools for users' own tests: Hypothesis strategies, bound checks and contract checkers.
+
+* :func:`check_algorithm` runs any algorithm class through the invariants
+  every fltheory algorithm meets (same seed same bits, state never mutated,
+  agreement with a reference loop, exact affine recovery on quadratics, typed
+  errors on bad hyperparameters); :func:`check_federation` does the same for
+  a federation (gradients and Hessians against finite differences, the
+  batched oracles against one-client calls, the optimum).
+* :func:`check_bound` asserts measured <= bound with a message naming the
+  bound, its hypotheses and the instance.
+* :func:`quadratic_federations` and :func:`logistic_federations` are
+  Hypothesis strategies (they need ``pip install "fltheory[test]"``; without
+  Hypothesis the rest of the module works and the strategies raise an
+  ImportError saying so).  Importing the module registers the Hypothesis
+  profiles ``ci`` and ``thorough`` (:mod:`fltheory.pytest_plugin`).
 
 A complete property test (EFL Theorem 2, eq. (10), over random quadratic
 federations whose clients are all L-smooth and mu-strongly convex)::
@@ -16,6 +30,13 @@ federations whose clients are all L-smooth and mu-strongly convex)::
         res = objective_shift(fed, a, kind="depart")
         check_bound(res.measured, res, rtol=1e-9, label="EFL eq. 10", instance=fed)
 
+Which constants a strategy controls: ``L`` and ``mu`` of
+:func:`quadratic_federations` bound **every client** (each f_i has its
+spectrum in [mu, L]); the global objective's constants ``fed.L`` and
+``fed.mu`` (of F = sum p_i f_i) lie inside [mu, L] and are usually far from
+them.  A bound stated for client constants must be evaluated with
+``fed.client_L.max()`` and ``fed.client_mu.min()``, not ``fed.L``/``fed.mu``.
+
 Every argument of the strategies is a value or a Hypothesis strategy.  Random
 matrices are built from a numpy Generator seeded by a drawn integer (so
 shrinking works on the sizes, constants and seed).
@@ -26,17 +47,33 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.strategies import SearchStrategy
 
-from .errors import InvalidHyperparameterError
+from .contracts import (
+    AlgorithmCheckReport,
+    FederationCheckReport,
+    check_algorithm,
+    check_federation,
+)
+from .errors import InvalidHyperparameterError, OptionalDependencyError
 from .problems.quadratic import QuadraticFederation
+from .pytest_plugin import register_profiles
 
-__all__ = ["quadratic_federations", "logistic_federations", "check_bound", "describe_federation",
-           "build_quadratic"]
+try:
+    from hypothesis import strategies as st
+    from hypothesis.strategies import SearchStrategy
+    HAVE_HYPOTHESIS = True
+except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
+    HAVE_HYPOTHESIS = False
+
+__all__ = ["HAVE_HYPOTHESIS", "AlgorithmCheckReport", "FederationCheckReport", "build_quadratic",
+           "check_algorithm", "check_bound", "check_federation", "describe_federation",
+           "logistic_federations", "quadratic_federations", "register_profiles"]
+
+_MISSING = ("fltheory.testing.{name} is a Hypothesis strategy and Hypothesis is not installed: "
+            'pip install "fltheory[test]" (or pip install hypothesis)')
 
 
-def _strategy(value: Any) -> SearchStrategy:
+def _strategy(value: Any) -> Any:
     return value if isinstance(value, SearchStrategy) else st.just(value)
 
 
@@ -65,56 +102,69 @@ def build_quadratic(n_clients: int, dim: int, L: float, mu: float, heterogeneity
     return QuadraticFederation(H, e, n_samples=n_samples)
 
 
-@st.composite
-def quadratic_federations(draw: Any, n_clients: Any = st.integers(2, 6),
-                          dim: Any = st.integers(1, 4),
-                          L: Any = st.floats(1.0, 1e3),
-                          mu: Any = st.floats(1e-3, 1.0),
-                          heterogeneity: Any = st.floats(0.0, 1e2),
-                          n_samples: Any = None) -> QuadraticFederation:
-    """Random :class:`QuadraticFederation` meeting the given constants.
+if HAVE_HYPOTHESIS:
+    @st.composite
+    def quadratic_federations(draw: Any, n_clients: Any = st.integers(2, 6),  # noqa: B008 (strategies are immutable)
+                              dim: Any = st.integers(1, 4),  # noqa: B008 (strategies are immutable)
+                              L: Any = st.floats(1.0, 1e3),  # noqa: B008 (strategies are immutable)
+                              mu: Any = st.floats(1e-3, 1.0),  # noqa: B008 (strategies are immutable)
+                              heterogeneity: Any = st.floats(0.0, 1e2),  # noqa: B008 (strategies are immutable)
+                              n_samples: Any = None) -> QuadraticFederation:
+        """Random :class:`QuadraticFederation` meeting the given **per-client** constants.
 
-    Every client f_i is L-smooth and mu-strongly convex (so F is too); when
-    the drawn mu exceeds the drawn L they are swapped.  ``heterogeneity``
-    scales the spread of the client optima.  Sample counts default to
-    integers in [1, 1000] per client (so n_a/n ranges over (0, 1)).
-    """
-    N = draw(_strategy(n_clients))
-    d = draw(_strategy(dim))
-    a, b = draw(_strategy(L)), draw(_strategy(mu))
-    L_, mu_ = max(a, b), min(a, b)
-    het = draw(_strategy(heterogeneity))
-    if n_samples is None:
-        n = draw(st.lists(st.integers(1, 1000), min_size=N, max_size=N))
-    else:
-        n = draw(_strategy(n_samples))
-    seed = draw(st.integers(0, 2 ** 32 - 1))
-    return build_quadratic(N, d, L_, mu_, het, n, seed)
+        Every client f_i is L-smooth and mu-strongly convex (so F is too); when
+        the drawn mu exceeds the drawn L they are swapped.  ``fed.L`` and
+        ``fed.mu`` are the global objective's constants, inside [mu, L]: use
+        ``fed.client_L.max()`` / ``fed.client_mu.min()`` for client constants.  ``heterogeneity``
+        scales the spread of the client optima.  Sample counts default to
+        integers in [1, 1000] per client (so n_a/n ranges over (0, 1)).
+        """
+        N = draw(_strategy(n_clients))
+        d = draw(_strategy(dim))
+        a, b = draw(_strategy(L)), draw(_strategy(mu))
+        L_, mu_ = max(a, b), min(a, b)
+        het = draw(_strategy(heterogeneity))
+        if n_samples is None:
+            n = draw(st.lists(st.integers(1, 1000), min_size=N, max_size=N))
+        else:
+            n = draw(_strategy(n_samples))
+        seed = draw(st.integers(0, 2 ** 32 - 1))
+        return build_quadratic(N, d, L_, mu_, het, n, seed)
 
 
-@st.composite
-def logistic_federations(draw: Any, n_clients: Any = st.integers(2, 5), dim: Any = st.integers(1, 3),
-                         samples: Any = st.integers(2, 30), reg: Any = st.floats(1e-2, 1.0),
-                         heterogeneity: Any = st.floats(0.0, 5.0)) -> Any:
-    """Random binary LogisticFederation (needs fltheory.problems.LogisticFederation):
-    features ~ N(m_i, I) with client means m_i = heterogeneity * z_i, labels
-    from a logistic model with a shared true weight vector; ridge ``reg`` > 0
-    so F is reg-strongly convex."""
-    from .problems import LogisticFederation  # ImportError until it exists
-    N = draw(_strategy(n_clients))
-    d = draw(_strategy(dim))
-    sizes = draw(st.lists(_strategy(samples), min_size=N, max_size=N))
-    lam = draw(_strategy(reg))
-    het = draw(_strategy(heterogeneity))
-    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
-    w = rng.standard_normal(d)
-    feats, labels = [], []
-    for i in range(N):                       # construction only
-        A = het * rng.standard_normal(d) + rng.standard_normal((sizes[i], d))
-        prob = 1.0 / (1.0 + np.exp(-A @ w))
-        labels.append(np.where(rng.random(sizes[i]) < prob, 1.0, -1.0))
-        feats.append(A)
-    return LogisticFederation(feats, labels, reg=lam)
+    @st.composite
+    def logistic_federations(draw: Any, n_clients: Any = st.integers(2, 5), dim: Any = st.integers(1, 3),  # noqa: B008 (strategies are immutable)
+                             samples: Any = st.integers(2, 30), reg: Any = st.floats(1e-2, 1.0),  # noqa: B008 (strategies are immutable)
+                             heterogeneity: Any = st.floats(0.0, 5.0)) -> Any:  # noqa: B008 (strategies are immutable)
+        """Random binary LogisticFederation (needs fltheory.problems.LogisticFederation):
+        features ~ N(m_i, I) with client means m_i = heterogeneity * z_i, labels
+        from a logistic model with a shared true weight vector; ridge ``reg`` > 0
+        so F is reg-strongly convex.  ``reg`` is both the per-client and the global
+        strong-convexity constant (``fed.mu``); smoothness is not prescribed:
+        ``fed.client_L`` (per client) and ``fed.L`` (of F) are computed from the data."""
+        from .problems import LogisticFederation  # ImportError until it exists
+        N = draw(_strategy(n_clients))
+        d = draw(_strategy(dim))
+        sizes = draw(st.lists(_strategy(samples), min_size=N, max_size=N))
+        lam = draw(_strategy(reg))
+        het = draw(_strategy(heterogeneity))
+        rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+        w = rng.standard_normal(d)
+        feats, labels = [], []
+        for i in range(N):                       # construction only
+            A = het * rng.standard_normal(d) + rng.standard_normal((sizes[i], d))
+            prob = 1.0 / (1.0 + np.exp(-A @ w))
+            labels.append(np.where(rng.random(sizes[i]) < prob, 1.0, -1.0))
+            feats.append(A)
+        return LogisticFederation(feats, labels, reg=lam)
+else:
+    def quadratic_federations(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+        """Unavailable: Hypothesis is not installed."""
+        raise OptionalDependencyError(_MISSING.format(name="quadratic_federations"))
+
+    def logistic_federations(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+        """Unavailable: Hypothesis is not installed."""
+        raise OptionalDependencyError(_MISSING.format(name="logistic_federations"))
 
 
 def describe_federation(fed: Any) -> str:

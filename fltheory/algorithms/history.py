@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..display import HistoryDisplay
 from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
 from ..problems.base import Federation
@@ -25,8 +26,8 @@ from .base import Algorithm
 __all__ = ["History", "check_run_arguments", "known_optimum", "run_record"]
 
 
-@dataclass(frozen=True)
-class History:
+@dataclass(frozen=True, repr=False)
+class History(HistoryDisplay):
     """Per-round record of a run (index 0 is the initial model).
 
     x : (R+1, d) server models.

@@ -431,7 +431,8 @@ class LogisticFederation(Federation):
 
     @property
     def L(self) -> float:
-        """c lambda_max(sum_i p_i A_i^T A_i / n_i) + reg (c as in ``client_L``)."""
+        """Smoothness of the global objective F: c lambda_max(sum_i p_i A_i^T A_i / n_i) + reg
+        (c as in ``client_L``).  Not the clients' constant: use ``client_L.max()`` for that."""
         G = np.einsum("i,ijk->jk", self.weights, self._grams)
         return float(self._curv_bound * np.linalg.eigvalsh(G)[-1] + self.reg)
 

@@ -295,12 +295,18 @@ class QuadraticFederation(Federation):
 
     @property
     def L(self) -> float:
-        """Smoothness of F: lambda_max(sum p_i H_i)."""
+        """Smoothness of the global objective F: lambda_max(sum p_i H_i).
+
+        Not the clients' constant: a bound stated for L-smooth clients needs
+        ``client_L.max()`` (>= this value)."""
         return float(np.linalg.eigvalsh(self.hess())[-1])
 
     @property
     def mu(self) -> float:
-        """Strong convexity of F: lambda_min(sum p_i H_i)."""
+        """Strong convexity of the global objective F: lambda_min(sum p_i H_i).
+
+        Not the clients' constant: a bound stated for mu-strongly convex clients
+        needs ``client_mu.min()`` (<= this value)."""
         return float(np.linalg.eigvalsh(self.hess())[0])
 
     # ------------------------------------------------------- federation hooks

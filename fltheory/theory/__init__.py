@@ -28,13 +28,13 @@ from .operators import (FedOptOperator, Inconsistency, LipschitzRatios, Operator
                         anderson_fixed_point, fedopt_operator, lipschitz_ratios,
                         minimizer_inconsistency, operator_fixed_point, operator_jacobian,
                         sgd_contraction_bound)
-from .result import Assumption, BoundResult
+from .result import Assumption, BoundResult, bound_result
 from .run_affine import run_affine
 from .round_maps import (RoundMap, StateLayout, round_map, state_layout, state_to_vector,
                          vector_to_state)
 
 __all__ = [
-    "Assumption", "BoundResult", "bounds",
+    "Assumption", "BoundResult", "bound_result", "bounds",
     "RoundMap", "StateLayout", "round_map", "state_layout", "state_to_vector", "vector_to_state",
     "AffineRoundMap", "AffineFixedPoint", "InvariantSubspace", "affine_round_map",
     "invariant_subspace", "fixed_point", "spectral_rate", "contraction_factor", "orbit_rate",

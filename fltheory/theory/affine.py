@@ -90,6 +90,7 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.base import Algorithm, RoundInfo
+from ..display import SummaryDisplay
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ..participation import Participation
 from ..problems.base import Federation
@@ -106,8 +107,8 @@ _SMALL_SCALE = 1e-3     # check 2: relative size of the small perturbation
 _NEAR_FIXED = 1e-2      # check 3: relative size of the perturbation of the fixed point
 
 
-@dataclass(frozen=True, eq=False)
-class AffineRoundMap:
+@dataclass(frozen=True, eq=False, repr=False)
+class AffineRoundMap(SummaryDisplay):
     """S_{t+1} = M S_t + c, recovered and verified (module docstring).
 
     Attributes
@@ -335,8 +336,8 @@ def invariant_subspace(amap: AffineRoundMap, *, null_tol: float = 1e-9) -> Invar
     return InvariantSubspace(Q=Q, W=W, M_V=Q.T @ amap.M @ Q, singular_values=s)
 
 
-@dataclass(frozen=True, eq=False)
-class AffineFixedPoint:
+@dataclass(frozen=True, eq=False, repr=False)
+class AffineFixedPoint(SummaryDisplay):
     """Fixed point of S -> M S + c on the affine subspace reachable from an initial state.
 
     S : (n,) fixed state S~ (M S~ + c = S~).

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from .._validate import choice, per_client, positive
+from ..display import SummaryDisplay
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..problems.quadratic import QuadraticFederation
 
@@ -54,8 +55,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class QuadraticFixedPoint:
+@dataclass(frozen=True, repr=False)
+class QuadraticFixedPoint(SummaryDisplay):
     """Fixed point of the FedOpt round map on quadratic clients.
 
     Attributes

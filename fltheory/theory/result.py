@@ -6,17 +6,35 @@ theorem, equation), the reading of the formula (``variant``) and its named
 components.  A bound whose hypotheses fail has ``value=None``: it is never
 evaluated into a meaningless number.  ``strict=True`` in the functions that
 build results raises :class:`~fltheory.errors.AssumptionError` instead.
+
+Write your own bound as a function that checks its hypotheses and returns
+:func:`bound_result` (exported as ``fltheory.theory.bound_result``)::
+
+    >>> from fltheory.theory import Assumption, bound_result
+    >>> def gd_contraction(L, mu, lr, steps, measured=None):
+    ...     # ||x_K - x*||^2 <= (1 - lr mu)^(2K) ||x_0 - x*||^2 for lr <= 1/L (ratio form)
+    ...     hyp = [Assumption("0 < mu <= L", 0 < mu <= L, f"mu = {mu}, L = {L}"),
+    ...            Assumption("lr <= 1/L", lr <= 1 / L, f"lr = {lr}, 1/L = {1 / L}")]
+    ...     return bound_result((1 - lr * mu) ** (2 * steps), hyp, reference="my note, Lemma 1",
+    ...                         variant="as_stated", measured=measured)
+    >>> r = gd_contraction(L=2.0, mu=1.0, lr=0.5, steps=3, measured=0.01)
+    >>> r.value, r.holds
+    (0.015625, True)
+    >>> gd_contraction(L=2.0, mu=1.0, lr=1.0, steps=3).value is None   # lr > 1/L: not evaluated
+    True
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
+from ..display import BoundDisplay
 from ..errors import AssumptionError
 
-__all__ = ["Assumption", "BoundResult", "make_result"]
+__all__ = ["Assumption", "BoundResult", "bound_result", "make_result"]
 
 
 @dataclass(frozen=True)
@@ -38,8 +56,8 @@ class Assumption:
     detail: str
 
 
-@dataclass(frozen=True)
-class BoundResult:
+@dataclass(frozen=True, repr=False)
+class BoundResult(BoundDisplay):
     """Value of a bound with its hypotheses (scipy.optimize-like, fixed fields).
 
     Attributes
@@ -49,10 +67,10 @@ class BoundResult:
     assumptions : tuple of Assumption
         Every hypothesis checked, held or not.
     reference : str
-        Paper, theorem and equation (seed file and section).
+        Paper key, theorem and equation as printed (see :mod:`fltheory.references`).
     variant : str
         Which reading of the formula was evaluated (``"as_printed"``,
-        ``"corrected"``, ...), see THEORY.md section 4.
+        ``"corrected"``, ...); each reading is stated on the paper's theory page.
     terms : dict
         Named components of the bound (constants, summands).
     measured : float or None
@@ -101,15 +119,36 @@ class BoundResult:
         return "\n".join(lines)
 
 
-def make_result(value: float | None, assumptions: Iterable[Assumption], *, reference: str,
-                variant: str, terms: Mapping[str, Any] | None = None,
-                measured: float | None = None, strict: bool = False) -> BoundResult:
-    """Assemble a :class:`BoundResult`; drop the value when a hypothesis fails.
+def bound_result(value: float | None, assumptions: Iterable[Assumption], *, reference: str,
+                 variant: str, terms: Mapping[str, Any] | None = None,
+                 measured: float | None = None, strict: bool = False) -> BoundResult:
+    """Build the :class:`BoundResult` of a bound; drop the value when a hypothesis fails.
 
-    With ``strict=True`` a failed hypothesis raises AssumptionError naming the
-    hypothesis, the values and the reference.  A non-finite value with all
-    hypotheses held means a hypothesis the formula needs is missing from the
-    list: it raises AssumptionError (with the terms) rather than returning NaN.
+    Parameters
+    ----------
+    value : float or None
+        The bound evaluated at the given constants (ignored when a hypothesis fails).
+    assumptions : iterable of Assumption
+        Every hypothesis of the statement, each with ``held`` and the numbers that decided it.
+    reference : str
+        Paper, theorem and equation as printed (see :func:`fltheory.references.cite`).
+    variant : str
+        The reading of the formula (``"as_printed"``, ``"corrected"``, ...).
+    terms : mapping, optional
+        Named components (constants, summands), kept for failure messages.
+    measured : float, optional
+        The quantity the bound is held against.
+    strict : bool
+        Raise instead of returning a result without a value.
+
+    Raises
+    ------
+    AssumptionError
+
+        With ``strict=True``, when a hypothesis fails (naming the hypothesis,
+        the values and the reference); and when the value is not finite although
+        every hypothesis holds (a hypothesis the formula needs is missing from
+        the list), rather than returning NaN.
     """
     assumptions = tuple(assumptions)
     bad = [a for a in assumptions if not a.held]
@@ -126,3 +165,7 @@ def make_result(value: float | None, assumptions: Iterable[Assumption], *, refer
                 f"hypothesis holds; terms = {dict(terms or {})}")
     return BoundResult(value=value, assumptions=assumptions, reference=reference,
                        variant=variant, terms=dict(terms or {}), measured=measured)
+
+
+#: Former name of :func:`bound_result` (kept for existing code).
+make_result = bound_result

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.base import Algorithm, RoundInfo
+from ..display import SummaryDisplay
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ..participation import FullParticipation, Participation
 from ..problems.base import Federation
@@ -279,7 +280,7 @@ def check_deterministic_setting(problem: Federation, participation: Participatio
             f"got participation {participation!r}")
 
 
-class RoundMap:
+class RoundMap(SummaryDisplay):
     """Phi: R^n -> R^n, one full-participation exact round on the flat state.
 
     Call it on a vector (``rm(S)``) or use :meth:`step` on a state object.
