@@ -219,7 +219,6 @@ def check_algorithm(algorithm: Any, *, hyperparameters: Mapping[str, Any] | None
     # 3. reference loop
     loop = reference
     if loop is None:
-        from .algorithms import reference_drift  # noqa: F401  (registers the built-in loops)
         loop = next((REFERENCES[c] for c in cls.__mro__ if c in REFERENCES), None)
     if loop is None:
         report.add("agrees with the reference loop", "skipped", "no reference loop given or registered")

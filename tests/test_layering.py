@@ -27,13 +27,14 @@ PACKAGE_ROOT = Path(fltheory.__file__).resolve().parent
 
 LAYERS: dict[str, int] = {
     "errors": 0,
-    "_validate": 1, "results": 1,
-    "problems": 2, "optim": 2, "participation": 2, "compression": 2, "plotting": 2,
+    "_validate": 1, "results": 1, "references": 1,
+    "display": 2, "problems": 2, "optim": 2, "participation": 2, "compression": 2, "plotting": 2,
+    "plotting_checks": 2,
     "algorithms": 3, "nn": 3,
     "theory": 4,
     "search": 5,
-    "reproduce": 6, "experiments": 6, "testing": 6,
-    "cli": 7,
+    "reproduce": 6, "experiments": 6, "testing": 6, "contracts": 6, "pytest_plugin": 6,
+    "cli": 7, "cli_format": 7, "__main__": 8,
 }
 
 

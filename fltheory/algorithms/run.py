@@ -11,11 +11,16 @@ documented in ``algorithms.base``.  Non-finite values stop the run with
 Other ways of computing a run register themselves under a ``method`` name
 with :func:`register_run_method` (``fltheory.theory`` registers ``"affine"``,
 its ``run_affine``, when imported), so that this layer never imports a layer
-above it.
+above it.  Built-in methods whose provider has not been imported yet are
+loaded on first use by module name (``_PROVIDERS``), as plug-ins are: the
+dependency stays one-way (nothing here names a symbol of ``theory``), and
+``run(..., method="affine")`` works in a script that imported only
+``fltheory.algorithms``.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -39,6 +44,8 @@ class RunMethod(Protocol):
 
 
 _METHODS: dict[str, tuple[RunMethod, str]] = {}
+# Built-in run methods and the module that registers each when imported.
+_PROVIDERS: dict[str, str] = {"affine": "fltheory.theory"}
 
 
 def register_run_method(name: str, runner: RunMethod, provider: str) -> None:
@@ -140,6 +147,8 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
 def _run_registered(method: str, algorithm: Algorithm, problem: Federation, rounds: int, *,
                     participation: Participation | None, seed: Any, x0: Any,
                     callback: Any, rng: Any) -> History:
+    if isinstance(method, str) and method not in _METHODS and method in _PROVIDERS:
+        importlib.import_module(_PROVIDERS[method])
     if not isinstance(method, str) or method not in _METHODS:
         hint = (" ('affine' is registered by importing fltheory.theory; or call "
                 "fltheory.theory.run_affine)" if method == "affine" else "")
