@@ -1,0 +1,32 @@
+"""Counterexample search for any bound, in this process or on a Dask cluster.
+
+Declare an instance space (:class:`Space` of :class:`Real`, :class:`Integer`,
+:class:`Categorical` parameters, possibly conditional, or a
+:class:`StrategySpace` over a Hypothesis strategy), give a bound as a
+:class:`SearchTarget` (a builder-and-bound ``evaluate(point, seed) ->
+BoundResult``) or a registered name, and :func:`search` looks for the largest
+measured/bound among instances whose hypotheses hold::
+
+    from fltheory.search import search
+    res = search("efl_eq11_join", budget=2000, seed=0, out="runs/eq11")
+    res.worst_ratio, res.counterexample      # results.parquet, worst.json in runs/eq11
+
+Dask: ``processes=2`` (a LocalCluster) or ``scheduler="tcp://host:8786"``;
+:func:`run_on_dask` runs other callables (experiments) on the same cluster.
+Needs the ``search`` extra (dask[distributed], pyarrow) for Dask and Parquet.
+"""
+
+from .engine import SearchResult, candidate_seed, exploration_points, search
+from .execution import ClusterUnavailableError, open_executor
+from .report import counterexample_snippet, instance_document
+from .space import Categorical, Integer, Real, Space, StrategySpace, space_from_dict
+from .store import read_table
+from .target import SearchTarget, evaluate_point, get_target, register, registered_targets
+
+__all__ = [
+    "search", "SearchResult", "candidate_seed", "exploration_points",
+    "Space", "StrategySpace", "Real", "Integer", "Categorical", "space_from_dict",
+    "SearchTarget", "register", "get_target", "registered_targets", "evaluate_point",
+    "ClusterUnavailableError", "open_executor", "read_table", "instance_document",
+    "counterexample_snippet",
+]
