@@ -60,7 +60,7 @@ class DaskExecutor(Executor):
                                      key=f"fltheory-search-{task_id}-{os.getpid()}-{id(self)}-{n}")
             futures[fut.key] = task_id
             submitted.append(fut)
-        for fut in as_completed(submitted):
+        for fut in as_completed(submitted, loop=self.client.loop):
             yield futures[fut.key], fut.result()
             fut.release()
 
