@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="the numbers of one experiment's last result")
     show.add_argument("name", metavar="NAME")
     show.add_argument("--out", default="figures", help="directory of results (default: figures)")
+
+    from .search.cli import add_parser as add_falsify_parser
+    add_falsify_parser(sub)
     return parser
 
 
@@ -192,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    if args.command == "falsify":
+        return int(args.handler(args))
     # The experiments package lives beside fltheory in a source checkout.
     repo_root = str(Path(__file__).resolve().parent.parent)
     if repo_root not in sys.path:

@@ -12,12 +12,12 @@ measured/bound among instances whose hypotheses hold::
     res.worst_ratio, res.counterexample      # results.parquet, worst.json in runs/eq11
 
 Dask: ``processes=2`` (a LocalCluster) or ``scheduler="tcp://host:8786"``;
-:func:`run_on_dask` runs other callables (experiments) on the same cluster.
+`run_tasks` runs other callables (experiments) on the same cluster.
 Needs the ``search`` extra (dask[distributed], pyarrow) for Dask and Parquet.
 """
 
 from .engine import SearchResult, candidate_seed, exploration_points, search
-from .execution import ClusterUnavailableError, open_executor
+from .execution import ClusterUnavailableError, open_executor, run_tasks
 from .report import counterexample_snippet, instance_document
 from .space import Categorical, Integer, Real, Space, StrategySpace, space_from_dict
 from .store import read_table
@@ -27,6 +27,6 @@ __all__ = [
     "search", "SearchResult", "candidate_seed", "exploration_points",
     "Space", "StrategySpace", "Real", "Integer", "Categorical", "space_from_dict",
     "SearchTarget", "register", "get_target", "registered_targets", "evaluate_point",
-    "ClusterUnavailableError", "open_executor", "read_table", "instance_document",
+    "ClusterUnavailableError", "open_executor", "run_tasks", "read_table", "instance_document",
     "counterexample_snippet",
 ]

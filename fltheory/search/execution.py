@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import FLTheoryError, InvalidHyperparameterError
 
-__all__ = ["ClusterUnavailableError", "Executor", "InProcessExecutor", "DaskExecutor", "open_executor"]
+__all__ = ["ClusterUnavailableError", "Executor", "InProcessExecutor", "DaskExecutor", "open_executor", "run_tasks"]
 
 Task = tuple[str, Callable[..., Any], tuple[Any, ...]]
 
@@ -127,3 +127,31 @@ def open_executor(*, processes: int | None = None, scheduler: str | None = None,
             client.close()
     finally:
         cluster.close()
+
+
+def run_tasks(tasks: Sequence[Callable[[], Any]], *, processes: int | None = None,
+              scheduler: str | None = None, timeout: float = 10.0,
+              on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+    """Run zero-argument callables (e.g. ``functools.partial(run_experiment, job)``)
+    in this process, on a local Dask cluster or on the scheduler at ``scheduler``;
+    return their results in the given order.
+
+    ``on_result(i, result)`` is called as each task completes (in completion
+    order), for progress display and incremental saving.  A task's exception is
+    re-raised here.  The callables and their results must be picklable for Dask.
+    This is what ``fltheory reproduce --scheduler ADDR`` uses to run experiments
+    on the same cluster as a search.
+    """
+    tasks = list(tasks)
+    results: dict[int, Any] = {}
+    with open_executor(processes=processes, scheduler=scheduler, timeout=timeout) as executor:
+        for task_id, value in executor.run([(str(i), _call, (fn,)) for i, fn in enumerate(tasks)]):
+            i = int(task_id)
+            results[i] = value
+            if on_result is not None:
+                on_result(i, value)
+    return [results[i] for i in range(len(tasks))]
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    return fn()

@@ -185,3 +185,16 @@ def test_kill_9_then_rerun_loses_and_duplicates_no_row(tmp_path):
     assert resumed.table().drop(["runtime_s"]).equals(fresh.table().drop(["runtime_s"]))
     assert read_table(out).num_rows == fresh.n_evaluated
     assert np.isfinite(resumed.worst_ratio)
+
+
+def test_run_tasks_on_a_local_cluster_keeps_the_order():
+    pytest.importorskip("distributed")
+    import functools
+    import operator
+
+    from fltheory.search import run_tasks
+    tasks = [functools.partial(operator.pow, 3, k) for k in range(7)]
+    seen = []
+    assert run_tasks(tasks, processes=2, on_result=lambda i, v: seen.append(i)) == [3 ** k for k in range(7)]
+    assert sorted(seen) == list(range(7))
+    assert run_tasks(tasks) == [3 ** k for k in range(7)]
