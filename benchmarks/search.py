@@ -27,7 +27,7 @@ import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from fltheory.search import run_tasks, search  # noqa: E402
+from fltheory.search import run_tasks, search
 
 
 def _noop() -> int:

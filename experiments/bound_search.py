@@ -61,7 +61,8 @@ NOT_SEARCHED: dict[str, str] = {
     "efl_inactive_rate": "O(1/tau) statement with an unknown constant",
     "efl_incomplete_rate": "O(1/tau) statement with an unknown constant",
     "efl_abandonment": "compares two closed forms of the same formula, no instance space",
-    "elasticnet_theorem31": "needs FedElasticNet runs to the optimum and the sign term of Lemma B.2 (not exact)",
+    "elasticnet_theorem31": ("needs FedElasticNet runs to the optimum and the sign term of Lemma B.2 "
+                             "(not exact)"),
     "elasticnet_theorem31_from_constants": "as elasticnet_theorem31",
     "elasticnet_constants": "constants, not a bound",
     "elasticnet_C0": "a constant, not a bound",
@@ -85,8 +86,9 @@ NOT_SEARCHED: dict[str, str] = {
 def _pep_numbers(name: str, point: dict[str, Any], config: dict[str, Any]) -> dict[str, Any] | None:
     """Certified worst (PEPit) for the class of ``name`` at the worst point, or None."""
     try:
-        from fltheory.search.pep import pep_gradient_steps, pep_objective_shift
         import PEPit  # noqa: F401
+
+        from fltheory.search.pep import pep_gradient_steps, pep_objective_shift
     except ImportError:
         return None
     L, mu = float(config["pep_L"]), float(config["pep_mu"])

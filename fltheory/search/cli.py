@@ -79,10 +79,12 @@ def run(args: argparse.Namespace) -> int:
     _say(f"evaluated {res.n_evaluated}, counted {res.n_counted}, hypothesis violated {res.n_invalid}, "
          f"bound violated {res.n_violations}")
     if res.worst is not None:
-        _say(f"worst measured/bound = {res.worst_ratio:.6g} at {res.worst['point']} (seed {res.worst['seed']})")
+        _say(f"worst measured/bound = {res.worst_ratio:.6g} at {res.worst['point']} "
+             f"(seed {res.worst['seed']})")
     if res.counterexample is not None:
         ce = res.counterexample
-        _say(f"COUNTEREXAMPLE (smallest found): ratio {ce['ratio']:.6g} at {ce['point']} (seed {ce['seed']}); "
+        _say(f"COUNTEREXAMPLE (smallest found): ratio {ce['ratio']:.6g} at {ce['point']} "
+             f"(seed {ce['seed']}); "
              f"pytest snippet in {Path(out) / 'test_counterexample.py'}")
     else:
         _say("no counterexample found")

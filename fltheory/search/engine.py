@@ -46,7 +46,7 @@ from .space import Integer, Space, StrategySpace
 from .store import CheckpointStore
 from .target import SearchTarget, get_target
 
-__all__ = ["SearchResult", "search", "candidate_seed", "exploration_points"]
+__all__ = ["SearchResult", "candidate_seed", "exploration_points", "search"]
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,8 @@ class _Runner:
         if store is not None and done:
             for tid in done:
                 self.rows[tid] = store.read([tid])
-        self.bar = tqdm(total=total, desc="falsify", unit="eval", disable=(None if progress is None else not progress),
+        self.bar = tqdm(total=total, desc="falsify", unit="eval",
+                        disable=(None if progress is None else not progress),
                         initial=sum(len(v) for v in self.rows.values()))
 
     def run(self, tasks: list[Task]) -> list[dict[str, Any]]:
@@ -284,8 +285,8 @@ def search(target: str | SearchTarget, space: Space | StrategySpace | None = Non
             worst = _best(rows, 1)
             if worst and worst[0]["violation"] and shrink_budget > 0:
                 w = worst[0]
-                rows = rows + runner.run([("shrink", shrink, (tgt, space, _point(w), int(w["seed"]),
-                                                               n_explore + local_budget, shrink_budget, seed))])
+                args = (tgt, space, _point(w), int(w["seed"]), n_explore + local_budget, shrink_budget, seed)
+                rows = rows + runner.run([("shrink", shrink, args)])
         finally:
             runner.close()
 
@@ -316,7 +317,8 @@ def _write_outputs(store: CheckpointStore, result: SearchResult, tgt: SearchTarg
                "counted": result.n_counted, "hypothesis_violated": result.n_invalid,
                "violations": result.n_violations, "worst_ratio": result.worst_ratio,
                "worst_index": None if result.worst is None else result.worst["index"],
-               "counterexample_index": None if result.counterexample is None else result.counterexample["index"]}
+               "counterexample_index": (None if result.counterexample is None
+                                        else result.counterexample["index"])}
     store.write_json("summary.json", summary)
     if result.worst is not None:
         store.write_json("worst.json", instance_document(tgt, result.worst))

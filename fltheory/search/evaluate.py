@@ -21,7 +21,7 @@ from ..errors import FLTheoryError
 from .space import Integer, Space
 from .target import SearchTarget
 
-__all__ = ["evaluate_row", "evaluate_batch", "local_maximise", "shrink"]
+__all__ = ["evaluate_batch", "evaluate_row", "local_maximise", "shrink"]
 
 Row = dict[str, Any]
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from ..errors import FLTheoryError, InvalidHyperparameterError
 
-__all__ = ["ClusterUnavailableError", "Executor", "InProcessExecutor", "DaskExecutor", "open_executor", "run_tasks"]
+__all__ = ["ClusterUnavailableError", "DaskExecutor", "Executor", "InProcessExecutor", "open_executor",
+           "run_tasks"]
 
 Task = tuple[str, Callable[..., Any], tuple[Any, ...]]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidHyperparameterError
 
-__all__ = ["PepResult", "pep_objective_shift", "pep_gradient_steps"]
+__all__ = ["PepResult", "pep_gradient_steps", "pep_objective_shift"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,8 @@ def pep_objective_shift(kind: str, share: float, L: float, mu: float,
     _check(mu, L)
     if kind not in ("depart", "join") or variant not in ("as_printed", "derived"):
         raise InvalidHyperparameterError(
-            f"kind must be 'depart' or 'join' and variant 'as_printed' or 'derived', got {kind!r}, {variant!r}")
+            "kind must be 'depart' or 'join' and variant 'as_printed' or 'derived', "
+            f"got {kind!r}, {variant!r}")
     if not share > 0 or (kind == "depart" and not share < 1):
         raise InvalidHyperparameterError(f"share must lie in (0, 1) (depart) or be > 0 (join), got {share!r}")
     s = share if kind == "depart" else share / (1 + share)

@@ -8,7 +8,7 @@ from typing import Any
 
 from .target import SearchTarget, registered_targets
 
-__all__ = ["instance_document", "counterexample_snippet"]
+__all__ = ["counterexample_snippet", "instance_document"]
 
 
 def instance_document(target: SearchTarget, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -33,6 +33,7 @@ def counterexample_snippet(target: SearchTarget, row: Mapping[str, Any]) -> str:
     registered = registered_targets().get(target.name) is target
     func = "".join(c if c.isalnum() else "_" for c in target.name)
     point = json.loads(row["point"])
+    shown = json.dumps(point, sort_keys=True).replace('"', "'")
     head = "" if registered else (
         f"# {target.name!r} is not a registered target: register it (fltheory.search.register)\n"
         "# in the module that defines it before running this test.\n")
@@ -48,7 +49,7 @@ SEED = {int(row["seed"])}
 
 @pytest.mark.xfail(strict=True, reason=(
     "FINDING: {target.reference} fails on a searched instance "
-    "(every hypothesis held): point {json.dumps(point, sort_keys=True).replace('"', "'")}, seed {int(row["seed"])}, "
+    "(every hypothesis held): point {shown}, seed {int(row["seed"])}, "
     "measured {row["measured"]!r} > bound {row["bound"]!r}, ratio {row["ratio"]!r}"))
 def test_{func}_counterexample():
     res = evaluate_point({target.name!r}, POINT, SEED)

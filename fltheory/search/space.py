@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import InvalidHyperparameterError
 
-__all__ = ["Real", "Integer", "Categorical", "Parameter", "Space", "StrategySpace", "space_from_dict"]
+__all__ = ["Categorical", "Integer", "Parameter", "Real", "Space", "StrategySpace", "space_from_dict"]
 
 Point = dict[str, Any]
 
@@ -51,6 +51,10 @@ def _check_when(name: str, when: Any) -> dict[str, tuple[Any, ...]]:
         raise InvalidHyperparameterError(
             f"parameter {name!r}: when must be a non-empty mapping {{categorical: [values]}}, got {when!r}")
     return {str(k): tuple(v) for k, v in when.items()}
+
+
+def _when_dict(when: Mapping[str, Sequence[Any]] | None) -> dict[str, Any]:
+    return {"when": {k: list(v) for k, v in when.items()}} if when else {}
 
 
 def _check_range(name: str, low: float, high: float, log: bool) -> None:
@@ -103,7 +107,7 @@ class Real:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "real", "name": self.name, "low": self.low, "high": self.high,
-                "log": self.log, **({"when": {k: list(v) for k, v in self.when.items()}} if self.when else {})}
+                "log": self.log, **_when_dict(self.when)}
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,8 @@ class Integer:
         for end in ("low", "high"):
             v = getattr(self, end)
             if isinstance(v, bool) or not float(v).is_integer():
-                raise InvalidHyperparameterError(f"parameter {self.name!r}: {end} must be an integer, got {v!r}")
+                raise InvalidHyperparameterError(
+                    f"parameter {self.name!r}: {end} must be an integer, got {v!r}")
             object.__setattr__(self, end, int(v))
         _check_range(self.name, self.low, self.high, self.log)
         object.__setattr__(self, "when", _check_when(self.name, self.when))
@@ -148,7 +153,7 @@ class Integer:
     def to_dict(self) -> dict[str, Any]:
         return {"type": "integer", "name": self.name, "low": self.low, "high": self.high, "log": self.log,
                 "shrink": self.shrink,
-                **({"when": {k: list(v) for k, v in self.when.items()}} if self.when else {})}
+                **_when_dict(self.when)}
 
 
 @dataclass(frozen=True)
@@ -181,10 +186,10 @@ class Categorical:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "categorical", "name": self.name, "choices": list(self.choices),
-                **({"when": {k: list(v) for k, v in self.when.items()}} if self.when else {})}
+                **_when_dict(self.when)}
 
 
-Parameter = Union[Real, Integer, Categorical]
+Parameter = Union[Real, Integer, Categorical]  # noqa: UP007  (a runtime alias)
 
 
 class Space:
@@ -206,14 +211,16 @@ class Space:
         seen: dict[str, Parameter] = {}
         for p in params:
             if not isinstance(p, (Real, Integer, Categorical)):
-                raise InvalidHyperparameterError(f"space parameters must be Real, Integer or Categorical, got {p!r}")
+                raise InvalidHyperparameterError(
+                    f"space parameters must be Real, Integer or Categorical, got {p!r}")
             if p.name in seen:
                 raise InvalidHyperparameterError(f"parameter {p.name!r} declared twice")
             for cond, values in (p.when or {}).items():
                 parent = seen.get(cond)
                 if not isinstance(parent, Categorical):
                     raise InvalidHyperparameterError(
-                        f"parameter {p.name!r}: condition on {cond!r}, which is not a Categorical declared before it")
+                        f"parameter {p.name!r}: condition on {cond!r}, which is not a Categorical "
+                        "declared before it")
                 unknown = [v for v in values if v not in parent.choices]
                 if unknown:
                     raise InvalidHyperparameterError(
@@ -238,7 +245,7 @@ class Space:
         """The point of unit-cube coordinates ``u`` (inactive parameters omitted)."""
         u = np.asarray(u, dtype=np.float64)
         point: Point = {}
-        for p, ui in zip(self.params, u):
+        for p, ui in zip(self.params, u, strict=True):
             if self.active(p, point):
                 point[p.name] = p.decode(float(ui))
         return point

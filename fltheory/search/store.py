@@ -24,7 +24,7 @@ __all__ = ["CheckpointStore", "read_table"]
 def _pa() -> Any:
     try:
         import pyarrow
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow.parquet
     except ImportError as exc:    # pragma: no cover - only without the extra
         raise InvalidHyperparameterError("writing the search table needs pyarrow: "
                                          "pip install 'fltheory[search]'") from exc

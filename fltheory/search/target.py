@@ -19,7 +19,7 @@ from ..errors import InvalidHyperparameterError
 from ..theory import BoundResult
 from .space import Space, StrategySpace
 
-__all__ = ["SearchTarget", "register", "get_target", "registered_targets", "evaluate_point"]
+__all__ = ["SearchTarget", "evaluate_point", "get_target", "register", "registered_targets"]
 
 Evaluate = Callable[[Mapping[str, Any], int], BoundResult]
 
@@ -92,6 +92,5 @@ def evaluate_point(name: str, point: Mapping[str, Any] | str, seed: int) -> Boun
     """Rebuild and evaluate one instance of a registered target (``point`` as a
     dict or its JSON text): what the saved worst instances and the generated
     pytest snippets call."""
-    if isinstance(point, str):
-        point = json.loads(point)
-    return get_target(name).evaluate(dict(point), int(seed))
+    parsed: dict[str, Any] = json.loads(point) if isinstance(point, str) else dict(point)
+    return get_target(name).evaluate(parsed, int(seed))

@@ -33,7 +33,7 @@ from ..theory.bounds import fedopt_theorem1_quadratic
 from .space import Categorical, Integer, Real, Space
 from .target import SearchTarget, register
 
-__all__ = ["shift_slack", "objective_shift_space", "build_shift_instance", "fedopt_theorem1_exact_errors"]
+__all__ = ["build_shift_instance", "fedopt_theorem1_exact_errors", "objective_shift_space", "shift_slack"]
 
 SAMPLES_PER_CLIENT = 100
 

@@ -27,7 +27,8 @@ def test_falsify_with_a_space_file_on_a_holding_bound(tmp_path, capsys):
     path = tmp_path / "space.json"
     path.write_text(json.dumps(space))
     out = tmp_path / "eq10"
-    assert main(["falsify", "efl_eq10_depart", "--space", str(path), "--budget", "60", "--out", str(out)]) == 0
+    argv = ["falsify", "efl_eq10_depart", "--space", str(path), "--budget", "60", "--out", str(out)]
+    assert main(argv) == 0
     assert "no counterexample found" in capsys.readouterr().out
     table = pq.read_table(out / "results.parquet").to_pandas()
     assert table["p_N"].between(2, 3).all() and table["p_share"].between(0.1, 10).all()

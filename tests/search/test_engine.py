@@ -15,8 +15,15 @@ import numpy as np
 import pytest
 
 from fltheory.errors import InvalidHyperparameterError
-from fltheory.search import (ClusterUnavailableError, Real, SearchTarget, Space, evaluate_point, read_table,
-                             search)
+from fltheory.search import (
+    ClusterUnavailableError,
+    Real,
+    SearchTarget,
+    Space,
+    evaluate_point,
+    read_table,
+    search,
+)
 from fltheory.search.targets import build_shift_instance
 from fltheory.theory import BoundResult
 
@@ -69,7 +76,8 @@ def test_worst_instance_files_rebuild_it(eq11):
     assert sorted(table.column("index").to_pylist()) == table.column("index").to_pylist()
     assert len(set(table.column("index").to_pylist())) == table.num_rows
     df = table.to_pandas()
-    assert {"measured", "bound", "ratio", "runtime_s", "seed", "fltheory_version", "p_share"} <= set(df.columns)
+    expected = {"measured", "bound", "ratio", "runtime_s", "seed", "fltheory_version", "p_share"}
+    assert expected <= set(df.columns)
     assert any(c.startswith("held[") for c in df.columns)
 
 
@@ -126,7 +134,7 @@ def test_unreachable_scheduler_is_a_typed_error_within_the_timeout(tmp_path):
     pytest.importorskip("distributed")
     out = tmp_path / "never"
     start = time.monotonic()
-    with pytest.raises(ClusterUnavailableError, match="tcp://127.0.0.1:9"):
+    with pytest.raises(ClusterUnavailableError, match=r"tcp://127\.0\.0\.1:9"):
         search("efl_eq11_join", budget=10, scheduler="tcp://127.0.0.1:9", timeout=2, out=out, progress=False)
     assert time.monotonic() - start < 20
     assert not out.exists()
@@ -138,7 +146,8 @@ def test_bad_arguments_raise_before_anything_is_written(tmp_path):
     with pytest.raises(InvalidHyperparameterError, match="unknown bound name 'no_such_bound'"):
         search("no_such_bound", out=out)
     for kw, text in [({"budget": 0}, "budget"), ({"seed": -1}, "seed"), ({"processes": 0}, "processes"),
-                     ({"processes": 2, "scheduler": "tcp://x:1"}, "not both"), ({"design": "grid"}, "design")]:
+                     ({"processes": 2, "scheduler": "tcp://x:1"}, "not both"),
+                     ({"design": "grid"}, "design")]:
         with pytest.raises(InvalidHyperparameterError, match=text):
             search("efl_eq11_join", out=out, progress=False, **kw)
     assert not out.exists()

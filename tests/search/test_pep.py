@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("PEPit")
 
-from fltheory.errors import InvalidHyperparameterError  # noqa: E402
-from fltheory.search.pep import pep_gradient_steps, pep_objective_shift  # noqa: E402
+from fltheory.errors import InvalidHyperparameterError
+from fltheory.search.pep import pep_gradient_steps, pep_objective_shift
 
 
 @pytest.mark.parametrize("share", [0.25, 1.0, 9.0, 100.0])
@@ -39,7 +39,8 @@ def test_sampled_instances_of_the_class_never_exceed_the_certified_worst(kind):
     from fltheory.theory import objective_shift
     L, mu = 4.0, 1.0
     for share in (0.3, 0.9) if kind == "depart" else (0.5, 20.0):
-        worst = pep_objective_shift(kind, share / (1 + share) if kind == "depart" else share, L=L, mu=mu).worst
+        pep_share = share / (1 + share) if kind == "depart" else share     # pep: n_a/n of all (depart)
+        worst = pep_objective_shift(kind, pep_share, L=L, mu=mu).worst
         for seed in range(20):
             point = {"N": 3, "d": 2, "share": share, "L": L, "mu": mu, "heterogeneity": 3.0}
             fed, new = build_shift_instance(point, seed, kind)
