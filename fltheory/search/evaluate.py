@@ -44,13 +44,16 @@ def evaluate_row(target: SearchTarget, point: Mapping[str, Any], seed: int, inde
         hyps = [{"name": a.name, "held": bool(a.held), "detail": a.detail} for a in res.assumptions]
         valid = bool(res.valid)
         slack = None
+        tags: Mapping[str, Any] = {}
         if valid and measured is not None and bound is not None:
             slack = float(target.slack(res)) if target.slack is not None else 1e-9 * abs(bound)
+            tags = target.annotate(res) if target.annotate is not None else {}
     except FLTheoryError as exc:
         measured = bound = None
         hyps = []
         valid = False
         slack = None
+        tags = {}
         error = f"{type(exc).__name__}: {exc}"
     runtime = time.perf_counter() - start
     counted = valid and measured is not None and bound is not None and bound > 0
@@ -69,6 +72,8 @@ def evaluate_row(target: SearchTarget, point: Mapping[str, Any], seed: int, inde
         row[f"p_{name}"] = value
     for h in hyps:
         row[f"held[{h['name']}]"] = h["held"]
+    for key, value in tags.items():
+        row[f"tag_{key}"] = value
     return row
 
 

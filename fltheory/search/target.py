@@ -48,6 +48,9 @@ class SearchTarget:
         instance; a counted row violates when ``measured > bound + slack``
         (its ``ratio`` is reported unrounded either way).  Default:
         ``1e-9 * bound``.
+    annotate : callable, optional
+        ``annotate(result) -> {key: scalar}`` for counted rows: extra columns
+        ``tag_<key>`` (e.g. whether an instance lies in a known failure region).
     """
 
     name: str
@@ -56,6 +59,7 @@ class SearchTarget:
     reference: str
     description: str = ""
     slack: Callable[[BoundResult], float] | None = None
+    annotate: Callable[[BoundResult], Mapping[str, Any]] | None = None
 
 
 _REGISTRY: dict[str, SearchTarget] = {}

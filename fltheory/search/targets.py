@@ -219,3 +219,5 @@ register(SearchTarget(
     "fedopt_theorem1", fedopt_theorem1, fedopt_space(),
     "Wang et al., Local Adaptivity in FL (seed 001), Theorem 1, unrolled recursion",
     "exact E||x_t - x~||^2 of FedAvg with noisy SGD clients, against a^t e_0 + V (1 - a^t)/(1 - a)"))
+
+from . import efl_target  # noqa: E402, F401  (registers efl_theorem1)
