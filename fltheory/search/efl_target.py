@@ -34,7 +34,8 @@ from ..theory.bounds import efl_theorem1 as efl_theorem1_bound
 from .space import Categorical, Integer, Real, Space
 from .target import SearchTarget, register
 
-__all__ = ["EFL_CHECKED_ROUNDS", "EFL_ROUNDS", "known_failure_modes", "efl_exact_errors", "efl_step_distribution", "efl_theorem1", "efl_theorem1_space"]
+__all__ = ["EFL_CHECKED_ROUNDS", "EFL_ROUNDS", "efl_exact_errors", "efl_step_distribution", "efl_theorem1",
+           "efl_theorem1_space", "known_failure_modes"]
 
 EFL_ROUNDS = 60
 #: rounds tau at which the bound is evaluated (each evaluation re-sums the
