@@ -207,3 +207,24 @@ def test_run_tasks_on_a_local_cluster_keeps_the_order():
     assert run_tasks(tasks, processes=2, on_result=lambda i, v: seen.append(i)) == [3 ** k for k in range(7)]
     assert sorted(seen) == list(range(7))
     assert run_tasks(tasks) == [3 ** k for k in range(7)]
+
+
+def test_search_over_a_hypothesis_strategy_space():
+    """A StrategySpace is explored only (no coordinates to move): the strategy's
+    points are evaluated in order, deterministically per seed."""
+    from hypothesis import strategies as st
+
+    from fltheory.search import StrategySpace, get_target
+    strat = st.fixed_dictionaries({
+        "N": st.integers(1, 3), "d": st.integers(1, 2), "share": st.floats(0.01, 100.0),
+        "L": st.floats(1.0, 10.0), "mu": st.floats(0.1, 1.0), "heterogeneity": st.floats(0.1, 10.0)})
+    space = StrategySpace(strat, "small joins")
+    a = search(get_target("efl_eq11_join"), space, budget=40, seed=3, progress=False)
+    b = search("efl_eq11_join", space, budget=40, seed=3, progress=False)
+    assert a.n_evaluated == 40 and {r["phase"] for r in a.rows} == {"explore"}
+    assert a.table().drop(["runtime_s"]).equals(b.table().drop(["runtime_s"]))
+    assert all(r["counted"] for r in a.rows)
+    for r in a.rows:      # eq. (11) as printed is proved for n_a <= n (objective_shift's docstring)
+        point = json.loads(r["point"])
+        if r["violation"]:
+            assert round(point["share"] * 100 * point["N"]) > 100 * point["N"]
