@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from ..problems import QuadraticFederation
-from ..testing import build_quadratic
 from ..theory import BoundResult
 from ..theory.bounds import efl_heterogeneity, efl_step_moments
 from ..theory.bounds import efl_theorem1 as efl_theorem1_bound
 from .space import Categorical, Integer, Real, Space
 from .target import SearchTarget, register
+from .targets import quadratic_clients
 
 __all__ = ["EFL_CHECKED_ROUNDS", "EFL_ROUNDS", "efl_exact_errors", "efl_step_distribution", "efl_theorem1",
            "efl_theorem1_space", "known_failure_modes"]
@@ -142,7 +142,7 @@ def efl_theorem1(point: Mapping[str, Any], seed: int) -> BoundResult:
     N, d, E = int(point["N"]), int(point["d"]), int(point["E"])
     rng = np.random.default_rng(seed)
     counts = rng.integers(1, 1001, size=N)
-    fed = build_quadratic(N, d, float(point["L"]), float(point["mu"]), float(point["heterogeneity"]),
+    fed = quadratic_clients(N, d, float(point["L"]), float(point["mu"]), float(point["heterogeneity"]),
                           counts, seed)
     p = fed.weights
     probs = np.tile(efl_step_distribution(E, float(point["p_inactive"]), float(point["p_incomplete"])),

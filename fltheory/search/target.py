@@ -74,7 +74,7 @@ def register(target: SearchTarget) -> SearchTarget:
 
 
 def _load_builtin() -> None:
-    from . import targets  # noqa: F401  (registers the built-in targets on import)
+    from . import efl_target, targets  # noqa: F401  (register the built-in targets on import)
 
 
 def registered_targets() -> dict[str, SearchTarget]:

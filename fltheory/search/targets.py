@@ -13,8 +13,9 @@ failing region.
   propagation (no sampling); the reported pair is the round t = 0..R with the
   largest measured/bound (t >= 1).
 
-Instances: :func:`fltheory.testing.build_quadratic` with the candidate's seed
-(every client spectrum in [mu, L]; client optima spread by ``heterogeneity``).
+Instances: :func:`quadratic_clients` with the candidate's seed (every client
+spectrum in [mu, L], both ends attained by client 0 when d >= 2; client optima
+spread by ``heterogeneity``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from ..problems import QuadraticFederation
-from ..testing import build_quadratic
 from ..theory import BoundResult, objective_shift
 from ..theory.bounds import fedopt_theorem1_quadratic
 from .space import Categorical, Integer, Real, Space
@@ -36,6 +36,26 @@ from .target import SearchTarget, register
 __all__ = ["build_shift_instance", "fedopt_theorem1_exact_errors", "objective_shift_space", "shift_slack"]
 
 SAMPLES_PER_CLIENT = 100
+
+
+def quadratic_clients(n_clients: int, dim: int, L: float, mu: float, heterogeneity: float,
+                      n_samples: Any, seed: int) -> QuadraticFederation:
+    """Random clients f_i(x) = 1/2 (x - x_i*)^T H_i (x - x_i*) from ``seed``.
+
+    H_i = Q_i diag(lambda_i) Q_i^T with Q_i Haar-orthogonal (QR of a Gaussian
+    matrix, signs fixed by diag(R)) and lambda_i uniform in [mu, L], client 0
+    having exactly mu and L when d >= 2; x_i* = heterogeneity z_i, z_i ~ N(0, I/d).
+    """
+    rng = np.random.default_rng(seed)
+    lam = rng.uniform(mu, L, size=(n_clients, dim))
+    if dim >= 2:
+        lam[0, :2] = mu, L
+    Q, R = np.linalg.qr(rng.standard_normal((n_clients, dim, dim)))
+    Q = Q * np.sign(np.diagonal(R, axis1=1, axis2=2))[:, None, :]
+    H = np.einsum("nij,nj,nkj->nik", Q, lam, Q)
+    H = 0.5 * (H + np.swapaxes(H, 1, 2))
+    optima = heterogeneity * rng.standard_normal((n_clients, dim)) / np.sqrt(dim)
+    return QuadraticFederation(H, np.einsum("nij,nj->ni", H, optima), n_samples=n_samples)
 
 
 def objective_shift_space(kind: str) -> Space:
@@ -75,13 +95,13 @@ def build_shift_instance(point: Mapping[str, Any], seed: int, kind: str
     if kind == "join":
         n_a = max(1, round(float(point["share"]) * SAMPLES_PER_CLIENT * N))
         counts = [SAMPLES_PER_CLIENT] * N + [n_a]
-        fed = build_quadratic(N + 1, d, float(point["L"]), float(point["mu"]),
+        fed = quadratic_clients(N + 1, d, float(point["L"]), float(point["mu"]),
                               float(point["heterogeneity"]), counts, seed)
         old, new = _split(fed, counts, N)
         return old, new
     n_a = max(1, round(float(point["share"]) * SAMPLES_PER_CLIENT * (N - 1)))
     counts = [n_a] + [SAMPLES_PER_CLIENT] * (N - 1)
-    fed = build_quadratic(N, d, float(point["L"]), float(point["mu"]),
+    fed = quadratic_clients(N, d, float(point["L"]), float(point["mu"]),
                           float(point["heterogeneity"]), counts, seed)
     return fed, None
 
@@ -183,7 +203,7 @@ def fedopt_theorem1(point: Mapping[str, Any], seed: int) -> BoundResult:
     result's value/measured are the bound and the exact error at the round
     t* = argmax_{t >= 1} exact_t / bound_t (``terms["round"]``; at t = 0 both are e_0)."""
     N, d = int(point["N"]), int(point["d"])
-    fed = build_quadratic(N, d, float(point["L"]), float(point["mu"]), float(point["heterogeneity"]),
+    fed = quadratic_clients(N, d, float(point["L"]), float(point["mu"]), float(point["heterogeneity"]),
                           None, seed)
     lr = float(point["step"]) / fed.client_L
     tau = np.full(N, int(point["tau"]))
@@ -219,5 +239,3 @@ register(SearchTarget(
     "fedopt_theorem1", fedopt_theorem1, fedopt_space(),
     "Wang et al., Local Adaptivity in FL (seed 001), Theorem 1, unrolled recursion",
     "exact E||x_t - x~||^2 of FedAvg with noisy SGD clients, against a^t e_0 + V (1 - a^t)/(1 - a)"))
-
-from . import efl_target  # noqa: E402, F401  (registers efl_theorem1)
