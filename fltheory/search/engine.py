@@ -208,7 +208,9 @@ def search(target: str | SearchTarget, space: Space | StrategySpace | None = Non
         Run on a local Dask cluster of ``processes`` worker processes, or on the
         Dask scheduler at ``scheduler`` (unreachable within ``timeout`` s:
         :class:`~fltheory.search.ClusterUnavailableError`, nothing written).
-        Default: in this process.
+        Default: in this process.  Tasks carry the target by reference to its
+        module (pickled), so the workers of an existing cluster need the same
+        fltheory installed and, for a user's target, its module importable.
     out : path, optional
         Directory for the checkpoint (``parts/``), ``results.parquet``,
         ``worst.json``, ``counterexample.json`` and ``test_counterexample.py``.
