@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``fltheory falsify``; returns the exit code."""
     from ..errors import FLTheoryError
     from . import get_target, registered_targets, search, space_from_dict
+    logging.getLogger("distributed").setLevel(logging.WARNING)      # no per-worker INFO lines
     if args.list or not args.name:
         targets = registered_targets()
         width = max(len(n) for n in targets)

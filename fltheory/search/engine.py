@@ -9,7 +9,8 @@
 2. *local maximisation*: from the ``n_starts`` best counted points of phase 1,
    Nelder-Mead on the continuous coordinates alternating with neighbourhood
    moves on the discrete ones (:func:`fltheory.search.evaluate.local_maximise`),
-   one task per start;
+   one task per start; when these converge before spending the local budget,
+   further rounds start from the next-best explored points;
 3. *shrinking*: if the worst instance violates the bound, its ``shrink=True``
    integers (clients, dimension) are reduced while it still violates.
 
@@ -200,8 +201,9 @@ def search(target: str | SearchTarget, space: Space | StrategySpace | None = Non
         The instance space (default: the target's).
     budget : int
         Maximum number of evaluations (exploration takes ``explore_fraction``
-        of it, shrinking up to max(8, budget/20), local maximisation the rest;
-        a phase that stops early leaves its share unused).
+        of it, shrinking up to max(8, budget/20), local maximisation the rest,
+        in rounds until spent or every counted explored point has been a start;
+        shrinking stops when nothing shrinks: fewer evaluations are then made).
     seed : int
         Master seed of the design and of every candidate's instance.
     processes, scheduler : optional
@@ -273,21 +275,33 @@ def search(target: str | SearchTarget, space: Space | StrategySpace | None = Non
                 for k, s in enumerate(range(0, len(cands), batch_size))]
             rows = runner.run(tasks)
 
-            # phase 2: local maximisation from the best explored points
-            starts = _best(rows, n_starts) if boxed and local_budget > 0 else []
-            if starts:
-                per_start = local_budget // len(starts)
-                tasks = [(f"local-{j:03d}", local_maximise,
+            # phase 2: local maximisation from the best explored points, in rounds of
+            # n_starts tasks; a round that converges early hands its unused budget to
+            # the next round, started from the next-best explored points
+            cursor, left, round_ = n_explore, local_budget, 0
+            ranked = _best(rows, len(rows)) if boxed else []
+            while boxed and left >= 1 and ranked:
+                starts, ranked = ranked[:n_starts], ranked[n_starts:]
+                per_start = left // len(starts)
+                if per_start < 1:
+                    break
+                tasks = [(f"local-{round_:03d}-{j:03d}", local_maximise,
                           (tgt, space, _point(r), math.log(r["ratio"]) if r["ratio"] > 0 else -math.inf,
-                           int(r["seed"]), n_explore + j * per_start, per_start, seed))
-                         for j, r in enumerate(starts) if per_start > 0]
-                rows = rows + runner.run(tasks)
+                           int(r["seed"]), cursor + j * per_start, per_start, seed))
+                         for j, r in enumerate(starts)]
+                new_rows = runner.run(tasks)
+                rows = rows + new_rows
+                cursor += len(starts) * per_start
+                left -= len(new_rows)
+                round_ += 1
+                if not new_rows:
+                    break
 
-            # phase 3: shrink the worst violating instance
+            # phase 3: shrink the worst violating instance (indices after every local round)
             worst = _best(rows, 1)
             if worst and worst[0]["violation"] and shrink_budget > 0:
                 w = worst[0]
-                args = (tgt, space, _point(w), int(w["seed"]), n_explore + local_budget, shrink_budget, seed)
+                args = (tgt, space, _point(w), int(w["seed"]), cursor, shrink_budget, seed)
                 rows = rows + runner.run([("shrink", shrink, args)])
         finally:
             runner.close()
