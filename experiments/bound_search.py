@@ -41,7 +41,7 @@ TITLE = "Counterexample search (Sobol + Nelder-Mead + shrinking) on every exactl
 _TARGETS = registered_targets()
 TARGET_NAMES = ["efl_eq10_depart", "efl_eq11_join", "efl_eq11_join_derived", "efl_theorem1",
                 "fedopt_theorem1"]
-_EFL, _WANG = "seed 000 (EFL, Chen et al.)", "seed 001 (Local Adaptivity, Wang et al.)"
+_EFL, _WANG = "seed 000 (EFL, Ma et al.)", "seed 001 (Local Adaptivity, Wang et al.)"
 THEOREMS = [
     Theorem("efl_eq10_depart", _EFL, "Theorem 2, client departure (as printed)", "eq. 10"),
     Theorem("efl_eq11_join", _EFL, "Theorem 2, client arrival (as printed)", "eq. 11"),

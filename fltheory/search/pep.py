@@ -6,7 +6,7 @@ estimation, Drori & Teboulle 2014; Taylor, Hendrickx & Glineur 2017), solved
 here with PEPit (Goujaud et al.) through cvxpy/Clarabel.  Two classes:
 
 * :func:`pep_objective_shift`: the minimiser shift between two objectives of
-  EFL Theorem 2 (Chen et al., seed 000, eq. (10)/(11)).  The other clients'
+  EFL Theorem 2 (Ma et al., seed 000, eq. (10)/(11)).  The other clients'
   aggregate G and the moving client f_a are both L-smooth and mu-strongly
   convex (the family the search samples: every client's spectrum in [mu, L]).
   Depart: w* = argmin (1 - p) G + p f_a, w^* = argmin G, p = n_a/n.  Join:

@@ -3,7 +3,7 @@ computable exactly, each with a default space that does not single out any
 failing region.
 
 * ``efl_eq10_depart``, ``efl_eq11_join``, ``efl_eq11_join_derived``: the
-  objective shift of EFL (Chen et al., seed 000, Theorem 2, eq. (10)/(11)) as
+  objective shift of EFL (Ma et al., seed 000, Theorem 2, eq. (10)/(11)) as
   :func:`fltheory.theory.objective_shift` computes it (exact minimisers of
   random quadratic federations; measured = ||w* - w^*||^2).
 * ``fedopt_theorem1``: Wang et al., Local Adaptivity in FL (seed 001),
@@ -225,15 +225,15 @@ def fedopt_theorem1(point: Mapping[str, Any], seed: int) -> BoundResult:
 
 register(SearchTarget(
     "efl_eq10_depart", efl_eq10_depart, objective_shift_space("depart"),
-    "Chen et al., EFL (seed 000), Theorem 2, eq. (10), as printed",
+    "Ma et al., EFL (seed 000), Theorem 2, eq. (10), as printed",
     "||w* - w^*||^2 when client 0 departs, against 8 L (n_a/n)^2 D^_a / mu^2", shift_slack))
 register(SearchTarget(
     "efl_eq11_join", efl_eq11_join, objective_shift_space("join"),
-    "Chen et al., EFL (seed 000), Theorem 2, eq. (11), as printed",
+    "Ma et al., EFL (seed 000), Theorem 2, eq. (11), as printed",
     "||w* - w^*||^2 when a client joins, against 8 L (n_a/(n+n_a))^2 D^_a / mu^2", shift_slack))
 register(SearchTarget(
     "efl_eq11_join_derived", efl_eq11_join_derived, objective_shift_space("join"),
-    "Chen et al., EFL (seed 000), Theorem 2, eq. (11), derived reading (constant 2, D_a at the old optimum)",
+    "Ma et al., EFL (seed 000), Theorem 2, eq. (11), derived reading (constant 2, D_a at the old optimum)",
     "||w* - w^*||^2 when a client joins, against 2 L (n_a/(n+n_a))^2 D~_a / mu_new^2", shift_slack))
 register(SearchTarget(
     "fedopt_theorem1", fedopt_theorem1, fedopt_space(),
