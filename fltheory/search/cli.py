@@ -47,11 +47,26 @@ def _say(text: str = "") -> None:
     tqdm.write(text, file=sys.stdout)
 
 
+def _quiet_dask() -> None:
+    """Dask configures its loggers at INFO when imported: one line per worker
+    event would bury the command's output.  Keep warnings and errors."""
+    try:
+        import distributed  # noqa: F401  (sets up the loggers to quieten)
+    except ImportError:
+        return
+    for name in list(logging.root.manager.loggerDict):
+        if name == "distributed" or name.startswith("distributed."):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    # a worker slow to exit on a loaded machine is killed at shutdown: not the user's concern
+    logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of ``fltheory falsify``; returns the exit code."""
     from ..errors import FLTheoryError
     from . import get_target, registered_targets, search, space_from_dict
-    logging.getLogger("distributed").setLevel(logging.WARNING)      # no per-worker INFO lines
+    if args.processes is not None or args.scheduler is not None:
+        _quiet_dask()
     if args.list or not args.name:
         targets = registered_targets()
         width = max(len(n) for n in targets)

@@ -9,6 +9,7 @@ order: each task's rows are filed under its id.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -119,7 +120,7 @@ def open_executor(*, processes: int | None = None, scheduler: str | None = None,
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")          # inherited by the worker processes
     cluster = LocalCluster(n_workers=processes, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
+                           dashboard_address=None, silence_logs=logging.WARNING)
     try:
         client = Client(cluster, set_as_default=False)
         try:
