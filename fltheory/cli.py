@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("name", metavar="NAME")
     show.add_argument("--out", default="figures", help="directory of results (default: figures)")
     show.add_argument("--json", action="store_true", help="print the stored result as JSON")
+
+    from .search.cli import add_parser as add_falsify_parser
+    add_falsify_parser(sub)
     return parser
 
 
@@ -159,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    if args.command == "falsify":
+        return int(args.handler(args))
     # The experiments package lives beside fltheory in a source checkout.
     repo_root = str(Path(__file__).resolve().parent.parent)
     if repo_root not in sys.path:
