@@ -74,7 +74,9 @@ def register(target: SearchTarget) -> SearchTarget:
 
 
 def _load_builtin() -> None:
-    from . import efl_target, targets  # noqa: F401  (register the built-in targets on import)
+    """The built-in targets register themselves when ``fltheory.search`` is imported
+    (its ``__init__`` imports ``targets`` and ``efl_target``); importing this module
+    imports that package first, so nothing is left to load here."""
 
 
 def registered_targets() -> dict[str, SearchTarget]:
