@@ -24,15 +24,15 @@ def test_attained_by_the_diagonal_quadratic_for_every_step_below_two_over_L(tau)
     H = np.diag([MU, L])[None]
     fed = QuadraticFederation(H, np.array([[1.0, -2.0]]))
     bound = gd_contraction_factor(ETAS, tau, MU, L)
-    for eta, b in zip(ETAS, bound):
+    for eta, b in zip(ETAS, bound, strict=True):
         T = fedopt_operator(FedOpt(client_optimizer=optim.sgd(float(eta)), server_optimizer=optim.sgd(1.0),
                                    local_steps=tau), fed)
         worst_axis = 0 if abs(1 - eta * MU) >= abs(1 - eta * L) else 1
         x = np.array([0.3, -0.7])
         y = x.copy()
         y[worst_axis] += 1.0
-        O = T.client_maps(np.stack([x, y]), [0, 0])
-        assert np.linalg.norm(O[0] - O[1]) == pytest.approx(b, rel=1e-12)
+        maps = T.client_maps(np.stack([x, y]), [0, 0])
+        assert np.linalg.norm(maps[0] - maps[1]) == pytest.approx(b, rel=1e-12)
         assert b < 1
 
 

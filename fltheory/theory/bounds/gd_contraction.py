@@ -37,7 +37,7 @@ def _arrays(**named: Any) -> list[np.ndarray]:
         raise InvalidHyperparameterError(
             f"{', '.join(named)} must be scalars or arrays of one length, got shapes "
             f"{[a.shape for a in arrs]}") from exc
-    for name, arr in zip(named, out):
+    for name, arr in zip(named, out, strict=True):
         if not np.all(np.isfinite(arr)):
             raise InvalidHyperparameterError(f"{name} must be finite, got {arr.tolist()}")
     return out
