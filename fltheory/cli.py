@@ -5,6 +5,7 @@
     fltheory reproduce [NAMES...] [--quick|--full] [--out DIR] [--jobs N] [--seed S] [--force]
     fltheory list [--out DIR]
     fltheory show NAME [--out DIR]
+    fltheory theorems [--paper P] [--status S] [--out DIR] [--long]
 
 ``--package PKG`` (or the environment variable ``FLTHEORY_EXPERIMENTS``)
 selects the experiments package, ``experiments`` by default.  Exit codes: 0
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="the numbers of one experiment's last result")
     show.add_argument("name", metavar="NAME")
     show.add_argument("--out", default="figures", help="directory of results (default: figures)")
+
+    from fltheory.theory.registry.cli import add_parser as add_theorems_parser  # registry subcommand
+    add_theorems_parser(sub)
     return parser
 
 
@@ -192,6 +196,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    if args.command == "theorems":     # the theorem registry needs no experiments package
+        try:
+            return int(args.handler(args, _say))
+        except BrokenPipeError:        # e.g. `fltheory theorems | head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     # The experiments package lives beside fltheory in a source checkout.
     repo_root = str(Path(__file__).resolve().parent.parent)
     if repo_root not in sys.path:
