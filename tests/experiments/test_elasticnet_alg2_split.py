@@ -81,7 +81,7 @@ _FINDING = ("FINDING: on the FULL instance (seed 0 of the experiment: random_qua
             "dense once lambda_1 > 0, although the model changes get sparser")
 
 
-@pytest.mark.xfail(strict=True, reason=_FINDING)
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_FINDING)
 def test_finding_pooled_uplink_of_algorithm_2_is_not_sparser_with_lambda1():
     cfg = dict(exp.FULL, **{"lambda1": [0.0, 0.01]})
     res = exp.run(cfg, experiment_rng(0, exp.NAME))

@@ -68,7 +68,7 @@ _FINDING = ("FINDING: seed 001 sec. 6 says synchronising client AdaGrad states i
             "growing, the effective rate decays and the non-vanishing bias shrinks")
 
 
-@pytest.mark.xfail(strict=True, reason=_FINDING)
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_FINDING)
 def test_finding_synchronised_states_beat_restarted_ones_on_a_deterministic_quadratic():
     rng = experiment_rng(0, exp.NAME)
     seed = int(rng.integers(0, 2**31 - 1))
