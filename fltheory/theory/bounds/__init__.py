@@ -11,6 +11,7 @@ from .local_adaptivity import (fedopt_theorem1, fedopt_theorem1_from_constants,
 from .scaffold import (fedavg_lower_bound, fedavg_rounds, fedavg_rounds_from_constants, scaffold_quadratic_rounds,
                        scaffold_rounds, scaffold_rounds_from_constants, scaffold_step_conditions)
 from .table1 import TABLE1_ALGORITHMS, table1_rounds, table1_rounds_from_constants
+from .table1_comparison import table1_efl_comparison
 
 __all__ = [
     "StepMoments", "efl_abandonment", "efl_heterogeneity", "efl_incomplete_rate",
@@ -21,5 +22,5 @@ __all__ = [
     "sgd_operator_constants", "fedavg_lower_bound", "fedavg_rounds", "scaffold_quadratic_rounds",
     "scaffold_rounds", "scaffold_rounds_from_constants", "scaffold_step_conditions",
     "TABLE1_ALGORITHMS", "table1_rounds",
-    "gd_contraction_factor", "gd_rate_threshold", "gd_step_factor",
+    "gd_contraction_factor", "gd_rate_threshold", "gd_step_factor", "table1_efl_comparison",
 ]
