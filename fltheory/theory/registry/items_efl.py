@@ -196,20 +196,28 @@ ITEMS: tuple[Item, ...] = (
     _i(key=f"{P}:departure", number="sec. 4.3", kind="claim",
        statement="After a departure s_tau^k = 0 for good, the ratios E[p s]/p differ (r_t = 1) and the "
                  "learning rate must restart for the shifted objective.",
-       code=("fltheory.participation.Schedule", "fltheory.theory.bounds.efl_theorem1"),
+       code=("fltheory.participation.Schedule", "fltheory.theory.bounds.efl_theorem1",
+             "fltheory.algorithms.EFL"),
        tests=(TB + "test_departed_client_corrected_reading_holds",
               TB + "test_departed_client_as_printed_J_counterexample",
-              TP + "test_schedule_departure_and_arrival"),
-       coverage="partial",
-       note="one round after a departure on exact instances (corrected reading holds; as printed, J is too "
-            "small: a finding of the departure test); no departure trajectory with the prescribed "
-            "learning-rate restart is simulated"),
+              TP + "test_schedule_departure_and_arrival",
+              "tests/experiments/test_efl_departure_arrival.py::test_trajectory_is_the_readable_efl_loop"),
+       checks=("efl_departure_arrival:restart-departure",),
+       coverage="full", coverage_before="partial",
+       note="one round after a departure on exact instances (corrected reading of Theorem 1 holds; as "
+            "printed, "
+            "J is too small: a finding of the departure test) and a deterministic departure trajectory with "
+            "and without the learning-rate restart"),
     _i(key=f"{P}:arrival", number="sec. 4.4", kind="claim",
        statement="A new client changes the objective to include its loss; the learning rate must be "
                  "increased when the objective changes.",
-       code=("fltheory.participation.Schedule",),
-       tests=(TP + "test_schedule_departure_and_arrival",),
-       coverage="none", note="no arrival trajectory with the prescribed learning-rate increase is simulated"),
+       code=("fltheory.participation.Schedule", "fltheory.algorithms.EFL"),
+       tests=(TP + "test_schedule_departure_and_arrival",
+              "tests/experiments/test_efl_departure_arrival.py::test_trajectory_is_the_readable_efl_loop"),
+       checks=("efl_departure_arrival:restart-arrival",),
+       coverage="full", coverage_before="none",
+       note="deterministic arrival trajectory (lambda = 0, exact transmission) with and without the "
+            "learning-rate restart, against the new optimum"),
     _i(key=f"{P}:thm2-depart", number="Theorem 2, eq. 10", kind="theorem",
        statement="Client a departs: ||w* - w^*||^2 <= 8 L n_a^2 D^_a / (mu^2 n^2).",
        hypotheses=("F mu-strongly convex", "each F_k L-smooth"),
