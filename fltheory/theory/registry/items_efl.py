@@ -189,10 +189,14 @@ ITEMS: tuple[Item, ...] = (
        tests=(TB + "test_corollaries_by_hand",),
        coverage="none", note="formula evaluated by hand only; never held against runs"),
     _i(key=f"{P}:weight-as-rate", number="sec. 4.2 (weight vs rate)", kind="claim",
-       statement="By eq. 6, enlarging p_tau^k is equivalent to enlarging client k's learning rate.",
-       coverage="none",
-       note="not evaluated (exact for one local step on quadratics, approximate otherwise; no check "
-            "written)"),
+       statement="By eq. 6, enlarging p_tau^k is equivalent to enlarging client k's learning rate; plain "
+                 "weights leave the expected update scaled by E[s]/E.",
+       code=("fltheory.algorithms.EFL",),
+       tests=("tests/experiments/test_efl_unbiased.py::test_plain_relative_bias_tends_to_one_minus_mean_steps_over_E",),
+       checks=("efl_unbiased:plain-weights-biased",),
+       coverage="partial", coverage_before="none",
+       note="checked to first order in eta (the expected update with plain weights tends to E[s]/E of "
+            "full work's); exact equivalence holds only for one local step"),
     _i(key=f"{P}:departure", number="sec. 4.3", kind="claim",
        statement="After a departure s_tau^k = 0 for good, the ratios E[p s]/p differ (r_t = 1) and the "
                  "learning rate must restart for the shifted objective.",
@@ -260,9 +264,15 @@ ITEMS: tuple[Item, ...] = (
             "only "
             "when delta > L / sqrt(eps) (finding)"),
     _i(key=f"{P}:unbiased", number="Abstract, sec. 1 (unbiased)", kind="claim",
-       statement="EFL is unbiased: its aggregate update is an unbiased estimate of the full-participation "
-                 "update despite low participation.",
-       coverage="none", note="not evaluated (needs the exact expectation over participation of one round)"),
+       statement="EFL is unbiased: with adaptive weights its expected update under incomplete local work "
+                 "equals the full-work update.",
+       code=("fltheory.algorithms.EFL",),
+       tests=("tests/experiments/test_efl_unbiased.py::test_aggregate_is_the_closed_form_of_local_gd",
+              "tests/experiments/test_efl_unbiased.py::test_plain_relative_bias_tends_to_one_minus_mean_steps_over_E"),
+       checks=("efl_unbiased:unbiased-first-order",),
+       coverage="full", coverage_before="none",
+       note="exact expectation over the clients' completed steps: unbiased to first order only (relative "
+            "bias proportional to eta); participation sampling is not covered"),
     _i(key=f"{P}:table2", number="Table 2", kind="table",
        statement="Best mean test accuracy on MNIST, CIFAR100, Sent140, Shakespeare for FedAvg, FedGATE, "
                  "VRL-SGD, APFL, FedAMP and EFL.",
