@@ -30,6 +30,21 @@ Seed 003 (FedElasticNet, ICLR 2023 submission):
   non-zero fraction of Algorithm 3's changes / FedDyn's; the excess kurtosis
   of the non-zero changes and the histograms are reported.
 
+* The other one-round inequalities of the proof (App. B.2), each given the
+  state after round t - 1 with the expectation over round t's sampling
+  computed exactly by the same enumeration (Algorithm 3 with the KKT
+  subgradient, so the stored gradient states are the true gradients and
+  C_{t-1} = (1/m) sum ||g_k - grad L_k(theta*)||^2), lambda_2 = ``proof_lambda2_over_beta``
+  beta (the theorem's lambda_2 > 27 beta), beta = max L_k:
+  eq. 27 E||h^t||^2 <= C_t; eq. 28 C_t <= (1 - P/m) C_{t-1} + (2 beta^2 P/m) eps_t
+  + (4 beta P/m) (R(gamma_{t-1}) - R*); eq. 29 E||gamma_t - gamma_{t-1}||^2 <= eps_t;
+  Lemma B.5 (1 - 5 beta^2/lambda_2^2) eps_t <= (10/lambda_2^2) C_{t-1}
+  + (10 beta/lambda_2^2)(R(gamma_{t-1}) - R*) + 5 lambda_1^2 d/lambda_2^2; and Theorem
+  B.6 kappa_0 (R(gamma_{t-1}) - R*) <= Phi_{t-1} - E Phi_t + kappa P lambda_1^2 d/(2m)
+  - (2 lambda_1/lambda_2) <gamma_{t-1} - theta*, (1/m) sum_k s_k>, Phi = ||gamma - theta*||^2
+  + kappa C (the proof's form, with d; s_k the subgradient of eq. 11).  Check
+  ``proof-inequalities``: ratio = the largest left / right side.
+
 Instance: random quadratic clients (``constants="clients"``), uniform weights,
 exact local solves, eps = 0; Lemma B.3 from the state after ``warmup`` rounds of
 uniform sampling.
@@ -62,11 +77,14 @@ THEOREMS = [
             "theta_k", "Tables 3-4"),
     Theorem("alg3-sparser", _PAPER, "Figure 2: Algorithm 3's transmitted changes are sparser than FedDyn's",
             "Fig. 2"),
+    Theorem("proof-inequalities", _PAPER,
+    "eqs. 27-29, Lemma B.5 and Theorem B.6 (one round, exact expectation "
+            "over the sampling, KKT subgradient)", "App. B.2"),
 ]
 QUICK: dict[str, Any] = {
     "n_clients": 6, "dim": 8, "sampled": 3, "L": 1.0, "mu": 0.1, "heterogeneity": 1.0, "init_distance": 2.0,
     "lambda2": 1.0, "lambda1": 0.05, "warmup": 4, "tol": 1e-6,
-    "hist_rounds": 20, "hist_lambda1": 0.05, "bin_width": 0.01,
+    "hist_rounds": 20, "hist_lambda1": 0.05, "bin_width": 0.01, "proof_lambda2_over_beta": 30.0,
 }
 FULL: dict[str, Any] = {**QUICK, "n_clients": 8, "dim": 30, "sampled": 4, "warmup": 10, "hist_rounds": 100}
 EXPECTED_AXES = 2
@@ -113,6 +131,60 @@ def lemma_b3(fed: Any, x0: np.ndarray, cfg: dict[str, Any], subgradient: str,
             "lemma_b2_gap": float(np.linalg.norm(state.h - state.grads.mean(axis=0)))}
 
 
+def proof_inequalities(fed: Any, x0: np.ndarray, cfg: dict[str, Any], rng: np.random.Generator
+                       ) -> dict[str, dict[str, float]]:
+    """Left and right sides of eqs. 27-29, Lemma B.5 and Theorem B.6 for one round from the state after
+    ``warmup`` sampled rounds,
+    every expectation over round t's sampling by enumerating the C(m, P) subsets."""
+    m, P, d, lam1 = fed.n_clients, cfg["sampled"], fed.dim, cfg["lambda1"]
+    beta = float(fed.client_L.max())
+    lam2 = cfg["proof_lambda2_over_beta"] * beta
+    alg = FedElasticNet(base="feddyn", lambda1=lam1, lambda2=lam2, subgradient="kkt")
+    state = run_rounds(alg, fed, cfg["warmup"], x0=x0, participation=UniformSampling(P),
+                       seed=int(rng.integers(0, 2**31 - 1))).state
+    theta_star = fed.optimum()
+    g_star = fed.client_grad(np.broadcast_to(theta_star, (m, d)), np.arange(m))
+    r_star = float(fed.loss(theta_star))
+
+    def C(grads: np.ndarray) -> float:
+        return float(np.mean(np.sum((grads - g_star) ** 2, axis=1)))
+
+    gamma_prev = state.x + state.h / lam2
+    gap_prev = float(fed.loss(gamma_prev)) - r_star
+    draws = np.random.default_rng(0)
+    rows = []
+    for S in combinations(range(m), P):
+        new, _ = alg.round(state, fed, FixedSubset(S), draws)
+        gamma = new.x + new.h / lam2
+        rows.append((C(new.grads), float(new.h @ new.h), float(np.sum((gamma - gamma_prev) ** 2)),
+                     float(np.sum((gamma - theta_star) ** 2))))
+    EC, Eh2, Estep, Edist = (float(v) for v in np.mean(rows, axis=0))
+    _, info = alg.round(state, fed, FixedSubset(range(m)), draws)
+    delta = np.asarray(info.extra["local_change"])
+    theta = state.x + delta
+    eps_t = float(np.mean(np.sum((theta - gamma_prev) ** 2, axis=1)))
+    vbar = (theta - gamma_prev).mean(axis=0)
+    s_kkt = (state.grads - fed.client_grad(theta, np.arange(m)) - lam2 * delta) / lam1
+    k = {"kappa": 10 * m / P / lam2 * (lam2 + beta) / (lam2 ** 2 - 25 * beta ** 2),
+         "kappa_0": 2 / lam2 * (lam2 ** 2 - 25 * lam2 * beta - 50 * beta ** 2) / (lam2 ** 2 - 25 * beta ** 2)}
+    C_prev = C(state.grads)
+    phi_prev = float(np.sum((gamma_prev - theta_star) ** 2)) + k["kappa"] * C_prev
+    sign_term = 2 * lam1 / lam2 * float((gamma_prev - theta_star) @ s_kkt.mean(axis=0))
+    return {
+        "eq27": {"lhs": Eh2, "rhs": EC},
+        "eq28": {"lhs": EC,
+        "rhs": (1 - P / m) * C_prev + 2 * beta ** 2 * P / m * eps_t + 4 * beta * P / m * gap_prev},
+        "eq29": {"lhs": Estep, "rhs": eps_t,
+                 # sampling P of m without replacement: E||mean_S v||^2 = ||v_bar||^2 + (m-P)/(P(m-1)) Var(v)
+                 "closed_form": float(vbar @ vbar) + (m - P) / (P * (m - 1)) * (eps_t - float(vbar @ vbar))},
+        "lemma_b5": {"lhs": (1 - 5 * beta ** 2 / lam2 ** 2) * eps_t,
+                     "rhs": (10 * C_prev + 10 * beta * gap_prev + 5 * lam1 ** 2 * d) / lam2 ** 2},
+        "theorem_b6": {"lhs": k["kappa_0"] * gap_prev,
+                       "rhs": phi_prev - (Edist + k["kappa"] * EC) + k["kappa"] * P * lam1 ** 2 * d / (2 * m)
+                       - sign_term},
+    }
+
+
 def excess_kurtosis(v: np.ndarray) -> float:
     """E[(v - mean)^4] / Var^2 - 3 (0 for a Gaussian, 3 for a Laplacian)."""
     c = np.asarray(v, dtype=float) - np.mean(v)
@@ -151,8 +223,11 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     out: dict[str, Any] = {"seed": seed, "m": config["n_clients"], "P": config["sampled"], "d": config["dim"],
                            "lambda1": config["lambda1"], "lambda2": config["lambda2"], "tol": config["tol"],
                            "x0": x0, "hist_rounds": config["hist_rounds"]}
-    for part in progress(["kkt", "sign", "hist"], desc=NAME):
-        if part in ("kkt", "sign"):
+    for part in progress(["kkt", "sign", "hist", "proof"], desc=NAME):
+        if part == "proof":
+            out["proof"] = proof_inequalities(fed, x0, config, rng)
+            out["proof_lambda2"] = config["proof_lambda2_over_beta"] * float(fed.client_L.max())
+        elif part in ("kkt", "sign"):
             out[f"b3_{part}"] = lemma_b3(fed, x0, config, part, rng)
         else:
             fd = transmitted(fed, x0, 0.0, config)
@@ -203,6 +278,20 @@ def checks(results: dict[str, Any]) -> list[Check]:
     else:
         out.append(Check("alg3-sparser", "holds" if ratio <= 1 else "violated", ratio,
                          text if ratio <= 1 else f"{text}; {inst}"))
+    proof = results["proof"]
+    ratios = {name: (v["lhs"] / v["rhs"] if v["rhs"] > 0 else (0.0 if v["lhs"] <= 0 else float("inf")))
+              for name, v in proof.items()}
+    name = max(ratios, key=lambda n: ratios[n])
+    text = (f"lambda_2 = {results['proof_lambda2']:.4g}; left/right: "
+            + ", ".join(f"{n} {r:.4g} ({proof[n]['lhs']:.4g} vs {proof[n]['rhs']:.4g})" for n,
+            r in ratios.items()))
+    worst = ratios[name]
+    if not np.isfinite(worst):
+        out.append(Check("proof-inequalities", "violated", None,
+        f"{name}: right side <= 0 < left side; {text}; {inst}"))
+    else:
+        out.append(Check("proof-inequalities", "holds" if worst <= 1 else "violated", worst,
+                         text if worst <= 1 else f"{text}; {inst}"))
     return out
 
 

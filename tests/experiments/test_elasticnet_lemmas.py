@@ -60,7 +60,9 @@ def test_excess_kurtosis_of_gaussian_and_laplace_samples():
 
 def _fake():
     b = {"subsets": 10, "rel_err_kkt": 1e-12, "rel_err_sign": 1e-12, "pinned": 0, "lemma_b2_gap": 0.0}
+    proof = {"eq27": {"lhs": 1.0, "rhs": 2.0}, "lemma_b5": {"lhs": 0.1, "rhs": 0.4}}
     return {"seed": 1, "m": 5, "P": 2, "d": 3, "lambda1": 0.1, "lambda2": 1.0, "tol": 1e-6, "hist_rounds": 4,
+            "proof": proof, "proof_lambda2": 30.0,
             "b3_kkt": dict(b), "b3_sign": dict(b),
             "feddyn": {"entropy_delta": 2.0, "entropy_theta": 4.0, "nonzero_fraction": 1.0, "kurtosis": 0.1},
             "alg3": {"entropy_delta": 1.0, "entropy_theta": 4.0, "nonzero_fraction": 0.25, "kurtosis": 3.0}}
@@ -69,7 +71,9 @@ def _fake():
 def test_checks_hold_then_flag():
     c = {x.theorem: x for x in exp.checks(_fake())}
     assert {k: v.status for k, v in c.items()} == dict.fromkeys(
-        ("lemma-b3", "lemma-b3-as-printed", "feddyn-delta-entropy", "alg3-sparser"), "holds")
+        ("lemma-b3", "lemma-b3-as-printed", "feddyn-delta-entropy", "alg3-sparser", "proof-inequalities"),
+        "holds")
+    assert c["proof-inequalities"].ratio == pytest.approx(0.5)
     assert c["feddyn-delta-entropy"].ratio == pytest.approx(0.5)
     assert c["alg3-sparser"].ratio == pytest.approx(0.25)
     bad = copy.deepcopy(_fake())
@@ -80,6 +84,10 @@ def test_checks_hold_then_flag():
     assert c["lemma-b3-as-printed"].status == "violated"
     assert c["lemma-b3-as-printed"].ratio == pytest.approx(2e5)
     assert c["alg3-sparser"].status == "violated"
+    bad["proof"]["lemma_b5"] = {"lhs": 0.5, "rhs": 0.4}
+    c = {x.theorem: x for x in exp.checks(bad)}
+    assert c["proof-inequalities"].status == "violated"
+    assert c["proof-inequalities"].ratio == pytest.approx(1.25)
 
 
 _FINDING = ("FINDING: Lemma B.3 as printed (Algorithm 3 with sign(0) = 0, and sign in the formula) is off by "
@@ -101,3 +109,14 @@ def test_finding_lemma_b3_as_printed_fails_where_the_l1_term_pins_coordinates():
     exp.lemma_b3(fed, x0, cfg, "kkt", rng)              # the experiment draws the kkt run first
     res = exp.lemma_b3(fed, x0, cfg, "sign", rng)
     assert res["rel_err_sign"] <= cfg["tol"]
+
+
+def test_proof_inequalities_hold_and_the_enumeration_matches_sampling_without_replacement():
+    fed, x0 = _instance(m=5, d=4, seed=6)
+    cfg = dict(exp.QUICK, sampled=2, lambda1=0.05, warmup=3)
+    res = exp.proof_inequalities(fed, x0, cfg, np.random.default_rng(2))
+    assert res["eq29"]["lhs"] == pytest.approx(res["eq29"]["closed_form"], rel=1e-9)
+    for name, v in res.items():
+        assert v["lhs"] <= v["rhs"] * (1 + 1e-12), name
+    # eq. 27 is Jensen's inequality with h^t = mean g_k (Lemma B.2) and mean grad L_k(theta*) = 0
+    assert res["eq27"]["lhs"] <= res["eq27"]["rhs"]

@@ -156,18 +156,32 @@ ITEMS: tuple[Item, ...] = (
     _i(key=f"{P}:eq27-29", number="eq. 27, eq. 28, eq. 29", kind="lemma",
        statement="E||h^t||^2 <= C_t; C_t recursion; E||gamma_t - gamma_{t-1}||^2 <= eps_t (taken from FedDyn "
                  "with the proofs omitted).",
-       coverage="none", note="not evaluated"),
+       code=("fltheory.algorithms.FedElasticNet",),
+       tests=("tests/experiments/test_elasticnet_lemmas.py::test_proof_inequalities_hold_and_the_enumeration_matches_sampling_without_replacement",),
+       checks=("elasticnet_lemmas:proof-inequalities",),
+       coverage="full", coverage_before="none",
+       note="one round from a sampled state, expectations exact by enumerating the client subsets; KKT "
+            "subgradient (the printed sign(0) = 0 breaks the stored-gradient identities)"),
     _i(key=f"{P}:lemmaB4", number="Lemma B.4, eq. 30, eq. 31", kind="lemma",
        statement="One-round recursion for E||gamma_t - theta*||^2 with the extra lambda_1 sign term.",
        coverage="none", note="not evaluated"),
     _i(key=f"{P}:lemmaB5", number="Lemma B.5", kind="lemma",
        statement="(1 - 5 beta^2/lambda_2^2) eps_t <= (10/lambda_2^2) C_{t-1} + (10 beta/lambda_2^2) "
                  "E[R(gamma_{t-1}) - R*] + 5 lambda_1^2 d / lambda_2^2.",
-       coverage="none", note="not evaluated"),
+       code=("fltheory.algorithms.FedElasticNet",),
+       tests=("tests/experiments/test_elasticnet_lemmas.py::test_proof_inequalities_hold_and_the_enumeration_matches_sampling_without_replacement",),
+       checks=("elasticnet_lemmas:proof-inequalities",),
+       coverage="full", coverage_before="none",
+       note="one round, lambda_2 = 30 beta, exact (deterministic given the state)"),
     _i(key=f"{P}:thmB6", number="Theorem B.6", kind="lemma",
        statement="One-round inequality kappa_0 E[R(gamma_{t-1}) - R*] <= Phi_{t-1} - Phi_t + kappa P "
                  "lambda_1^2/(2m) - sign term, Phi_t = E||gamma_t - theta*||^2 + kappa C_t.",
-       coverage="none", note="not evaluated (the printed inequality drops the d of lambda_1^2 d)"),
+       code=("fltheory.algorithms.FedElasticNet",),
+       tests=("tests/experiments/test_elasticnet_lemmas.py::test_proof_inequalities_hold_and_the_enumeration_matches_sampling_without_replacement",),
+       checks=("elasticnet_lemmas:proof-inequalities",),
+       coverage="full", coverage_before="none",
+       note="evaluated in the proof's form (lambda_1^2 d, the printed statement drops d) with the KKT "
+            "subgradient in the sign term, one round, exact expectation over the sampling"),
     _i(key=f"{P}:b3", number="App. B.3", kind="claim",
        statement="If the sign coordinates are IID +-1, P(mean sign > delta) <= exp(-m delta^2/2): the sign "
                  "term of Theorem 3.1 is negligible for many clients.",
