@@ -38,6 +38,9 @@ Seed 003 (FedElasticNet, ICLR 2023 submission):
   beta (the theorem's lambda_2 > 27 beta), beta = max L_k:
   eq. 27 E||h^t||^2 <= C_t; eq. 28 C_t <= (1 - P/m) C_{t-1} + (2 beta^2 P/m) eps_t
   + (4 beta P/m) (R(gamma_{t-1}) - R*); eq. 29 E||gamma_t - gamma_{t-1}||^2 <= eps_t;
+  Lemma B.4 E||gamma_t - theta*||^2 <= ||gamma_{t-1} - theta*||^2 - (2/lambda_2)(R(gamma_{t-1}) - R*)
+  + (beta/lambda_2) eps_t + E||gamma_t - gamma_{t-1}||^2 - (2 lambda_1/lambda_2) <gamma_{t-1} - theta*,
+  (1/m) sum_k s_k>;
   Lemma B.5 (1 - 5 beta^2/lambda_2^2) eps_t <= (10/lambda_2^2) C_{t-1}
   + (10 beta/lambda_2^2)(R(gamma_{t-1}) - R*) + 5 lambda_1^2 d/lambda_2^2; and Theorem
   B.6 kappa_0 (R(gamma_{t-1}) - R*) <= Phi_{t-1} - E Phi_t + kappa P lambda_1^2 d/(2m)
@@ -177,6 +180,8 @@ def proof_inequalities(fed: Any, x0: np.ndarray, cfg: dict[str, Any], rng: np.ra
         "eq29": {"lhs": Estep, "rhs": eps_t,
                  # sampling P of m without replacement: E||mean_S v||^2 = ||v_bar||^2 + (m-P)/(P(m-1)) Var(v)
                  "closed_form": float(vbar @ vbar) + (m - P) / (P * (m - 1)) * (eps_t - float(vbar @ vbar))},
+        "lemma_b4": {"lhs": Edist, "rhs": float(np.sum((gamma_prev - theta_star) ** 2)) - 2 / lam2 * gap_prev
+                     + beta / lam2 * eps_t + Estep - sign_term},
         "lemma_b5": {"lhs": (1 - 5 * beta ** 2 / lam2 ** 2) * eps_t,
                      "rhs": (10 * C_prev + 10 * beta * gap_prev + 5 * lam1 ** 2 * d) / lam2 ** 2},
         "theorem_b6": {"lhs": k["kappa_0"] * gap_prev,

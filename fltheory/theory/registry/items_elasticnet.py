@@ -164,7 +164,11 @@ ITEMS: tuple[Item, ...] = (
             "subgradient (the printed sign(0) = 0 breaks the stored-gradient identities)"),
     _i(key=f"{P}:lemmaB4", number="Lemma B.4, eq. 30, eq. 31", kind="lemma",
        statement="One-round recursion for E||gamma_t - theta*||^2 with the extra lambda_1 sign term.",
-       coverage="none", note="not evaluated"),
+       code=("fltheory.algorithms.FedElasticNet",),
+       tests=("tests/experiments/test_elasticnet_lemmas.py::test_proof_inequalities_hold_and_the_enumeration_matches_sampling_without_replacement",),
+       checks=("elasticnet_lemmas:proof-inequalities",),
+       coverage="full", coverage_before="none",
+       note="one round, exact expectation over the sampling, KKT subgradient in the sign term"),
     _i(key=f"{P}:lemmaB5", number="Lemma B.5", kind="lemma",
        statement="(1 - 5 beta^2/lambda_2^2) eps_t <= (10/lambda_2^2) C_{t-1} + (10 beta/lambda_2^2) "
                  "E[R(gamma_{t-1}) - R*] + 5 lambda_1^2 d / lambda_2^2.",
