@@ -92,7 +92,11 @@ ITEMS: tuple[Item, ...] = (
     _v1(key=f"{V1}:same-direction", number="sec. 4.1 (i)", kind="claim",
         statement="Aggregated over clients, SCAFFOLD's local update equals FedAvg's (the server direction "
                   "is unchanged).",
-        coverage="none", note="not evaluated"),
+        code=("fltheory.algorithms.Scaffold", "fltheory.algorithms.FedAvg"),
+        tests=("tests/algorithms/test_scaffold_v1_claims.py::test_one_local_step_aggregate_equals_fedavg_when_controls_average_to_c",),
+        coverage="partial", coverage_before="none",
+        note="exact for one local step (mean_i c_i = c cancels the corrections); for K > 1 the paper only "
+             "says 'similar' and nothing is measured"),
     _v1(key=f"{V1}:drift", number="sec. 4.1 (ii)", kind="claim",
         statement="The drift of SCAFFOLD's local iterates is bounded by terms that vanish near the optimum, "
                   "independently of heterogeneity.",
@@ -141,11 +145,18 @@ ITEMS: tuple[Item, ...] = (
         coverage="full"),
     _v1(key=f"{V1}:saga", number="sec. 5 (SAGA, SGD)", kind="claim",
         statement="With N large, S = 1, K = 1 and eta_g = 1 SCAFFOLD is SAGA; with N = 1 it is SGD.",
-        coverage="none", note="neither reduction is tested"),
+        code=("fltheory.algorithms.Scaffold",),
+        tests=("tests/algorithms/test_scaffold_v1_claims.py::test_with_one_client_scaffold_is_local_gradient_descent",),
+        coverage="partial", coverage_before="none",
+        note="the N = 1 reduction to local (S)GD is tested exactly; the SAGA equivalence is not"),
     _v1(key=f"{V1}:sampling-unbiased", number="sec. 6.1 (i)", kind="claim",
         statement="In expectation over the client sampling, the update equals the full-participation "
                   "(FedAvg) one.",
-        coverage="none", note="not evaluated (exact expectations over sampling are the exact-moments work)"),
+        code=("fltheory.algorithms.Scaffold",),
+        tests=("tests/algorithms/test_scaffold_v1_claims.py::test_sampling_is_unbiased_for_the_server_model",),
+        coverage="full", coverage_before="none",
+        note="exact expectation of the server model over all S-subsets, one round from a state with "
+             "non-zero controls"),
     _v1(key=f"{V1}:sampling-drift", number="sec. 6.1 (ii)", kind="claim",
         statement="With sampling the drift bound gains a term in the control-variate error.",
         coverage="none", note="not evaluated"),
