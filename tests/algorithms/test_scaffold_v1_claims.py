@@ -59,7 +59,7 @@ def test_with_one_client_scaffold_is_local_gradient_descent():
 
 @pytest.mark.parametrize("S", [1, 2, 3])
 def test_sampling_is_unbiased_for_the_server_model(S):
-    # E over uniform S-subsets of x + (eta_g/S) sum_{i in S} Delta_i = x + eta_g mean_i Delta_i (every client's
+    # E over uniform S-subsets of x + (eta_g/S) sum_{i in S} Delta_i = x + eta_g mean_i Delta_i (a client's
     # update does not depend on who else is sampled), i.e. the full-participation server model
     fed = random_quadratic(4, 2, L=2.0, mu=0.5, heterogeneity=1.0, seed=3, constants="clients")
     rng = np.random.default_rng(1)
