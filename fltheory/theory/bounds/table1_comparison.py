@@ -62,12 +62,13 @@ def table1_efl_comparison(*, eps: float, S: int, G: float, mu: float, L: float,
     S_ = _pos("S", S)
     efl = table1_rounds("EFL", eps=eps_, S=int(S_), G=G_, mu=mu_, L=L_)
     out: dict[str, dict[str, float | bool]] = {}
-    rows: list[tuple[str, dict[str, float], float]] = [("SCAFFOLD", {"L": L_}, L_ * (1 - math.sqrt(eps_)))]
+    rows: list[tuple[str, float | None, float | None, float]] = [
+        ("SCAFFOLD", L_, None, L_ * (1 - math.sqrt(eps_)))]
     if delta is not None:
-        rows.append(("MIME", {"delta": _pos("delta", delta, allow_zero=True)}, L_ / math.sqrt(eps_)))
+        rows.append(("MIME", None, _pos("delta", delta, allow_zero=True), L_ / math.sqrt(eps_)))
     e_opt = efl.terms["L/(mu sqrt eps)"]
-    for name, extra, threshold in rows:
-        other = table1_rounds(name, eps=eps_, S=int(S_), G=G_, mu=mu_, **extra)
+    for name, row_L, row_delta, threshold in rows:
+        other = table1_rounds(name, eps=eps_, S=int(S_), G=G_, mu=mu_, L=row_L, delta=row_delta)
         assert efl.value is not None and other.value is not None
         o_opt = other.value - other.terms["G2/(mu S eps)"]
         out[name] = {"efl": efl.value, "other": other.value, "ratio": efl.value / other.value,
