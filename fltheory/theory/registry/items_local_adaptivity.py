@@ -152,8 +152,14 @@ ITEMS: tuple[Item, ...] = (
     _i(key=f"{P}:better-opt", number="sec. 4 (better client optimizers)", kind="claim",
        statement="The bound of eq. 7 increases with rho_bar, so client optimizers with smaller contraction "
                  "constants speed up global convergence.",
-       code=("fltheory.theory.bounds.fedopt_theorem1",),
-       coverage="none", note="monotonicity and the claimed speed-up are not evaluated"),
+       code=("fltheory.theory.bounds.fedopt_theorem1", "fltheory.theory.mann_rate"),
+       tests=("tests/theory/test_bounds_local_adaptivity_claims.py::"
+              "test_theorem1_bound_increases_with_the_contraction_constant",
+              "tests/theory/test_bounds_local_adaptivity_claims.py::"
+              "test_more_local_progress_gives_a_smaller_constant_and_a_faster_exact_rate"),
+       coverage="partial", coverage_before="none",
+       note="monotonicity of the (recursion-form) bound and the exact rate of GD clients with more local "
+            "steps; adaptive client optimizers are not compared (their A1 constants fail, see Assumption 1)"),
     _i(key=f"{P}:fedavg-vanishing", number="sec. 4, App. D", kind="claim",
        statement="GD clients with equal rates and steps on quadratics: x~ - x* = O(eta), vanishing as the "
                  "client rate decays.",
