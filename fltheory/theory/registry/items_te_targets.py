@@ -86,7 +86,8 @@ ITEMS: tuple[Item, ...] = (
        tests=("tests/experiments/test_te_table2_rows.py::test_decay_multiplies_the_rate_of_round_t_by_decay_to_the_t",
               "tests/experiments/test_te_table2_rows.py::test_without_decay_the_runner_is_the_library_run"),
        coverage="partial", coverage_before="none",
-       note="the 0.99 per-round decay is applied by experiment te_table2_rows (its verdicts belong to Table 2 "
+       note="the 0.99 per-round decay is applied by experiment te_table2_rows (its verdicts belong to Table "
+            "2 "
             "and sec. 4.2); the paper's 0.005 rate, "
             "epochs and batch size belong to its CNN runs and are not used"),
     _i(key=f"{P}:table2", number="Table 2", kind="table",
