@@ -37,8 +37,24 @@ restated in THEORY.md section 3:
   estimate (``a2_samples`` noisy client maps per client in one vectorized
   ``local_descent`` batch, 95% band).
 
+* Tight A1 constant for every eta < 2/L_i (``a1-sgd-tight``): tau GD steps on a
+  mu-strongly convex L-smooth function are Lipschitz with constant
+  max(|1 - eta mu|, |1 - eta L|)^tau for *every* eta
+  (``fltheory.theory.bounds.gd_contraction.gd_contraction_factor``), which is
+  (1 - eta mu)^tau up to eta = 2/(L + mu).  Swept over eta = f / max_i L_i for
+  ``tight_lr_factors`` f (f > 1 leaves the old hypothesis eta <= 1/L): the
+  sampled ratios and the exact operator norm ||(I - eta H_i)^tau||_2 (closed
+  form from the spectrum) against the constant; the exact norm attains it.
+* Where A1 holds for adaptive clients (``a1-adaptive``): restarted AdaGrad's
+  first step is eta g / (sqrt(v0 + g^2) + eps), whose slope at g = 0 is
+  eta / (sqrt(v0) + eps): the map has no useful Lipschitz constant only when the
+  initial accumulator v0 is (near) 0.  The straddling pair and random pairs are
+  measured for every ``adagrad_initial_accumulators`` value and every Adam
+  ``adam_eps`` value, and each setting is reported as A1 holding (largest
+  ratio < 1) or failing.
+
 The client rate is eta = ``lr_factor`` / max_i L_i, computed from the problem,
-so eta <= 1/L_i holds for every client.
+so eta <= 1/L_i holds for every client in the tau sweep.
 """
 
 from __future__ import annotations
@@ -56,6 +72,7 @@ from fltheory.algorithms.local import local_descent
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.quadratic import QuadraticFederation
 from fltheory.theory import fedopt_quadratic_fixed_point, mann_rate
+from fltheory.theory.bounds.gd_contraction import gd_contraction_factor
 from fltheory.theory.bounds.local_adaptivity import fedopt_theorem1_quadratic
 from fltheory.theory.operators import (fedopt_operator, lipschitz_ratios, operator_fixed_point,
                                        sgd_contraction_bound)
@@ -66,8 +83,11 @@ _PAPER = "seed 001 (Local Adaptivity, Wang et al.)"
 THEOREMS = [
     Theorem("a1-sgd", _PAPER, "Assumption 1 for SGD: Lip(O_i) <= (1 - eta mu_i)^tau_i, eta <= 1/L_i",
             "THEORY.md sec. 3 (unsquared and squared forms)"),
-    Theorem("a1-adaptive", _PAPER, "Assumption 1 (rho_i < 1) for AdaGrad / Adam clients",
-            "THEORY.md sec. 3"),
+    Theorem("a1-sgd-tight", "textbook (Nesterov 2004, Thm 2.1.15 setting) for seed 001 A1",
+            "Lip(tau GD steps) <= max(|1 - eta mu_i|, |1 - eta L_i|)^tau_i for every eta < 2/L_i",
+            "attained by quadratics"),
+    Theorem("a1-adaptive", _PAPER, "Assumption 1 (rho_i < 1) for AdaGrad / Adam clients, swept over "
+            "AdaGrad's initial accumulator and Adam's eps", "THEORY.md sec. 3"),
     Theorem("a2-sgd", _PAPER, "Assumption 2 for SGD: E||O_i(x) - E O_i(x)||^2 <= phi_i = tau eta^2 sigma^2",
             "THEORY.md sec. 3 [derived]"),
     Theorem("mann-rate", _PAPER, "Mann iteration of T: ||x_t - x~|| <= rho^t ||x_0 - x~|| (SGD, exact); "
@@ -89,23 +109,71 @@ QUICK: dict[str, Any] = {
     "mc_runs": 48, "mc_rounds": 25,
     "a2_samples": 4000,               # noisy client maps per client for A2
     "start_distance": 2.0,
+    "tight_lr_factors": [0.5, 1.0, 1.5, 1.9],            # eta = f / max_i L_i, f < 2
+    "adagrad_initial_accumulators": [0.0, 1e-4, 1e-2, 1e-1],
+    "adam_eps": [1e-8, 1e-4, 1e-2, 1e-1],
 }
 FULL: dict[str, Any] = {**QUICK, "n_clients": 8, "dim": 6, "taus": [1, 2, 4, 8, 16, 32],
                         "n_pairs": 40, "rate_rounds": 400, "mc_runs": 1000, "mc_rounds": 60,
                         "a2_samples": 100000}
-EXPECTED_AXES = 3
+EXPECTED_AXES = 5
 _ADAPTIVE = ("adagrad", "adam")
 
 
-def _client(kind: str, cfg: dict[str, Any], eta: float) -> optim.Optimizer:
+def _client(kind: str, cfg: dict[str, Any], eta: float, regulariser: float | None = None) -> optim.Optimizer:
+    """SGD(eta), or AdaGrad / Adam at ``lr_adaptive``; ``regulariser`` is AdaGrad's
+    initial accumulator or Adam's eps (library defaults 0 and 1e-8 when None)."""
     if kind == "sgd":
         return optim.sgd(eta)
-    return optim.adagrad(cfg["lr_adaptive"]) if kind == "adagrad" else optim.adam(cfg["lr_adaptive"])
+    if kind == "adagrad":
+        return optim.adagrad(cfg["lr_adaptive"], initial_accumulator=regulariser or 0.0)
+    return optim.adam(cfg["lr_adaptive"], eps=1e-8 if regulariser is None else regulariser)
 
 
-def _fedopt(kind: str, cfg: dict[str, Any], eta: float, tau: int, server_lr: float = 1.0) -> FedOpt:
-    return FedOpt(client_optimizer=_client(kind, cfg, eta), server_optimizer=optim.sgd(server_lr),
-                  local_steps=tau)
+def _fedopt(kind: str, cfg: dict[str, Any], eta: float, tau: int, server_lr: float = 1.0,
+            regulariser: float | None = None) -> FedOpt:
+    return FedOpt(client_optimizer=_client(kind, cfg, eta, regulariser),
+                  server_optimizer=optim.sgd(server_lr), local_steps=tau)
+
+
+def exact_gd_map_norm(fed: QuadraticFederation, eta: float, tau: int) -> np.ndarray:
+    """||(I - eta H_i)^tau||_2 = max_j |1 - eta lambda_ij|^tau per client (H_i symmetric) -> (N,):
+    the exact Lipschitz constant of tau local GD steps on client i."""
+    return np.max(np.abs(1.0 - eta * fed.client_eigenvalues), axis=1) ** tau
+
+
+def _a1_tight(fed: QuadraticFederation, cfg: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """Sampled ratios and exact norms of tau GD steps vs the tight constant, over eta = f / max L_i."""
+    tau, L_max = cfg["local_steps"], float(fed.client_L.max())
+    out: dict[str, Any] = {"factors": cfg["tight_lr_factors"], "eta": [], "bound": [], "exact": [],
+                           "sampled": [], "beyond_one_over_L": []}
+    for f in cfg["tight_lr_factors"]:
+        eta = f / L_max
+        T = fedopt_operator(_fedopt("sgd", cfg, eta, tau), fed)
+        out["eta"].append(eta)
+        out["bound"].append(gd_contraction_factor(eta, tau, fed.client_mu, fed.client_L))
+        out["exact"].append(exact_gd_map_norm(fed, eta, tau))
+        out["sampled"].append(lipschitz_ratios(T, rng, n_pairs=cfg["n_pairs"],
+                                               radius=cfg["pair_radius"]).max_ratio)
+        out["beyond_one_over_L"].append(int(np.sum(eta * fed.client_L > 1)))
+    return out
+
+
+def _a1_adaptive_sweep(fed: QuadraticFederation, cfg: dict[str, Any], rng: np.random.Generator
+                       ) -> dict[str, Any]:
+    """Straddling-pair and random-pair ratios of restarted AdaGrad (per initial
+    accumulator) and Adam (per eps), tau = ``local_steps``."""
+    tau, out = cfg["local_steps"], {}
+    for kind, key in (("adagrad", "adagrad_initial_accumulators"), ("adam", "adam_eps")):
+        straddle, random = [], []
+        for value in cfg[key]:
+            alg = _fedopt(kind, cfg, 0.0, tau, regulariser=value)
+            straddle.append(straddle_ratio(fed, alg, cfg["straddle_half_width"]))
+            random.append(float(lipschitz_ratios(fedopt_operator(alg, fed), rng, n_pairs=cfg["n_pairs"],
+                                                 radius=cfg["pair_radius"]).max_ratio.max()))
+        out[kind] = {"parameter": "initial accumulator" if kind == "adagrad" else "eps",
+                     "values": cfg[key], "straddle": straddle, "random": random}
+    return out
 
 
 def exact_second_moment(fed: QuadraticFederation, eta: float, tau: int, server_lr: float,
@@ -250,6 +318,7 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
             "rate_rel_tol": config["rate_rel_tol"], "mc_runs": config["mc_runs"],
             "straddle_half_width": config["straddle_half_width"],
             "a1": _a1(fed, config, eta, rng), "a2": _a2(fed, config, eta, x0, rng),
+            "a1_tight": _a1_tight(fed, config, rng), "a1_sweep": _a1_adaptive_sweep(fed, config, rng),
             "mann": _mann(fed, config, eta, x0),
             "theorem1": _theorem1(fed, config, eta, x0, rng)}
 
@@ -296,6 +365,9 @@ def checks(results: dict[str, Any]) -> list[Check]:
             out.append(Check("a1-adaptive", "not checkable", worst_all,
                              f"{msg}: ratio >= 1, A1 fails for this client optimizer, Theorem 1 does not "
                              f"apply; {inst}"))
+    out.extend(tight_checks(results["a1_tight"], inst))
+    out.extend(adaptive_sweep_checks(results["a1_sweep"], results["straddle_half_width"],
+                                     results["local_steps"]))
     a2 = results["a2"]
     phi = np.asarray(a2["phi"])
     r_exact = np.asarray(a2["exact"]) / phi
@@ -354,12 +426,55 @@ def checks(results: dict[str, Any]) -> list[Check]:
     return out
 
 
+def tight_checks(tight: dict[str, Any], inst: str) -> list[Check]:
+    """One ``a1-sgd-tight`` check: worst (sampled or exact) / tight constant over the eta sweep."""
+    bound, exact, sampled = (np.asarray(tight[k]) for k in ("bound", "exact", "sampled"))
+    ratio = np.maximum(exact, sampled) / bound
+    worst = float(ratio.max())
+    k = int(np.unravel_index(int(ratio.argmax()), ratio.shape)[0])
+    detail = (f"eta L_max in {list(tight['factors'])}: max measured/constant {worst:.6f} (at eta L_max = "
+              f"{tight['factors'][k]}); exact ||(I - eta H_i)^tau|| / constant in "
+              f"[{float((exact / bound).min()):.6f}, {float((exact / bound).max()):.6f}] (attained); "
+              f"{int(np.sum(tight['beyond_one_over_L']))} client-steps beyond the old hypothesis "
+              "eta <= 1/L_i")
+    if worst <= 1 + 1e-12:            # the exact norm equals the constant up to rounding (attained)
+        return [Check("a1-sgd-tight", "holds", min(worst, 1.0), detail)]
+    return [Check("a1-sgd-tight", "violated", worst, f"{detail}; {inst}")]
+
+
+def adaptive_sweep_checks(sweep: dict[str, Any], half_width: float, tau: int) -> list[Check]:
+    """One ``a1-adaptive`` check per optimizer setting: "holds" when the largest
+    measured ratio (straddling pair, random pairs) is < 1; else A1 fails there and
+    Theorem 1 does not apply ("not checkable")."""
+    out = []
+    for kind, s in sweep.items():
+        for value, st, rd in zip(s["values"], s["straddle"], s["random"], strict=True):
+            worst = max(float(st), float(rd))
+            msg = (f"{kind}, {s['parameter']} {value:g} (tau = {tau}): ratio {float(st):.4g} on the pair "
+                   f"straddling client 0's g_0 = 0 (half-width {half_width:g}), {float(rd):.4g} over "
+                   "random pairs")
+            if worst < 1:
+                out.append(Check("a1-adaptive", "holds", worst, f"A1 holds: {msg}"))
+            else:
+                out.append(Check("a1-adaptive", "not checkable", worst,
+                                 f"A1 fails (ratio >= 1), Theorem 1 does not apply: {msg}"))
+    return out
+
+
 def macros(results: dict[str, Any]) -> dict[str, float]:
     a1, th = results["a1"], results["theorem1"]
     out = {"a1_sgd_max_ratio": float(np.max(a1["ratio_unsquared"])),
            "a1_sgd_max_ratio_squared": float(np.max(a1["ratio_squared"])),
            "rho_mann_sgd": float(results["mann"]["rho_sgd"]),
            "rho_mann_adagrad": float(results["mann"]["rho_adagrad"])}
+    tight = results["a1_tight"]
+    out["a1_sgd_tight_max_ratio"] = float(np.max(np.maximum(np.asarray(tight["exact"]),
+                                                            np.asarray(tight["sampled"]))
+                                                 / np.asarray(tight["bound"])))
+    for kind, s in results["a1_sweep"].items():
+        for value, st in zip(s["values"], s["straddle"], strict=True):
+            tag = f"{value:.0e}".replace("-", "m").replace("+", "p").replace(".", "_")
+            out[f"a1_{kind}_straddle_{tag}"] = float(st)
     out["a2_max_ratio_exact"] = float(np.max(np.asarray(results["a2"]["exact"]) / np.asarray(results["a2"]["phi"])))
     for kind in _ADAPTIVE:
         out[f"a1_{kind}_max_lipschitz"] = float(np.max(a1["measured"][kind]))
@@ -372,7 +487,8 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
 
 
 def plot(results: dict[str, Any]):
-    fig, axes = plotting.figure(1, 3, height=4.6)
+    fig, axes = plotting.figure(2, 3, height=8.4)
+    fig.delaxes(axes[5])
     C = plotting.OKABE_ITO
     a1, ax = results["a1"], axes[0]
     taus = np.asarray(a1["taus"])
@@ -423,4 +539,32 @@ def plot(results: dict[str, Any]):
             f"{np.max(np.asarray(a2['mc']) / np.asarray(a2['phi'])):.3f} (MC)",
             transform=ax.transAxes, fontsize=6, va="top", ha="right")
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    _plot_tight(results["a1_tight"], axes[3], C)
+    _plot_sweep(results["a1_sweep"], axes[4], C)
     return fig
+
+
+def _plot_tight(tight: dict[str, Any], ax: Any, C: Any) -> None:
+    f = np.asarray(tight["factors"])
+    bound, exact, sampled = (np.asarray(tight[k]) for k in ("bound", "exact", "sampled"))
+    ax.plot(f, np.max(exact / bound, axis=1), color=C[0], marker="o", label="exact norm / constant")
+    ax.plot(f, np.max(sampled / bound, axis=1), color=C[1], marker="s", label="sampled pairs / constant")
+    plotting.ratio_axis(ax, log=False, label="Lipschitz ratio / tight constant (ratio)")
+    ax.axvline(1.0, color="0.5", linestyle=":", linewidth=1.0, label=r"$\eta = 1/L_{max}$")
+    ax.set_ylim(0, 1.1)
+    ax.set_xlabel(r"$\eta L_{max}$ (dimensionless)")
+    ax.set_title("tight A1 constant, SGD")
+    ax.legend(fontsize=6, loc="lower left")
+
+
+def _plot_sweep(sweep: dict[str, Any], ax: Any, C: Any) -> None:
+    for c, (kind, s) in enumerate(sweep.items()):
+        v = np.asarray(s["values"], dtype=float)
+        x = np.where(v > 0, v, 1e-10)            # accumulator 0 drawn at 1e-10 on the log axis
+        ax.loglog(x, s["straddle"], color=C[c], marker="o", label=f"{kind}: straddling pair")
+        ax.loglog(x, s["random"], color=C[c], marker="s", linestyle=":", label=f"{kind}: random pairs")
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1.0, label="ratio = 1 (A1 needs < 1)")
+    ax.set_xlabel("AdaGrad $v_0$ / Adam eps (0 at 1e-10)")
+    ax.set_ylabel(r"$\max\ \|O_i(x)-O_i(y)\| / \|x-y\|$ (ratio)")
+    ax.set_title("A1, adaptive clients")
+    ax.legend(fontsize=6, loc="upper right")

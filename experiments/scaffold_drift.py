@@ -1,7 +1,9 @@
 """Client drift as heterogeneity grows: SCAFFOLD vs FedAvg vs FedProx vs FedDyn (seed 004).
 
-Seed 004 (SCAFFOLD, Karimireddy et al.; statements restated in THEORY.md
-sections 2 and 4, the seed lost its equations):
+Seed 004 (SCAFFOLD, Karimireddy et al., arXiv:1910.06378v1; statements restated in THEORY.md
+sections 2 and 4, the seed lost its equations).  Theorems I, II and III below are
+those of the ICML 2020 version (seed 004 has only the strongly convex Theorems 4
+and 6, whose order Theorem III shares):
 
 * SCAFFOLD's fixed point is x* for any heterogeneity (exact gradients), and
   its strongly convex round complexity O~(sigma^2/(mu K S eps) + beta/mu + N/S)
@@ -74,16 +76,18 @@ from fltheory.theory.bounds import (fedavg_lower_bound, fedavg_rounds, scaffold_
 NAME = "scaffold_drift"
 TITLE = "Client drift vs heterogeneity: SCAFFOLD, FedAvg, FedProx, FedDyn (exact affine maps)"
 _PAPER = "seed 004 (SCAFFOLD, Karimireddy et al.)"
+# Theorems I-III are those of the ICML 2020 version; seed 004 (arXiv v1) has only Theorems 4 and 6
+_ICML = "Karimireddy et al., SCAFFOLD, ICML 2020 (not in seed 004 = arXiv v1)"
 THEOREMS = [
     Theorem("scaffold-fixed-point", _PAPER, "SCAFFOLD has no drift: fixed point x* (THEORY.md sec. 2)"),
     Theorem("feddyn-fixed-point", "THEORY.md sec. 2 (FedDyn, Acar et al.; seed 003 Alg. 3 with lambda_1 = 0)",
             "FedDyn has no drift: fixed point = minimiser of the uniform average (x*, uniform weights)"),
-    Theorem("scaffold-rounds", _PAPER, "Theorem III: rounds O~(beta/mu + N/S) independent of heterogeneity"),
+    Theorem("scaffold-rounds", _ICML, "Theorem III: rounds O~(beta/mu + N/S) independent of heterogeneity"),
     Theorem("fedavg-drift", _PAPER, "FedAvg drift: fixed-point distance grows as h^2 (affine in offsets)"),
-    Theorem("fedavg-lower-bound", _PAPER, "Theorem II: F(x_R) - F* >= G^2/(mu R^2), constant 1, K >= 2"),
-    Theorem("fedavg-rounds-order", _PAPER,
+    Theorem("fedavg-lower-bound", _ICML, "Theorem II: F(x_R) - F* >= G^2/(mu R^2), constant 1, K >= 2"),
+    Theorem("fedavg-rounds-order", _ICML,
             "Theorem I: tuned FedAvg rounds grow like sqrt(beta) G/(mu sqrt(eps)) (slope in G, constant 1)"),
-    Theorem("scaffold-step-conditions", _PAPER,
+    Theorem("scaffold-step-conditions", _ICML,
             "Theorem III step sizes: eta_g >= 1, 1 <= S <= N, eta_l <= 1/(81 beta K eta_g), "
             "eta_l <= S/(15 mu N K eta_g) (constant 15 from the ICML paper, unverified against the seed), "
             "R >= max(162 beta/mu, 30 N/S)"),

@@ -5,6 +5,8 @@
     fltheory reproduce [NAMES...] [--quick|--full] [--out DIR] [--jobs N] [--seed S] [--force]
     fltheory list [--out DIR]
     fltheory show NAME [--out DIR] [--json]
+    fltheory theorems [--paper P] [--status S] [--out DIR] [--long]
+    fltheory falsify NAME [--budget N] [--processes N | --scheduler ADDR] [--out DIR]
     fltheory --version          (also: python -m fltheory ...)
 
 ``--package PKG`` (or the environment variable ``FLTHEORY_EXPERIMENTS``)
@@ -76,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .search.cli import add_parser as add_falsify_parser
     add_falsify_parser(sub)
+
+    from fltheory.theory.registry.cli import add_parser as add_theorems_parser  # registry subcommand
+    add_theorems_parser(sub)
     return parser
 
 
@@ -164,6 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "falsify":
         return int(args.handler(args))
+    if args.command == "theorems":     # the theorem registry needs no experiments package
+        try:
+            return int(args.handler(args, _say))
+        except BrokenPipeError:        # e.g. `fltheory theorems | head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     # The experiments package lives beside fltheory in a source checkout.
     repo_root = str(Path(__file__).resolve().parent.parent)
     if repo_root not in sys.path:

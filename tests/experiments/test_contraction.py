@@ -71,12 +71,21 @@ def _fake_results():
             "a2": {"mc": np.array([0.5, 0.6]), "mc_half_width": np.array([0.01, 0.01]),
                    "exact": np.array([0.5, 0.6]), "phi": np.array([1.0, 1.0]), "samples": 100},
             "mann": {"rho_sgd": 0.5, "err_sgd": e, "rho_adagrad": 0.5, "err_adagrad": e, "rounds": 19},
-            "theorem1": th}
+            "theorem1": th,
+            "a1_tight": {"factors": [0.5, 1.5], "eta": [0.1, 0.3],
+                         "bound": np.array([[0.9, 0.8], [0.7, 0.6]]),
+                         "exact": np.array([[0.9, 0.8], [0.7, 0.6]]),
+                         "sampled": np.array([[0.8, 0.7], [0.6, 0.5]]),
+                         "beyond_one_over_L": [0, 2]},
+            "a1_sweep": {"adagrad": {"parameter": "initial accumulator", "values": [0.0, 0.1],
+                                     "straddle": [50.0, 0.4], "random": [1.01, 0.9]},
+                         "adam": {"parameter": "eps", "values": [1e-8, 0.1], "straddle": [900.0, 0.3],
+                                  "random": [1.0, 0.95]}}}
 
 
 def test_checks_hold_on_consistent_numbers_and_flag_violations():
     res = _fake_results()
-    assert {c.status for c in exp.checks(res)} == {"holds"}
+    assert {c.status for c in exp.checks(res) if "A1 fails" not in c.detail} == {"holds"}
     bad = copy.deepcopy(res)
     bad["theorem1"]["exact"] = np.array([4.0, 3.5, 1.0])          # above the bound at t = 1
     bad["theorem1"]["mc_mean"] = np.array([4.0, 3.5, 1.0])
@@ -159,3 +168,35 @@ def test_a2_violation_is_flagged():
     res["a2"]["mc"] = np.array([0.5, 1.3])
     c = [c for c in exp.checks(res) if c.theorem == "a2-sgd"][0]
     assert c.status == "violated" and c.ratio == pytest.approx(1.3)
+
+
+def test_exact_gd_map_norm_is_the_spectral_norm_of_the_matrix_power():
+    fed = random_quadratic(3, 4, L=3.0, mu=0.3, heterogeneity=1.0, seed=5, constants="clients")
+    for eta in (0.2, 0.5, 0.6):                      # 0.6 L = 1.8: beyond 1/L, below 2/L
+        expected = [np.linalg.norm(np.linalg.matrix_power(np.eye(4) - eta * H, 3), 2) for H in fed.H]
+        np.testing.assert_allclose(exp.exact_gd_map_norm(fed, eta, 3), expected, rtol=1e-12)
+
+
+def test_tight_and_sweep_checks_report_each_setting():
+    res = _fake_results()
+    tight = [c for c in exp.checks(res) if c.theorem == "a1-sgd-tight"]
+    assert [c.status for c in tight] == ["holds"] and tight[0].ratio == pytest.approx(1.0)
+    sweep = [c for c in exp.checks(res) if c.theorem == "a1-adaptive" and "A1 " in c.detail]
+    assert [c.status for c in sweep] == ["not checkable", "holds", "not checkable", "holds"]
+    assert sweep[0].ratio == pytest.approx(50.0) and sweep[3].ratio == pytest.approx(0.95)
+    bad = copy.deepcopy(res)
+    bad["a1_tight"]["sampled"][1, 0] = 0.75           # above the constant 0.7
+    c = [c for c in exp.checks(bad) if c.theorem == "a1-sgd-tight"][0]
+    assert c.status == "violated" and c.ratio == pytest.approx(0.75 / 0.7)
+
+
+@pytest.mark.parametrize("v0", [1e-4, 4e-2, 1e-1, 1.0])
+def test_adagrad_straddle_ratio_is_the_slope_of_the_first_step_at_zero_gradient(v0):
+    # one client, d = 1, tau = 1: O(x) = x - eta g / (sqrt(v0 + g^2) + eps), g = h (x - c);
+    # across g = 0 the ratio tends to |1 - eta h / (sqrt(v0) + eps)|: finite iff v0 + eps > 0
+    h, eta, eps = 2.0, 0.05, 1e-8
+    fed = QuadraticFederation(np.array([[[h]]]), np.array([[0.7 * h]]))
+    alg = FedOpt(client_optimizer=optim.adagrad(eta, initial_accumulator=v0),
+                 server_optimizer=optim.sgd(1.0), local_steps=1)
+    expected = abs(1 - eta * h / (np.sqrt(v0) + eps))
+    assert exp.straddle_ratio(fed, alg, 1e-7) == pytest.approx(expected, rel=1e-6)

@@ -82,9 +82,9 @@ def test_paper_form_is_looser_than_squared_form():
     a = fedopt_theorem1_quadratic(fed, 10, form="squared", **kw)
     b = fedopt_theorem1_quadratic(fed, 10, form="paper", **kw)
     assert a.value < b.value
-    # eta L = 0.8 <= 1: the paper form's hypothesis holds; eta = 0.3 breaks it
-    bad = fedopt_theorem1_quadratic(fed, 10, form="paper", **dict(kw, lr=0.3))
-    assert bad.value is None and any("1/L" in v.name for v in bad.violated)
+    # eta L = 0.8 < 2: the paper form's hypothesis holds; eta = 0.55 (eta L = 2.2) breaks it
+    bad = fedopt_theorem1_quadratic(fed, 10, form="paper", **dict(kw, lr=0.55))
+    assert bad.value is None and any("2/L" in v.name for v in bad.violated)
 
 
 def exact_errors(fed, lr, tau, sigma2, eta_s, x0, xt):

@@ -5,11 +5,13 @@ from .efl import (StepMoments, efl_abandonment, efl_heterogeneity, efl_incomplet
                   efl_inactive_rate, efl_step_moments, efl_theorem1, efl_theorem1_from_constants)
 from .elasticnet import (elasticnet_C0, elasticnet_constants, elasticnet_sign_term,
                          elasticnet_theorem31, elasticnet_theorem31_from_constants)
+from .gd_contraction import gd_contraction_factor, gd_rate_threshold, gd_step_factor
 from .local_adaptivity import (fedopt_theorem1, fedopt_theorem1_from_constants,
                                fedopt_theorem1_quadratic, sgd_operator_constants)
 from .scaffold import (fedavg_lower_bound, fedavg_rounds, fedavg_rounds_from_constants, scaffold_quadratic_rounds,
                        scaffold_rounds, scaffold_rounds_from_constants, scaffold_step_conditions)
 from .table1 import TABLE1_ALGORITHMS, table1_rounds, table1_rounds_from_constants
+from .table1_comparison import table1_efl_comparison
 
 __all__ = [
     "StepMoments", "efl_abandonment", "efl_heterogeneity", "efl_incomplete_rate",
@@ -20,4 +22,5 @@ __all__ = [
     "sgd_operator_constants", "fedavg_lower_bound", "fedavg_rounds", "scaffold_quadratic_rounds",
     "scaffold_rounds", "scaffold_rounds_from_constants", "scaffold_step_conditions",
     "TABLE1_ALGORITHMS", "table1_rounds",
+    "gd_contraction_factor", "gd_rate_threshold", "gd_step_factor", "table1_efl_comparison",
 ]

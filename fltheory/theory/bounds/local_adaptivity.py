@@ -21,8 +21,8 @@ and V = eta_s^2 sum p_i^2 phi_i::
 For SGD clients on quadratics with spectrum in [mu_i, L_i] and Gaussian noise
 of variance sigma_i^2: the deterministic map is x -> (I - eta H_i)^{tau_i} x + c,
 so rho_i = q_i^{2 tau_i} with q_i = max(|1 - eta mu_i|, |1 - eta L_i|)
-("squared", exact for the worst direction) or the looser rho_i = (1 - eta mu_i)^{tau_i}
-THEORY.md states for eta <= 1/L ("paper"); phi_i = tau_i eta^2 sigma_i^2 when
+("squared", exact for the worst direction) or the looser unsquared rho_i = q_i^{tau_i}
+("paper"; equal to (1 - eta mu_i)^{tau_i} for eta <= 2/(L_i + mu_i), valid for every eta); phi_i = tau_i eta^2 sigma_i^2 when
 q_i <= 1 (the noise injected at step j is damped by (I - eta H)^{tau-1-j}).
 """
 
@@ -35,6 +35,7 @@ import numpy as np
 from ..._validate import choice, per_client, positive
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
+from .gd_contraction import gd_contraction_factor
 
 __all__ = ["sgd_operator_constants", "fedopt_theorem1", "fedopt_theorem1_quadratic",
            "fedopt_theorem1_from_constants"]
@@ -47,7 +48,11 @@ def sgd_operator_constants(lr: Any, local_steps: Any, mu: Any, L: Any, sigma2: A
     """(rho_i, phi_i, assumptions) of SGD clients for A1/A2 of seed 001.
 
     ``form="squared"``: rho_i = max(|1 - eta_i mu_i|, |1 - eta_i L_i|)^{2 tau_i}.
-    ``form="paper"``: rho_i = (1 - eta_i mu_i)^{tau_i}, valid for eta_i <= 1/L_i.
+    ``form="paper"``: rho_i = q_i^{tau_i}, the unsquared Lipschitz constant of the
+    client map (:func:`~fltheory.theory.bounds.gd_contraction.gd_contraction_factor`),
+    which is (1 - eta_i mu_i)^{tau_i} for eta_i <= 2/(L_i + mu_i) and valid for
+    every eta_i; a contraction iff eta_i < 2/L_i (the former hypothesis
+    eta_i <= 1/L_i is relaxed to this).
     phi_i = tau_i eta_i^2 sigma_i^2 (needs q_i <= 1, i.e. eta_i <= 2 / L_i).
     All arguments are scalars or per-client arrays of one common length.
     """
@@ -70,9 +75,11 @@ def sgd_operator_constants(lr: Any, local_steps: Any, mu: Any, L: Any, sigma2: A
         a_rate = Assumption("A1 with rho_i = q_i^(2 tau_i) (exact worst-case squared contraction)",
                             True, f"q = {q.tolist()}")
     else:
-        rho = (1 - eta * mu_) ** tau
-        a_rate = Assumption("eta_i <= 1/L_i (for rho_i = (1 - eta mu)^tau)", bool(np.all(eta * L_ <= 1)),
-                            f"eta L = {(eta * L_).tolist()}")
+        # q^tau is the tight Lipschitz constant of tau GD steps for every eta; it equals
+        # (1 - eta mu)^tau up to eta = 2/(L + mu), so eta <= 1/L is not needed.
+        rho = gd_contraction_factor(eta, tau, mu_, L_)
+        a_rate = Assumption("eta_i < 2/L_i (rho_i = max(|1 - eta mu|, |1 - eta L|)^tau < 1)",
+                            bool(np.all(eta * L_ < 2)), f"eta L = {(eta * L_).tolist()}")
     phi = tau * eta ** 2 * s2
     a_phi = Assumption("q_i <= 1 (noise not amplified; phi_i = tau eta^2 sigma^2)",
                        bool(np.all(q <= 1)), f"q = {q.tolist()}")

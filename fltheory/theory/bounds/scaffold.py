@@ -1,5 +1,11 @@
-"""SCAFFOLD (seed 004, Karimireddy et al.) round complexities and step-size
-conditions, as restated in THEORY.md section 4 (the seed lost its equations).
+"""SCAFFOLD (Karimireddy et al.) round complexities and step-size conditions.
+
+Seed 004 is arXiv:1910.06378v1, which states only the strongly convex
+SCAFFOLD rates (its Theorems 4 and 6).  The FedAvg bounds (Theorem I), the
+FedAvg lower bound (Theorem II), SCAFFOLD's Theorem III with its step-size
+conditions and the quadratic delta-similarity result (Theorem IV) are those of
+the ICML 2020 version (Karimireddy et al., "SCAFFOLD: Stochastic Controlled
+Averaging for Federated Learning", PMLR 119:5132-5143), cited as such below.
 
 The published statements are O~(.) / Omega(.) results: each function takes an
 explicit ``constant`` (default 1) multiplying the formula, and is meant for
@@ -33,7 +39,7 @@ __all__ = ["scaffold_rounds", "scaffold_quadratic_rounds", "fedavg_rounds",
            "fedavg_lower_bound", "scaffold_step_conditions", "scaffold_rounds_from_constants",
            "fedavg_rounds_from_constants"]
 
-_REF = "seed 004 (SCAFFOLD)"
+_REF = "Karimireddy et al., SCAFFOLD (ICML 2020 version; not in seed 004 = arXiv:1910.06378v1)"
 
 
 def _checks(**values: float) -> list[Assumption]:
@@ -42,8 +48,8 @@ def _checks(**values: float) -> list[Assumption]:
 
 def scaffold_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: float,
                     beta: float, constant: float = 1.0, strict: bool = False) -> BoundResult:
-    """SCAFFOLD rounds to eps accuracy, strongly convex (seed 004, Theorem III as
-    restated in THEORY.md section 4): c (sigma^2/(mu K S eps) + beta/mu + N/S)."""
+    """SCAFFOLD rounds to eps accuracy, strongly convex (ICML 2020 Theorem III; the
+    same order as seed 004's Theorem 6): c (sigma^2/(mu K S eps) + beta/mu + N/S)."""
     v = {k: as_float(k, x) for k, x in dict(sigma2=sigma2, mu=mu, K=K, S=S, N=N, eps=eps,
                                             beta=beta, constant=constant).items()}
     a = _checks(mu=v["mu"], K=v["K"], S=v["S"], N=v["N"], eps=v["eps"], beta=v["beta"])
@@ -91,7 +97,7 @@ def scaffold_quadratic_rounds(*, beta: float, sigma2: float, mu: float, K: int, 
 def fedavg_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: float,
                   G: float, B: float, beta: float, constant: float = 1.0,
                   strict: bool = False) -> BoundResult:
-    """FedAvg rounds, strongly convex, (G, B)-BGD (seed 004 Theorem I):
+    """FedAvg rounds, strongly convex, (G, B)-BGD (ICML 2020 Theorem I, not in seed 004):
     c (sigma^2/(mu K S eps) + (1 - S/N) G^2/(mu S eps) + sqrt(beta) G/(mu sqrt(eps)) + B^2 beta/mu)."""
     a = _checks(mu=mu, K=K, S=S, N=N, eps=eps, beta=beta) + [
         positive_check("sigma2", sigma2, allow_zero=True), positive_check("G", G, allow_zero=True),
@@ -114,7 +120,7 @@ def fedavg_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: floa
 
 def fedavg_lower_bound(*, G: float, mu: float, R: int, K: int, sigma2: float = 0.0,
                        constant: float = 1.0, strict: bool = False) -> BoundResult:
-    """FedAvg lower bound (seed 004 Theorem II): F(x_R) - F* >= c G^2 / (mu R^2)
+    """FedAvg lower bound (ICML 2020 Theorem II, not in seed 004): F(x_R) - F* >= c G^2 / (mu R^2)
     for K >= 2 and sigma = 0.  ``value`` is a lower bound here."""
     a = [positive_check("mu", mu), positive_check("R", R), positive_check("G", G, allow_zero=True),
          Assumption("K >= 2", K >= 2, f"K = {K}"),

@@ -1,0 +1,77 @@
+"""Verdicts of registry items from the experiments' last results (``figures/NAME.json``).
+
+Each experiment check is ``{"theorem", "status", "ratio", "detail"}`` (see
+``experiments/_framework.py``).  An item's verdict over the checks it names is
+the worst status among them (violated > not checkable > holds) with the
+largest ratio of that status and the detail of that check.  Items with no
+experiment check get their verdict from the registry: "holds" when tests hold
+them to mathematics, "not checkable" or "not evaluated" with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .model import Item, Verdict
+
+__all__ = ["read_checks", "verdict", "verdicts"]
+
+_RANK = {"violated": 0, "not checkable": 1, "holds": 2}
+
+
+def read_checks(results_dir: str | Path, experiment: str) -> list[dict[str, Any]] | None:
+    """The ``checks`` list of ``results_dir/experiment.json``, or None if the file is absent or unreadable."""
+    path = Path(results_dir) / f"{experiment}.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    checks = doc.get("checks")
+    return checks if isinstance(checks, list) else None
+
+
+def verdict(it: Item, results_dir: str | Path = "figures",
+            cache: dict[str, list[dict[str, Any]] | None] | None = None) -> Verdict:
+    """The verdict on ``it`` (see the module docstring)."""
+    cache = {} if cache is None else cache
+    if not it.checks:
+        if not it.checkable:
+            return Verdict("not checkable", None, it.note, "registry")
+        if it.tests and it.coverage != "none":
+            return Verdict("holds", None,
+            f"checked by {len(it.tests)} test(s)" + (f"; {it.note}" if it.note else ""),
+                           "tests")
+        return Verdict("not evaluated", None, it.note or "no check names it", "registry")
+    found: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for ref in it.checks:
+        exp, key = ref.split(":")
+        if exp not in cache:
+            cache[exp] = read_checks(results_dir, exp)
+        rows = cache[exp]
+        if rows is None:
+            missing.append(exp)
+            continue
+        found.extend(c for c in rows if c.get("theorem") == key)
+    files = sorted({ref.split(":")[0] for ref in it.checks} - set(missing))
+    if not found:
+        why = (f"no results for {sorted(set(missing))} in {results_dir}/ (run `fltheory "
+               f"reproduce`)" if missing
+               else f"the results in {results_dir}/ hold no check {list(it.checks)}")
+        return Verdict("not evaluated", None, why, "registry")
+    worst = min(found, key=lambda c: (_RANK.get(c.get("status", ""), 1), -(c.get("ratio") or 0.0)))
+    status = worst.get("status", "not checkable")
+    same = [float(c["ratio"]) for c in found if c.get("status") == status and c.get("ratio") is not None]
+    ratio = max(same) if same else None
+    detail = f"{worst.get('theorem')}: {worst.get('detail', '')}"
+    if missing:
+        detail += f" (no results yet for {sorted(set(missing))})"
+    return Verdict(status, ratio, detail, "reproduce (" + ", ".join(f"{f}.json" for f in files) + ")")
+
+
+def verdicts(items: tuple[Item, ...], results_dir: str | Path = "figures") -> dict[str, Verdict]:
+    """``{item key: Verdict}`` for ``items``, reading each results file once."""
+    cache: dict[str, list[dict[str, Any]] | None] = {}
+    return {it.key: verdict(it, results_dir, cache) for it in items}
