@@ -29,7 +29,7 @@ ITEMS: tuple[Item, ...] = (
     _i(key=f"{P}:eq1", number="eq. 1", kind="definition",
        statement="Global objective F(w) = sum_k p^k F~_k(w) with p^k the selection probabilities.",
        code=("fltheory.problems.QuadraticFederation", "fltheory.problems.LogisticFederation"),
-       tests=("tests/problems/test_problems_quadratic.py::test_quadratic_oracles_vs_loop_and_finite_differences",),
+       tests=("tests/problems/test_quadratic.py::test_quadratic_oracles_vs_loop_and_finite_differences",),
        coverage="full"),
     _i(key=f"{P}:eq2", number="eq. 2", kind="definition",
        statement="Local objective f_k(w) + (lambda/2) sum_i (w - w_i)^T diag(I_i) (w - w_i) with the "
@@ -70,7 +70,7 @@ ITEMS: tuple[Item, ...] = (
        statement="ST compression: keep the k = max(nq, 1) largest |entries|, send them as mu sign(T) with "
                  "mu their mean magnitude (ternary {-mu, 0, mu}).",
        hypotheses=("0 < q <= 1",),
-       code=("fltheory.compression.st", "fltheory.algorithms.reference_drift.reference_st"),
+       code=("fltheory.compression.st", "fltheory.algorithms.reference.common.reference_st"),
        tests=("tests/test_compression.py::test_st_matches_readable_algorithm",
               "tests/test_compression.py::test_st_tie_rule_explicit_example",
               "tests/test_compression.py::test_st_index_ties_keeps_exactly_k_ternary"),
@@ -106,7 +106,7 @@ ITEMS: tuple[Item, ...] = (
     _i(key=f"{P}:a3", number="Assumption 3", kind="assumption",
        statement="Stochastic gradients have variance at most sigma_k^2.",
        code=("fltheory.problems.QuadraticFederation.with_gradient_noise",),
-       tests=("tests/problems/test_problems_quadratic.py::test_gaussian_noise_variance_is_exact_sigma2",),
+       tests=("tests/problems/test_quadratic.py::test_gaussian_noise_variance_is_exact_sigma2",),
        coverage="full"),
     _i(key=f"{P}:a4", number="Assumption 4", kind="assumption",
        statement="Expected squared stochastic gradient norm at most G^2.",

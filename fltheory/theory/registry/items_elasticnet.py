@@ -35,7 +35,7 @@ ITEMS: tuple[Item, ...] = (
        code=("fltheory.algorithms.FedElasticNet", "fltheory.algorithms.local.exact_local_solve"),
        tests=(TE + "test_exact_l1_solve_meets_optimality_and_matches_cvxpy",
               TE + "test_l1_solve_matches_the_separable_closed_form_at_any_scale",
-              "tests/algorithms/test_local.py::test_exact_solve_with_l1_satisfies_kkt"),
+              "tests/algorithms/local/test_exact.py::test_exact_solve_with_l1_satisfies_kkt"),
        coverage="full"),
     _i(key=f"{P}:threshold", number="sec. 3 (epsilon thresholding)", kind="option",
        statement="Entries with |Delta(i)| <= eps are sent as 0.",

@@ -21,7 +21,7 @@ ITEMS: tuple[Item, ...] = (
     _i(key=f"{P}:eq1", number="eq. 1", kind="definition",
        statement="F(x) = sum_i p_i F_i(x) with p_i proportional to client i's data size.",
        code=("fltheory.problems.QuadraticFederation",),
-       tests=("tests/problems/test_problems_quadratic.py::test_quadratic_oracles_vs_loop_and_finite_differences",),
+       tests=("tests/problems/test_quadratic.py::test_quadratic_oracles_vs_loop_and_finite_differences",),
        coverage="full"),
     _i(key=f"{P}:def1", number="Definition 1", kind="definition",
        statement="Client optimizer operator O_i(x; s_0, xi): the model after tau_i ClientOpt steps from x "
