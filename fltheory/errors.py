@@ -16,6 +16,8 @@ __all__ = [
     "DivergenceError",
     "NotAffineError",
     "ExperimentDefinitionError",
+    "ResultsFileError",
+    "OutputDirectoryError",
 ]
 
 
@@ -50,3 +52,14 @@ class NotAffineError(FLTheoryError, ValueError):
 class ExperimentDefinitionError(FLTheoryError, ValueError):
     """An experiment module's declarations are missing or malformed, or its
     run/checks/macros/plot returned something outside the protocol."""
+
+
+class ResultsFileError(InvalidProblemError):
+    """A stored results file is missing, unreadable or malformed; the message
+    names the file and the field.  (A ValueError, and an InvalidProblemError
+    for callers written before it existed.)"""
+
+
+class OutputDirectoryError(FLTheoryError, OSError):
+    """An output directory cannot be written (read-only, full, not a
+    directory); the message names the directory and the system error."""

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._threads import pinned_blas
 from ..errors import DivergenceError, FLTheoryError, InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
 from ..problems.base import Federation
@@ -75,6 +76,7 @@ def _optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:
     return x_star, problem.loss(x_star)
 
 
+@pinned_blas
 def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         participation: Participation | None = None, seed: int | np.random.SeedSequence = 0,
         x0: Any = None, callback: Callable[[int, Any, RoundInfo], bool | None] | None = None,
