@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import run as run_rounds
 from fltheory.algorithms.fedavg import FedAvg
@@ -133,8 +133,8 @@ def exact_second_moment(fed: QuadraticFederation, eta: float, tau: int, server_l
     return out
 
 
-def _a1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, rng: np.random.Generator
-        ) -> dict[str, Any]:
+def _a1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     taus = cfg["taus"]
     out: dict[str, Any] = {"taus": taus, "bound": [], "measured": {k: [] for k in ("sgd", *_ADAPTIVE)},
                            "ratio_unsquared": [], "ratio_squared": []}
@@ -215,7 +215,7 @@ def _mann(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.ndar
 
 
 def _theorem1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.ndarray,
-              rng: np.random.Generator) -> dict[str, Any]:
+              rng: np.random.Generator, progress: Progress = silent_progress) -> dict[str, Any]:
     tau, eta_s, R, s2 = cfg["local_steps"], cfg["server_lr"], cfg["mc_rounds"], cfg["sigma2"]
     out: dict[str, Any] = {}
     for form in ("squared", "paper"):
@@ -237,7 +237,8 @@ def _theorem1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.
     return out
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
     fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
                            heterogeneity=config["heterogeneity"], seed=seed, constants="clients")
@@ -249,9 +250,9 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
             "local_steps": config["local_steps"], "sigma2": config["sigma2"],
             "rate_rel_tol": config["rate_rel_tol"], "mc_runs": config["mc_runs"],
             "straddle_half_width": config["straddle_half_width"],
-            "a1": _a1(fed, config, eta, rng), "a2": _a2(fed, config, eta, x0, rng),
+            "a1": _a1(fed, config, eta, rng, progress), "a2": _a2(fed, config, eta, x0, rng),
             "mann": _mann(fed, config, eta, x0),
-            "theorem1": _theorem1(fed, config, eta, x0, rng)}
+            "theorem1": _theorem1(fed, config, eta, x0, rng, progress)}
 
 
 def _inst(r: dict[str, Any]) -> str:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import run as run_rounds
 from fltheory.algorithms.base import Algorithm
@@ -120,7 +120,8 @@ def _predicted(key: str, cfg: dict[str, Any], fed: QuadraticFederation, x_start:
     return fp.x, fp.spectral_radius
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """Draw the instance, compute each method's predicted fixed point and
     simulate R rounds of the library algorithm."""
     seed = int(rng.integers(0, 2**31 - 1))
@@ -137,7 +138,7 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
         "source": {}, "trajectory": {}, "fixed_point": {}, "rate": {}, "dist_to_fp": {},
         "bias": {}, "dist_to_opt": {},
     }
-    for key in METHODS:
+    for key in progress(list(METHODS), desc=NAME):
         x_fp, rate = _predicted(key, config, fed, xstar)
         rounds = _rounds_needed(rate, out["tol"], float(np.linalg.norm(x0 - x_fp)), config)
         hist = run_algorithm(_algorithm(key, config, fed), fed, rounds, x0)

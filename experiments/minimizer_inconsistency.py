@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms.fedopt import FedOpt
 from fltheory.errors import DivergenceError
@@ -143,7 +143,8 @@ def _adaptive_sweep(case: str, cfg: dict[str, Any], fed: Any, rates: np.ndarray
     return dist, failures
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """Closed-form curves, eq. 8 limit, first-order FedAvg bias and operator
     fixed points over the rate sweeps."""
     seed = int(rng.integers(0, 2**31 - 1))

@@ -18,6 +18,7 @@ __all__ = [
     "ExperimentDefinitionError",
     "ResultsFileError",
     "OutputDirectoryError",
+    "MixedResultsError",
 ]
 
 
@@ -63,3 +64,8 @@ class ResultsFileError(InvalidProblemError):
 class OutputDirectoryError(FLTheoryError, OSError):
     """An output directory cannot be written (read-only, full, not a
     directory); the message names the directory and the system error."""
+
+
+class MixedResultsError(FLTheoryError, ValueError):
+    """Results in one directory were computed with different sources, library
+    versions or data sources, and would be summarised together."""

@@ -20,6 +20,7 @@ Use it as::
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -107,8 +108,9 @@ def ratio_axis(ax: Axes, *, label: str = "measured / bound", log: bool = True,
 
 def save_figure(fig: Figure, path_without_suffix: str | os.PathLike[str],
                 formats: Sequence[str] = ("pdf", "png")) -> list[Path]:
-    """Write ``fig`` as ``<path>.pdf`` and ``<path>.png`` (atomically, in the
-    house style), with deterministic PDF metadata; returns the paths."""
+    """Write ``fig`` as ``<path>.pdf`` and ``<path>.png`` (rendered in memory,
+    then written atomically with the usual file mode, in the house style), with
+    deterministic PDF metadata; returns the paths."""
     base = Path(path_without_suffix)
     written: list[Path] = []
     for fmt in formats:
@@ -117,7 +119,12 @@ def save_figure(fig: Figure, path_without_suffix: str | os.PathLike[str],
         target = base.with_name(base.name + "." + fmt)
         metadata: dict[str, Any] = {"pdf": {"CreationDate": None, "ModDate": None},
                                     "svg": {"Date": None}}.get(fmt, {})
-        with style(), atomic_write(target, "wb") as handle:
-            fig.savefig(handle, format=fmt, metadata=metadata)
+        # Render in memory first: a full disk then fails as a plain OSError from the
+        # write (matplotlib's writers can mask it), and no partial figure is ever visible.
+        buffer = io.BytesIO()
+        with style():
+            fig.savefig(buffer, format=fmt, metadata=metadata)
+        with atomic_write(target, "wb") as handle:
+            handle.write(buffer.getvalue())
         written.append(target)
     return written
