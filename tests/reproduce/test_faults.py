@@ -51,29 +51,33 @@ def leftovers(directory: Path) -> list[str]:
 
 # --------------------------------------------------------------------------- malformed results
 
-@pytest.mark.parametrize("corrupt, field", [
+CORRUPTIONS = [
     (lambda doc: {**doc, "macros": []}, "'macros' must be an object"),
     (lambda doc: {**doc, "checks": [{k: v for k, v in doc["checks"][0].items() if k != "status"}]},
      "'checks[0].status' must be one of"),
     (lambda doc: "not json {", "not valid JSON"),
-])
-def test_one_malformed_result_makes_only_itself_stale(root, capsys, corrupt, field):
+]
+
+
+def test_one_malformed_result_makes_only_itself_stale(root, capsys):
     pkg = make_package(root, {"alpha": good("alpha"), "beta": good("beta")})
     out = root / "figs"
     assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0
     path = out / "alpha.json"
-    bad = corrupt(json.loads(path.read_text()))
-    path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
-    capsys.readouterr()
-    assert main(["--package", pkg, "list", "--out", str(out)]) == 0
-    lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
-    assert "quick: unreadable result (stale: " in lines["alpha"] and str(path) in lines["alpha"]
-    assert field in lines["alpha"]
-    assert "stale" not in lines["beta"]
-    assert main(["--package", pkg, "show", "alpha", "--out", str(out)]) == 1
-    text = capsys.readouterr().out
-    assert "alpha: unreadable result, treated as stale" in text and field in text
-    assert main(["--package", pkg, "show", "beta", "--out", str(out)]) == 0
+    good_text = path.read_text()
+    for corrupt, field in CORRUPTIONS:
+        bad = corrupt(json.loads(good_text))
+        path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+        capsys.readouterr()
+        assert main(["--package", pkg, "list", "--out", str(out)]) == 0
+        lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
+        assert "quick: unreadable result (stale: " in lines["alpha"] and str(path) in lines["alpha"]
+        assert field in lines["alpha"]
+        assert "stale" not in lines["beta"]
+        assert main(["--package", pkg, "show", "alpha", "--out", str(out)]) == 1
+        text = capsys.readouterr().out
+        assert "alpha: unreadable result, treated as stale" in text and field in text
+        assert main(["--package", pkg, "show", "beta", "--out", str(out)]) == 0
     capsys.readouterr()
     assert main(["--package", pkg, "reproduce", "beta", "--out", str(out), "--force"]) == 0
     assert "unreadable result" in (out / "SUMMARY.md").read_text()
