@@ -22,7 +22,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["single_threaded_blas", "pinned_blas", "pin_process_blas", "KEEP_ENV"]
+__all__ = ["KEEP_ENV", "pin_process_blas", "pinned_blas", "single_threaded_blas"]
 
 #: Set this environment variable to ``keep`` to leave the process's BLAS threads alone on import.
 KEEP_ENV = "FLTHEORY_BLAS_THREADS"

@@ -20,13 +20,6 @@ per subcommand; adding one is one entry.
 
 from __future__ import annotations
 
-import os as _os
-
-# Threaded BLAS is 10-50x slower on the package's small batched products; the
-# library pins its BLAS to one thread on import anyway (fltheory/_threads.py).
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    _os.environ.setdefault(_var, "1")
-
 import argparse
 import dataclasses
 import json
@@ -37,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "build_parser", "Command", "COMMANDS"]
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +110,12 @@ def _overrides(args: argparse.Namespace, chosen: list[Any]) -> dict[str, Any]:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from fltheory.errors import (ExperimentDefinitionError, InvalidHyperparameterError, MixedResultsError,
-                                 OutputDirectoryError)
+    from fltheory.errors import (
+        ExperimentDefinitionError,
+        InvalidHyperparameterError,
+        MixedResultsError,
+        OutputDirectoryError,
+    )
     from fltheory.reproduce import apply_overrides, reproduce, results_directory
     if args.jobs < 1:
         say(f"error: --jobs must be >= 1, got {args.jobs}")

@@ -9,16 +9,16 @@ expected, and where.
 from __future__ import annotations
 
 __all__ = [
-    "FLTheoryError",
-    "InvalidProblemError",
-    "InvalidHyperparameterError",
     "AssumptionError",
     "DivergenceError",
-    "NotAffineError",
     "ExperimentDefinitionError",
-    "ResultsFileError",
-    "OutputDirectoryError",
+    "FLTheoryError",
+    "InvalidHyperparameterError",
+    "InvalidProblemError",
     "MixedResultsError",
+    "NotAffineError",
+    "OutputDirectoryError",
+    "ResultsFileError",
 ]
 
 

@@ -24,7 +24,7 @@ import io
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import matplotlib
 from cycler import cycler
@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from .errors import InvalidHyperparameterError
 from .results import atomic_write
 
-__all__ = ["OKABE_ITO", "LINESTYLES", "STYLE", "style", "figure", "ratio_axis", "save_figure"]
+__all__ = ["LINESTYLES", "OKABE_ITO", "STYLE", "figure", "ratio_axis", "save_figure", "style"]
 
 #: Okabe-Ito palette (black last: it is used for reference lines).
 OKABE_ITO: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7",
@@ -75,7 +75,7 @@ TEXT_WIDTH = 7.0
 @contextlib.contextmanager
 def style() -> Iterator[None]:
     """Context in which matplotlib uses :data:`STYLE` (restored on exit)."""
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(cast(Any, STYLE)):
         yield
 
 

@@ -48,24 +48,24 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 
 from .errors import DivergenceError, InvalidProblemError, ResultsFileError
 
 __all__ = [
-    "RunRecord",
-    "package_versions",
-    "git_commit",
-    "to_jsonable",
-    "atomic_write",
-    "save_json",
-    "load_json",
-    "save_results",
-    "load_results",
     "FORMAT",
     "TRACKED_PACKAGES",
+    "RunRecord",
+    "atomic_write",
+    "git_commit",
+    "load_json",
+    "load_results",
+    "package_versions",
+    "save_json",
+    "save_results",
+    "to_jsonable",
 ]
 
 FORMAT = "fltheory-results/1"
@@ -168,7 +168,7 @@ class RunRecord:
                 overrides: Mapping[str, Any] | None = None,
                 data_source: Mapping[str, Any] | None = None,
                 wall_seconds: float | None = None,
-                exclude_from_dirty: Sequence[str | os.PathLike[str]] = ()) -> "RunRecord":
+                exclude_from_dirty: Sequence[str | os.PathLike[str]] = ()) -> RunRecord:
         """Record ``config`` and ``seed`` with the current environment.
         ``versions`` adds to (and overrides) :func:`package_versions`;
         ``exclude_from_dirty`` is passed to :func:`git_commit` as ``exclude``."""
@@ -176,7 +176,8 @@ class RunRecord:
             raise InvalidProblemError(f"seed must be an int or None, got {seed!r}")
         if wall_seconds is not None and (isinstance(wall_seconds, bool) or not isinstance(
                 wall_seconds, (int, float)) or not math.isfinite(wall_seconds) or wall_seconds < 0):
-            raise InvalidProblemError(f"wall_seconds must be a finite number >= 0 or None, got {wall_seconds!r}")
+            raise InvalidProblemError(
+                f"wall_seconds must be a finite number >= 0 or None, got {wall_seconds!r}")
         commit, dirty = git_commit(exclude=exclude_from_dirty)
         return cls(config=to_jsonable(dict(config), where="config"),
                    seed=None if seed is None else int(seed),
@@ -193,7 +194,7 @@ class RunRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RunRecord":
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
         """Inverse of :meth:`to_dict`.  Missing required or unknown fields, or a
         field of the wrong type, raise InvalidProblemError naming the field;
         ``overrides``, ``data_source`` and ``wall_seconds`` (added later) may be absent."""
@@ -211,7 +212,8 @@ class RunRecord:
                 f"required); missing {sorted(missing)}, unexpected {sorted(extra)}")
         for name, ok, expected in _RECORD_FIELD_TYPES:
             if name in data and not ok(data[name]):
-                raise InvalidProblemError(f"RunRecord field {name!r} must be {expected}, got {data[name]!r:.100}")
+                raise InvalidProblemError(
+                    f"RunRecord field {name!r} must be {expected}, got {data[name]!r:.100}")
         return cls(**{k: data[k] for k in names if k in data})
 
 
@@ -306,7 +308,8 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[A
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o666 & ~_current_umask())     # the usual mode (mkstemp makes 0600)
-        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as handle:
+        handle: IO[Any]
+        with (os.fdopen(fd, "w", encoding="utf-8") if mode == "w" else os.fdopen(fd, "wb")) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -417,7 +420,7 @@ def save_results(path: str | os.PathLike[str], data: Mapping[str, Any], record: 
             doc[key] = to_jsonable(value, where=key)
     if large:
         buffer = io.BytesIO()
-        np.savez(buffer, **large)
+        np.savez(buffer, **cast(dict[str, Any], large))
         payload = buffer.getvalue()
         npz_name = f"{target.stem}.{hashlib.sha256(payload).hexdigest()[:16]}.npz"
         with atomic_write(target.parent / npz_name, "wb") as handle:

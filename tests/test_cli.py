@@ -84,8 +84,8 @@ def test_same_seed_same_numbers_and_stale_detection(root, capsys):
     pkg = make_package(root, {"alpha": good("alpha"), "gamma": good("gamma")})
     out = root / "o"
     args = ["--package", pkg, "reproduce", "--out", str(out)]
-    assert main(args + ["alpha", "gamma"]) == 0
-    args = args + ["alpha"]
+    assert main([*args, "alpha", "gamma"]) == 0
+    args = [*args, "alpha"]
     first = numbers(out / "alpha.json")
     stamp = (out / "alpha.json").stat().st_mtime_ns
     capsys.readouterr()
@@ -94,11 +94,11 @@ def test_same_seed_same_numbers_and_stale_detection(root, capsys):
     assert "alpha: up to date" in capsys.readouterr().out
     assert (out / "alpha.json").stat().st_mtime_ns == stamp
     # --force recomputes, same seed -> identical numbers
-    assert main(args + ["--force"]) == 0
+    assert main([*args, "--force"]) == 0
     assert (out / "alpha.json").stat().st_mtime_ns != stamp
     assert numbers(out / "alpha.json") == first
     # another seed -> its own directory, different numbers; seed 0 untouched
-    assert main(args + ["--seed", "1"]) == 0
+    assert main([*args, "--seed", "1"]) == 0
     assert numbers(out / "seeds" / "1" / "alpha.json")["data"]["means"] != first["data"]["means"]
     capsys.readouterr()
     assert main(args) == 0
@@ -120,12 +120,12 @@ def test_same_seed_same_numbers_and_stale_detection(root, capsys):
     assert main(args) == 0
     assert (out / "alpha.png").exists()
     # running one experiment keeps the others in SUMMARY.md and macros.tex
-    assert main(args + ["--force"]) == 0
+    assert main([*args, "--force"]) == 0
     assert "`gamma`" in (out / "SUMMARY.md").read_text()
     assert r"\flGammaWorstRatio" in (out / "macros.tex").read_text()
     # --full is another mode, in its own directory with its own summary and macro names
     capsys.readouterr()
-    assert main(args + ["--full"]) == 0
+    assert main([*args, "--full"]) == 0
     assert json.loads((out / "full" / "alpha.json").read_text())["key"]["mode"] == "full"
     assert json.loads((out / "alpha.json").read_text())["key"]["mode"] == "quick"
     assert r"\flFullAlphaWorstRatio" in (out / "full" / "macros.tex").read_text()

@@ -16,8 +16,17 @@ from hypothesis.extra import numpy as hnp
 
 import fltheory.results as results_mod
 from fltheory.errors import DivergenceError, InvalidProblemError
-from fltheory.results import (RunRecord, atomic_write, git_commit, load_json, load_results,
-                              package_versions, save_json, save_results, to_jsonable)
+from fltheory.results import (
+    RunRecord,
+    atomic_write,
+    git_commit,
+    load_json,
+    load_results,
+    package_versions,
+    save_json,
+    save_results,
+    to_jsonable,
+)
 
 
 def record(config=None, seed=0) -> RunRecord:
@@ -228,8 +237,10 @@ def _saved(tmp_path):
     (lambda p: p.write_text(""), "r.json: not valid JSON"),
     (lambda p: p.write_text(p.read_text()[:40]), "r.json: not valid JSON"),
     (lambda p: p.write_bytes(b"\xff\xfe\x00binary"), "r.json: not UTF-8 text"),
-    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "data": None})), "field 'data' must be an object"),
-    (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items() if k != "record"})),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "data": None})),
+     "field 'data' must be an object"),
+    (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items()
+                                        if k != "record"})),
      "field 'record' must be an object"),
     (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()),
                                         "record": {**json.loads(p.read_text())["record"], "seed": "abc"}})),

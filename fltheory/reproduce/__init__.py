@@ -13,8 +13,14 @@ and its ``run(config, rng, progress)`` receives the progress callback.  The
 
 from __future__ import annotations
 
-from .discovery import (DEFAULT_PACKAGE, PACKAGE_ENV, bundled_experiments_dir, discover,
-                        import_experiments_package, load_experiment)
+from .discovery import (
+                        DEFAULT_PACKAGE,
+                        PACKAGE_ENV,
+                        bundled_experiments_dir,
+                        discover,
+                        import_experiments_package,
+                        load_experiment,
+)
 from .keys import import_closure, key_changes, result_key
 from .overrides import apply_overrides, load_config_file, parse_assignments
 from .progress import Progress, ProgressEvent, silent_progress
@@ -26,11 +32,39 @@ from .store import MODES, StoredResult, read_stored, result_dir
 from .summary import format_macro_value, macro_name, overall_status
 
 __all__ = [
-    "Theorem", "Check", "Experiment", "ExperimentDefinitionError", "validate_module", "STATUSES",
-    "DEFAULT_PACKAGE", "PACKAGE_ENV", "bundled_experiments_dir", "import_experiments_package", "discover",
-    "load_experiment", "experiment_rng", "Progress", "ProgressEvent", "silent_progress",
-    "import_closure", "result_key", "key_changes", "parse_assignments", "load_config_file",
-    "apply_overrides", "reproduce", "Outcome", "is_fresh", "results_directory", "ModeStatus",
-    "experiment_status", "MODES", "StoredResult", "read_stored", "result_dir", "macro_name",
-    "format_macro_value", "overall_status",
+                        "DEFAULT_PACKAGE",
+                        "MODES",
+                        "PACKAGE_ENV",
+                        "STATUSES",
+                        "Check",
+                        "Experiment",
+                        "ExperimentDefinitionError",
+                        "ModeStatus",
+                        "Outcome",
+                        "Progress",
+                        "ProgressEvent",
+                        "StoredResult",
+                        "Theorem",
+                        "apply_overrides",
+                        "bundled_experiments_dir",
+                        "discover",
+                        "experiment_rng",
+                        "experiment_status",
+                        "format_macro_value",
+                        "import_closure",
+                        "import_experiments_package",
+                        "is_fresh",
+                        "key_changes",
+                        "load_config_file",
+                        "load_experiment",
+                        "macro_name",
+                        "overall_status",
+                        "parse_assignments",
+                        "read_stored",
+                        "reproduce",
+                        "result_dir",
+                        "result_key",
+                        "results_directory",
+                        "silent_progress",
+                        "validate_module",
 ]

@@ -30,8 +30,14 @@ from fltheory.errors import ExperimentDefinitionError
 
 from .protocol import Experiment, validate_module
 
-__all__ = ["DEFAULT_PACKAGE", "PACKAGE_ENV", "bundled_experiments_dir", "import_experiments_package",
-           "discover", "load_experiment"]
+__all__ = [
+    "DEFAULT_PACKAGE",
+    "PACKAGE_ENV",
+    "bundled_experiments_dir",
+    "discover",
+    "import_experiments_package",
+    "load_experiment",
+]
 
 DEFAULT_PACKAGE = "fltheory_experiments"
 PACKAGE_ENV = "FLTHEORY_EXPERIMENTS"
@@ -108,7 +114,7 @@ def discover(package: str | ModuleType | None = None) -> list[Experiment]:
         full_name = f"{pkg.__name__}.{info.name}"
         try:
             module = importlib.import_module(full_name)
-        except Exception as exc:  # noqa: BLE001 - reported with the module name
+        except Exception as exc:
             problems.append(f"experiment module {full_name} failed to import: "
                             f"{type(exc).__name__}: {exc}")
             continue

@@ -36,8 +36,16 @@ from fltheory.results import to_jsonable
 
 from .protocol import Experiment
 
-__all__ = ["KEY_FORMAT", "ALWAYS_VERSIONED", "import_closure", "closure_sources", "third_party_versions",
-           "data_source", "result_key", "key_changes"]
+__all__ = [
+    "ALWAYS_VERSIONED",
+    "KEY_FORMAT",
+    "closure_sources",
+    "data_source",
+    "import_closure",
+    "key_changes",
+    "result_key",
+    "third_party_versions",
+]
 
 KEY_FORMAT = "fltheory-key/2"
 #: Distributions whose versions are in every key.

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["lock_path", "exclusive"]
+__all__ = ["exclusive", "lock_path"]
 
 
 def lock_path(directory: Path, stem: str) -> Path:

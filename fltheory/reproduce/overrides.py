@@ -22,7 +22,7 @@ from typing import Any
 
 from fltheory.errors import InvalidHyperparameterError
 
-__all__ = ["parse_assignments", "load_config_file", "flatten_overrides", "apply_overrides"]
+__all__ = ["apply_overrides", "flatten_overrides", "load_config_file", "parse_assignments"]
 
 
 def _parse_value(text: str) -> Any:
@@ -49,7 +49,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     try:
         raw = target.read_bytes()
     except OSError as exc:
-        raise InvalidHyperparameterError(f"--config {target}: cannot be read ({exc.strerror or exc})") from exc
+        raise InvalidHyperparameterError(
+            f"--config {target}: cannot be read ({exc.strerror or exc})") from exc
     try:
         if target.suffix == ".toml":
             import tomllib
@@ -124,7 +125,8 @@ def _checked(field: str, default: Any, value: Any, experiment: str) -> Any:
     return value
 
 
-def apply_overrides(experiment: str, config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def apply_overrides(experiment: str, config: Mapping[str, Any],
+                    overrides: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of ``config`` with ``overrides`` (dotted keys) applied and checked."""
     result = copy.deepcopy(dict(config))
     valid = _valid_keys(config)

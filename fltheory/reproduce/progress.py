@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-__all__ = ["Progress", "ProgressEvent", "ProgressDisplay", "silent_progress", "reporting_progress"]
+__all__ = ["Progress", "ProgressDisplay", "ProgressEvent", "reporting_progress", "silent_progress"]
 
 T = TypeVar("T")
 

@@ -39,7 +39,7 @@ from fltheory.results import to_jsonable
 
 from .progress import Progress, silent_progress
 
-__all__ = ["Theorem", "Check", "Experiment", "ExperimentDefinitionError", "validate_module", "STATUSES"]
+__all__ = ["STATUSES", "Check", "Experiment", "ExperimentDefinitionError", "Theorem", "validate_module"]
 
 STATUSES: tuple[str, ...] = ("holds", "violated", "not checkable")
 
@@ -109,7 +109,8 @@ class Check:
         if not isinstance(self.detail, str):
             raise ExperimentDefinitionError(f"Check.detail must be a str, got {type(self.detail).__name__}")
         if self.ratio is not None:
-            if isinstance(self.ratio, bool) or not isinstance(self.ratio, (int, float, np.floating, np.integer)):
+            if isinstance(self.ratio, bool) or not isinstance(
+                    self.ratio, (int, float, np.floating, np.integer)):
                 raise ExperimentDefinitionError(
                     f"Check.ratio must be a float or None, got {self.ratio!r}")
             ratio = float(self.ratio)
@@ -249,7 +250,7 @@ class Experiment:
 
 
 def _global_numpy_state() -> bytes:
-    state = np.random.get_state(legacy=True)
+    state: Any = np.random.get_state(legacy=True)  # noqa: NPY002 - detects use of the global generator
     return state[1].tobytes() + repr(state[2:]).encode()
 
 
@@ -261,7 +262,8 @@ def validate_module(module: ModuleType) -> Experiment:
     for attr, expected in _REQUIRED.items():
         if not hasattr(module, attr):
             problems.append(f"missing {attr} (expected {expected})")
-    get = lambda attr: getattr(module, attr, None)  # noqa: E731
+    def get(attr: str) -> Any:
+        return getattr(module, attr, None)
     name = get("NAME")
     if hasattr(module, "NAME") and name != short:
         problems.append(f"NAME is {name!r}, expected the module name {short!r}")

@@ -50,11 +50,10 @@ from .overrides import apply_overrides
 from .progress import ProgressDisplay, ProgressEvent, reporting_progress
 from .protocol import Check, Experiment
 from .seeding import experiment_rng
-from .store import (MODES, ensure_writable, is_disk_error, read_stored, remove_stale_temporaries,
-                    result_dir)
+from .store import MODES, ensure_writable, is_disk_error, read_stored, remove_stale_temporaries, result_dir
 from .summary import macro_prefix, overall_status, summarise
 
-__all__ = ["reproduce", "Outcome", "is_fresh", "results_directory"]
+__all__ = ["Outcome", "is_fresh", "reproduce", "results_directory"]
 
 logger = logging.getLogger(__name__)
 
@@ -128,12 +127,13 @@ def _compute(job: _Job, send: Callable[[ProgressEvent], Any], start: float) -> O
         fig = exp.plot(results)
         plotting.save_figure(fig, directory / exp.name)
     seconds = time.perf_counter() - start
-    extra = {
+    check_dicts = [c.to_dict() for c in checks]
+    extra: dict[str, Any] = {
         "experiment": {"name": exp.name, "title": exp.title,
                        "theorems": [dataclasses.asdict(t) for t in exp.theorems],
                        "expected_axes": exp.expected_axes},
         "key": job.key,
-        "checks": [c.to_dict() for c in checks],
+        "checks": check_dicts,
         "macros": macros,
         "timing": {"seconds": round(seconds, 3)},
     }
@@ -142,7 +142,7 @@ def _compute(job: _Job, send: Callable[[ProgressEvent], Any], start: float) -> O
                                exclude_from_dirty=[job.root])
     save_results(directory / f"{exp.name}.json", results, record, extra=extra)
     (directory / f"{exp.name}.error.log").unlink(missing_ok=True)
-    return Outcome(job.name, "computed", overall_status(extra["checks"]), seconds)
+    return Outcome(job.name, "computed", overall_status(check_dicts), seconds)
 
 
 def _execute(job: _Job, send: Callable[[ProgressEvent], Any]) -> Outcome:
@@ -154,11 +154,11 @@ def _execute(job: _Job, send: Callable[[ProgressEvent], Any]) -> Outcome:
         with exclusive(directory, job.name) as waited:
             remove_stale_temporaries(directory, job.name)
             if waited and is_fresh(directory, job.name, job.key):
-                doc = read_stored(directory, job.name).doc or {}
+                doc: dict[str, Any] = read_stored(directory, job.name).doc or {}
                 return Outcome(job.name, "skipped", overall_status(doc.get("checks", [])),
                                note="computed meanwhile by another process")
             return _compute(job, send, start)
-    except Exception as exc:  # noqa: BLE001 - one experiment's failure must not stop the others
+    except Exception as exc:
         text = traceback.format_exc()
         disk = _disk_error_in(exc)
         if disk is not None:
@@ -230,7 +230,7 @@ def _run_pool(todo: list[_Job], jobs: int, display: ProgressDisplay,
                 job = futures[fut]
                 try:
                     outcome = fut.result()
-                except Exception:  # noqa: BLE001 - a crashed worker process
+                except Exception:
                     outcome = Outcome(job.name, "failed", "", 0.0, traceback.format_exc())
                     with contextlib.suppress(OSError), \
                             atomic_write(Path(job.directory) / f"{job.name}.error.log", "w") as handle:
@@ -305,8 +305,8 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
     todo: list[_Job] = []
     for exp in experiments:
         if not force and is_fresh(directory, exp.name, keys[exp.name]):
-            doc = read_stored(directory, exp.name).doc or {}
-            outcomes[exp.name] = Outcome(exp.name, "skipped", overall_status(doc.get("checks", [])))
+            stored_doc: dict[str, Any] = read_stored(directory, exp.name).doc or {}
+            outcomes[exp.name] = Outcome(exp.name, "skipped", overall_status(stored_doc.get("checks", [])))
             echo(f"{exp.name}: up to date ({outcomes[exp.name].status}), skipped")
             continue
         todo.append(_Job(exp.name, exp.module_name, _sys_path_entry(exp), mode, int(seed), str(directory),

@@ -31,8 +31,17 @@ from fltheory.results import FORMAT, load_json
 
 from .protocol import STATUSES
 
-__all__ = ["MODES", "result_dir", "override_digest", "StoredResult", "read_stored", "validate_document",
-           "remove_stale_temporaries", "ensure_writable", "is_disk_error"]
+__all__ = [
+    "MODES",
+    "StoredResult",
+    "ensure_writable",
+    "is_disk_error",
+    "override_digest",
+    "read_stored",
+    "remove_stale_temporaries",
+    "result_dir",
+    "validate_document",
+]
 
 MODES: tuple[str, ...] = ("quick", "full")
 

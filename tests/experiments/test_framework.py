@@ -8,10 +8,16 @@ import re
 import numpy as np
 import pytest
 
-from fltheory.reproduce import (Check, ExperimentDefinitionError, Theorem, discover,
-                                     experiment_rng)
-from fltheory.reproduce import format_macro_value, macro_name
 from fltheory.errors import FLTheoryError
+from fltheory.reproduce import (
+    Check,
+    ExperimentDefinitionError,
+    Theorem,
+    discover,
+    experiment_rng,
+    format_macro_value,
+    macro_name,
+)
 
 from .fake_package import good, make_package
 

@@ -236,7 +236,8 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
 def test_workers_die_with_a_killed_parent_and_a_rerun_finishes_cleanly(root, capsys):
-    pkg = make_package(root, {"alpha": slow("alpha", 60.0), "beta": slow("beta", 60.0), "gamma": good("gamma")})
+    pkg = make_package(root, {"alpha": slow("alpha", 60.0), "beta": slow("beta", 60.0),
+                              "gamma": good("gamma")})
     out = root / "figs"
     proc = _cli(pkg, root, "--out", str(out), "--jobs", "2")
     deadline = time.monotonic() + 120

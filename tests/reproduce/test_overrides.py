@@ -31,7 +31,8 @@ def test_apply_checks_types_and_merges_dict_fields():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"nn": 3}, "unknown config field 'nn'; valid fields: n, lr, flag, name, grid, rounds, rounds.MLP, rounds.CNN"),
+    ({"nn": 3},
+     "unknown config field 'nn'; valid fields: n, lr, flag, name, grid, rounds, rounds.MLP, rounds.CNN"),
     ({"rounds.RNN": 3}, "unknown config field 'rounds.RNN'"),
     ({"n": 2.5}, "--set n=2.5 is not an int"),
     ({"n": True}, "--set n=true is not an int"),
@@ -56,7 +57,7 @@ def test_config_files_json_and_toml(tmp_path):
     assert load_config_file(tmp_path / "c.json") == load_config_file(tmp_path / "c.toml") == \
         {"n": 5, "rounds": {"MLP": 3}}
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(InvalidHyperparameterError, match="bad.json: not valid JSON"):
+    with pytest.raises(InvalidHyperparameterError, match=r"bad\.json: not valid JSON"):
         load_config_file(tmp_path / "bad.json")
     (tmp_path / "list.json").write_text("[1]")
     with pytest.raises(InvalidHyperparameterError, match="expected an object of config fields"):
@@ -85,7 +86,8 @@ def test_cli_set_and_config_write_their_own_directory_and_key(tmp_path, monkeypa
     # the same override from a file lands in the same place and is up to date
     (tmp_path / "o.json").write_text('{"n": 50}')
     capsys.readouterr()
-    assert main(["--package", pkg, "reproduce", "alpha", "--out", str(out), "--config", str(tmp_path / "o.json")]) == 0
+    assert main(["--package", pkg, "reproduce", "alpha", "--out", str(out),
+                 "--config", str(tmp_path / "o.json")]) == 0
     assert "alpha: up to date" in capsys.readouterr().out
     # refused: unknown key (with the valid ones), no or several experiment names
     assert main(["--package", pkg, "reproduce", "alpha", "--out", str(out), "--set", "m=1"]) == 2

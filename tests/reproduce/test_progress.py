@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 from fltheory.reproduce import ProgressEvent, discover, reproduce
@@ -28,7 +30,7 @@ def test_reporting_progress_yields_items_and_reports_first_and_last():
 
 
 class Recorder(ProgressDisplay):
-    seen: list[ProgressEvent] = []
+    seen: ClassVar[list[ProgressEvent]] = []
 
     def __call__(self, event: ProgressEvent) -> None:
         Recorder.seen.append(ProgressEvent(*event))

@@ -47,7 +47,8 @@ def test_results_of_another_library_version_are_refused_unless_allowed(root, cap
 def test_macro_names_tell_the_kind_of_run_apart():
     names = {macro_name("alpha", "ratio", macro_prefix(mode, custom))
              for mode in ("quick", "full") for custom in (False, True)}
-    assert names == {r"\flAlphaRatio", r"\flFullAlphaRatio", r"\flCustomAlphaRatio", r"\flCustomFullAlphaRatio"}
+    assert names == {r"\flAlphaRatio", r"\flFullAlphaRatio", r"\flCustomAlphaRatio",
+                     r"\flCustomFullAlphaRatio"}
 
 
 def test_summary_files_are_not_rewritten_when_unchanged(root):

@@ -52,8 +52,8 @@ print(json.dumps(out))
 
 
 def _digests(threads: str | None, keep: bool = False) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "FLTHEORY_BLAS_THREADS")}
+    unset = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "FLTHEORY_BLAS_THREADS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     if threads is not None:
         env["OPENBLAS_NUM_THREADS"] = threads
