@@ -112,7 +112,12 @@ def git_commit(path: str | os.PathLike[str] | None = None,
         if head.returncode != 0:
             return "unknown", None
         commit = head.stdout.strip()
-        excluded = [f":(exclude){Path(e).resolve()}" for e in exclude]
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True,
+                             text=True, timeout=10, check=False).stdout.strip()
+        inside = [Path(e).resolve() for e in exclude]
+        if top:     # a path outside the work tree is not part of its status anyway (and git refuses it)
+            inside = [e for e in inside if e.is_relative_to(Path(top).resolve())]
+        excluded = [f":(exclude){e}" for e in inside]
         status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
                                  "--", ".", *excluded] if excluded else
                                 ["git", "status", "--porcelain", "--untracked-files=no"],

@@ -289,3 +289,4 @@ def test_git_dirty_ignores_the_excluded_output_directory(tmp_path):
     assert git_commit(tmp_path, exclude=[tmp_path / "figures"])[1] is False
     (tmp_path / "code.py").write_text("x = 2")                     # the code changed: dirty
     assert git_commit(tmp_path, exclude=[tmp_path / "figures"])[1] is True
+    assert git_commit(tmp_path, exclude=[tmp_path.parent / "elsewhere"])[1] is True   # outside the tree

@@ -53,7 +53,11 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             f"--config {target}: cannot be read ({exc.strerror or exc})") from exc
     try:
         if target.suffix == ".toml":
-            import tomllib
+            try:
+                import tomllib
+            except ImportError as exc:          # Python 3.10
+                raise InvalidHyperparameterError(
+                    f"--config {target}: TOML files need Python >= 3.11; give the overrides as JSON") from exc
             data: Any = tomllib.loads(raw.decode("utf-8"))
         else:
             data = json.loads(raw.decode("utf-8"))
