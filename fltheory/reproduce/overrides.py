@@ -43,9 +43,20 @@ def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _toml(target: Path) -> Any:
+    try:
+        import tomllib
+    except ImportError as exc:          # Python 3.10
+        raise InvalidHyperparameterError(
+            f"--config {target}: TOML files need Python >= 3.11; give the overrides as JSON") from exc
+    return tomllib
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """The object in a JSON or TOML file (typed errors naming the file)."""
     target = Path(path)
+    if target.suffix == ".toml":
+        _toml(target)
     try:
         raw = target.read_bytes()
     except OSError as exc:
@@ -53,12 +64,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             f"--config {target}: cannot be read ({exc.strerror or exc})") from exc
     try:
         if target.suffix == ".toml":
-            try:
-                import tomllib
-            except ImportError as exc:          # Python 3.10
-                raise InvalidHyperparameterError(
-                    f"--config {target}: TOML files need Python >= 3.11; give the overrides as JSON") from exc
-            data: Any = tomllib.loads(raw.decode("utf-8"))
+            data: Any = _toml(target).loads(raw.decode("utf-8"))
         else:
             data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
