@@ -337,6 +337,11 @@ def checks(results: dict[str, Any]) -> list[Check]:
         out.append(Check("mann-rate", "not checkable", None,
                          f"AdaGrad: no fixed point of T found from x* nor from x_R: "
                          f"{mann.get('adagrad_unsolved', '')}; {inst}"))
+    elif mann["rho_adagrad"] >= 1.0:
+        # an unstable fixed point: no local linear rate towards it to compare with
+        out.append(Check("mann-rate", "not checkable", None,
+                         f"AdaGrad: the fixed point found has Jacobian spectral radius "
+                         f"{mann['rho_adagrad']:.5f} >= 1 (not attracting); {inst}"))
     elif r_meas is None:
         out.append(Check("mann-rate", "not checkable", None,
                          "AdaGrad: the error never entered [1e-11, 1e-2] x its start in the rounds run"))
