@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.search import registered_targets, search
 
@@ -119,7 +119,8 @@ def _pep_numbers(name: str, point: dict[str, Any], config: dict[str, Any]) -> di
     return None
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(2 ** 31))
     out: dict[str, Any] = {"seed": seed, "budget": int(config["budget"]), "targets": {},
                            "not_searched": NOT_SEARCHED, "log_edges": LOG_EDGES}

@@ -63,7 +63,8 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.errors import DivergenceError
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import run as run_rounds
 from fltheory.algorithms.fedavg import FedAvg
@@ -201,8 +202,8 @@ def exact_second_moment(fed: QuadraticFederation, eta: float, tau: int, server_l
     return out
 
 
-def _a1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, rng: np.random.Generator
-        ) -> dict[str, Any]:
+def _a1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     taus = cfg["taus"]
     out: dict[str, Any] = {"taus": taus, "bound": [], "measured": {k: [] for k in ("sgd", *_ADAPTIVE)},
                            "ratio_unsquared": [], "ratio_squared": []}
@@ -274,16 +275,27 @@ def _mann(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.ndar
     hist = run_rounds(FedAvg(lr=eta, local_steps=tau, server_lr=eta_s), fed, R, x0=x0)
     err_sgd = np.linalg.norm(hist.x - fp.x, axis=1)
     alg = _fedopt("adagrad", cfg, eta, tau, eta_s)
-    ofp = operator_fixed_point(fedopt_operator(alg, fed), fed.optimum())
+    T = fedopt_operator(alg, fed)
+    x_ada = run_rounds(alg, fed, R, x0=x0).x
+    ofp, failures = None, []
+    for start in (fed.optimum(), x_ada[-1]):        # x*, then the last simulated iterate
+        try:
+            ofp = operator_fixed_point(T, start)
+            break
+        except DivergenceError as exc:
+            failures.append(" ".join(str(exc).split()))
+    if ofp is None:       # restarted AdaGrad's T is nearly non-smooth: no root found, not checkable
+        return {"rho_sgd": rho_sgd, "err_sgd": err_sgd, "rho_adagrad": None, "err_adagrad": None,
+                "rounds": R, "adagrad_unsolved": "; ".join(failures)}
     Jm = (1 - eta_s) * np.eye(fed.dim) + eta_s * ofp.jacobian
     rho_ada = float(np.abs(np.linalg.eigvals(Jm)).max())
-    err_ada = np.linalg.norm(run_rounds(alg, fed, R, x0=x0).x - ofp.x, axis=1)
+    err_ada = np.linalg.norm(x_ada - ofp.x, axis=1)
     return {"rho_sgd": rho_sgd, "err_sgd": err_sgd, "rho_adagrad": rho_ada, "err_adagrad": err_ada,
             "rounds": R}
 
 
 def _theorem1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.ndarray,
-              rng: np.random.Generator) -> dict[str, Any]:
+              rng: np.random.Generator, progress: Progress = silent_progress) -> dict[str, Any]:
     tau, eta_s, R, s2 = cfg["local_steps"], cfg["server_lr"], cfg["mc_rounds"], cfg["sigma2"]
     out: dict[str, Any] = {}
     for form in ("squared", "paper"):
@@ -305,7 +317,8 @@ def _theorem1(fed: QuadraticFederation, cfg: dict[str, Any], eta: float, x0: np.
     return out
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
     fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
                            heterogeneity=config["heterogeneity"], seed=seed, constants="clients")
@@ -317,10 +330,10 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
             "local_steps": config["local_steps"], "sigma2": config["sigma2"],
             "rate_rel_tol": config["rate_rel_tol"], "mc_runs": config["mc_runs"],
             "straddle_half_width": config["straddle_half_width"],
-            "a1": _a1(fed, config, eta, rng), "a2": _a2(fed, config, eta, x0, rng),
+            "a1": _a1(fed, config, eta, rng, progress), "a2": _a2(fed, config, eta, x0, rng),
             "a1_tight": _a1_tight(fed, config, rng), "a1_sweep": _a1_adaptive_sweep(fed, config, rng),
             "mann": _mann(fed, config, eta, x0),
-            "theorem1": _theorem1(fed, config, eta, x0, rng)}
+            "theorem1": _theorem1(fed, config, eta, x0, rng, progress)}
 
 
 def _inst(r: dict[str, Any]) -> str:
@@ -391,8 +404,17 @@ def checks(results: dict[str, Any]) -> list[Check]:
     out.append(Check("mann-rate", "holds" if ratio <= 1 else "violated", ratio,
                      f"SGD: max_t ||x_t - x~|| / (rho^t ||x_0 - x~||), rho = {mann['rho_sgd']:.6f}, "
                      f"{int(keep.sum())} rounds" + ("" if ratio <= 1 else f"; {inst}")))
-    r_meas = measured_rate(mann["err_adagrad"])
-    if r_meas is None:
+    r_meas = None if mann["err_adagrad"] is None else measured_rate(mann["err_adagrad"])
+    if mann["rho_adagrad"] is None:
+        out.append(Check("mann-rate", "not checkable", None,
+                         f"AdaGrad: no fixed point of T found from x* nor from x_R: "
+                         f"{mann.get('adagrad_unsolved', '')}; {inst}"))
+    elif mann["rho_adagrad"] >= 1.0:
+        # an unstable fixed point: no local linear rate towards it to compare with
+        out.append(Check("mann-rate", "not checkable", None,
+                         f"AdaGrad: the fixed point found has Jacobian spectral radius "
+                         f"{mann['rho_adagrad']:.5f} >= 1 (not attracting); {inst}"))
+    elif r_meas is None:
         out.append(Check("mann-rate", "not checkable", None,
                          "AdaGrad: the error never entered [1e-11, 1e-2] x its start in the rounds run"))
     else:
@@ -465,8 +487,9 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     a1, th = results["a1"], results["theorem1"]
     out = {"a1_sgd_max_ratio": float(np.max(a1["ratio_unsquared"])),
            "a1_sgd_max_ratio_squared": float(np.max(a1["ratio_squared"])),
-           "rho_mann_sgd": float(results["mann"]["rho_sgd"]),
-           "rho_mann_adagrad": float(results["mann"]["rho_adagrad"])}
+           "rho_mann_sgd": float(results["mann"]["rho_sgd"])}
+    if results["mann"]["rho_adagrad"] is not None:
+        out["rho_mann_adagrad"] = float(results["mann"]["rho_adagrad"])
     tight = results["a1_tight"]
     out["a1_sgd_tight_max_ratio"] = float(np.max(np.maximum(np.asarray(tight["exact"]),
                                                             np.asarray(tight["sampled"]))
@@ -509,6 +532,8 @@ def plot(results: dict[str, Any]):
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     mann, ax = results["mann"], axes[1]
     for c, key in ((0, "sgd"), (1, "adagrad")):
+        if mann[f"err_{key}"] is None:            # no fixed point found: nothing to measure against
+            continue
         e = np.asarray(mann[f"err_{key}"])
         t = np.arange(e.size)
         ax.semilogy(t, np.maximum(e / e[0], 1e-17), color=C[c], linestyle="-", label=f"{key}: measured")

@@ -97,7 +97,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import EFL
 from fltheory.algorithms import run as run_algorithm
@@ -376,7 +376,8 @@ def _counterexample(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """Build the instance, run every variant M times, evaluate both bound readings per round."""
     N, d = config["n_clients"], config["dim"]
     for key in ("sigma2", "inactive_prob"):

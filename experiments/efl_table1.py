@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.bounds import table1_efl_comparison
@@ -45,7 +45,8 @@ FULL: dict[str, Any] = {**QUICK, "eps": [1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-
 EXPECTED_AXES = 2
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     mu, L, S = config["mu"], config["L"], config["S"]
     eps, gl, dl = config["eps"], config["G_over_L"], config["delta_over_L"]
     ratio_s = np.empty((len(eps), len(gl)))

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import EFL
 from fltheory.participation import FixedSteps, FullParticipation, IncompleteSteps
@@ -72,7 +72,8 @@ def relative_bias(fed: Any, x: np.ndarray, eta: float, E: int, weights: str) -> 
     return float(np.linalg.norm(expected - full) / np.linalg.norm(full))
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
     fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
                            heterogeneity=config["heterogeneity"], seed=seed, constants="clients")

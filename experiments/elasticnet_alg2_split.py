@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedElasticNet
 from fltheory.algorithms import run as run_algorithm
@@ -81,7 +81,8 @@ def alg2_split(fed: Any, x0: np.ndarray, lambda1: float, cfg: dict[str, Any]) ->
             "uplink": count["total"] / (2 * e), "final_gap": float(max(hist.loss_gap[-1], 0.0))}
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
     fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
                            heterogeneity=config["heterogeneity"], seed=seed, constants="clients")

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedElasticNet
 from fltheory.algorithms import run as run_algorithm
@@ -169,7 +169,8 @@ def _instance(config: dict[str, Any], rng: np.random.Generator) -> tuple[int, An
     return seed, fed, fed.optimum() + config["init_distance"] * u / np.linalg.norm(u)
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """Communication sweep over lambda_1 for the three variants, then the Theorem 3.1 check."""
     if config["lambda2_over_beta"] <= 0:
         raise InvalidHyperparameterError(f"lambda2_over_beta must be > 0, got {config['lambda2_over_beta']}")
@@ -179,9 +180,11 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
                            "comm_rounds": config["comm_rounds"], "comm_lambda2": config["comm_lambda2"],
                            "lambda1": list(config["lambda1"]), "bases": list(BASES),
                            "bound_rounds": config["bound_rounds"]}
-    for _ in progress([0], desc=NAME):
-        out["communication"] = _communication(fed, x0, config)
-        out["bound"] = _bound_check(fed, x0, config)
+    for stage in progress(["communication", "bound"], desc=NAME):
+        if stage == "communication":
+            out["communication"] = _communication(fed, x0, config)
+        else:
+            out["bound"] = _bound_check(fed, x0, config)
     return out
 
 

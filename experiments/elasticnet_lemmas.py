@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedElasticNet
 from fltheory.algorithms import run as run_rounds
@@ -219,7 +219,8 @@ def transmitted(fed: Any, x0: np.ndarray, lambda1: float, cfg: dict[str, Any]) -
             "kurtosis": excess_kurtosis(nz) if nz.size > 3 else None}
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
     fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
                            heterogeneity=config["heterogeneity"], seed=seed, constants="clients")

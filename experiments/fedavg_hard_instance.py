@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.theory.bounds.fedavg_hard_instance import hard_instance_best_error
 
@@ -42,7 +42,8 @@ FULL: dict[str, Any] = {**QUICK, "K": [2, 3, 5, 10], "R": [10, 30, 100, 300, 100
 EXPECTED_AXES = 1
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     G, mu = config["G"], config["mu"]
     x0 = config["x0_over_G"] * G / mu
     out: dict[str, Any] = {"G": G, "mu": mu, "x0": x0, "R": config["R"], "K": config["K"],

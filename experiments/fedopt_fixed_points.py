@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem
+from fltheory.errors import DivergenceError
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import run as run_rounds
 from fltheory.algorithms.base import Algorithm
@@ -115,12 +116,27 @@ def _predicted(key: str, cfg: dict[str, Any], fed: QuadraticFederation, x_start:
         P = None if kind == "gd" else _preconditioners(fed)
         fp = fedopt_quadratic_fixed_point(fed, cfg["lr_gd"], tau, P, correction=correction)
         return fp.x, fp.spectral_radius
-    T = fedopt_operator(_algorithm(key, cfg, fed), fed)
-    fp = operator_fixed_point(T, x_start)
+    alg = _algorithm(key, cfg, fed)
+    T = fedopt_operator(alg, fed)
+    try:
+        fp = operator_fixed_point(T, x_start)
+    except DivergenceError as first:
+        # another start: the iterate after min_rounds rounds of the algorithm itself
+        retry = run_algorithm(alg, fed, int(cfg["min_rounds"]), x_start)[-1]
+        try:
+            fp = operator_fixed_point(T, retry)
+        except DivergenceError as second:
+            raise _NoFixedPoint(f"root of T(x) = x not found from x* ({' '.join(str(first).split())}) "
+                                f"nor from x_{cfg['min_rounds']} ({' '.join(str(second).split())})") from second
     return fp.x, fp.spectral_radius
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+class _NoFixedPoint(Exception):
+    """The root solver made no progress from either start: the method is not checkable here."""
+
+
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """Draw the instance, compute each method's predicted fixed point and
     simulate R rounds of the library algorithm."""
     seed = int(rng.integers(0, 2**31 - 1))
@@ -135,12 +151,28 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
         "H": fed.H, "e": fed.e, "tol": config["tol_rel"] * config["start_distance"],
         "rounds": {}, "methods": list(METHODS), "labels": {},
         "source": {}, "trajectory": {}, "fixed_point": {}, "rate": {}, "dist_to_fp": {},
-        "bias": {}, "dist_to_opt": {},
+        "bias": {}, "dist_to_opt": {}, "unsolved": {},
     }
-    for key in METHODS:
-        x_fp, rate = _predicted(key, config, fed, xstar)
+    for key in progress(list(METHODS), desc=NAME):
+        try:
+            x_fp, rate = _predicted(key, config, fed, xstar)
+        except _NoFixedPoint as exc:
+            # not checkable on this instance: simulate anyway (the figure shows where it goes)
+            hist = run_algorithm(_algorithm(key, config, fed), fed, int(config["max_rounds"]), x0)
+            out["unsolved"][key] = str(exc)
+            out["rounds"][key] = int(config["max_rounds"])
+            out["labels"][key] = METHODS[key][0]
+            out["source"][key] = METHODS[key][3]
+            out["trajectory"][key] = hist
+            out["dist_to_opt"][key] = np.linalg.norm(hist - xstar, axis=1)
+            continue
         rounds = _rounds_needed(rate, out["tol"], float(np.linalg.norm(x0 - x_fp)), config)
         hist = run_algorithm(_algorithm(key, config, fed), fed, rounds, x0)
+        # The predicted rate is the local one at x~; far from x~ a non-linear T can take longer.
+        # Double the rounds (up to max_rounds) while the iterate is not yet within tol.
+        while np.linalg.norm(hist[-1] - x_fp) > out["tol"] and rounds < int(config["max_rounds"]):
+            rounds = min(2 * rounds, int(config["max_rounds"]))
+            hist = run_algorithm(_algorithm(key, config, fed), fed, rounds, x0)
         out["rounds"][key] = rounds
         out["labels"][key] = METHODS[key][0]
         out["source"][key] = METHODS[key][3]
@@ -178,8 +210,20 @@ def checks(results: dict[str, Any]) -> list[Check]:
     """Per source: worst ||x_R - x~|| / tol; correction: worst bias ratio corrected/uncorrected."""
     out: list[Check] = []
     tol = results["tol"]
+    unsolved = results.get("unsolved", {})
     for theorem, source in (("closed-form", "closed form"), ("operator-root", "operator root")):
-        keys = [k for k in results["methods"] if results["source"][k] == source]
+        missing = [k for k in results["methods"] if results["source"][k] == source and k in unsolved]
+        for k in missing:
+            out.append(Check(theorem, "not checkable", None, f"{k}: {unsolved[k]}; {_instance(results)}"))
+        keys = [k for k in results["methods"] if results["source"][k] == source and k not in unsolved]
+        for k in [k for k in keys if results["rate"][k] >= 1.0]:
+            # an unstable fixed point: the convergence statement assumes rho(J) < 1 there
+            out.append(Check(theorem, "not checkable", None,
+                             f"{k}: the fixed point found has spectral radius {results['rate'][k]:.4f} >= 1 "
+                             f"(not attracting; the convergence claim needs < 1); {_instance(results)}"))
+        keys = [k for k in keys if results["rate"][k] < 1.0]
+        if not keys:
+            continue
         ratios = {k: results["dist_to_fp"][k] / tol for k in keys}
         worst = max(ratios, key=ratios.get)
         summary = "; ".join(f"{k}: ||x_R - x~|| = {results['dist_to_fp'][k]:.3g} "
@@ -193,7 +237,12 @@ def checks(results: dict[str, Any]) -> list[Check]:
                              f"distance {results['dist_to_fp'][worst]:.3g} > tol {tol:.3g} "
                              f"(predicted rate {results['rate'][worst]:.4f}); {_instance(results)}"))
     ratios = {k: results["bias"][k] / results["bias"][base] for k, base in PAIRS.items()
-              if k in results["bias"]}
+              if k in results["bias"] and base in results["bias"]}
+    if not ratios:
+        out.append(Check("correction", "not checkable", None,
+                         "no corrected/uncorrected pair has both fixed points: " + "; ".join(
+                             f"{k}: {v}" for k, v in unsolved.items())))
+        return out
     worst = max(ratios, key=ratios.get)
     summary = "; ".join(f"{k}: {results['bias'][k]:.4g} vs {PAIRS[k]}: {results['bias'][PAIRS[k]]:.4g}"
                         for k in ratios)
@@ -207,7 +256,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
 
 def macros(results: dict[str, Any]) -> dict[str, float]:
     """Bias ||x~ - x*|| per method and the worst simulated-vs-predicted distance."""
-    out = {f"bias_{k}": float(results["bias"][k]) for k in results["methods"]}
+    out = {f"bias_{k}": float(results["bias"][k]) for k in results["methods"] if k in results["bias"]}
     out["max_dist_sim_to_predicted"] = float(max(results["dist_to_fp"].values()))
     return out
 
@@ -235,13 +284,15 @@ def plot(results: dict[str, Any]):
         t = traj[key]
         ax.plot(t[:, 0], t[:, 1], color=colour, linewidth=1.0, marker=".", markersize=2,
                 label=results["labels"][key])
-        fp = np.asarray(results["fixed_point"][key])
-        ax.plot(*fp, marker="o", markersize=8, markerfacecolor="none", markeredgecolor=colour,
-                linestyle="none")
+        if key in results["fixed_point"]:       # absent: no root found (not checkable)
+            fp = np.asarray(results["fixed_point"][key])
+            ax.plot(*fp, marker="o", markersize=8, markerfacecolor="none", markeredgecolor=colour,
+                    linestyle="none")
         ax.plot(*t[-1], marker="x", markersize=6, color=colour, linestyle="none")
         ax2.semilogy(np.arange(t.shape[0]), np.maximum(results["dist_to_opt"][key], 1e-16),
                      color=colour, linestyle="-", label=results["labels"][key])
-        ax2.axhline(results["bias"][key], color=colour, linestyle=":", linewidth=1.0)
+        if key in results["bias"]:
+            ax2.axhline(results["bias"][key], color=colour, linestyle=":", linewidth=1.0)
     xs = np.asarray(results["x_star"])
     ax.plot(*xs, marker="*", markersize=13, color="black", linestyle="none", label=r"$x^*$ (global optimum)")
     co = np.asarray(results["client_optima"])

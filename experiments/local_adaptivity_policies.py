@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import FedOpt
 from fltheory.algorithms import run as run_rounds
@@ -128,7 +128,8 @@ def ideal_one_round(fed: Any, cfg: dict[str, Any], x0: np.ndarray) -> dict[str, 
             "gd_errors": err_gd / err_gd[0]}
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
     fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
                            heterogeneity=config["heterogeneity"], seed=seed, constants="clients")

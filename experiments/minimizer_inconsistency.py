@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms.fedopt import FedOpt
 from fltheory.errors import DivergenceError
@@ -115,10 +115,12 @@ def _maker(case: str, cfg: dict[str, Any]):
 
 def slope(rates: Any, values: Any, k: int) -> float | None:
     """Least-squares slope of log(values) on log(rates) over the k smallest
-    rates with a value (None entries skipped); None if fewer than k values."""
-    pairs = sorted((float(r), float(v)) for r, v in zip(rates, values) if v is not None)[:k]
-    if len(pairs) < k:
+    rates; None (not measurable) if any of them has no value: a slope through
+    larger rates would measure another regime than the small-rate limit."""
+    smallest = sorted(zip((float(r) for r in rates), values), key=lambda p: p[0])[:k]
+    if len(smallest) < k or any(v is None for _, v in smallest):
         return None
+    pairs = [(r, float(v)) for r, v in smallest]
     r, v = np.array(pairs).T
     return float(np.polyfit(np.log(r), np.log(v), 1)[0])
 
@@ -143,7 +145,8 @@ def _adaptive_sweep(case: str, cfg: dict[str, Any], fed: Any, rates: np.ndarray
     return dist, failures
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """Closed-form curves, eq. 8 limit, first-order FedAvg bias and operator
     fixed points over the rate sweeps."""
     seed = int(rng.integers(0, 2**31 - 1))
@@ -197,7 +200,8 @@ def _slope_check(theorem: str, what: str, measured: float | None, target: float,
                  detail: str) -> Check:
     if measured is None:
         return Check(theorem, "not checkable", None,
-                     f"{what}: fewer fixed points than fit points (root of T(x) - x not found); {detail}")
+                     f"{what}: no fixed point at some of the smallest rates (root of T(x) - x not "
+                     f"found), so the small-rate slope cannot be measured; {detail}")
     ratio = abs(measured - target) / tol
     status = "holds" if ratio <= 1.0 else "violated"
     return Check(theorem, status, ratio, f"{what}: slope {measured:.4f}, expected {target:g} "

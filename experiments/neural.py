@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import (EFL, FedAvg, FedCurv, FedDyn, FedElasticNet, FedOpt, FedProx,
                                  Scaffold)
@@ -119,6 +119,9 @@ FULL: dict[str, Any] = {
     "stat_lrs": [0.02, 0.01, 0.005, 0.0025],
 }
 EXPECTED_AXES = 4
+# The digits come from scikit-learn when it is installed (else synthetic prototypes): its
+# presence and version decide the data, so they enter the cache key.
+DATA_PACKAGES = ("scikit-learn",)
 
 
 # --------------------------------------------------------------------------- data
@@ -230,7 +233,8 @@ def _models(cfg: dict[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- protocol
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """(a) test accuracy per round for every (model, algorithm); (b) ||grad F||^2
     per round for client AdaGrad without / with local / with joint correction."""
     images, labels, dataset = _data(config["n_samples"], rng)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.errors import InvalidHyperparameterError
 from fltheory.problems.generators import random_least_squares, random_quadratic
@@ -153,7 +153,8 @@ def _measure(family: str, kind: str, share: float, cfg: dict[str, Any], seed: in
 
 # --------------------------------------------------------------------------- protocol
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """For each kind, family, share and instance: exact shift, both bounds,
     their ratios, the constants and the instance seed."""
     out: dict[str, Any] = {"families": list(config["families"]), "kinds": list(KINDS),

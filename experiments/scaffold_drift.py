@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedAvg, FedDyn, FedProx, Scaffold
 from fltheory.errors import InvalidHyperparameterError
@@ -168,7 +168,8 @@ def _step_check(sc: dict[str, Any]) -> Check:
     return Check("scaffold-step-conditions", "holds", ratio, f"{head}; " + "; ".join(parts))
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """For every h and algorithm: exact fixed point, spectral rate, trajectory, rounds to eps."""
     N, d, K = config["n_clients"], config["dim"], config["K"]
     hs = list(config["heterogeneity"])

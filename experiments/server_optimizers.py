@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import run as run_rounds
 from fltheory.algorithms.fedopt import FedOpt
@@ -118,7 +118,8 @@ def _fixed_point(T: Any, start: np.ndarray) -> tuple[Any, str]:
         return None, f"no fixed point found: {first}; root solver: {' '.join(str(exc).split())}"
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
     feds = {"quadratic": random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
                                           heterogeneity=config["heterogeneity"], seed=seed,

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedCurv, FedCurvTE, FedProx, FedProxTE
 from fltheory.participation import UniformSampling
@@ -102,7 +102,8 @@ def paired(gb: np.ndarray, gt: np.ndarray) -> dict[str, float]:
             "n": n, "wins": int(np.sum(np.asarray(gt) < np.asarray(gb)))}
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     instance_seed = int(rng.integers(0, 2**31 - 1))
     run_seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=config["seeds"])]
     fed = instance(config, instance_seed)

@@ -59,7 +59,7 @@ import numpy as np
 from matplotlib.ticker import ScalarFormatter
 from scipy import stats
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedCurv, FedCurvTE, FedProx, FedProxTE
 from fltheory.algorithms import run as run_algorithm
@@ -150,7 +150,8 @@ def _test_metrics(X: np.ndarray, A: np.ndarray, y: np.ndarray, C: int) -> tuple[
 
 # --------------------------------------------------------------------------- protocol
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     """Loss gap, test accuracy and test loss per round for the four methods and
     every seed; the beta = 0 reduction differences."""
     instance_seed = int(rng.integers(0, 2**31 - 1))

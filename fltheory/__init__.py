@@ -15,6 +15,11 @@ from .errors import (AssumptionError, DivergenceError, FLTheoryError,
 
 __version__ = "0.1.0"
 
+# Same bits whatever the BLAS thread count: see fltheory/_threads.py.
+from ._threads import pin_process_blas as _pin_process_blas  # noqa: E402
+
+_pin_process_blas()
+
 __all__ = ["errors", "FLTheoryError", "InvalidProblemError", "InvalidHyperparameterError",
            "AssumptionError", "DivergenceError", "NotAffineError", "OptionalDependencyError",
            "__version__"]

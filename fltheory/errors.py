@@ -9,14 +9,17 @@ expected, and where.
 from __future__ import annotations
 
 __all__ = [
-    "FLTheoryError",
-    "InvalidProblemError",
-    "InvalidHyperparameterError",
     "AssumptionError",
     "DivergenceError",
-    "NotAffineError",
     "ExperimentDefinitionError",
+    "FLTheoryError",
+    "InvalidHyperparameterError",
+    "InvalidProblemError",
+    "MixedResultsError",
+    "NotAffineError",
     "OptionalDependencyError",
+    "OutputDirectoryError",
+    "ResultsFileError",
 ]
 
 
@@ -56,3 +59,19 @@ class ExperimentDefinitionError(FLTheoryError, ValueError):
 class OptionalDependencyError(FLTheoryError, ImportError):
     """A feature needs a package that is not installed; the message names the
     feature, the package and the pip command (usually an fltheory extra)."""
+
+
+class ResultsFileError(InvalidProblemError):
+    """A stored results file is missing, unreadable or malformed; the message
+    names the file and the field.  (A ValueError, and an InvalidProblemError
+    for callers written before it existed.)"""
+
+
+class OutputDirectoryError(FLTheoryError, OSError):
+    """An output directory cannot be written (read-only, full, not a
+    directory); the message names the directory and the system error."""
+
+
+class MixedResultsError(FLTheoryError, ValueError):
+    """Results in one directory were computed with different sources, library
+    versions or data sources, and would be summarised together."""

@@ -20,10 +20,11 @@ Use it as::
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import matplotlib
 from cycler import cycler
@@ -33,7 +34,7 @@ from matplotlib.figure import Figure
 from .errors import InvalidHyperparameterError
 from .results import atomic_write
 
-__all__ = ["OKABE_ITO", "LINESTYLES", "STYLE", "style", "figure", "ratio_axis", "save_figure"]
+__all__ = ["LINESTYLES", "OKABE_ITO", "STYLE", "figure", "ratio_axis", "save_figure", "style"]
 
 #: Okabe-Ito palette (black last: it is used for reference lines).
 OKABE_ITO: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7",
@@ -74,7 +75,7 @@ TEXT_WIDTH = 7.0
 @contextlib.contextmanager
 def style() -> Iterator[None]:
     """Context in which matplotlib uses :data:`STYLE` (restored on exit)."""
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(cast(Any, STYLE)):
         yield
 
 
@@ -107,8 +108,9 @@ def ratio_axis(ax: Axes, *, label: str = "measured / bound", log: bool = True,
 
 def save_figure(fig: Figure, path_without_suffix: str | os.PathLike[str],
                 formats: Sequence[str] = ("pdf", "png")) -> list[Path]:
-    """Write ``fig`` as ``<path>.pdf`` and ``<path>.png`` (atomically, in the
-    house style), with deterministic PDF metadata; returns the paths."""
+    """Write ``fig`` as ``<path>.pdf`` and ``<path>.png`` (rendered in memory,
+    then written atomically with the usual file mode, in the house style), with
+    deterministic PDF metadata; returns the paths."""
     base = Path(path_without_suffix)
     written: list[Path] = []
     for fmt in formats:
@@ -117,7 +119,12 @@ def save_figure(fig: Figure, path_without_suffix: str | os.PathLike[str],
         target = base.with_name(base.name + "." + fmt)
         metadata: dict[str, Any] = {"pdf": {"CreationDate": None, "ModDate": None},
                                     "svg": {"Date": None}}.get(fmt, {})
-        with style(), atomic_write(target, "wb") as handle:
-            fig.savefig(handle, format=fmt, metadata=metadata)
+        # Render in memory first: a full disk then fails as a plain OSError from the
+        # write (matplotlib's writers can mask it), and no partial figure is ever visible.
+        buffer = io.BytesIO()
+        with style():
+            fig.savefig(buffer, format=fmt, metadata=metadata)
+        with atomic_write(target, "wb") as handle:
+            handle.write(buffer.getvalue())
         written.append(target)
     return written

@@ -45,27 +45,27 @@ import os
 import platform
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 
-from .errors import DivergenceError, InvalidProblemError
+from .errors import DivergenceError, InvalidProblemError, ResultsFileError
 
 __all__ = [
-    "RunRecord",
-    "package_versions",
-    "git_commit",
-    "to_jsonable",
-    "atomic_write",
-    "save_json",
-    "load_json",
-    "save_results",
-    "load_results",
     "FORMAT",
     "TRACKED_PACKAGES",
+    "RunRecord",
+    "atomic_write",
+    "git_commit",
+    "load_json",
+    "load_results",
+    "package_versions",
+    "save_json",
+    "save_results",
+    "to_jsonable",
 ]
 
 FORMAT = "fltheory-results/1"
@@ -95,12 +95,15 @@ def package_versions(packages: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, 
     return out
 
 
-def git_commit(path: str | os.PathLike[str] | None = None) -> tuple[str, bool | None]:
+def git_commit(path: str | os.PathLike[str] | None = None,
+               exclude: Sequence[str | os.PathLike[str]] = ()) -> tuple[str, bool | None]:
     """``(commit, dirty)`` of the git working tree containing ``path``.
 
     ``path`` defaults to the fltheory source directory.  Never fails: without
     git, outside a repository or on any error the result is ``("unknown", None)``.
-    ``dirty`` is True when tracked files differ from the commit.
+    ``dirty`` is True when tracked files differ from the commit, not counting
+    files under the directories ``exclude`` (e.g. the output directory of the
+    run being recorded, whose own writes must not make it look dirty).
     """
     cwd = Path(path) if path is not None else _PACKAGE_ROOT
     try:
@@ -109,7 +112,15 @@ def git_commit(path: str | os.PathLike[str] | None = None) -> tuple[str, bool | 
         if head.returncode != 0:
             return "unknown", None
         commit = head.stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True,
+                             text=True, timeout=10, check=False).stdout.strip()
+        inside = [Path(e).resolve() for e in exclude]
+        if top:     # a path outside the work tree is not part of its status anyway (and git refuses it)
+            inside = [e for e in inside if e.is_relative_to(Path(top).resolve())]
+        excluded = [f":(exclude){e}" for e in inside]
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
+                                 "--", ".", *excluded] if excluded else
+                                ["git", "status", "--porcelain", "--untracked-files=no"],
                                 cwd=cwd, capture_output=True, text=True, timeout=20, check=False)
         dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
         return (commit or "unknown"), dirty
@@ -137,6 +148,12 @@ class RunRecord:
         Whether tracked files differed from that commit (None if unknown).
     timestamp : str
         UTC time of capture, ISO 8601 (``2026-01-31T12:00:00+00:00``).
+    overrides : dict
+        Configuration entries changed from the declared default (``{}``: none).
+    data_source : dict
+        Which data the numbers come from (e.g. a data package and its version).
+    wall_seconds : float | None
+        Wall-clock seconds of the computation (None if not measured).
     """
 
     config: dict[str, Any]
@@ -146,16 +163,36 @@ class RunRecord:
     git_commit: str
     git_dirty: bool | None
     timestamp: str
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    data_source: dict[str, Any] = dataclasses.field(default_factory=dict)
+    wall_seconds: float | None = None
 
     @classmethod
-    def capture(cls, config: Mapping[str, Any], seed: int | None = None) -> "RunRecord":
-        """Record ``config`` and ``seed`` with the current environment."""
-        commit, dirty = git_commit()
+    def capture(cls, config: Mapping[str, Any], seed: int | None = None, *,
+                versions: Mapping[str, str] | None = None,
+                overrides: Mapping[str, Any] | None = None,
+                data_source: Mapping[str, Any] | None = None,
+                wall_seconds: float | None = None,
+                exclude_from_dirty: Sequence[str | os.PathLike[str]] = ()) -> RunRecord:
+        """Record ``config`` and ``seed`` with the current environment.
+        ``versions`` adds to (and overrides) :func:`package_versions`;
+        ``exclude_from_dirty`` is passed to :func:`git_commit` as ``exclude``."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise InvalidProblemError(f"seed must be an int or None, got {seed!r}")
+        if wall_seconds is not None and (isinstance(wall_seconds, bool) or not isinstance(
+                wall_seconds, (int, float)) or not math.isfinite(wall_seconds) or wall_seconds < 0):
+            raise InvalidProblemError(
+                f"wall_seconds must be a finite number >= 0 or None, got {wall_seconds!r}")
+        commit, dirty = git_commit(exclude=exclude_from_dirty)
         return cls(config=to_jsonable(dict(config), where="config"),
                    seed=None if seed is None else int(seed),
-                   versions=package_versions(), python=platform.python_version(),
+                   versions={**package_versions(), **dict(versions or {})},
+                   python=platform.python_version(),
                    git_commit=commit, git_dirty=dirty,
-                   timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+                   timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                   overrides=to_jsonable(dict(overrides or {}), where="overrides"),
+                   data_source=to_jsonable(dict(data_source or {}), where="data_source"),
+                   wall_seconds=None if wall_seconds is None else round(float(wall_seconds), 3))
 
     def __getitem__(self, key: str) -> Any:
         """``record[key]``: the entry ``key`` of ``config``, else the field ``key``
@@ -179,16 +216,51 @@ class RunRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RunRecord":
-        """Inverse of :meth:`to_dict`; missing or unknown fields raise InvalidProblemError."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        missing = names - set(data)
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
+        """Inverse of :meth:`to_dict`.  Missing required or unknown fields, or a
+        field of the wrong type, raise InvalidProblemError naming the field;
+        ``overrides``, ``data_source`` and ``wall_seconds`` (added later) may be absent."""
+        if not isinstance(data, Mapping):
+            raise InvalidProblemError(f"a RunRecord must be a mapping, got {type(data).__name__}")
+        fields = dataclasses.fields(cls)
+        names = {f.name for f in fields}
+        required = {f.name for f in fields if f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING}
+        missing = required - set(data)
         extra = set(data) - names
         if missing or extra:
             raise InvalidProblemError(
-                f"RunRecord fields must be exactly {sorted(names)}; missing {sorted(missing)}, "
-                f"unexpected {sorted(extra)}")
-        return cls(**{k: data[k] for k in names})
+                f"RunRecord fields must be {sorted(names)} (all but overrides, data_source, wall_seconds "
+                f"required); missing {sorted(missing)}, unexpected {sorted(extra)}")
+        for name, ok, expected in _RECORD_FIELD_TYPES:
+            if name in data and not ok(data[name]):
+                raise InvalidProblemError(
+                    f"RunRecord field {name!r} must be {expected}, got {data[name]!r:.100}")
+        return cls(**{k: data[k] for k in names if k in data})
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_str_dict(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) for k in v)
+
+
+_RECORD_FIELD_TYPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("config", _is_str_dict, "a dict with str keys"),
+    ("seed", lambda v: v is None or _is_int(v), "an int or null"),
+    ("versions", lambda v: _is_str_dict(v) and all(isinstance(x, str) for x in v.values()),
+     "a dict of str versions"),
+    ("python", lambda v: isinstance(v, str), "a str"),
+    ("git_commit", lambda v: isinstance(v, str), "a str"),
+    ("git_dirty", lambda v: v is None or isinstance(v, bool), "a bool or null"),
+    ("timestamp", lambda v: isinstance(v, str), "a str"),
+    ("overrides", _is_str_dict, "a dict with str keys"),
+    ("data_source", _is_str_dict, "a dict with str keys"),
+    ("wall_seconds", lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                             and math.isfinite(v) and v >= 0), "a number >= 0 or null"),
+)
 
 
 # --------------------------------------------------------------------------- JSON conversion
@@ -257,7 +329,9 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[A
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as handle:
+        os.fchmod(fd, 0o666 & ~_current_umask())     # the usual mode (mkstemp makes 0600)
+        handle: IO[Any]
+        with (os.fdopen(fd, "w", encoding="utf-8") if mode == "w" else os.fdopen(fd, "wb")) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -267,6 +341,12 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[A
             os.unlink(tmp)
         raise
     _fsync_dir(target.parent)
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -303,11 +383,28 @@ def save_json(path: str | os.PathLike[str], obj: Any) -> None:
 
 
 def load_json(path: str | os.PathLike[str]) -> Any:
-    """Read a JSON file written by :func:`save_json`; NaN/Infinity tokens are rejected."""
+    """Read a JSON file written by :func:`save_json`.
+
+    A missing, unreadable, empty, truncated or non-UTF-8 file, or one holding
+    the non-finite tokens NaN/Infinity, raises
+    :class:`~fltheory.errors.ResultsFileError` naming the file and the problem.
+    """
     def _reject(token: str) -> float:
-        raise InvalidProblemError(f"{path} contains the non-finite JSON token {token}")
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle, parse_constant=_reject)
+        raise ResultsFileError(f"{path}: contains the non-finite JSON token {token}")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle, parse_constant=_reject)
+    except FileNotFoundError as exc:
+        raise ResultsFileError(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise ResultsFileError(f"{path}: is a directory, expected a JSON file") from exc
+    except UnicodeDecodeError as exc:
+        raise ResultsFileError(f"{path}: not UTF-8 text (byte {exc.start}); expected JSON") from exc
+    except json.JSONDecodeError as exc:
+        raise ResultsFileError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, "
+                               f"column {exc.colno})") from exc
+    except OSError as exc:
+        raise ResultsFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
 
 # --------------------------------------------------------------------------- results with arrays
@@ -345,7 +442,7 @@ def save_results(path: str | os.PathLike[str], data: Mapping[str, Any], record: 
             doc[key] = to_jsonable(value, where=key)
     if large:
         buffer = io.BytesIO()
-        np.savez(buffer, **large)
+        np.savez(buffer, **cast(dict[str, Any], large))
         payload = buffer.getvalue()
         npz_name = f"{target.stem}.{hashlib.sha256(payload).hexdigest()[:16]}.npz"
         with atomic_write(target.parent / npz_name, "wb") as handle:
@@ -359,6 +456,27 @@ def save_results(path: str | os.PathLike[str], data: Mapping[str, Any], record: 
             with contextlib.suppress(FileNotFoundError):
                 old.unlink()
     return target
+
+
+def _load_arrays(target: Path, name: Any) -> dict[str, np.ndarray]:
+    """The arrays of the NPZ file ``name`` beside ``target`` ({} for None)."""
+    if name is None:
+        return {}
+    if not isinstance(name, str) or not name:
+        raise ResultsFileError(f"{target}: field 'arrays_file' must be a file name or null, got {name!r:.80}")
+    directory = target.parent.resolve()
+    npz_path = (target.parent / name).resolve()
+    if Path(name).name != name or npz_path.parent != directory:
+        raise ResultsFileError(f"{target}: field 'arrays_file' {name!r} leaves the results directory "
+                               f"{directory}; only a file name beside the JSON is allowed")
+    try:
+        with np.load(npz_path, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except FileNotFoundError as exc:
+        raise ResultsFileError(f"{target}: field 'arrays_file': {npz_path} does not exist") from exc
+    except (OSError, ValueError, EOFError) as exc:
+        raise ResultsFileError(f"{target}: field 'arrays_file': {npz_path} is not a readable NPZ "
+                               f"file ({exc})") from exc
 
 
 def _reject_reserved(obj: Any, where: str) -> None:
@@ -376,28 +494,38 @@ def load_results(path: str | os.PathLike[str]) -> tuple[dict[str, Any], RunRecor
     """Load what :func:`save_results` wrote: ``(data, record, extra)``.
 
     NPZ-stored arrays come back as ``numpy.ndarray``; inline arrays as lists.
+    Every problem (missing or unreadable file, wrong format, a missing or
+    malformed field, an arrays file that is missing, unreadable or named by a
+    path leaving the results file's directory) raises
+    :class:`~fltheory.errors.ResultsFileError` naming the file and the field.
     """
     target = Path(path)
     doc = load_json(target)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise InvalidProblemError(
-            f"{target} is not an fltheory results file (expected format {FORMAT!r}, "
+        raise ResultsFileError(
+            f"{target}: field 'format': not an fltheory results file (expected {FORMAT!r}, "
             f"got {doc.get('format') if isinstance(doc, dict) else type(doc).__name__!r})")
-    arrays: dict[str, np.ndarray] = {}
-    if doc.get("arrays_file"):
-        with np.load(target.parent / doc["arrays_file"], allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+    for field in ("record", "data"):
+        if not isinstance(doc.get(field), dict):
+            raise ResultsFileError(f"{target}: field {field!r} must be an object, got {doc.get(field)!r:.80}")
+    arrays = _load_arrays(target, doc.get("arrays_file"))
 
-    def restore(obj: Any) -> Any:
+    def restore(obj: Any, where: str) -> Any:
         if isinstance(obj, dict):
             if set(obj) == {"$npz"}:
+                if obj["$npz"] not in arrays:
+                    raise ResultsFileError(f"{target}: field {where!r} refers to array {obj['$npz']!r}, "
+                                           f"which the arrays file does not hold")
                 return arrays[obj["$npz"]]
-            return {k: restore(v) for k, v in obj.items()}
+            return {k: restore(v, f"{where}.{k}") for k, v in obj.items()}
         if isinstance(obj, list):
-            return [restore(v) for v in obj]
+            return [restore(v, f"{where}[{i}]") for i, v in enumerate(obj)]
         return obj
 
-    data = restore(doc["data"])
-    record = RunRecord.from_dict(doc["record"])
+    data = restore(doc["data"], "data")
+    try:
+        record = RunRecord.from_dict(doc["record"])
+    except InvalidProblemError as exc:
+        raise ResultsFileError(f"{target}: field 'record': {exc}") from exc
     extra = {k: v for k, v in doc.items() if k not in ("format", "record", "data", "arrays_file")}
     return data, record, extra

@@ -82,7 +82,7 @@ def test_docstring_examples_run(name, monkeypatch):
 def test_experiments_page_lists_every_registered_experiment():
     if str(ROOT) not in sys.path:
         sys.path.append(str(ROOT))
-    from experiments._framework import discover
+    from fltheory.reproduce import discover
     text = (ROOT / "docs" / "experiments.md").read_text(encoding="utf-8")
     missing = [e.name for e in discover("experiments") if f"`{e.name}`" not in text]
     assert not missing, f"docs/experiments.md does not describe {missing}"

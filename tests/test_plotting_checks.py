@@ -66,7 +66,7 @@ def test_legend_on_data_is_found_and_ticks_outside_the_view_are_ignored():
 
 
 def _experiments():
-    from experiments._framework import discover
+    from fltheory.reproduce import discover
     return {e.name: e for e in discover("experiments")}
 
 
@@ -86,9 +86,9 @@ NAMES = sorted(p.stem for p in (ROOT / "figures").glob("*.json"))
     pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=f"FINDING: {KNOWN[n]}")) if n in KNOWN else n
     for n in NAMES])
 def test_every_stored_figure_is_laid_out_cleanly(name):
-    from experiments._runner import read_result
+    from fltheory.reproduce import read_stored
     exp = _experiments()[name]
-    doc = read_result(ROOT / "figures", name)
+    doc = read_stored(ROOT / "figures", name).doc
     with plotting.style():
         fig = exp.plot(doc["data"])
         problems = layout_problems(fig, legends_on_data=name == "server_optimizers")

@@ -16,8 +16,17 @@ from hypothesis.extra import numpy as hnp
 
 import fltheory.results as results_mod
 from fltheory.errors import DivergenceError, InvalidProblemError
-from fltheory.results import (RunRecord, atomic_write, git_commit, load_json, load_results,
-                              package_versions, save_json, save_results, to_jsonable)
+from fltheory.results import (
+    RunRecord,
+    atomic_write,
+    git_commit,
+    load_json,
+    load_results,
+    package_versions,
+    save_json,
+    save_results,
+    to_jsonable,
+)
 
 
 def record(config=None, seed=0) -> RunRecord:
@@ -213,3 +222,71 @@ def test_git_commit_reads_this_checkout():
 
 def test_package_versions_reports_missing_packages():
     assert package_versions(("surely_not_installed_pkg_zz",)) == {"surely_not_installed_pkg_zz": "not installed"}
+
+
+# --------------------------------------------------------------------------- loading faults, provenance
+
+def _saved(tmp_path):
+    path = tmp_path / "r.json"
+    save_results(path, {"big": np.arange(20.0), "x": 1}, record(), inline_limit=5)
+    return path
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda p: p.unlink(), "r.json: no such file"),
+    (lambda p: p.write_text(""), "r.json: not valid JSON"),
+    (lambda p: p.write_text(p.read_text()[:40]), "r.json: not valid JSON"),
+    (lambda p: p.write_bytes(b"\xff\xfe\x00binary"), "r.json: not UTF-8 text"),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "data": None})),
+     "field 'data' must be an object"),
+    (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items()
+                                        if k != "record"})),
+     "field 'record' must be an object"),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()),
+                                        "record": {**json.loads(p.read_text())["record"], "seed": "abc"}})),
+     "field 'record': RunRecord field 'seed' must be an int or null, got 'abc'"),
+    (lambda p: [q.unlink() for q in p.parent.glob("*.npz")], "field 'arrays_file': "),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "arrays_file": "../evil.npz"})),
+     "field 'arrays_file' '../evil.npz' leaves the results directory"),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "arrays_file": "/etc/passwd"})),
+     "leaves the results directory"),
+])
+def test_loading_a_damaged_results_file_is_a_typed_error_naming_file_and_field(tmp_path, damage, message):
+    from fltheory.errors import ResultsFileError
+    path = _saved(tmp_path)
+    damage(path)
+    with pytest.raises(ResultsFileError) as info:
+        load_results(path)
+    assert message in str(info.value) and str(path) in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_record_carries_overrides_data_source_and_wall_time():
+    rec = RunRecord.capture({"n": 1}, 0, overrides={"n": 1}, data_source={"scikit-learn": "1.0"},
+                            wall_seconds=1.23456)
+    assert (rec.overrides, rec.data_source, rec.wall_seconds) == ({"n": 1}, {"scikit-learn": "1.0"}, 1.235)
+    old = {k: v for k, v in rec.to_dict().items() if k not in ("overrides", "data_source", "wall_seconds")}
+    assert RunRecord.from_dict(old).overrides == {}          # records written before these fields load
+    with pytest.raises(InvalidProblemError, match="seed must be an int or None, got 'abc'"):
+        RunRecord.capture({}, "abc")  # type: ignore[arg-type]
+
+
+def test_git_dirty_ignores_the_excluded_output_directory(tmp_path):
+    import shutil
+    import subprocess
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+    git("init", "-q")
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "a.json").write_text("1")
+    (tmp_path / "code.py").write_text("x = 1")
+    git("add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init")
+    (tmp_path / "figures" / "a.json").write_text("2")            # the run's own output changed
+    assert git_commit(tmp_path)[1] is True
+    assert git_commit(tmp_path, exclude=[tmp_path / "figures"])[1] is False
+    (tmp_path / "code.py").write_text("x = 2")                     # the code changed: dirty
+    assert git_commit(tmp_path, exclude=[tmp_path / "figures"])[1] is True
+    assert git_commit(tmp_path, exclude=[tmp_path.parent / "elsewhere"])[1] is True   # outside the tree

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._threads import pinned_blas
 from ..errors import DivergenceError, InvalidHyperparameterError
 from ..participation import Participation
 from ..problems.base import Federation
@@ -57,6 +58,7 @@ def register_run_method(name: str, runner: RunMethod, provider: str) -> None:
     _METHODS[name] = (runner, provider)
 
 
+@pinned_blas
 def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         participation: Participation | None = None, seed: int | np.random.SeedSequence = 0,
         x0: Any = None, callback: Callable[[int, Any, RoundInfo], bool | None] | None = None,

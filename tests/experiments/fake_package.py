@@ -13,7 +13,7 @@ from pathlib import Path
 #: A valid experiment: sample mean of n standard normals against 3 sigma/sqrt(n).
 GOOD = '''
 import numpy as np
-from experiments._framework import Check, Theorem
+from fltheory.reproduce import Check, Theorem
 from fltheory import plotting
 
 NAME = "{name}"
@@ -53,7 +53,7 @@ def plot(results):
 '''
 
 FAILING = '''
-from experiments._framework import Check, Theorem
+from fltheory.reproduce import Check, Theorem
 NAME = "{name}"
 TITLE = "Fails on purpose"
 THEOREMS = [Theorem("t", "test suite", "Theorem 0")]

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from experiments._framework import STATUSES, discover, experiment_rng
-from experiments._runner import reproduce
+from fltheory.reproduce import STATUSES, discover, experiment_rng
+from fltheory.reproduce import reproduce
 from fltheory.results import to_jsonable
 
 REGISTRY = {exp.name: exp for exp in discover()}

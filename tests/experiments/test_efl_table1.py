@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from experiments import efl_table1 as exp
-from experiments._framework import experiment_rng
+from fltheory.reproduce import experiment_rng
 from fltheory.theory.bounds import table1_efl_comparison
 
 

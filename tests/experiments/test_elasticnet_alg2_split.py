@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments import elasticnet_alg2_split as exp
-from experiments._framework import experiment_rng
+from fltheory.reproduce import experiment_rng
 from fltheory.problems.generators import random_quadratic
 
 

@@ -61,7 +61,7 @@ def test_gamma_and_signs_match_independent_alg3():
     "[0.001, 0.3] vs 0.46 at lambda_1 = 0; likely cause: the sign term keeps coordinates oscillating around x "
     "by about lr * lambda_1 per step, while without it the converged updates fall below eps"))
 def test_full_scaffold_elastic_net_l1_reduces_nonzeros():
-    from experiments._framework import experiment_rng
+    from fltheory.reproduce import experiment_rng
 
     cfg = dict(exp.FULL, lambda1=[0.0, 0.01])
     _, fed, x0 = exp._instance(cfg, experiment_rng(0, exp.NAME))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from experiments import elasticnet_lemmas as exp
-from experiments._framework import experiment_rng
+from fltheory.reproduce import experiment_rng
 from fltheory.algorithms import FedElasticNet
 from fltheory.algorithms import run as run_rounds
 from fltheory.participation import UniformSampling

@@ -8,10 +8,16 @@ import re
 import numpy as np
 import pytest
 
-from experiments._framework import (Check, ExperimentDefinitionError, Theorem, discover,
-                                     experiment_rng)
-from experiments._runner import format_macro_value, macro_name
 from fltheory.errors import FLTheoryError
+from fltheory.reproduce import (
+    Check,
+    ExperimentDefinitionError,
+    Theorem,
+    discover,
+    experiment_rng,
+    format_macro_value,
+    macro_name,
+)
 
 from .fake_package import good, make_package
 
@@ -123,7 +129,7 @@ def test_readme_example_is_a_valid_experiment_that_holds(root):
     """The complete example of experiments/README.md, run as written."""
     from pathlib import Path
 
-    from experiments._runner import reproduce
+    from fltheory.reproduce import reproduce
     readme = Path(__file__).resolve().parents[2] / "experiments" / "README.md"
     code = re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)[0]
     pkg = make_package(root, {"gd_rate": code})

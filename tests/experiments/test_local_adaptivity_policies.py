@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import local_adaptivity_policies as exp
-from experiments._framework import experiment_rng
+from fltheory.reproduce import experiment_rng
 from fltheory import optim
 from fltheory.algorithms import run
 from fltheory.problems.generators import random_quadratic

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments import te_table2_rows as exp
-from experiments._framework import experiment_rng
+from fltheory.reproduce import experiment_rng
 from fltheory.algorithms import FedProx, FedProxTE, run
 from fltheory.participation import FullParticipation, UniformSampling
 

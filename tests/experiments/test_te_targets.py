@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from experiments import te_targets as te
-from experiments._framework import experiment_rng
+from fltheory.reproduce import experiment_rng
 from fltheory.problems import LogisticFederation
 
 

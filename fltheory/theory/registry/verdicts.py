@@ -1,7 +1,7 @@
 """Verdicts of registry items from the experiments' last results (``figures/NAME.json``).
 
 Each experiment check is ``{"theorem", "status", "ratio", "detail"}`` (see
-``experiments/_framework.py``).  An item's verdict over the checks it names is
+``fltheory.reproduce``).  An item's verdict over the checks it names is
 the worst status among them (violated > not checkable > holds) with the
 largest ratio of that status and the detail of that check.  Items with no
 experiment check get their verdict from the registry: "holds" when tests hold

@@ -1,7 +1,7 @@
-"""The experiment protocol, its validation, and the registry.
+"""The experiment protocol: what an experiment module declares, and its validation.
 
-An experiment is a module ``experiments/<name>.py`` defining these names at
-module level (see ``experiments/README.md`` for a complete example)::
+An experiment is a module defining these names at module level (see
+``experiments/README.md`` in the repository for a complete example)::
 
     NAME: str                      # == the module's name, lowercase identifier
     TITLE: str                     # one line, shown by `fltheory list`
@@ -9,51 +9,41 @@ module level (see ``experiments/README.md`` for a complete example)::
     QUICK: dict                    # JSON-able config, small enough for CI
     FULL: dict                     # JSON-able config for the paper figures
     EXPECTED_AXES: int             # len(fig.axes) of the figure plot() returns
-    def run(config: dict, rng: numpy.random.Generator) -> dict: ...
+    def run(config: dict, rng: numpy.random.Generator, progress: Progress) -> dict: ...
     def plot(results: dict) -> matplotlib.figure.Figure: ...
     def checks(results: dict) -> list[Check]: ...
     def macros(results: dict) -> dict[str, float]: ...
 
-Modules whose names start with ``_`` are not experiments.  :func:`discover`
-imports every other module of the package (``pkgutil``), validates its
-declarations and returns :class:`Experiment` objects sorted by name; every
-problem found in any module is reported in one
-:class:`ExperimentDefinitionError`.
+Optional: ``DATA_PACKAGES: tuple[str, ...]``, the distributions (e.g.
+``("scikit-learn",)``) whose presence and version decide which data the
+experiment reads; they enter its cache key (:mod:`fltheory.reproduce.keys`).
+``run`` may omit the ``progress`` parameter; when it has one, the framework
+passes the callback of :mod:`fltheory.reproduce.progress`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import importlib
+import inspect
 import keyword
 import math
-import os
-import pkgutil
 import random
-import sys
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 
-from fltheory.errors import ExperimentDefinitionError, FLTheoryError
+from fltheory.errors import ExperimentDefinitionError
 from fltheory.results import to_jsonable
 
-__all__ = ["Theorem", "Check", "Experiment", "ExperimentDefinitionError", "discover",
-           "load_experiment", "experiment_rng", "progress", "STATUSES", "DEFAULT_PACKAGE",
-           "PACKAGE_ENV"]
+from .progress import Progress, silent_progress
+
+__all__ = ["STATUSES", "Check", "Experiment", "ExperimentDefinitionError", "Theorem", "validate_module"]
 
 STATUSES: tuple[str, ...] = ("holds", "violated", "not checkable")
-DEFAULT_PACKAGE = "experiments"
-PACKAGE_ENV = "FLTHEORY_EXPERIMENTS"
 
 Status = Literal["holds", "violated", "not checkable"]
-T = TypeVar("T")
-
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +109,8 @@ class Check:
         if not isinstance(self.detail, str):
             raise ExperimentDefinitionError(f"Check.detail must be a str, got {type(self.detail).__name__}")
         if self.ratio is not None:
-            if isinstance(self.ratio, bool) or not isinstance(self.ratio, (int, float, np.floating, np.integer)):
+            if isinstance(self.ratio, bool) or not isinstance(
+                    self.ratio, (int, float, np.floating, np.integer)):
                 raise ExperimentDefinitionError(
                     f"Check.ratio must be a float or None, got {self.ratio!r}")
             ratio = float(self.ratio)
@@ -166,6 +157,7 @@ class Experiment:
     full: dict[str, Any]
     expected_axes: int
     module: ModuleType = dataclasses.field(repr=False, compare=False)
+    data_packages: tuple[str, ...] = ()
 
     @property
     def module_name(self) -> str:
@@ -192,11 +184,24 @@ class Experiment:
             f"declared keys are {[t.key for t in self.theorems]}")
 
     # The four calls, with their outputs checked against the protocol.
-    def run(self, config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
-        """``module.run`` on a copy of ``config``; refuses results that are not a
-        JSON-able dict and runs that drew from numpy's or Python's global RNG."""
+    @property
+    def accepts_progress(self) -> bool:
+        """Whether ``module.run`` takes the ``progress`` callback."""
+        try:
+            return "progress" in inspect.signature(self.module.run).parameters
+        except (TypeError, ValueError):
+            return False
+
+    def run(self, config: dict[str, Any], rng: np.random.Generator,
+            progress: Progress | None = None) -> dict[str, Any]:
+        """``module.run`` on a copy of ``config`` (with ``progress`` when it takes
+        one); refuses results that are not a JSON-able dict and runs that drew
+        from numpy's or Python's global RNG."""
         before = (_global_numpy_state(), random.getstate())
-        results = self.module.run(dict(config), rng)
+        if self.accepts_progress:
+            results = self.module.run(dict(config), rng, progress=progress or silent_progress)
+        else:
+            results = self.module.run(dict(config), rng)
         if _global_numpy_state() != before[0] or random.getstate() != before[1]:
             raise ExperimentDefinitionError(
                 f"{self.name}.run drew from a global random generator (numpy.random.* or random.*); "
@@ -245,7 +250,7 @@ class Experiment:
 
 
 def _global_numpy_state() -> bytes:
-    state = np.random.get_state(legacy=True)
+    state: Any = np.random.get_state(legacy=True)  # noqa: NPY002 - detects use of the global generator
     return state[1].tobytes() + repr(state[2:]).encode()
 
 
@@ -257,7 +262,8 @@ def validate_module(module: ModuleType) -> Experiment:
     for attr, expected in _REQUIRED.items():
         if not hasattr(module, attr):
             problems.append(f"missing {attr} (expected {expected})")
-    get = lambda attr: getattr(module, attr, None)  # noqa: E731
+    def get(attr: str) -> Any:
+        return getattr(module, attr, None)
     name = get("NAME")
     if hasattr(module, "NAME") and name != short:
         problems.append(f"NAME is {name!r}, expected the module name {short!r}")
@@ -290,6 +296,11 @@ def validate_module(module: ModuleType) -> Experiment:
             to_jsonable(cfg, where=attr)
         except (ValueError, ArithmeticError) as exc:
             problems.append(f"{attr} is not JSON-able: {exc}")
+    data_packages = get("DATA_PACKAGES") if hasattr(module, "DATA_PACKAGES") else ()
+    if (not isinstance(data_packages, (list, tuple))
+            or not all(isinstance(p, str) and p.strip() for p in data_packages)):
+        problems.append(f"DATA_PACKAGES must be a tuple of distribution names, got {data_packages!r:.200}")
+        data_packages = ()
     axes = get("EXPECTED_AXES")
     if hasattr(module, "EXPECTED_AXES") and (isinstance(axes, bool) or not isinstance(axes, int) or axes < 1):
         problems.append(f"EXPECTED_AXES must be an int >= 1, got {axes!r}")
@@ -302,86 +313,4 @@ def validate_module(module: ModuleType) -> Experiment:
             + "\n  - ".join(problems))
     return Experiment(name=name, title=title, theorems=tuple(theorems),
                       quick=dict(get("QUICK")), full=dict(get("FULL")),
-                      expected_axes=axes, module=module)
-
-
-def _import_package(package: str | ModuleType) -> ModuleType:
-    if isinstance(package, ModuleType):
-        return package
-    try:
-        return importlib.import_module(package)
-    except ImportError as exc:
-        raise ExperimentDefinitionError(
-            f"cannot import the experiments package {package!r}: {exc}") from exc
-
-
-def discover(package: str | ModuleType | None = None) -> list[Experiment]:
-    """Import and validate every experiment module of ``package``.
-
-    ``package`` defaults to the environment variable ``FLTHEORY_EXPERIMENTS``
-    or else ``"experiments"``.  Returns experiments sorted by name; raises one
-    :class:`ExperimentDefinitionError` listing every broken module (import
-    errors included, with their message).
-    """
-    pkg = _import_package(package or os.environ.get(PACKAGE_ENV) or DEFAULT_PACKAGE)
-    paths = getattr(pkg, "__path__", None)
-    if paths is None:
-        raise ExperimentDefinitionError(f"{pkg.__name__} is a module, expected a package")
-    found: list[Experiment] = []
-    problems: list[str] = []
-    for info in sorted(pkgutil.iter_modules(paths), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        full_name = f"{pkg.__name__}.{info.name}"
-        try:
-            module = importlib.import_module(full_name)
-        except Exception as exc:  # noqa: BLE001 - reported with the module name
-            problems.append(f"experiment module {full_name} failed to import: "
-                            f"{type(exc).__name__}: {exc}")
-            continue
-        try:
-            found.append(validate_module(module))
-        except ExperimentDefinitionError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise ExperimentDefinitionError("invalid experiments:\n" + "\n".join(problems))
-    return found
-
-
-def load_experiment(module_name: str, sys_path_entry: str | None = None) -> Experiment:
-    """Import one experiment module by dotted name (in a worker process),
-    after putting ``sys_path_entry`` (the directory holding the package) on
-    ``sys.path`` if it is not there."""
-    if sys_path_entry and sys_path_entry not in sys.path:
-        sys.path.insert(0, sys_path_entry)
-    return validate_module(importlib.import_module(module_name))
-
-
-def experiment_rng(seed: int, name: str) -> np.random.Generator:
-    """The Generator of experiment ``name`` under master seed ``seed``:
-    ``PCG64(SeedSequence([seed, *words(sha256(name))]))``.  It depends only on
-    (seed, name), so runs are identical whatever the order or parallelism."""
-    digest = hashlib.sha256(name.encode("utf-8")).digest()
-    words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), *words])))
-
-
-_PROGRESS_ENABLED = True
-
-
-def set_progress(enabled: bool) -> None:
-    """Turn the per-experiment bars of :func:`progress` on or off (the runner
-    turns them off in worker processes)."""
-    global _PROGRESS_ENABLED
-    _PROGRESS_ENABLED = bool(enabled)
-
-
-def progress(iterable: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
-    """Wrap an experiment's sweep loop in a transient tqdm bar.  The bar is
-    hidden when stderr is not a terminal or when progress is disabled, so
-    experiments may use it unconditionally."""
-    if not _PROGRESS_ENABLED:
-        yield from iterable
-        return
-    from tqdm.auto import tqdm
-    yield from tqdm(iterable, desc=desc, total=total, leave=False, disable=None, dynamic_ncols=True)
+                      expected_axes=axes, module=module, data_packages=tuple(data_packages))

@@ -1,0 +1,284 @@
+"""reproduce under faults: malformed results, full or read-only disks, file
+modes, leftovers of killed runs, concurrent processes, killed parents."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from fltheory.cli import main
+from fltheory.errors import OutputDirectoryError
+from fltheory.reproduce import discover, reproduce
+
+from ..experiments.fake_package import good, make_package
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def slow(name: str, seconds: float, log: str | None = None) -> str:
+    """A good experiment whose run sleeps ``seconds`` and appends its name to ``log``."""
+    body = f"    time.sleep({seconds})\n"
+    if log:
+        body += f"    with open({log!r}, 'a') as fh:\n        fh.write('{name}\\n')\n"
+    return "import time\n" + good(name).replace("def run(config, rng):\n", "def run(config, rng):\n" + body)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.rglob("*") if p.name.endswith((".tmp", ".lock")))
+
+
+# --------------------------------------------------------------------------- malformed results
+
+CORRUPTIONS = [
+    (lambda doc: {**doc, "macros": []}, "'macros' must be an object"),
+    (lambda doc: {**doc, "checks": [{k: v for k, v in doc["checks"][0].items() if k != "status"}]},
+     "'checks[0].status' must be one of"),
+    (lambda doc: "not json {", "not valid JSON"),
+]
+
+
+def test_one_malformed_result_makes_only_itself_stale(root, capsys):
+    pkg = make_package(root, {"alpha": good("alpha"), "beta": good("beta")})
+    out = root / "figs"
+    assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0
+    path = out / "alpha.json"
+    good_text = path.read_text()
+    for corrupt, field in CORRUPTIONS:
+        bad = corrupt(json.loads(good_text))
+        path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+        capsys.readouterr()
+        assert main(["--package", pkg, "list", "--out", str(out)]) == 0
+        lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
+        assert "quick: unreadable result (stale: " in lines["alpha"] and str(path) in lines["alpha"]
+        assert field in lines["alpha"]
+        assert "stale" not in lines["beta"]
+        assert main(["--package", pkg, "show", "alpha", "--out", str(out)]) == 1
+        text = capsys.readouterr().out
+        assert "alpha: unreadable result, treated as stale" in text and field in text
+        assert main(["--package", pkg, "show", "beta", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["--package", pkg, "reproduce", "beta", "--out", str(out), "--force"]) == 0
+    assert "unreadable result" in (out / "SUMMARY.md").read_text()
+    assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "beta: up to date" in text and "alpha: up to date" not in text
+    assert json.loads(path.read_text())["macros"]
+
+
+# --------------------------------------------------------------------------- modes and leftovers
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640)])
+def test_outputs_get_the_usual_mode(root, umask, mode):
+    pkg = make_package(root, {"alpha": good("alpha")})
+    old = os.umask(umask)
+    try:
+        reproduce(discover(pkg), root / "figs", show_progress=False)
+    finally:
+        os.umask(old)
+    files = [p for p in (root / "figs").iterdir() if p.is_file()]
+    assert {p.name for p in files} == {"alpha.json", "alpha.pdf", "alpha.png", "macros.tex", "SUMMARY.md"}
+    assert {p.name: p.stat().st_mode & 0o777 for p in files} == {p.name: mode for p in files}
+
+
+def test_the_next_run_removes_temporary_files_of_an_interrupted_one(root):
+    pkg = make_package(root, {"alpha": good("alpha"), "beta": good("beta")})
+    out = root / "figs"
+    reproduce(discover(pkg), out, show_progress=False)
+    stray = [".alpha.json.k2j3.tmp", ".alpha.pdf.x9.tmp", ".beta.4ac1.npz.zz.tmp", ".macros.tex.q1.tmp",
+             ".SUMMARY.md.w.tmp"]
+    for name in stray:
+        (out / name).write_bytes(b"partial")
+    keep = out / ".alphabet.json.k.tmp"          # another experiment's name prefix: not ours to remove
+    keep.write_bytes(b"x")
+    outcomes = reproduce(discover(pkg), out, show_progress=False)
+    assert [o.action for o in outcomes] == ["skipped", "skipped"]
+    assert not any((out / name).exists() for name in stray)
+    assert keep.exists()
+
+
+# --------------------------------------------------------------------------- disks
+
+def test_full_disk_gives_one_clear_error_and_leaves_files_intact(root, capsys, monkeypatch):
+    pkg = make_package(root, {"alpha": good("alpha"), "beta": good("beta")})
+    out = root / "figs"
+    assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0
+    before = snapshot(out)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    # the probe passes, every atomic write then fails (as when the disk fills during a run)
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    capsys.readouterr()
+    assert main(["--package", pkg, "reproduce", "--out", str(out), "--force"]) == 2
+    text = capsys.readouterr().out
+    errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and str(out) in errors[0]
+    assert "Traceback" not in text
+    assert snapshot(out) == before
+    # the probe itself failing (a disk already full) is the same one error
+    monkeypatch.setattr(os, "fsync", full)
+    assert main(["--package", pkg, "reproduce", "--out", str(out), "--force"]) == 2
+    assert "cannot write to" in capsys.readouterr().out
+    assert snapshot(out) == before
+
+
+@contextlib.contextmanager
+def read_only(directory: Path):
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        try:
+            yield
+        finally:
+            directory.chmod(0o755)
+        return
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(directory)],
+                                                        capture_output=True).returncode != 0:
+        pytest.skip("running as root without chattr: cannot make a directory read-only")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(directory)], check=True)
+
+
+def test_read_only_directory(root, capsys):
+    pkg = make_package(root, {"alpha": good("alpha")})
+    out = root / "figs"
+    assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0
+    before = snapshot(out)
+    capsys.readouterr()
+    with read_only(out):
+        assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0     # nothing to write
+        assert "alpha: up to date" in capsys.readouterr().out
+        assert main(["--package", pkg, "list", "--out", str(out)]) == 0
+        capsys.readouterr()
+        assert main(["--package", pkg, "reproduce", "--out", str(out), "--force"]) == 2
+        text = capsys.readouterr().out
+        assert [ln for ln in text.splitlines() if ln.startswith("error:")] == [
+            ln for ln in text.splitlines() if "cannot write to" in ln]
+        assert "Traceback" not in text
+    assert snapshot(out) == before
+
+
+def test_out_naming_a_file_is_a_clear_error(root, capsys):
+    pkg = make_package(root, {"alpha": good("alpha")})
+    (root / "file").write_text("x")
+    assert main(["--package", pkg, "reproduce", "--out", str(root / "file")]) == 2
+    assert "exists and is not a directory" in capsys.readouterr().out
+    with pytest.raises(OutputDirectoryError):
+        reproduce(discover(pkg), root / "file", show_progress=False)
+
+
+# --------------------------------------------------------------------------- processes
+
+def _cli(pkg: str, root: Path, *args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(ROOT)]), PYTHONUNBUFFERED="1")
+    code = "import sys; from fltheory.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.Popen([sys.executable, "-c", code, "--package", pkg, "reproduce", *args], cwd=root,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_concurrent_processes_sharing_a_directory_compute_each_experiment_once(root):
+    log = root / "computed.log"
+    names = ["alpha", "beta", "gamma"]
+    pkg = make_package(root, {n: slow(n, 1.0, str(log)) for n in names})
+    out = root / "shared"
+    procs = [_cli(pkg, root, "--out", str(out)), _cli(pkg, root, "--out", str(out), "--jobs", "2")]
+    texts = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], texts
+    assert sorted(log.read_text().split()) == names, texts          # each computed exactly once
+    for n in names:
+        assert json.loads((out / f"{n}.json").read_text())["key"]["mode"] == "quick"
+    assert leftovers(out) == []
+
+
+def _descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                kids = {int(k) for k in (task / "children").read_text().split()}
+                todo.extend(kids - found)
+                found |= kids
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
+def test_workers_die_with_a_killed_parent_and_a_rerun_finishes_cleanly(root, capsys):
+    pkg = make_package(root, {"alpha": slow("alpha", 60.0), "beta": slow("beta", 60.0),
+                              "gamma": good("gamma")})
+    out = root / "figs"
+    proc = _cli(pkg, root, "--out", str(out), "--jobs", "2")
+    deadline = time.monotonic() + 120
+    while len(_descendants(proc.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3.0)                                   # workers import and start sleeping in run()
+    workers = _descendants(proc.pid)
+    assert len(workers) >= 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers), "worker processes outlived their killed parent"
+    # the rerun (fast now) computes what is missing and leaves no temporary or lock file
+    for name in ("alpha", "beta"):
+        (root / pkg / f"{name}.py").write_text(textwrap.dedent(good(name)))
+    from ..experiments.fake_package import forget
+    forget(root, pkg)
+    assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0
+    assert leftovers(out) == []
+    for name in ("alpha", "beta", "gamma"):
+        assert json.loads((out / f"{name}.json").read_text())["checks"]
+
+
+@pytest.mark.parametrize("delay", [0.5, 2.5, 4.5])
+def test_kill_at_several_points_then_rerun_redoes_only_what_is_missing(root, capsys, delay):
+    names = ["alpha", "beta", "gamma", "delta"]
+    pkg = make_package(root, {n: good(n) for n in names})
+    out = root / "figs"
+    proc = _cli(pkg, root, "--out", str(out))
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    done_before = {n for n in names if (out / f"{n}.json").exists()}
+    for n in done_before:                             # whatever is visible under a final name is whole
+        assert json.loads((out / f"{n}.json").read_text())["checks"]
+    capsys.readouterr()
+    assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert {n for n in names if f"{n}: up to date" in text} == done_before
+    assert leftovers(out) == []
