@@ -188,12 +188,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
         short = []
         for st in statuses:
             took = f" {st.seconds:.0f}s" if st.seconds is not None else ""
-            short.append(f"{st.mode}: {st.status}{' (stale)' if st.why_stale else ''}{took}")
+            short.append(f"{st.mode} {st.status.replace(' (partly not checkable)', '+nc')}"
+                         f"{'*' if st.why_stale else ''}{took}")
             if st.why_stale:
                 reasons.append(f"{exp.name} ({st.mode}) stale: {'; '.join(st.why_stale)}")
-        rows.append((exp.name, " | ".join(short), len(exp.theorems), exp.title))
+        rows.append((exp.name, "; ".join(short), len(exp.theorems), exp.title))
     for line in list_lines(rows):
         say(line)
+    say("*: stale (recomputed by the next reproduce; why below); +nc: partly not checkable")
     for reason in reasons:            # why a result is stale, wrapped to the terminal width
         for line in textwrap.wrap(reason, width=WIDTH, subsequent_indent="    "):
             say(line)
