@@ -39,7 +39,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from fltheory.errors import ExperimentDefinitionError, FLTheoryError
+from fltheory.errors import ExperimentDefinitionError
 from fltheory.results import to_jsonable
 
 __all__ = ["Theorem", "Check", "Experiment", "ExperimentDefinitionError", "discover",
@@ -245,7 +245,8 @@ class Experiment:
 
 
 def _global_numpy_state() -> bytes:
-    state = np.random.get_state(legacy=True)
+    state = np.random.get_state(legacy=True)  # noqa: NPY002 - checks that nothing touched the global RNG
+    assert isinstance(state, tuple)          # legacy=True: the (name, keys, pos, ...) tuple
     return state[1].tobytes() + repr(state[2:]).encode()
 
 
@@ -257,7 +258,10 @@ def validate_module(module: ModuleType) -> Experiment:
     for attr, expected in _REQUIRED.items():
         if not hasattr(module, attr):
             problems.append(f"missing {attr} (expected {expected})")
-    get = lambda attr: getattr(module, attr, None)  # noqa: E731
+
+    def get(attr: str) -> Any:               # module attributes are untyped until checked here
+        return getattr(module, attr, None)
+
     name = get("NAME")
     if hasattr(module, "NAME") and name != short:
         problems.append(f"NAME is {name!r}, expected the module name {short!r}")
@@ -335,7 +339,7 @@ def discover(package: str | ModuleType | None = None) -> list[Experiment]:
         full_name = f"{pkg.__name__}.{info.name}"
         try:
             module = importlib.import_module(full_name)
-        except Exception as exc:  # noqa: BLE001 - reported with the module name
+        except Exception as exc:  # any failure is reported with the module name
             problems.append(f"experiment module {full_name} failed to import: "
                             f"{type(exc).__name__}: {exc}")
             continue

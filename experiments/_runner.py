@@ -173,7 +173,7 @@ def _execute(job: _Job) -> Outcome:
             fig = exp.plot(results)
             plotting.save_figure(fig, out / exp.name)
         seconds = time.perf_counter() - start
-        extra = {
+        extra: dict[str, Any] = {
             "experiment": {"name": exp.name, "title": exp.title,
                            "theorems": [dataclasses.asdict(t) for t in exp.theorems],
                            "expected_axes": exp.expected_axes},
@@ -186,7 +186,7 @@ def _execute(job: _Job) -> Outcome:
                      extra=extra)
         (out / f"{exp.name}.error.log").unlink(missing_ok=True)
         return Outcome(job.name, "computed", overall_status(extra["checks"]), seconds)
-    except Exception:  # noqa: BLE001 - one experiment's failure must not stop the others
+    except Exception:  # one experiment's failure must not stop the others
         text = traceback.format_exc()
         try:
             with atomic_write(out / f"{job.name}.error.log", "w") as handle:
@@ -269,7 +269,7 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
                         job = futures[fut]
                         try:
                             outcome = fut.result()
-                        except Exception:  # noqa: BLE001 - a crashed worker process
+                        except Exception:  # a crashed worker process
                             outcome = Outcome(job.name, "failed", "", 0.0, traceback.format_exc())
                             with atomic_write(out_dir / f"{job.name}.error.log", "w") as handle:
                                 handle.write(outcome.error)

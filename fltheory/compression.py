@@ -23,8 +23,9 @@ more than k).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -254,13 +255,13 @@ class Communication:
         return self.entropy_up * self.entries_up
 
     @classmethod
-    def zero(cls) -> "Communication":
+    def zero(cls) -> Communication:
         """No communication (the neutral element of ``+``)."""
         return cls()
 
     @classmethod
     def measure(cls, up: Any, down: Any, *, up_kind: str = "dense", down_kind: str = "dense",
-                bin_width: float = 0.01) -> "Communication":
+                bin_width: float = 0.01) -> Communication:
         """Measure one round.
 
         Parameters
@@ -289,7 +290,7 @@ class Communication:
         fd, nd, bd = _message_cost(D, down_kind)
         return cls(fu, fd, nu, nd, bu, bd, entropy(U, bin_width), int(U.size))
 
-    def __add__(self, other: "Communication") -> "Communication":
+    def __add__(self, other: Communication) -> Communication:
         if not isinstance(other, Communication):
             return NotImplemented
         n = self.entries_up + other.entries_up

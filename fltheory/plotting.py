@@ -74,7 +74,7 @@ TEXT_WIDTH = 7.0
 @contextlib.contextmanager
 def style() -> Iterator[None]:
     """Context in which matplotlib uses :data:`STYLE` (restored on exit)."""
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # STYLE's str keys are rcParams names
         yield
 
 

@@ -148,7 +148,7 @@ class RunRecord:
     timestamp: str
 
     @classmethod
-    def capture(cls, config: Mapping[str, Any], seed: int | None = None) -> "RunRecord":
+    def capture(cls, config: Mapping[str, Any], seed: int | None = None) -> RunRecord:
         """Record ``config`` and ``seed`` with the current environment."""
         commit, dirty = git_commit()
         return cls(config=to_jsonable(dict(config), where="config"),
@@ -171,7 +171,7 @@ class RunRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RunRecord":
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
         """Inverse of :meth:`to_dict`; missing or unknown fields raise InvalidProblemError."""
         names = {f.name for f in dataclasses.fields(cls)}
         missing = names - set(data)
@@ -249,7 +249,8 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[A
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as handle:
+        opened: IO[Any] = os.fdopen(fd, "w", encoding="utf-8") if mode == "w" else os.fdopen(fd, "wb")
+        with opened as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -337,7 +338,7 @@ def save_results(path: str | os.PathLike[str], data: Mapping[str, Any], record: 
             doc[key] = to_jsonable(value, where=key)
     if large:
         buffer = io.BytesIO()
-        np.savez(buffer, **large)
+        np.savez(buffer, **large)  # type: ignore[arg-type]  # keys are a0, a1, ...: never allow_pickle
         payload = buffer.getvalue()
         npz_name = f"{target.stem}.{hashlib.sha256(payload).hexdigest()[:16]}.npz"
         with atomic_write(target.parent / npz_name, "wb") as handle:

@@ -71,8 +71,9 @@ mixes the ternary messages with the dense Fisher vectors).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 

@@ -108,7 +108,7 @@ def cvxpy_local_solve(problem: Federation, clients: np.ndarray, objective: Local
         y = cp.Variable(d)
         f = problem.cvxpy_client_loss(i, y)
         expr = f + 0.5 * cp.sum(cp.multiply(D[r], cp.square(y))) - b[r] @ y
-        if objective.has_l1:
+        if objective.has_l1 and objective.l1 is not None and objective.z is not None:
             expr = expr + float(objective.l1[r]) * cp.norm1(y - objective.z[r])
         prob = cp.Problem(cp.Minimize(expr))
         prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10,

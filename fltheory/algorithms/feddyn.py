@@ -31,8 +31,9 @@ s_k = 0) and ``sent`` (the transmitted, possibly thresholded, change).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 

@@ -38,7 +38,7 @@ from ..problems.base import Federation
 from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
 from .fedavg import empty_round
 from .local import LocalObjective, exact_local_solve, local_descent
-from .targets import EnsembleState, TemporalEnsemble
+from .targets import EnsembleState, TemporalEnsemble, require_ensemble
 
 __all__ = ["FedProx", "FedProxState", "FedProxTE", "SOLVERS", "check_target",
            "penalised_local_models"]
@@ -137,7 +137,8 @@ class FedProx(Algorithm):
 
 
     def averaging_version(self) -> FedProx:
-        """The same algorithm with server rate ``server_lr = 1``; InvalidHyperparameterError with a temporal-ensembling target."""
+        """The same algorithm with server rate ``server_lr = 1``; InvalidHyperparameterError with a
+        temporal-ensembling target."""
         if self.target is not None:
             raise InvalidHyperparameterError(
                 f"{self.name} with a temporal-ensembling target depends on past models, "
@@ -155,13 +156,13 @@ class FedProx(Algorithm):
         """The penalty centre: x_t, or the TE target once a global model has been ensembled."""
         if self.target is None:
             return state.x
-        return self.target.centre(state.target, state.x)
+        return self.target.centre(require_ensemble(state.target), state.x)
 
     def round(self, state: FedProxState, problem: Federation, participation: Participation | None,
               rng: np.random.Generator) -> tuple[FedProxState, RoundInfo]:
         part = self.participants(problem, participation, rng, state.t)
         if part.m == 0:   # G_t = G_{t-1} still enters the ensemble (Alg. 2 runs every round)
-            te = state.target if self.target is None else self.target.update(state.target, state.x)
+            te = state.target if self.target is None else self.target.update(require_ensemble(state.target), state.x)
             return FedProxState(x=state.x, t=state.t + 1, target=te), empty_round(problem.dim)
         d = problem.dim
         X0 = np.broadcast_to(state.x, (part.m, d))
@@ -172,7 +173,7 @@ class FedProx(Algorithm):
         delta = Y - state.x
         w = aggregation_weights(problem, part.clients, self.aggregation)
         x = state.x + self.server_lr * (w @ delta)
-        te = state.target if self.target is None else self.target.update(state.target, x)
+        te = state.target if self.target is None else self.target.update(require_ensemble(state.target), x)
         comm = Communication.measure(delta, X0)
         return FedProxState(x=x, t=state.t + 1, target=te), RoundInfo(part.clients, part.steps, comm)
 

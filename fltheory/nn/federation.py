@@ -18,7 +18,8 @@ proportional to n_max - n_i.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class _ClientData:
             return self.u, self.t, self.w
         return self.u[idx], self.t[idx], self.w[idx]
 
-    def subset(self, keep: np.ndarray) -> "_ClientData":
+    def subset(self, keep: np.ndarray) -> _ClientData:
         out = object.__new__(_ClientData)
         nmax = int(self.n[keep].max())
         out.n, out.u, out.t, out.w = self.n[keep], self.u[keep, :nmax], self.t[keep, :nmax], self.w[keep, :nmax]
@@ -116,7 +117,7 @@ class NeuralFederation(Federation):
         self._test: _ClientData | None = None
         if (test_inputs is None) != (test_targets is None):
             raise InvalidProblemError("give both test_inputs and test_targets, or neither")
-        if test_inputs is not None:
+        if test_inputs is not None and test_targets is not None:
             self._test = _ClientData(model, loss, test_inputs, test_targets, "test")
             if self._test.n.shape[0] != self._train.n.shape[0]:
                 raise InvalidProblemError(f"test data has {self._test.n.shape[0]} clients, train data "
@@ -288,7 +289,7 @@ class NeuralFederation(Federation):
             "NeuralFederation has no closed-form client optima: the client objectives are non-convex")
 
     # ----------------------------------------------------------- shifting clients
-    def _from_data(self, train: _ClientData, test: _ClientData | None, weights: Any) -> "NeuralFederation":
+    def _from_data(self, train: _ClientData, test: _ClientData | None, weights: Any) -> NeuralFederation:
         out = object.__new__(NeuralFederation)
         out.model, out.loss_fn, out._train, out._test = self.model, self.loss_fn, train, test
         out.reg = self.reg
@@ -297,7 +298,7 @@ class NeuralFederation(Federation):
         out.weights, out.n_samples = normalize_weights(out.n_clients, train.n, weights)
         return out
 
-    def without_client(self, a: int) -> "NeuralFederation":
+    def without_client(self, a: int) -> NeuralFederation:
         """Remove client ``a``; weights n_i / sum_{j != a} n_j (or the remaining
         explicit weights renormalised)."""
         if self.n_clients < 2:
@@ -312,7 +313,7 @@ class NeuralFederation(Federation):
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out
 
-    def with_client(self, other: "NeuralFederation", *, weight: float | None = None) -> "NeuralFederation":
+    def with_client(self, other: Federation, *, weight: float | None = None) -> NeuralFederation:
         """Append the clients of ``other`` (same architecture and loss).  Weights
         become n_i / n_total, or with ``weight`` in (0, 1) the newcomers get
         total weight ``weight`` and the old weights are scaled by 1 - weight."""

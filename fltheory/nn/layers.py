@@ -162,11 +162,12 @@ class Conv2D(Layer):
 
     def backward(self, p: Params, cols: Any, dy: np.ndarray, mode: str = "sum",
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        C, H, W = self.input_shape                    # (channels, height, width), set by build
         if mode == "sum":
-            dx, dW, db = K.conv2d_backward(cols, p["W"], dy, self.input_shape, self.stride,
+            dx, dW, db = K.conv2d_backward(cols, p["W"], dy, (C, H, W), self.stride,
                                            self.padding, need_dx)
             return dx, {"W": dW, "b": db}
-        dx = K.conv2d_input_grad(p["W"], dy, self.input_shape, self.stride, self.padding) if need_dx else None
+        dx = K.conv2d_input_grad(p["W"], dy, (C, H, W), self.stride, self.padding) if need_dx else None
         dW, db = K.conv2d_per_sample(cols, dy, p["W"].shape[1:])
         return dx, {"W": _reduce(dW, mode), "b": _reduce(db, mode)}
 

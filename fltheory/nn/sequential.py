@@ -17,7 +17,8 @@ backward pass with dl_j/dout scaled by w_rj (exact backpropagation):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -107,9 +108,10 @@ class Sequential:
         G = np.empty((m, n, self.dim) if mode == "per_sample" else (m, self.dim))
         gviews = self.layout.views(G)
         pviews = self.layout.views(X)
-        dy = dout
+        dy: np.ndarray | None = dout
         for l in range(len(self.layers) - 1, -1, -1):
             layer = self.layers[l]
+            assert dy is not None                # need_dx was l > 0 for the layer above
             if isinstance(layer, Dense) and mode != "per_sample":
                 dy, grads = layer.backward(pviews[l], caches[l], dy, mode, need_dx=l > 0, out=gviews[l])
             else:

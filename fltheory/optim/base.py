@@ -24,7 +24,8 @@ state across rounds) and averaged with :func:`mean_rows` (synchronising).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,12 +43,12 @@ class Optimizer(NamedTuple):
     name: str = "optimizer"
 
 
-def take_rows(state: Any, rows: np.ndarray) -> Any:
+def take_rows(state: Any, rows: np.ndarray | slice) -> Any:
     """The state restricted to ``rows`` (every field indexed on axis 0)."""
     return type(state)(*(np.asarray(f)[rows] for f in state))
 
 
-def put_rows(full: Any, rows: np.ndarray, part: Any) -> Any:
+def put_rows(full: Any, rows: np.ndarray | slice, part: Any) -> Any:
     """A copy of ``full`` with ``rows`` replaced by the rows of ``part``."""
     fields = []
     for f, p in zip(full, part):

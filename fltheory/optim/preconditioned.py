@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..errors import InvalidHyperparameterError
 from . import _checks
 from .base import Optimizer
-from ..errors import InvalidHyperparameterError
 
 __all__ = ["PreconditionedState", "preconditioned"]
 
@@ -22,7 +22,7 @@ class PreconditionedState(NamedTuple):
     """count: (m,) steps taken; clients: (m,) the client index of each row
     (selects the row of a per-client P; integer, so :func:`mean_rows` keeps it)."""
 
-    count: np.ndarray
+    count: np.ndarray  # type: ignore[assignment]  # the step counter; shadows tuple.count on purpose
     clients: np.ndarray
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -68,6 +68,8 @@ def normalize_weights(n_clients: int, n_samples: Any = None, weights: Any = None
         return n / n.sum(), n
     return np.full(n_clients, 1.0 / n_clients), None
 
+
+FederationT = TypeVar("FederationT", bound="Federation")
 
 class Federation(ABC):
     """The federation contract: N clients, weights, batched oracles and hooks.
@@ -187,6 +189,7 @@ class Federation(ABC):
         if self._batch_size is not None:
             return self._minibatch_grad(X, idx, rng, self._batch_size)
         g = self.client_grad(X, idx)
+        assert self._noise_sigma2 is not None   # neither noise nor minibatch returned above
         scale = np.sqrt(self._noise_sigma2[idx] / self.dim)
         return g + scale[:, None] * rng.standard_normal(g.shape)
 
@@ -205,7 +208,7 @@ class Federation(ABC):
         """Minibatch size of the sampling oracle, or None."""
         return self._batch_size
 
-    def with_gradient_noise(self, sigma2: Any) -> "Federation":
+    def with_gradient_noise(self, sigma2: Any) -> Federation:
         """Copy whose oracle adds N(0, sigma2_i/d I) noise: E||g - grad||^2 = sigma2_i.
 
         ``sigma2`` is a scalar or a per-client array, >= 0."""
@@ -217,7 +220,7 @@ class Federation(ABC):
         out._batch_size = None
         return out
 
-    def with_minibatch(self, batch_size: int) -> "Federation":
+    def with_minibatch(self, batch_size: int) -> Federation:
         """Copy whose oracle averages ``batch_size`` per-sample gradients drawn
         uniformly with replacement."""
         b = per_client("batch_size", batch_size, None, integer=True, minimum=1,
@@ -229,7 +232,7 @@ class Federation(ABC):
         out._noise_sigma2 = None
         return out
 
-    def exact(self) -> "Federation":
+    def exact(self) -> Federation:
         """Copy with the exact gradient oracle."""
         out = copy.copy(self)
         out._batch_size = None
@@ -276,14 +279,14 @@ class Federation(ABC):
         return problem_constants(self, **kwargs)
 
     @abstractmethod
-    def without_client(self, a: int) -> "Federation":
+    def without_client(self, a: int) -> Federation:
         """The federation with client ``a`` removed (weights renormalised)."""
 
     @abstractmethod
-    def with_client(self, other: "Federation", **kwargs: Any) -> "Federation":
+    def with_client(self, other: Federation, *, weight: float | None = None) -> Federation:
         """The federation with the clients of ``other`` appended."""
 
-    def _copy_oracle_to(self, out: "Federation", n_new: int | None = None) -> "Federation":
+    def _copy_oracle_to(self, out: FederationT, n_new: int | None = None) -> FederationT:
         out._batch_size = self._batch_size
         if self._noise_sigma2 is not None:
             s = self._noise_sigma2
@@ -366,7 +369,7 @@ class Federation(ABC):
         grads = np.array([float(np.sum(self.grad(x) ** 2)) for x in X])
         return loss, grads
 
-    def client_block(self, start: int, stop: int) -> "Federation | None":
+    def client_block(self, start: int, stop: int) -> Federation | None:
         """A federation whose clients 0..stop-start-1 are this one's clients
         start..stop-1 with the *exact* oracle, sharing (not copying) their data,
         or None (default) when the federation cannot provide one cheaply.

@@ -25,8 +25,8 @@ runs a few batched matmuls over the client axis (no loop over clients or
 samples).  Loss, gradient and the Fisher diagonals run over *size groups* of
 the listed clients, each padded only to its own largest n_i (exact optimal
 cuts, ``_logistic_buckets``; a loop over a handful of groups), so clients of
-very unequal sizes cost about sum_i n_i rows, not m * n_max.  Losses use logaddexp / logsumexp and gradients expit / softmax, so
-margins of size 1e4 neither overflow nor warn.
+very unequal sizes cost about sum_i n_i rows, not m * n_max.  Losses use logaddexp / logsumexp and
+gradients expit / softmax, so margins of size 1e4 neither overflow nor warn.
 
 ``fisher_diag`` returns the *true* Fisher diagonal (the Hessian diagonal
 without the ridge term: s(z)s(-z) a^2 for binary, a^2 p (1 - p) for
@@ -36,8 +36,9 @@ with g_ij the per-sample data gradients.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,10 +46,10 @@ from .._validate import finite_array, positive
 from ..errors import InvalidProblemError
 from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, make_plan
-from .newton import newton
 from ._separation import is_separable
 from .base import Federation, normalize_weights
 from .constants import CurvatureBounds
+from .newton import newton
 
 __all__ = ["LogisticFederation"]
 
@@ -158,7 +159,7 @@ class LogisticFederation(Federation):
 
     @classmethod
     def _from_padded(cls, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
-                     reg: float, n_classes: int | None) -> "LogisticFederation":
+                     reg: float, n_classes: int | None) -> LogisticFederation:
         out = cls.__new__(cls)
         out._setup(A, y, rows, weights, reg, n_classes)
         return out
@@ -193,6 +194,7 @@ class LogisticFederation(Federation):
         idx = self._clients(clients)
         X = np.ascontiguousarray(self._points(X, idx.shape[0]))
         C = self.n_classes
+        fn: Callable[..., np.ndarray]
         if C is None:
             fn = {"loss": lo.binary_loss, "grad": lo.binary_grad, "hess": lo.binary_hess}[which]
         else:
@@ -217,6 +219,7 @@ class LogisticFederation(Federation):
             if out is None:
                 out = np.empty((idx.shape[0],) + res.shape[1:])
             out[b.pos] = res
+        assert out is not None                           # a plan has at least one group
         return out
 
     def _plan(self, idx: np.ndarray) -> list[Bucket] | None:
@@ -257,6 +260,7 @@ class LogisticFederation(Federation):
             if out is None:
                 out = np.empty((m,) + res.shape[1:])
             out[part] = res
+        assert out is not None                           # m >= 2 clients: at least one group
         return out
 
     def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
@@ -471,7 +475,7 @@ class LogisticFederation(Federation):
         return self.reg
 
     # -------------------------------------------------------- shifting clients
-    def _subset(self, keep: np.ndarray, weights: np.ndarray | None) -> "LogisticFederation":
+    def _subset(self, keep: np.ndarray, weights: np.ndarray | None) -> LogisticFederation:
         rows = self._rows[keep]
         nmax = int(rows.max())
         out = LogisticFederation._from_padded(self._A[keep, :nmax], self._y[keep, :nmax], rows,
@@ -481,7 +485,7 @@ class LogisticFederation(Federation):
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out
 
-    def without_client(self, a: int) -> "LogisticFederation":
+    def without_client(self, a: int) -> LogisticFederation:
         """Remove client ``a``; weights become n_i / sum_{j != a} n_j (or the
         remaining explicit weights renormalised)."""
         if self.n_clients < 2:
@@ -491,8 +495,8 @@ class LogisticFederation(Federation):
         keep = np.delete(np.arange(self.n_clients), a)
         return self._subset(keep, self.weights[keep] if self._explicit_weights else None)
 
-    def with_client(self, other: "LogisticFederation", *, weight: float | None = None
-                    ) -> "LogisticFederation":
+    def with_client(self, other: Federation, *, weight: float | None = None
+                    ) -> LogisticFederation:
         """Append the clients of ``other`` (same model, features and reg).
 
         Weights become n_i / n_total, or with ``weight`` in (0, 1) the

@@ -112,8 +112,10 @@ def synthetic_fedprox(alpha: float, beta: float, *, iid: bool = False, seed: Any
         y = np.argmax(x @ W[k] + b[k], axis=1)
         perm = rng.permutation(int(sizes[k]))
         n_tr = int(frac * sizes[k])
-        Xtr.append(x[perm[:n_tr]]), ytr.append(y[perm[:n_tr]])
-        Xte.append(x[perm[n_tr:]]), yte.append(y[perm[n_tr:]])
+        Xtr.append(x[perm[:n_tr]])
+        ytr.append(y[perm[:n_tr]])
+        Xte.append(x[perm[n_tr:]])
+        yte.append(y[perm[n_tr:]])
     feat = (lambda X: [np.hstack([x, np.ones((x.shape[0], 1))]) for x in X]) if intercept \
         else (lambda X: X)
     train = LogisticFederation(feat(Xtr), ytr, reg=reg, n_classes=C)

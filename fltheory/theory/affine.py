@@ -255,6 +255,8 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = Non
         h = max(1.0, float(np.abs(S0).max(initial=0.0)))
         F0 = rm(S0)
     info = rm.last_info
+    if info is None:                         # rm(S0) above has run at least one round
+        raise NotAffineError(f"{algorithm.name}: the round map recorded no round")
     M = np.zeros((n, n))
     for j in np.flatnonzero(~frozen):        # one round per free coordinate (construction)
         Sj = S0.copy()

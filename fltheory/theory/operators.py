@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.optimize
@@ -327,7 +328,7 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
         raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
     d = T.dim if isinstance(T, FedOptOperator) else np.asarray(x0).shape[0]
     x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
-    fun = lambda x: np.asarray(T(x)) - x  # noqa: E731
+    fun = lambda x: np.asarray(T(x)) - x
     sol = scipy.optimize.root(fun, x0, method=method, tol=tol)
     x = np.asarray(sol.x, dtype=np.float64)
     finite = bool(np.all(np.isfinite(x)))

@@ -11,8 +11,9 @@ build results raises :class:`~fltheory.errors.AssumptionError` instead.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..errors import AssumptionError
 
@@ -64,7 +65,7 @@ class BoundResult:
     assumptions: tuple[Assumption, ...]
     reference: str
     variant: str
-    terms: Mapping[str, Any] = field(default_factory=dict)
+    terms: dict[str, Any] = field(default_factory=dict)
     measured: float | None = None
 
     @property

@@ -201,7 +201,7 @@ def argmin_one(problem: Federation, i: int, D: np.ndarray, b: np.ndarray,
     if problem.has_constant_hessians:
         L = np.linalg.eigvalsh(problem.client_hess(np.zeros((1, d)), np.array([i]))[0])[-1] + D.max()
     else:
-        L = float(np.asarray(problem.client_L)[i]) + D.max()
+        L = float(problem.smoothness_bounds(np.array([i]), y[None, :])[0]) + D.max()
     for _ in range(2_000_000):
         g = _local_objective_grad(problem, i, y, D, b)
         v = y - g / L - z

@@ -64,7 +64,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..._validate import choice, per_client, positive
+from ..._validate import choice, per_client, positive, scalar_int
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 from ._common import constant_from, uniform_convexity, uniform_smoothness
@@ -107,7 +107,7 @@ def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
         p_t^k = 0 when s_t^k = 0.
     """
     weighting = choice("weighting", weighting, ("plain", "adaptive"))
-    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    E = scalar_int("E", E, minimum=1, strict=False)
     p = np.asarray(weights, dtype=np.float64)
     if p.ndim != 1 or not np.all(np.isfinite(p)) or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
         raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
@@ -178,8 +178,8 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
     docstring), r (per round).
     """
     variant = choice("variant", variant, ("corrected", "as_printed"))
-    T = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
-    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    T = scalar_int("tau", tau, minimum=1, strict=False)
+    E = scalar_int("E", E, minimum=1, strict=False)
     theta = positive("theta", theta)
     mu = positive("mu", mu)
     L = positive("L", L)
@@ -227,7 +227,7 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
              + (2 + mu / (2 * (1 + theta) * L)) * E * (E - 1) * G2 * drift_factor
              + 2 * E * G2 * (p2s / p[None, :]).sum(axis=1))
         if variant == "corrected":
-            J = float(np.max(32 * E / mu * (ps @ Dk) / S))
+            J: float | None = float(np.max(32 * E / mu * (ps @ Dk) / S))
         else:
             Dbar = float(p @ Dk)
             J = float(np.max(32 * E * mu * ps.sum(axis=1) / (Dbar * S))) if Dbar > 0 else None
@@ -279,8 +279,8 @@ def efl_inactive_rate(tau: int, inactive: Any, J: float, E: int, *, constant: fl
     """Section 4.1: the rate with inactive clients, constant * sum_{t<tau} y_t J / (tau E + E^2).
 
     ``inactive`` holds y_t for t = 0..tau-1 (indicators or probabilities, in [0, 1])."""
-    tau = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
-    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    tau = scalar_int("tau", tau, minimum=1, strict=False)
+    E = scalar_int("E", E, minimum=1, strict=False)
     y = np.asarray(inactive, dtype=np.float64)
     if y.shape != (int(tau),):
         raise InvalidHyperparameterError(f"inactive must have shape ({tau},), got {y.shape}")
@@ -326,8 +326,8 @@ def efl_incomplete_rate(tau: int, E: int, weights: Any, sigma2: Any, inv_steps: 
     inactive client has no finite E[1/s]); ``sigma2`` is sigma_k^2 (so
     (p^k sigma_k)^2 = (p^k)^2 sigma_k^2).
     """
-    tau = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
-    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    tau = scalar_int("tau", tau, minimum=1, strict=False)
+    E = scalar_int("E", E, minimum=1, strict=False)
     p = np.asarray(weights, dtype=np.float64)
     if p.ndim != 1 or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
         raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
