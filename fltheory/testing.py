@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
@@ -48,7 +49,7 @@ def _orthogonal(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
 
 
 def build_quadratic(n_clients: int, dim: int, L: float, mu: float, heterogeneity: float,
-                    n_samples: Any, seed: int) -> QuadraticFederation:
+                    n_samples: ArrayLike, seed: int) -> QuadraticFederation:
     """Quadratic federation whose every client has spectrum in [mu, L] (client 0
     has exactly mu and L when dim >= 2) and optima x_i* = heterogeneity * z_i,
     z_i ~ N(0, I/d)."""
@@ -66,12 +67,12 @@ def build_quadratic(n_clients: int, dim: int, L: float, mu: float, heterogeneity
 
 
 @st.composite
-def quadratic_federations(draw: Any, n_clients: Any = st.integers(2, 6),
-                          dim: Any = st.integers(1, 4),
-                          L: Any = st.floats(1.0, 1e3),
-                          mu: Any = st.floats(1e-3, 1.0),
-                          heterogeneity: Any = st.floats(0.0, 1e2),
-                          n_samples: Any = None) -> QuadraticFederation:
+def quadratic_federations(draw: st.DrawFn, n_clients: int | SearchStrategy[int] = st.integers(2, 6),
+                          dim: int | SearchStrategy[int] = st.integers(1, 4),
+                          L: float | SearchStrategy[float] = st.floats(1.0, 1e3),
+                          mu: float | SearchStrategy[float] = st.floats(1e-3, 1.0),
+                          heterogeneity: float | SearchStrategy[float] = st.floats(0.0, 1e2),
+                          n_samples: ArrayLike | None = None) -> QuadraticFederation:
     """Random :class:`QuadraticFederation` meeting the given constants.
 
     Every client f_i is L-smooth and mu-strongly convex (so F is too); when
@@ -93,9 +94,11 @@ def quadratic_federations(draw: Any, n_clients: Any = st.integers(2, 6),
 
 
 @st.composite
-def logistic_federations(draw: Any, n_clients: Any = st.integers(2, 5), dim: Any = st.integers(1, 3),
-                         samples: Any = st.integers(2, 30), reg: Any = st.floats(1e-2, 1.0),
-                         heterogeneity: Any = st.floats(0.0, 5.0)) -> Any:
+def logistic_federations(draw: st.DrawFn, n_clients: int | SearchStrategy[int] = st.integers(2, 5),
+                         dim: int | SearchStrategy[int] = st.integers(1, 3),
+                         samples: int | SearchStrategy[int] = st.integers(2, 30),
+                         reg: float | SearchStrategy[float] = st.floats(1e-2, 1.0),
+                         heterogeneity: float | SearchStrategy[float] = st.floats(0.0, 5.0)) -> Any:
     """Random binary LogisticFederation (needs fltheory.problems.LogisticFederation):
     features ~ N(m_i, I) with client means m_i = heterogeneity * z_i, labels
     from a logistic model with a shared true weight vector; ridge ``reg`` > 0
@@ -117,7 +120,7 @@ def logistic_federations(draw: Any, n_clients: Any = st.integers(2, 5), dim: Any
     return LogisticFederation(feats, labels, reg=lam)
 
 
-def describe_federation(fed: Any) -> str:
+def describe_federation(fed: QuadraticFederation) -> str:
     """A copy-pasteable description of a small federation (for failure messages)."""
     with np.printoptions(precision=17, threshold=10_000):
         parts = [f"{type(fed).__name__}(n_clients={fed.n_clients}, dim={fed.dim})",

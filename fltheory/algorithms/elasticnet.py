@@ -65,6 +65,7 @@ from .fedavg import FedAvgState, empty_round
 from .feddyn import FedDynState, check_solver_settings, feddyn_init, feddyn_round, solve_local
 from .local import LocalObjective, accelerated_l1_solve
 from .scaffold import SCAFFOLD_OPTIONS, ScaffoldState, scaffold_init, scaffold_round
+from ..aliases import Rate, Steps
 
 __all__ = ["FedElasticNet", "ELASTICNET_BASES", "cvxpy_local_solve", "accelerated_l1_solve",
            "printed_weights"]
@@ -155,8 +156,8 @@ class FedElasticNet(Algorithm):
     lambda2: float = 0.0
     eps: float = 0.0
     solver: str | None = None
-    lr: Any = None
-    local_steps: Any = None
+    lr: Rate | None = None
+    local_steps: Steps | None = None
     server_lr: float = 1.0
     option: str = "II"
     aggregation: str = "weights"

@@ -61,6 +61,7 @@ from .fedavg import empty_round
 from .fedprox import SOLVERS, check_target, penalised_local_models
 from .local import LocalObjective
 from .targets import EnsembleState, TemporalEnsemble, require_ensemble
+from ..aliases import Rate, Steps
 
 __all__ = ["FedCurv", "FedCurvState", "FedCurvTE", "FedCL", "FISHERS", "proxy_fisher",
            "sum_of_others"]
@@ -140,8 +141,8 @@ class FedCurv(Algorithm):
     """
 
     name: ClassVar[str] = "FedCurv"
-    lr: Any = 0.1
-    local_steps: Any = 10
+    lr: Rate = 0.1
+    local_steps: Steps = 10
     alpha: float = 0.1
     fisher: str = "client"
     proxy: Any = None

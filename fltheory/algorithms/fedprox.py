@@ -39,6 +39,7 @@ from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resol
 from .fedavg import empty_round
 from .local import LocalObjective, exact_local_solve, local_descent
 from .targets import EnsembleState, TemporalEnsemble, require_ensemble
+from ..aliases import Rate, Steps
 
 __all__ = ["FedProx", "FedProxState", "FedProxTE", "SOLVERS", "check_target",
            "penalised_local_models"]
@@ -60,7 +61,7 @@ def check_target(target: Any, *, allow_local: bool) -> None:
 
 
 def penalised_local_models(problem: Federation, clients: np.ndarray, steps: np.ndarray,
-                           X0: np.ndarray, objective: LocalObjective, solver: str, lr: Any,
+                           X0: np.ndarray, objective: LocalObjective, solver: str, lr: Rate,
                            rng: np.random.Generator) -> np.ndarray:
     """The participants' local models for f_i plus a smooth penalty ``objective``.
 
@@ -108,8 +109,8 @@ class FedProx(Algorithm):
     """
 
     name: ClassVar[str] = "FedProx"
-    lr: Any = 0.1
-    local_steps: Any = 10
+    lr: Rate = 0.1
+    local_steps: Steps = 10
     mu: float = 0.1
     solver: str = "gd"
     aggregation: str = "weights"

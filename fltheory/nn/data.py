@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..aliases import Seed
 from .._validate import in_unit_interval, per_client, scalar_int
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .federation import NeuralFederation
@@ -120,7 +121,7 @@ def digits_federation(model: Sequential, n_clients: int, rng: np.random.Generato
     return federation_from_partition(model, inputs, labels, parts, rng, test_fraction=test_fraction)
 
 
-def synthetic_fedprox_federation(model: Sequential, alpha: float, beta: float, *, seed: Any,
+def synthetic_fedprox_federation(model: Sequential, alpha: float, beta: float, *, seed: Seed,
                                  iid: bool = False, **kwargs: Any) -> NeuralFederation:
     """Synthetic(alpha, beta) of FedProx (THEORY.md section 1) for a network:
     the raw features (no intercept column; the network has biases) and

@@ -22,12 +22,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
 from ..errors import InvalidProblemError
 from ..problems.base import Federation, normalize_weights
 from .losses import Loss
 from .sequential import Sequential
+from ..aliases import ClientSelection
 
 __all__ = ["NeuralFederation", "HESS_MAX_DIM"]
 
@@ -106,7 +108,7 @@ class NeuralFederation(Federation):
 
     def __init__(self, model: Sequential, loss: Loss, inputs: Sequence[Any], targets: Sequence[Any], *,
                  test_inputs: Sequence[Any] | None = None, test_targets: Sequence[Any] | None = None,
-                 weights: Any = None, reg: float = 0.0) -> None:
+                 weights: ArrayLike | None = None, reg: float = 0.0) -> None:
         self.reg = positive("reg", reg, allow_zero=True, error=InvalidProblemError)
         if not isinstance(model, Sequential):
             raise InvalidProblemError(f"model must be a Sequential, got {type(model).__name__}")
@@ -163,7 +165,7 @@ class NeuralFederation(Federation):
         return d.u[i, :k], d.t[i, :k]
 
     # ----------------------------------------------------------- oracles
-    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(X[r]) = (1/n_i) sum_j l(net(X[r]; u_ij), t_ij) + (reg/2)||X[r]||^2 -> (m,)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
@@ -172,11 +174,11 @@ class NeuralFederation(Federation):
         val = (self.loss_fn.value_and_grad(out, t)[0] * w).sum(axis=1)
         return val + 0.5 * self.reg * np.einsum("md,md->m", X, X) if self.reg else val
 
-    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_grad(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Exact grad f_i(X[r]) by backpropagation (+ reg X[r]) -> (m, d)."""
         return self._eval(X, clients, "sum")[1]
 
-    def per_sample_grads(self, X: Any, clients: Any = None) -> np.ndarray:
+    def per_sample_grads(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """grad l_ij at X[r] for every sample j of each listed client (data
         term only, without reg) -> (m, n_max, d), zero rows on padding (j >= n_i)."""
         idx = self._clients(clients)
@@ -185,7 +187,7 @@ class NeuralFederation(Federation):
         G = self.model.value_and_grad(X, u, t, self.loss_fn, (w > 0).astype(np.float64), "per_sample")[1]
         return G
 
-    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """*Empirical* Fisher diagonal (1/n_i) sum_j grad l_ij (.) grad l_ij at
         X[r] (per-sample gradients of the data term squared and averaged,
         without reg; not the true Fisher E_{y ~ model}) -> (m, d)."""
@@ -205,7 +207,8 @@ class NeuralFederation(Federation):
         G = self.model.value_and_grad(X, inputs, targets, self.loss_fn, None, "sum")[1]
         return G + self.reg * X if self.reg else G
 
-    def client_hvp(self, X: Any, V: Any, clients: Any = None, *, eps: float | None = None) -> np.ndarray:
+    def client_hvp(self, X: ArrayLike, V: ArrayLike, clients: ClientSelection = None, *,
+                   eps: float | None = None) -> np.ndarray:
         """Hessian-vector products H_i(X[r]) V[r] by central differences of
         exact gradients: (grad f_i(x + h v) - grad f_i(x - h v)) / (2h),
         h = eps (1 + ||x||) / ||v|| with eps = 6e-6 ~ machine-eps^(1/3) (error
@@ -229,14 +232,14 @@ class NeuralFederation(Federation):
         out[nz] = (G[:m][nz] - G[m:][nz]) / (2.0 * h[nz, None])
         return out
 
-    def hvp(self, x: Any, v: Any, *, eps: float | None = None) -> np.ndarray:
+    def hvp(self, x: ArrayLike, v: ArrayLike, *, eps: float | None = None) -> np.ndarray:
         """Hessian-vector product of F at x: sum_i p_i H_i(x) v (central
         differences of exact gradients, see :meth:`client_hvp`) -> (d,)."""
         x = self._check_point(x)
         v = self._check_point(v)
         return self.weights @ self.client_hvp(x, v, eps=eps)
 
-    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Hessian of f_i at X[r] by central differences of exact gradients
         along the d coordinate axes, symmetrised -> (m, d, d).  Costs 2d
         gradient passes per row and 8 m d^2 bytes; refused for
@@ -256,7 +259,7 @@ class NeuralFederation(Federation):
         return Hs
 
     # ----------------------------------------------------------- evaluation
-    def accuracy(self, x: Any, clients: Any = None, data: str = "test") -> float:
+    def accuracy(self, x: ArrayLike, clients: ClientSelection = None, data: str = "test") -> float:
         """Fraction of correctly classified samples (argmax of the outputs)
         pooled over the listed clients' ``data`` ("test" or "train")."""
         if not self.loss_fn.classification:
@@ -269,7 +272,7 @@ class NeuralFederation(Federation):
         real = w > 0
         return float(np.sum((pred == t) & real) / np.sum(real))
 
-    def test_loss(self, x: Any) -> float:
+    def test_loss(self, x: ArrayLike) -> float:
         """sum_i p_i (1/n_i^test) sum_j l on the held-out data (no reg)."""
         x = self._check_point(x)
         d = self._data("test")

@@ -113,7 +113,7 @@ class Dense(Layer):
     def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
         return K.dense_forward(x, p["W"], p["b"]), x
 
-    def backward(self, p: Params, x: Any, dy: np.ndarray, mode: str = "sum",
+    def backward(self, p: Params, x: np.ndarray, dy: np.ndarray, mode: str = "sum",
                  need_dx: bool = True, out: Params | None = None) -> tuple[np.ndarray | None, Params]:
         dx = np.matmul(dy, np.swapaxes(p["W"], 1, 2)) if need_dx else None
         if mode == "per_sample":
@@ -240,7 +240,7 @@ class ReLU(_Activation):
     def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
         return K.relu_forward(x), x
 
-    def backward(self, p: Params, x: Any, dy: np.ndarray, mode: str = "sum",
+    def backward(self, p: Params, x: np.ndarray, dy: np.ndarray, mode: str = "sum",
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
         return K.relu_backward(x, dy), {}
 

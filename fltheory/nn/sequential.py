@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .layers import MODES, Dense, Layer
@@ -83,7 +84,7 @@ class Sequential:
         return u
 
     # --------------------------------------------------------------- passes
-    def forward(self, X: Any, inputs: Any) -> tuple[np.ndarray, list[Any]]:
+    def forward(self, X: ArrayLike, inputs: ArrayLike) -> tuple[np.ndarray, list[Any]]:
         """Outputs (m, n, *output_shape) and the per-layer caches."""
         X = self._rows(X)
         h = self._inputs(inputs, X.shape[0])
@@ -93,11 +94,11 @@ class Sequential:
             caches.append(cache)
         return h, caches
 
-    def predict(self, X: Any, inputs: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike, inputs: ArrayLike) -> np.ndarray:
         """Outputs (m, n, *output_shape)."""
         return self.forward(X, inputs)[0]
 
-    def backward(self, X: Any, caches: list[Any], dout: np.ndarray, mode: str = "sum") -> np.ndarray:
+    def backward(self, X: ArrayLike, caches: list[Any], dout: np.ndarray, mode: str = "sum") -> np.ndarray:
         """Parameter gradients from dL/dout (m, n, *output_shape): (m, d) for
         ``"sum"``/``"sq_sum"``, (m, n, d) for ``"per_sample"``."""
         if mode not in MODES:
@@ -121,7 +122,7 @@ class Sequential:
                     gviews[l][name][...] = g
         return G
 
-    def value_and_grad(self, X: Any, inputs: Any, targets: np.ndarray, loss: Loss,
+    def value_and_grad(self, X: ArrayLike, inputs: ArrayLike, targets: np.ndarray, loss: Loss,
                        sample_weights: np.ndarray | None = None, mode: str = "sum"
                        ) -> tuple[np.ndarray, np.ndarray]:
         """(L (m,), gradient) with L_r = sum_j w_rj l_j (w = 1/n by default).

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InvalidHyperparameterError
 from . import _checks
@@ -49,7 +50,7 @@ def _check_P(P: Any) -> tuple[np.ndarray, bool, bool]:
     return arr, per_client, full
 
 
-def preconditioned(lr: float, P: Any, *, per_client: bool | None = None) -> Optimizer:
+def preconditioned(lr: float, P: ArrayLike, *, per_client: bool | None = None) -> Optimizer:
     r"""Fixed-preconditioner gradient descent: u = -lr P_i g (elementwise for a diagonal).
 
     Parameters

@@ -41,6 +41,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
 from ..errors import InvalidProblemError
@@ -50,6 +51,7 @@ from ._separation import is_separable
 from .base import Federation, normalize_weights
 from .constants import CurvatureBounds
 from .newton import newton
+from ..aliases import ClientSelection
 
 __all__ = ["LogisticFederation"]
 
@@ -117,8 +119,8 @@ class LogisticFederation(Federation):
         C >= 2 for the multinomial (softmax) model; dimension f*C.
     """
 
-    def __init__(self, features: Sequence[Any], labels: Sequence[Any], n_samples: Any = None,
-                 weights: Any = None, reg: float = 0.0, *, n_classes: int | None = None) -> None:
+    def __init__(self, features: Sequence[Any], labels: Sequence[Any], n_samples: ArrayLike | None = None,
+                 weights: ArrayLike | None = None, reg: float = 0.0, *, n_classes: int | None = None) -> None:
         if n_classes is not None:
             if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
                 raise InvalidProblemError(f"n_classes must be an integer >= 2, got {n_classes!r}")
@@ -180,7 +182,7 @@ class LogisticFederation(Federation):
         """Per-client label arrays (n_i,) (copies)."""
         return [self._y[i, :n].copy() for i, n in enumerate(self._rows)]
 
-    def sample_mask(self, clients: Any = None) -> np.ndarray:
+    def sample_mask(self, clients: ClientSelection = None) -> np.ndarray:
         """(m, n_max) boolean mask of real rows (row j of client i is real iff j < n_i)."""
         return self._mask[self._clients(clients)].copy()
 
@@ -263,19 +265,19 @@ class LogisticFederation(Federation):
         assert out is not None                           # m >= 2 clients: at least one group
         return out
 
-    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(X[r]) for each listed client -> (m,)."""
         return self._call("loss", X, clients)
 
-    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_grad(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """grad f_i(X[r]) -> (m, d)."""
         return self._call("grad", X, clients)
 
-    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Hessian of f_i at X[r] (ridge included) -> (m, d, d)."""
         return self._call("hess", X, clients)
 
-    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """True Fisher diagonal -> (m, d): the diagonal of the Hessian without
         the ridge term (binary: (1/n_i) sum_j s(z_j)s(-z_j) a_j^2; multinomial:
         (1/n_i) sum_j a_jk^2 p_jc (1 - p_jc) at index k*C + c)."""
@@ -285,7 +287,7 @@ class LogisticFederation(Federation):
             return self._planned(lo.binary_fisher_diag, X, idx)
         return self._planned(lo.multi_fisher_diag, X, idx, (self.n_classes,))
 
-    def per_sample_grads(self, X: Any, clients: Any = None) -> np.ndarray:
+    def per_sample_grads(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Per-sample gradients g_ij of f_ij(x) = l(x; a_j, y_j) + (reg/2)||x||^2,
         so f_i = (1/n_i) sum_j f_ij -> (m, n_max, d); rows j >= n_i are zero
         (see :meth:`sample_mask`)."""
@@ -301,7 +303,7 @@ class LogisticFederation(Federation):
         G *= self._mask[idx][:, :, None]
         return G
 
-    def empirical_fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def empirical_fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """(1/n_i) sum_j g_ij (.) g_ij with g_ij the per-sample gradients of the
         data term (ridge excluded) -> (m, d)."""
         idx = self._clients(clients)
@@ -310,7 +312,7 @@ class LogisticFederation(Federation):
             return self._planned(lo.binary_empirical_fisher_diag, X, idx)
         return self._planned(lo.multi_empirical_fisher_diag, X, idx, (self.n_classes,))
 
-    def accuracy(self, X: Any, clients: Any = None) -> np.ndarray:
+    def accuracy(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Fraction of each listed client's rows classified correctly at X[r] -> (m,):
         binary: sign(a^T x) = y (a zero margin counts as wrong); multinomial:
         argmax_c (W^T a)_c = y (ties resolved to the lowest class index)."""
@@ -340,7 +342,7 @@ class LogisticFederation(Federation):
             return lo.binary_grad(A, y, rw, X, self.reg)
         return lo.multi_grad(A, y, rw, X, self.reg, self.n_classes)
 
-    def minibatch_variance(self, X: Any, clients: Any = None) -> np.ndarray:
+    def minibatch_variance(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Exact E||g - grad f_i(x)||^2 of the minibatch oracle at each X[r]:
         (1/b) (1/n_i) sum_j ||g_ij - grad f_i(x)||^2 -> (m,)."""
         if self._batch_size is None:

@@ -18,11 +18,13 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .base import Federation, normalize_weights
 from .constants import CurvatureBounds
+from ..aliases import ClientSelection
 
 __all__ = ["QuadraticFederation"]
 
@@ -76,8 +78,8 @@ class QuadraticFederation(Federation):
         Constants c_i added to the losses (they change no gradient).
     """
 
-    def __init__(self, H: Any, e: Any, n_samples: Any = None, weights: Any = None,
-                 offsets: Any = None) -> None:
+    def __init__(self, H: ArrayLike, e: ArrayLike, n_samples: ArrayLike | None = None, weights: ArrayLike | None = None,
+                 offsets: ArrayLike | None = None) -> None:
         H = finite_array("H", H, ndim=3)
         e = finite_array("e", e, ndim=2)
         N, d, d2 = H.shape
@@ -94,7 +96,7 @@ class QuadraticFederation(Federation):
             i = int(bad[0])
             raise InvalidProblemError(
                 f"H[{i}] is not symmetric: max |H - H^T| = {asym[i]:.3e}")
-        H = 0.5 * (H + np.swapaxes(H, 1, 2))
+        H = np.asarray(0.5 * (H + np.swapaxes(H, 1, 2)))   # no copy: typed as an array
         try:
             np.linalg.cholesky(H)
         except np.linalg.LinAlgError:
@@ -102,8 +104,8 @@ class QuadraticFederation(Federation):
             i = int(np.argmin(lam))
             raise InvalidProblemError(
                 f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
-        self.H = H
-        self.e = e
+        self.H = np.asarray(H)                # already an array: typed as one, not copied
+        self.e = np.asarray(e)
         self.n_clients, self.dim = N, d
         self.weights, self.n_samples = normalize_weights(N, n_samples, weights)
         if offsets is None:
@@ -121,7 +123,7 @@ class QuadraticFederation(Federation):
     # ------------------------------------------------------------------ data
     @classmethod
     def from_least_squares(cls, A: Sequence[Any], b: Sequence[Any], *, ridge: float = 0.0,
-                           weights: Any = None) -> QuadraticFederation:
+                           weights: ArrayLike | None = None) -> QuadraticFederation:
         """Clients f_i(x) = 1/(2 n_i) ||A_i x - b_i||^2 + (ridge/2) ||x||^2.
 
         ``A`` and ``b`` are sequences of per-client arrays (n_i, d) and (n_i,);
@@ -181,7 +183,7 @@ class QuadraticFederation(Federation):
     def _e(self, idx: np.ndarray) -> np.ndarray:
         return self.e if self._is_all(idx) else self.e[idx]
 
-    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(x) = 1/2 x^T H_i x - e_i^T x + c_i for each listed client -> (m,)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
@@ -189,7 +191,7 @@ class QuadraticFederation(Federation):
         return 0.5 * np.einsum("mi,mi->m", X, HX) - np.einsum("mi,mi->m", self._e(idx), X) \
             + self.offsets[idx]
 
-    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_grad(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """grad f_i(x) = H_i x - e_i for each listed client -> (m, d)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
@@ -197,13 +199,13 @@ class QuadraticFederation(Federation):
         G -= self._e(idx)
         return G
 
-    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """H_i (independent of x) -> (m, d, d), a copy."""
         idx = self._clients(clients)
         self._points(X, idx.shape[0])
         return self.H[idx].copy()
 
-    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """True Fisher diagonal of the Gaussian linear model with unit noise
         variance, which equals diag(H_i) (independent of x) -> (m, d).
 
@@ -223,7 +225,7 @@ class QuadraticFederation(Federation):
         r[np.arange(A.shape[1])[None, :] >= rows_all[idx][:, None]] = 0.0
         return r
 
-    def empirical_fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def empirical_fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """(1/n_i) sum_j g_ij (.) g_ij with per-sample gradients
         g_ij = a_ij (a_ij^T x - b_ij) of the data term (least-squares clients only)."""
         A_all, _, rows_all = self._require_data("the empirical Fisher")
@@ -251,7 +253,7 @@ class QuadraticFederation(Federation):
         r = np.einsum("mbd,md->mb", A, X) - b_all[idx[:, None], rows]
         return np.einsum("mb,mbd->md", r, A) / batch_size + self._ridge * X
 
-    def minibatch_variance(self, X: Any, clients: Any = None) -> np.ndarray:
+    def minibatch_variance(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Exact E||g - grad f_i(x)||^2 of the minibatch oracle at each X[r]:
         (1/b) (1/n_i) sum_j ||g_ij - mean_j g_ij||^2 -> (m,)."""
         A_all, _, rows_all = self._require_data("the minibatch variance")
@@ -267,7 +269,7 @@ class QuadraticFederation(Federation):
         return (second - np.einsum("md,md->m", mean, mean)) / self._batch_size
 
     # ------------------------------------------------------------- solutions
-    def hess(self, x: Any = None) -> np.ndarray:
+    def hess(self, x: ArrayLike | None = None) -> np.ndarray:
         """sum_i p_i H_i (the point is optional: F is quadratic)."""
         if x is not None:
             self._check_point(x)

@@ -19,13 +19,13 @@ with beta = 0, where the two agree; alpha and beta are unused here).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from .._validate import positive
 from ..errors import InvalidHyperparameterError
 from ._seeding import as_generator, count
+from ..aliases import Seed
 from .logistic import LogisticFederation
 
 __all__ = ["SyntheticData", "synthetic_fedprox"]
@@ -57,7 +57,7 @@ class SyntheticData:
     iid: bool
 
 
-def synthetic_fedprox(alpha: float, beta: float, *, iid: bool = False, seed: Any,
+def synthetic_fedprox(alpha: float, beta: float, *, iid: bool = False, seed: Seed,
                       n_devices: int = 30, dim: int = 60, n_classes: int = 10,
                       reg: float = 0.0, intercept: bool = True,
                       train_fraction: float = 0.9) -> SyntheticData:

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..algorithms.base import Algorithm, RoundInfo
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
@@ -358,7 +359,7 @@ def _deterministic_round(algorithm: Algorithm, problem: Federation, state: Any) 
     return new, info
 
 
-def round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = None, state: Any = None,
+def round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike | None = None, state: Any = None,
               participation: Participation | None = None, max_warmup: int = 3) -> RoundMap:
     """The deterministic round map of ``algorithm`` on ``problem`` (module docstring).
 

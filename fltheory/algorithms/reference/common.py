@@ -19,6 +19,7 @@ import numpy as np
 
 from ...participation import FullParticipation, Participation
 from ...problems.base import Federation
+from ...algorithms.base import Algorithm
 
 __all__ = [
     "REFERENCES",
@@ -59,7 +60,7 @@ def per_client_value(value: Any, i: int) -> Any:
     return arr.item() if arr.ndim == 0 else arr[i].item()
 
 
-def draw_participants(alg: Any, problem: Federation, participation: Participation | None,
+def draw_participants(alg: Algorithm, problem: Federation, participation: Participation | None,
                       rng: np.random.Generator, t: int) -> list[tuple[int, int]]:
     """[(client, completed steps), ...] of round t, drawn exactly as the fast path does."""
     part = participation if participation is not None else FullParticipation()
@@ -156,7 +157,7 @@ def reference_st(T: np.ndarray, q: float) -> np.ndarray:
     return mu * np.sign(masked)
 
 
-def draw(alg: Any, problem: Federation, participation: Participation | None,
+def draw(alg: Algorithm, problem: Federation, participation: Participation | None,
           rng: np.random.Generator, t: int, exact: bool) -> list[tuple[int, int]]:
     """Participants of round t; exact one-shot solvers have one nominal step."""
     if not exact:

@@ -63,11 +63,13 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..._validate import choice, per_client, positive, scalar_int
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 from ._common import constant_from, uniform_convexity, uniform_smoothness
+from ...problems.base import Federation
 
 __all__ = ["StepMoments", "efl_step_moments", "efl_heterogeneity", "efl_theorem1",
            "efl_theorem1_from_constants", "efl_inactive_rate", "efl_abandonment",
@@ -89,7 +91,7 @@ class StepMoments(NamedTuple):
     max_ratio: float
 
 
-def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
+def efl_step_moments(weights: ArrayLike, step_probs: ArrayLike, E: int, *,
                      weighting: str = "plain") -> StepMoments:
     """Moments of the aggregation weights from step distributions.
 
@@ -135,15 +137,15 @@ def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
     return StepMoments(ps, pe, p2s, max_ratio)
 
 
-def efl_heterogeneity(fed: Any) -> np.ndarray:
+def efl_heterogeneity(fed: Federation) -> np.ndarray:
     """D_k = F_k(w*) - F_k* for every client, with lambda = 0 (F~_k = F_k)."""
     from ..objective_shift import suboptimality_gaps
     return suboptimality_gaps(fed, fed.optimum())
 
 
-def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2: Any,
-                 D: Any, G2: float, weights: Any, init_dist2: float,
-                 step_probs: Any = None, weighting: str = "plain",
+def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2: ArrayLike,
+                 D: ArrayLike, G2: float, weights: ArrayLike, init_dist2: float,
+                 step_probs: ArrayLike | None = None, weighting: str = "plain",
                  moments: StepMoments | None = None, variant: str = "corrected",
                  strict: bool = False) -> BoundResult:
     """EFL Theorem 1 (seed 000 eq. 7) after ``tau`` rounds; see the module docstring.
@@ -249,7 +251,7 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
 
 
 def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: float,
-                                weights: Any, init_dist2: float, G2: float | None = None,
+                                weights: ArrayLike, init_dist2: float, G2: float | None = None,
                                 **kwargs: Any) -> BoundResult:
     """:func:`efl_theorem1` with the constants read from a ProblemConstants-like object.
 
@@ -275,7 +277,7 @@ def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: floa
         D=constant_from(constants, "D_k", "D"), G2=G2, **kwargs)
 
 
-def efl_inactive_rate(tau: int, inactive: Any, J: float, E: int, *, constant: float = 1.0) -> float:
+def efl_inactive_rate(tau: int, inactive: ArrayLike, J: float, E: int, *, constant: float = 1.0) -> float:
     """Section 4.1: the rate with inactive clients, constant * sum_{t<tau} y_t J / (tau E + E^2).
 
     ``inactive`` holds y_t for t = 0..tau-1 (indicators or probabilities, in [0, 1])."""
@@ -314,7 +316,7 @@ def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
                        variant="as_printed", terms=terms, measured=kept)
 
 
-def efl_incomplete_rate(tau: int, E: int, weights: Any, sigma2: Any, inv_steps: Any, *,
+def efl_incomplete_rate(tau: int, E: int, weights: ArrayLike, sigma2: ArrayLike, inv_steps: ArrayLike, *,
                         constant: float = 1.0) -> float:
     """Section 4.2 rate with adaptive weights p_t^k = E p^k / s_t^k::
 
