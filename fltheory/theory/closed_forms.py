@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import choice, per_client, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
@@ -128,7 +129,7 @@ def _preconditioners(fed: QuadraticFederation, preconditioners: Any) -> np.ndarr
 
 
 def client_contraction_matrices(fed: QuadraticFederation, lr: Rate, local_steps: Steps,
-                                preconditioners: Any = None) -> tuple[np.ndarray, np.ndarray]:
+                                preconditioners: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
     """B_i = I - (I - eta_i P_i H_i)^{tau_i} and the spectral radii rho(I - eta_i P_i H_i).
 
     Parameters
@@ -180,7 +181,7 @@ def client_contraction_matrices(fed: QuadraticFederation, lr: Rate, local_steps:
 
 
 def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Rate, local_steps: Steps,
-                               preconditioners: Any = None, *, server_lr: float = 1.0,
+                               preconditioners: ArrayLike | None = None, *, server_lr: float = 1.0,
                                correction: str = "none") -> tuple[np.ndarray, np.ndarray]:
     """The exact FedOpt round map x -> A x + b on quadratic clients (full participation).
 
@@ -224,7 +225,7 @@ def _round_map(fed: QuadraticFederation, lr: Any, local_steps: Any, precondition
 
 
 def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Rate, local_steps: Steps,
-                                 preconditioners: Any = None, *,
+                                 preconditioners: ArrayLike | None = None, *,
                                  correction: str = "none") -> QuadraticFixedPoint:
     """Fixed point of FedOpt with fixed client preconditioners on quadratic clients.
 
@@ -272,7 +273,7 @@ def mann_rate(fp: QuadraticFixedPoint, server_lr: float) -> float:
 
 
 def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_steps: Steps,
-                            preconditioners: Any = None, *,
+                            preconditioners: ArrayLike | None = None, *,
                             correction: str = "none") -> np.ndarray:
     """Limit of the fixed point as eta_i = c_i h, h -> 0 (seed 001 eq. 8)::
 
