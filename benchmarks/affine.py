@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from fltheory.theory import run_affine
 from fltheory.algorithms.fedavg import FedAvg
 from fltheory.algorithms.run import run
 from fltheory.problems.generators import random_quadratic
+from fltheory.theory import run_affine
 from fltheory.theory.affine import affine_round_map
 
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Callable
 
 import numpy as np
 

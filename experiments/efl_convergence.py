@@ -581,7 +581,7 @@ def _plot_counterexamples(ax: Any, results: dict[str, Any]) -> None:
             if not rows:
                 ax.annotate("as printed:\nundefined\n(J divides\nby D = 0)", (i + (c - 0.5) * 0.3, 0.3),
                             fontsize=6, ha="center", color=colour)
-            for k, (tau, y) in enumerate(rows):
+            for k, (_tau, y) in enumerate(rows):
                 xs.append(i + (c - 0.5) * 0.3 + 0.06 * k)
                 ys.append(y)
         ax.plot(xs, ys, linestyle="none", marker=marker, color=colour, label=label)

@@ -243,7 +243,8 @@ def run(config: dict[str, Any], rng: np.random.Generator,
                            "n_clients": config["n_clients"], "gamma": config["gamma"],
                            "client_label_counts": [np.bincount(labels[p], minlength=10).tolist() for p in parts],
                            "algorithms": list(ALGORITHMS), "models": list(MODELS),
-                           "rounds": dict(config["rounds"]), "lr": dict(config["lr"]), "acc": {}, "train_loss": {}, "dims": {}, "majority_error": {}}
+                           "rounds": dict(config["rounds"]), "lr": dict(config["lr"]), "acc": {},
+                           "train_loss": {}, "dims": {}, "majority_error": {}}
     algs = {m: _algorithms(config, m) for m in MODELS}
     models = _models(config)
     tasks = [(m, a) for m in MODELS for a in ALGORITHMS]
@@ -314,7 +315,6 @@ def checks(results: dict[str, Any]) -> list[Check]:
     residual with correction / without at the smallest rate; bias-vanishes:
     residual shrinkage over the rates, corrected / uncorrected."""
     out: list[Check] = []
-    worst, where = -1.0, ""
     diverged = [(m, a, d) for m in results["models"] for a, d in results["diverged"][m].items()]
     for m, a, d in diverged:
         out.append(Check("learns", "not checkable", None,

@@ -81,7 +81,7 @@ def _rows(kind: str, share: float, n_clients: int, n_total: int, dim: int) -> li
     """Row counts with client a first.  depart: n_a = round(share n), the
     other n_clients - 1 clients split n - n_a; join: n_a = round(share n) and
     the other n_clients clients split n."""
-    n_a = max(1, int(round(share * n_total)))
+    n_a = max(1, round(share * n_total))
     if kind == "depart":
         others, rest = n_clients - 1, n_total - n_a
     else:

@@ -248,7 +248,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     """Geomean TE/base gap ratio and the rounds each method needs to reach the
     base's final mean test accuracy (per pair)."""
     out: dict[str, float] = {}
-    for key, base, te in PAIRS:
+    for _key, base, te in PAIRS:
         tag = "prox" if base == "FedProx" else "curv"
         p = _paired(results, base, te)
         out[f"{tag}_gap_ratio"] = p["geomean"]
@@ -286,7 +286,7 @@ def plot(results: dict[str, Any]):
     axes[1].set_title("test accuracy (band: seeds)", fontsize=9)
     axes[1].legend(fontsize=7, loc="lower right")
     ax = axes[2]
-    for c, (key, base, te) in enumerate(PAIRS):
+    for _c, (_key, base, te) in enumerate(PAIRS):
         R = np.log(np.asarray(results["loss_gap"][te])[:, 1:] / np.asarray(results["loss_gap"][base])[:, 1:])
         colour = colours[te]
         ax.plot(t[1:], np.exp(R.mean(axis=0)), color=colour, label=f"{te} / {base}")

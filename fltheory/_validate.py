@@ -3,7 +3,7 @@ message names the argument, the value given and what was expected."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -87,8 +87,21 @@ def per_client(name: str, value: Any, n_clients: int | None, *, integer: bool = 
     return arr.astype(np.int64 if integer else np.float64)
 
 
-def choice(name: str, value: Any, options: tuple[str, ...],
-           error: type[Exception] = InvalidHyperparameterError) -> str:
+def scalar_int(name: str, value: Any, *, minimum: float = 0.0, strict: bool = True,
+               error: type[Exception] = InvalidHyperparameterError) -> int:
+    """An integer-valued scalar > minimum (>= with ``strict=False``), as a Python int;
+    the checks and messages of :func:`per_client`, and a per-client array is rejected."""
+    checked = per_client(name, value, None, integer=True, minimum=minimum, strict=strict, error=error)
+    if isinstance(checked, np.ndarray):
+        raise error(f"{name} must be a scalar integer here, got an array of shape {checked.shape}")
+    return int(checked)
+
+
+OptionT = TypeVar("OptionT")
+
+
+def choice(name: str, value: Any, options: tuple[OptionT, ...],
+           error: type[Exception] = InvalidHyperparameterError) -> OptionT:
     """One of the named options."""
     if value not in options:
         raise error(f"{name} must be one of {options}, got {_short(value)}")

@@ -23,10 +23,12 @@ more than k).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import choice, finite_array, in_unit_interval, positive
 from .errors import InvalidHyperparameterError, InvalidProblemError
@@ -78,7 +80,7 @@ def _k_of(d: int, k: Any, where: str) -> int:
     return kk
 
 
-def st(V: Any, q: float, *, ties: str = "index") -> np.ndarray:
+def st(V: ArrayLike, q: float, *, ties: str = "index") -> np.ndarray:
     r"""EFL's sparse ternary compression ST (seed 000, Algorithm 2), per row.
 
     k = max(floor(d q), 1); keep the k largest |V_i| (``ties``, module doc);
@@ -115,7 +117,7 @@ def st(V: Any, q: float, *, ties: str = "index") -> np.ndarray:
     return out[0] if flat else out
 
 
-def top_k(V: Any, k: int, *, ties: str = "index") -> np.ndarray:
+def top_k(V: ArrayLike, k: int, *, ties: str = "index") -> np.ndarray:
     """Keep the k largest magnitudes of each row at full precision, zero the rest.
 
     Parameters
@@ -133,7 +135,7 @@ def top_k(V: Any, k: int, *, ties: str = "index") -> np.ndarray:
     return out[0] if flat else out
 
 
-def threshold(V: Any, eps: float) -> np.ndarray:
+def threshold(V: ArrayLike, eps: float) -> np.ndarray:
     """FedElasticNet's thresholding (seed 003, section 3): v -> 0 where |v| <= eps.
 
     Parameters
@@ -147,7 +149,7 @@ def threshold(V: Any, eps: float) -> np.ndarray:
     return np.where(np.abs(A) <= eps, 0.0, A)
 
 
-def ef_compress(V: Any, residual: Any, compressor: Callable[[np.ndarray], np.ndarray]
+def ef_compress(V: ArrayLike, residual: ArrayLike, compressor: Callable[[np.ndarray], np.ndarray]
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Error feedback (seed 000, Algorithm 1 and eq. 6): send C(V + R), keep the rest.
 
@@ -180,7 +182,7 @@ def ef_compress(V: Any, residual: Any, compressor: Callable[[np.ndarray], np.nda
     return sent, total - sent
 
 
-def entropy(values: Any, bin_width: float = 0.01) -> float:
+def entropy(values: ArrayLike, bin_width: float = 0.01) -> float:
     """Shannon entropy, in bits per value, of ``values`` discretised at ``bin_width``.
 
     Seed 003, section 4: "the entropy of discretized values with the bin size
@@ -254,13 +256,13 @@ class Communication:
         return self.entropy_up * self.entries_up
 
     @classmethod
-    def zero(cls) -> "Communication":
+    def zero(cls) -> Communication:
         """No communication (the neutral element of ``+``)."""
         return cls()
 
     @classmethod
-    def measure(cls, up: Any, down: Any, *, up_kind: str = "dense", down_kind: str = "dense",
-                bin_width: float = 0.01) -> "Communication":
+    def measure(cls, up: ArrayLike, down: ArrayLike, *, up_kind: str = "dense", down_kind: str = "dense",
+                bin_width: float = 0.01) -> Communication:
         """Measure one round.
 
         Parameters
@@ -289,7 +291,7 @@ class Communication:
         fd, nd, bd = _message_cost(D, down_kind)
         return cls(fu, fd, nu, nd, bu, bd, entropy(U, bin_width), int(U.size))
 
-    def __add__(self, other: "Communication") -> "Communication":
+    def __add__(self, other: Communication) -> Communication:
         if not isinstance(other, Communication):
             return NotImplemented
         n = self.entries_up + other.entries_up

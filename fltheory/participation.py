@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import in_unit_interval
 from .errors import InvalidHyperparameterError
@@ -185,7 +187,7 @@ class Bernoulli(_Restrictable):
         Probabilities in (0, 1].
     """
 
-    def __init__(self, p: Any) -> None:
+    def __init__(self, p: ArrayLike) -> None:
         arr = np.asarray(p, dtype=np.float64) if np.ndim(p) else None
         if arr is None:
             self.p: float | np.ndarray = in_unit_interval("Bernoulli: p", p)

@@ -85,7 +85,7 @@ def _orthogonal(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
 
 
 def build_quadratic(n_clients: int, dim: int, L: float, mu: float, heterogeneity: float,
-                    n_samples: Any, seed: int) -> QuadraticFederation:
+                    n_samples: ArrayLike, seed: int) -> QuadraticFederation:
     """Quadratic federation whose every client has spectrum in [mu, L] (client 0
     has exactly mu and L when dim >= 2) and optima x_i* = heterogeneity * z_i,
     z_i ~ N(0, I/d)."""
@@ -167,7 +167,7 @@ else:
         raise OptionalDependencyError(_MISSING.format(name="logistic_federations"))
 
 
-def describe_federation(fed: Any) -> str:
+def describe_federation(fed: QuadraticFederation) -> str:
     """A copy-pasteable description of a small federation (for failure messages)."""
     with np.printoptions(precision=17, threshold=10_000):
         parts = [f"{type(fed).__name__}(n_clients={fed.n_clients}, dim={fed.dim})",

@@ -5,7 +5,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st_
+from hypothesis import given
+from hypothesis import strategies as st_
 from hypothesis.extra import numpy as hnp
 
 from fltheory import compression as C

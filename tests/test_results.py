@@ -78,7 +78,8 @@ finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), finite,
                  st.text(max_size=5))
 tree = st.recursive(leaf, lambda kids: st.one_of(st.lists(kids, max_size=3),
-                                                  st.dictionaries(st.text(max_size=4).filter(lambda k: k != "$npz"), kids, max_size=3)),
+                                                  st.dictionaries(st.text(max_size=4).filter(lambda k: k != "$npz"),
+                                                                  kids, max_size=3)),
                     max_leaves=12)
 
 
@@ -183,7 +184,7 @@ def test_load_rejects_nan_tokens_and_foreign_files(tmp_path):
     p.write_text('{"format": "other"}')
     with pytest.raises(InvalidProblemError, match="not an fltheory results file"):
         load_results(p)
-    with pytest.raises(InvalidProblemError, match="must end in .json"):
+    with pytest.raises(InvalidProblemError, match=r"must end in .json"):
         save_results(tmp_path / "x.txt", {}, record())
 
 

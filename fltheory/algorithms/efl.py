@@ -71,8 +71,9 @@ mixes the ternary messages with the dense Fisher vectors).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -83,6 +84,7 @@ from ..participation import Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo, resolve_per_client
 from .local import LocalObjective, local_descent
+from ..aliases import Rate, Steps
 
 __all__ = ["EFL", "EFLState", "EFL_WEIGHTS"]
 
@@ -152,8 +154,8 @@ class EFL(Algorithm):
     """
 
     name: ClassVar[str] = "EFL"
-    lr: Any = 0.1
-    local_steps: Any = 10
+    lr: Rate = 0.1
+    local_steps: Steps = 10
     lam: float = 0.0
     weights: str = "plain"
     theta: float | None = None

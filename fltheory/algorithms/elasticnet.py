@@ -65,6 +65,7 @@ from .fedavg import FedAvgState, empty_round
 from .feddyn import FedDynState, check_solver_settings, feddyn_init, feddyn_round, solve_local
 from .local import LocalObjective, accelerated_l1_solve
 from .scaffold import SCAFFOLD_OPTIONS, ScaffoldState, scaffold_init, scaffold_round
+from ..aliases import Rate, Steps
 
 __all__ = ["FedElasticNet", "ELASTICNET_BASES", "cvxpy_local_solve", "accelerated_l1_solve",
            "printed_weights"]
@@ -108,7 +109,7 @@ def cvxpy_local_solve(problem: Federation, clients: np.ndarray, objective: Local
         y = cp.Variable(d)
         f = problem.cvxpy_client_loss(i, y)
         expr = f + 0.5 * cp.sum(cp.multiply(D[r], cp.square(y))) - b[r] @ y
-        if objective.has_l1:
+        if objective.has_l1 and objective.l1 is not None and objective.z is not None:
             expr = expr + float(objective.l1[r]) * cp.norm1(y - objective.z[r])
         prob = cp.Problem(cp.Minimize(expr))
         prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10,
@@ -155,8 +156,8 @@ class FedElasticNet(Algorithm):
     lambda2: float = 0.0
     eps: float = 0.0
     solver: str | None = None
-    lr: Any = None
-    local_steps: Any = None
+    lr: Rate | None = None
+    local_steps: Steps | None = None
     server_lr: float = 1.0
     option: str = "II"
     aggregation: str = "weights"

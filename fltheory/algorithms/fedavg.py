@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ..participation import Participation
 from ..problems.base import Federation
 from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
 from .local import local_descent
+from ..aliases import Rate, Steps
 
 __all__ = ["FedAvg", "FedAvgState", "empty_round"]
 
@@ -62,8 +63,8 @@ class FedAvg(Algorithm):
     """
 
     name: ClassVar[str] = "FedAvg"
-    lr: Any = 0.1
-    local_steps: Any = 10
+    lr: Rate = 0.1
+    local_steps: Steps = 10
     server_lr: float = 1.0
     aggregation: str = "weights"
 

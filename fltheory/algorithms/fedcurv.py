@@ -45,8 +45,9 @@ exact minimiser (``solver="exact"``); then x_{t+1} = x_t + eta_g sum w_i Delta_i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -59,7 +60,8 @@ from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resol
 from .fedavg import empty_round
 from .fedprox import SOLVERS, check_target, penalised_local_models
 from .local import LocalObjective
-from .targets import EnsembleState, TemporalEnsemble
+from .targets import EnsembleState, TemporalEnsemble, require_ensemble
+from ..aliases import Rate, Steps
 
 __all__ = ["FedCurv", "FedCurvState", "FedCurvTE", "FedCL", "FISHERS", "proxy_fisher",
            "sum_of_others"]
@@ -139,8 +141,8 @@ class FedCurv(Algorithm):
     """
 
     name: ClassVar[str] = "FedCurv"
-    lr: Any = 0.1
-    local_steps: Any = 10
+    lr: Rate = 0.1
+    local_steps: Steps = 10
     alpha: float = 0.1
     fisher: str = "client"
     proxy: Any = None
@@ -181,7 +183,8 @@ class FedCurv(Algorithm):
 
 
     def averaging_version(self) -> FedCurv:
-        """The same algorithm with server rate ``server_lr = 1``; InvalidHyperparameterError with a temporal-ensembling target."""
+        """The same algorithm with server rate ``server_lr = 1``; InvalidHyperparameterError with a
+        temporal-ensembling target."""
         if self.target is not None:
             raise InvalidHyperparameterError(
                 f"{self.name} with a temporal-ensembling target depends on past models, "
@@ -207,17 +210,18 @@ class FedCurv(Algorithm):
         a2 = 2.0 * float(self.alpha)
         if self.fisher == "proxy":
             Ip = proxy_fisher(self.proxy, state.x)
-            c = state.x if self.target is None else self.target.centre(state.target, state.x)
+            c = state.x if self.target is None else self.target.centre(require_ensemble(state.target), state.x)
             D = np.broadcast_to(a2 * Ip, (m, d))
             b = np.broadcast_to(a2 * Ip * c, (m, d))
             return LocalObjective.diagonal(D, b), Ip[None, :]
         centres = state.W[clients]
         if self.target is not None:
+            ensemble = require_ensemble(state.target)
             if self.target.of == "local":
                 centres = self.target.centre(
-                    EnsembleState(state.target.hat[clients], state.target.count[clients]), centres)
-            elif int(state.target.count) > 0:
-                centres = np.broadcast_to(self.target.centre(state.target, state.x), (m, d))
+                    EnsembleState(ensemble.hat[clients], ensemble.count[clients]), centres)
+            elif int(ensemble.count) > 0:
+                centres = np.broadcast_to(self.target.centre(require_ensemble(state.target), state.x), (m, d))
         u = np.where(state.seen[clients][:, None], state.I[clients], 0.0)
         v = u * centres
         D = a2 * sum_of_others(u)
@@ -229,7 +233,8 @@ class FedCurv(Algorithm):
         part = self.participants(problem, participation, rng, state.t)
         te_global = self.target is not None and self.target.of == "global"
         if part.m == 0:
-            te = self.target.update(state.target, state.x) if te_global else state.target
+            te = (self.target.update(require_ensemble(state.target), state.x)
+                  if te_global and self.target is not None else state.target)
             return (FedCurvState(x=state.x, t=state.t + 1, W=state.W, I=state.I, seen=state.seen,
                                  target=te), empty_round(problem.dim))
         d = problem.dim
@@ -251,11 +256,11 @@ class FedCurv(Algorithm):
             seen[part.clients] = True
             up = np.hstack([delta, I_new])
             if self.target is not None and self.target.of == "local":
-                te = self.target.update(state.target, Y, rows=part.clients)
+                te = self.target.update(require_ensemble(state.target), Y, rows=part.clients)
         else:
             up = delta
-        if te_global:
-            te = self.target.update(state.target, x)
+        if te_global and self.target is not None:
+            te = self.target.update(require_ensemble(state.target), x)
         down = np.hstack([X0, np.broadcast_to(sent, (part.m, sent.shape[1]))])
         comm = Communication.measure(up, down)
         return (FedCurvState(x=x, t=state.t + 1, W=W, I=I, seen=seen, target=te),

@@ -31,8 +31,9 @@ s_k = 0) and ``sent`` (the transmitted, possibly thresholded, change).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from ..problems.base import Federation
 from .base import Algorithm, RoundInfo, resolve_per_client
 from .fedavg import empty_round
 from .local import LocalObjective, exact_local_solve, local_descent
+from ..aliases import Rate, Steps
 
 __all__ = ["FedDyn", "FedDynState", "FEDDYN_SOLVERS", "feddyn_round", "feddyn_init",
            "check_solver_settings"]
@@ -69,7 +71,7 @@ def feddyn_init(problem: Federation, x0: np.ndarray) -> FedDynState:
                        grads=np.zeros((problem.n_clients, d)), t=0)
 
 
-def check_solver_settings(solver: str, lr: Any, local_steps: Any, solvers: tuple[str, ...]) -> None:
+def check_solver_settings(solver: str, lr: Rate | None, local_steps: Steps | None, solvers: tuple[str, ...]) -> None:
     """``solver="gd"`` needs ``lr`` and ``local_steps``; the exact solvers take neither."""
     choice("solver", solver, solvers)
     if solver == "gd":
@@ -85,7 +87,7 @@ def check_solver_settings(solver: str, lr: Any, local_steps: Any, solvers: tuple
 
 
 def solve_local(problem: Federation, part: Participants, objective: LocalObjective, X0: np.ndarray,
-                rng: np.random.Generator, *, solver: str, lr: Any,
+                rng: np.random.Generator, *, solver: str, lr: Rate | None,
                 exact: Callable[..., np.ndarray] = exact_local_solve) -> np.ndarray:
     """Local models of the participants: exact argmin (rows with s_k > 0) or s_k gradient steps."""
     if solver == "gd":
@@ -100,7 +102,7 @@ def solve_local(problem: Federation, part: Participants, objective: LocalObjecti
 
 
 def feddyn_round(state: FedDynState, problem: Federation, part: Participants,
-                 rng: np.random.Generator, *, alpha: float, solver: str, lr: Any,
+                 rng: np.random.Generator, *, alpha: float, solver: str, lr: Rate | None,
                  lambda1: float = 0.0, eps: float = 0.0, subgradient: str = "sign",
                  exact: Callable[..., np.ndarray] = exact_local_solve
                  ) -> tuple[FedDynState, RoundInfo]:
@@ -181,8 +183,8 @@ class FedDyn(Algorithm):
     name: ClassVar[str] = "FedDyn"
     alpha: float = 1.0
     solver: str = "exact"
-    lr: Any = None
-    local_steps: Any = None
+    lr: Rate | None = None
+    local_steps: Steps | None = None
 
     def __post_init__(self) -> None:
         positive("alpha", self.alpha)

@@ -57,6 +57,7 @@ from ..problems.base import Federation
 from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
 from .fedavg import empty_round
 from .local import local_descent
+from ..aliases import Steps
 
 __all__ = ["FedOpt", "FedOptState", "CORRECTIONS", "CLIENT_STATES", "synchronised_states",
            "corrected_changes", "joint_direction"]
@@ -171,7 +172,7 @@ class FedOpt(Algorithm):
     name: ClassVar[str] = "FedOpt"
     client_optimizer: Optimizer
     server_optimizer: Optimizer
-    local_steps: Any = 10
+    local_steps: Steps = 10
     client_lr_scale: Any = 1.0
     correction: str = "none"
     client_state: str = "restart"

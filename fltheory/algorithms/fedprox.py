@@ -38,7 +38,8 @@ from ..problems.base import Federation
 from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
 from .fedavg import empty_round
 from .local import LocalObjective, exact_local_solve, local_descent
-from .targets import EnsembleState, TemporalEnsemble
+from .targets import EnsembleState, TemporalEnsemble, require_ensemble
+from ..aliases import Rate, Steps
 
 __all__ = ["FedProx", "FedProxState", "FedProxTE", "SOLVERS", "check_target",
            "penalised_local_models"]
@@ -60,7 +61,7 @@ def check_target(target: Any, *, allow_local: bool) -> None:
 
 
 def penalised_local_models(problem: Federation, clients: np.ndarray, steps: np.ndarray,
-                           X0: np.ndarray, objective: LocalObjective, solver: str, lr: Any,
+                           X0: np.ndarray, objective: LocalObjective, solver: str, lr: Rate,
                            rng: np.random.Generator) -> np.ndarray:
     """The participants' local models for f_i plus a smooth penalty ``objective``.
 
@@ -108,8 +109,8 @@ class FedProx(Algorithm):
     """
 
     name: ClassVar[str] = "FedProx"
-    lr: Any = 0.1
-    local_steps: Any = 10
+    lr: Rate = 0.1
+    local_steps: Steps = 10
     mu: float = 0.1
     solver: str = "gd"
     aggregation: str = "weights"
@@ -137,7 +138,8 @@ class FedProx(Algorithm):
 
 
     def averaging_version(self) -> FedProx:
-        """The same algorithm with server rate ``server_lr = 1``; InvalidHyperparameterError with a temporal-ensembling target."""
+        """The same algorithm with server rate ``server_lr = 1``; InvalidHyperparameterError with a
+        temporal-ensembling target."""
         if self.target is not None:
             raise InvalidHyperparameterError(
                 f"{self.name} with a temporal-ensembling target depends on past models, "
@@ -155,13 +157,13 @@ class FedProx(Algorithm):
         """The penalty centre: x_t, or the TE target once a global model has been ensembled."""
         if self.target is None:
             return state.x
-        return self.target.centre(state.target, state.x)
+        return self.target.centre(require_ensemble(state.target), state.x)
 
     def round(self, state: FedProxState, problem: Federation, participation: Participation | None,
               rng: np.random.Generator) -> tuple[FedProxState, RoundInfo]:
         part = self.participants(problem, participation, rng, state.t)
         if part.m == 0:   # G_t = G_{t-1} still enters the ensemble (Alg. 2 runs every round)
-            te = state.target if self.target is None else self.target.update(state.target, state.x)
+            te = state.target if self.target is None else self.target.update(require_ensemble(state.target), state.x)
             return FedProxState(x=state.x, t=state.t + 1, target=te), empty_round(problem.dim)
         d = problem.dim
         X0 = np.broadcast_to(state.x, (part.m, d))
@@ -172,7 +174,7 @@ class FedProx(Algorithm):
         delta = Y - state.x
         w = aggregation_weights(problem, part.clients, self.aggregation)
         x = state.x + self.server_lr * (w @ delta)
-        te = state.target if self.target is None else self.target.update(state.target, x)
+        te = state.target if self.target is None else self.target.update(require_ensemble(state.target), x)
         comm = Communication.measure(delta, X0)
         return FedProxState(x=x, t=state.t + 1, target=te), RoundInfo(part.clients, part.steps, comm)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..display import HistoryDisplay
 from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError
@@ -72,7 +73,7 @@ class History(HistoryDisplay):
         return total
 
 
-def check_run_arguments(algorithm: Any, problem: Any, rounds: Any, x0: Any) -> np.ndarray:
+def check_run_arguments(algorithm: Algorithm, problem: Federation, rounds: Any, x0: ArrayLike | None) -> np.ndarray:
     """Validate the arguments every runner shares; return x0 as a float64 copy.
 
     Raises InvalidHyperparameterError (algorithm, rounds) or InvalidProblemError

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._threads import pinned_blas
 from ..errors import DivergenceError, InvalidHyperparameterError
@@ -61,7 +62,7 @@ def register_run_method(name: str, runner: RunMethod, provider: str) -> None:
 @pinned_blas
 def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         participation: Participation | None = None, seed: int | np.random.SeedSequence = 0,
-        x0: Any = None, callback: Callable[[int, Any, RoundInfo], bool | None] | None = None,
+        x0: ArrayLike | None = None, callback: Callable[[int, Any, RoundInfo], bool | None] | None = None,
         rng: np.random.Generator | None = None, method: str = "simulate") -> History:
     """Run ``algorithm`` on ``problem`` for ``rounds`` rounds.
 

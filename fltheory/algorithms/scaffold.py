@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from ..problems.base import Federation
 from .base import Algorithm, RoundInfo, resolve_per_client
 from .fedavg import empty_round
 from .local import LocalObjective, local_descent
+from ..aliases import Rate, Steps
 
 __all__ = ["Scaffold", "ScaffoldState", "SCAFFOLD_OPTIONS", "scaffold_round"]
 
@@ -150,8 +151,8 @@ class Scaffold(Algorithm):
     """
 
     name: ClassVar[str] = "SCAFFOLD"
-    lr: Any = 0.1
-    local_steps: Any = 10
+    lr: Rate = 0.1
+    local_steps: Steps = 10
     server_lr: float = 1.0
     option: str = "II"
 

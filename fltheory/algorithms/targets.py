@@ -34,7 +34,7 @@ import numpy as np
 from .._validate import choice
 from ..errors import InvalidHyperparameterError
 
-__all__ = ["TemporalEnsemble", "EnsembleState"]
+__all__ = ["TemporalEnsemble", "EnsembleState", "require_ensemble"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,18 @@ class EnsembleState:
 
     hat: np.ndarray
     count: np.ndarray
+
+
+def require_ensemble(state: EnsembleState | None) -> EnsembleState:
+    """The ensemble state held by an algorithm state whose algorithm has a target.
+
+    ``init`` of an algorithm with a ``TemporalEnsemble`` always stores one; a
+    state without it was built for the algorithm without a target."""
+    if state is None:
+        raise InvalidHyperparameterError(
+            "state has no temporal-ensembling state (target=None) but the algorithm has a target; "
+            "start from the algorithm's own init(...)")
+    return state
 
 
 @dataclass(frozen=True, kw_only=True)

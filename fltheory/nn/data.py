@@ -16,11 +16,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from .._validate import in_unit_interval, per_client
+from ..aliases import Seed
+from .._validate import in_unit_interval, per_client, scalar_int
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .federation import NeuralFederation
 from .losses import Loss, SoftmaxCrossEntropy
@@ -46,8 +48,8 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
 def iid_partition(n: int, n_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """A uniformly random split of range(n) into n_clients parts of sizes
     differing by at most one."""
-    n = per_client("n", n, None, integer=True)
-    n_clients = per_client("n_clients", n_clients, None, integer=True)
+    n = scalar_int("n", n)
+    n_clients = scalar_int("n_clients", n_clients)
     if n_clients > n:
         raise InvalidHyperparameterError(f"cannot split {n} samples over {n_clients} clients")
     return [np.sort(p) for p in np.array_split(rng.permutation(n), n_clients)]
@@ -64,7 +66,7 @@ def split_clients(inputs: np.ndarray, targets: np.ndarray, parts: Sequence[Any],
         p = np.asarray(p, dtype=np.int64)
         if p.ndim != 1 or p.size < 2:
             raise InvalidProblemError(f"part {i} must list at least 2 sample indices, got {p.size}")
-        k = min(max(1, int(round(frac * p.size))), p.size - 1)
+        k = min(max(1, round(frac * p.size)), p.size - 1)
         perm = rng.permutation(p)
         test, train = np.sort(perm[:k]), np.sort(perm[k:])
         tu.append(inputs[train])
@@ -119,7 +121,7 @@ def digits_federation(model: Sequential, n_clients: int, rng: np.random.Generato
     return federation_from_partition(model, inputs, labels, parts, rng, test_fraction=test_fraction)
 
 
-def synthetic_fedprox_federation(model: Sequential, alpha: float, beta: float, *, seed: Any,
+def synthetic_fedprox_federation(model: Sequential, alpha: float, beta: float, *, seed: Seed,
                                  iid: bool = False, **kwargs: Any) -> NeuralFederation:
     """Synthetic(alpha, beta) of FedProx (THEORY.md section 1) for a network:
     the raw features (no intercept column; the network has biases) and
@@ -150,9 +152,9 @@ def synthetic_next_char(n_clients: int, rng: np.random.Generator, *, vocab: int 
 
     Returns (inputs, targets): lists of (n_i, seq_len, vocab) and (n_i,).
     """
-    n_clients = per_client("n_clients", n_clients, None, integer=True)
-    vocab = per_client("vocab", vocab, None, integer=True, minimum=1)
-    seq_len = per_client("seq_len", seq_len, None, integer=True)
+    n_clients = scalar_int("n_clients", n_clients)
+    vocab = scalar_int("vocab", vocab, minimum=1)
+    seq_len = scalar_int("seq_len", seq_len)
     h = in_unit_interval("heterogeneity", heterogeneity, left_closed=True)
     conc = per_client("concentration", concentration, None)
     ns = np.broadcast_to(np.asarray(per_client("n_samples", n_samples, n_clients, integer=True)),

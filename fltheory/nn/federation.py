@@ -18,15 +18,18 @@ proportional to n_max - n_i.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
 from ..errors import InvalidProblemError
 from ..problems.base import Federation, normalize_weights
 from .losses import Loss
 from .sequential import Sequential
+from ..aliases import ClientSelection
 
 __all__ = ["NeuralFederation", "HESS_MAX_DIM"]
 
@@ -74,7 +77,7 @@ class _ClientData:
             return self.u, self.t, self.w
         return self.u[idx], self.t[idx], self.w[idx]
 
-    def subset(self, keep: np.ndarray) -> "_ClientData":
+    def subset(self, keep: np.ndarray) -> _ClientData:
         out = object.__new__(_ClientData)
         nmax = int(self.n[keep].max())
         out.n, out.u, out.t, out.w = self.n[keep], self.u[keep, :nmax], self.t[keep, :nmax], self.w[keep, :nmax]
@@ -105,7 +108,7 @@ class NeuralFederation(Federation):
 
     def __init__(self, model: Sequential, loss: Loss, inputs: Sequence[Any], targets: Sequence[Any], *,
                  test_inputs: Sequence[Any] | None = None, test_targets: Sequence[Any] | None = None,
-                 weights: Any = None, reg: float = 0.0) -> None:
+                 weights: ArrayLike | None = None, reg: float = 0.0) -> None:
         self.reg = positive("reg", reg, allow_zero=True, error=InvalidProblemError)
         if not isinstance(model, Sequential):
             raise InvalidProblemError(f"model must be a Sequential, got {type(model).__name__}")
@@ -116,7 +119,7 @@ class NeuralFederation(Federation):
         self._test: _ClientData | None = None
         if (test_inputs is None) != (test_targets is None):
             raise InvalidProblemError("give both test_inputs and test_targets, or neither")
-        if test_inputs is not None:
+        if test_inputs is not None and test_targets is not None:
             self._test = _ClientData(model, loss, test_inputs, test_targets, "test")
             if self._test.n.shape[0] != self._train.n.shape[0]:
                 raise InvalidProblemError(f"test data has {self._test.n.shape[0]} clients, train data "
@@ -162,7 +165,7 @@ class NeuralFederation(Federation):
         return d.u[i, :k], d.t[i, :k]
 
     # ----------------------------------------------------------- oracles
-    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(X[r]) = (1/n_i) sum_j l(net(X[r]; u_ij), t_ij) + (reg/2)||X[r]||^2 -> (m,)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
@@ -171,11 +174,11 @@ class NeuralFederation(Federation):
         val = (self.loss_fn.value_and_grad(out, t)[0] * w).sum(axis=1)
         return val + 0.5 * self.reg * np.einsum("md,md->m", X, X) if self.reg else val
 
-    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_grad(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Exact grad f_i(X[r]) by backpropagation (+ reg X[r]) -> (m, d)."""
         return self._eval(X, clients, "sum")[1]
 
-    def per_sample_grads(self, X: Any, clients: Any = None) -> np.ndarray:
+    def per_sample_grads(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """grad l_ij at X[r] for every sample j of each listed client (data
         term only, without reg) -> (m, n_max, d), zero rows on padding (j >= n_i)."""
         idx = self._clients(clients)
@@ -184,7 +187,7 @@ class NeuralFederation(Federation):
         G = self.model.value_and_grad(X, u, t, self.loss_fn, (w > 0).astype(np.float64), "per_sample")[1]
         return G
 
-    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """*Empirical* Fisher diagonal (1/n_i) sum_j grad l_ij (.) grad l_ij at
         X[r] (per-sample gradients of the data term squared and averaged,
         without reg; not the true Fisher E_{y ~ model}) -> (m, d)."""
@@ -204,7 +207,8 @@ class NeuralFederation(Federation):
         G = self.model.value_and_grad(X, inputs, targets, self.loss_fn, None, "sum")[1]
         return G + self.reg * X if self.reg else G
 
-    def client_hvp(self, X: Any, V: Any, clients: Any = None, *, eps: float | None = None) -> np.ndarray:
+    def client_hvp(self, X: ArrayLike, V: ArrayLike, clients: ClientSelection = None, *,
+                   eps: float | None = None) -> np.ndarray:
         """Hessian-vector products H_i(X[r]) V[r] by central differences of
         exact gradients: (grad f_i(x + h v) - grad f_i(x - h v)) / (2h),
         h = eps (1 + ||x||) / ||v|| with eps = 6e-6 ~ machine-eps^(1/3) (error
@@ -228,14 +232,14 @@ class NeuralFederation(Federation):
         out[nz] = (G[:m][nz] - G[m:][nz]) / (2.0 * h[nz, None])
         return out
 
-    def hvp(self, x: Any, v: Any, *, eps: float | None = None) -> np.ndarray:
+    def hvp(self, x: ArrayLike, v: ArrayLike, *, eps: float | None = None) -> np.ndarray:
         """Hessian-vector product of F at x: sum_i p_i H_i(x) v (central
         differences of exact gradients, see :meth:`client_hvp`) -> (d,)."""
         x = self._check_point(x)
         v = self._check_point(v)
         return self.weights @ self.client_hvp(x, v, eps=eps)
 
-    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Hessian of f_i at X[r] by central differences of exact gradients
         along the d coordinate axes, symmetrised -> (m, d, d).  Costs 2d
         gradient passes per row and 8 m d^2 bytes; refused for
@@ -255,7 +259,7 @@ class NeuralFederation(Federation):
         return Hs
 
     # ----------------------------------------------------------- evaluation
-    def accuracy(self, x: Any, clients: Any = None, data: str = "test") -> float:
+    def accuracy(self, x: ArrayLike, clients: ClientSelection = None, data: str = "test") -> float:
         """Fraction of correctly classified samples (argmax of the outputs)
         pooled over the listed clients' ``data`` ("test" or "train")."""
         if not self.loss_fn.classification:
@@ -268,7 +272,7 @@ class NeuralFederation(Federation):
         real = w > 0
         return float(np.sum((pred == t) & real) / np.sum(real))
 
-    def test_loss(self, x: Any) -> float:
+    def test_loss(self, x: ArrayLike) -> float:
         """sum_i p_i (1/n_i^test) sum_j l on the held-out data (no reg)."""
         x = self._check_point(x)
         d = self._data("test")
@@ -288,7 +292,7 @@ class NeuralFederation(Federation):
             "NeuralFederation has no closed-form client optima: the client objectives are non-convex")
 
     # ----------------------------------------------------------- shifting clients
-    def _from_data(self, train: _ClientData, test: _ClientData | None, weights: Any) -> "NeuralFederation":
+    def _from_data(self, train: _ClientData, test: _ClientData | None, weights: Any) -> NeuralFederation:
         out = object.__new__(NeuralFederation)
         out.model, out.loss_fn, out._train, out._test = self.model, self.loss_fn, train, test
         out.reg = self.reg
@@ -297,7 +301,7 @@ class NeuralFederation(Federation):
         out.weights, out.n_samples = normalize_weights(out.n_clients, train.n, weights)
         return out
 
-    def without_client(self, a: int) -> "NeuralFederation":
+    def without_client(self, a: int) -> NeuralFederation:
         """Remove client ``a``; weights n_i / sum_{j != a} n_j (or the remaining
         explicit weights renormalised)."""
         if self.n_clients < 2:
@@ -312,7 +316,7 @@ class NeuralFederation(Federation):
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out
 
-    def with_client(self, other: "NeuralFederation", *, weight: float | None = None) -> "NeuralFederation":
+    def with_client(self, other: Federation, *, weight: float | None = None) -> NeuralFederation:
         """Append the clients of ``other`` (same architecture and loss).  Weights
         become n_i / n_total, or with ``weight`` in (0, 1) the newcomers get
         total weight ``weight`` and the old weights are scaled by 1 - weight."""

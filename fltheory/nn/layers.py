@@ -113,7 +113,7 @@ class Dense(Layer):
     def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
         return K.dense_forward(x, p["W"], p["b"]), x
 
-    def backward(self, p: Params, x: Any, dy: np.ndarray, mode: str = "sum",
+    def backward(self, p: Params, x: np.ndarray, dy: np.ndarray, mode: str = "sum",
                  need_dx: bool = True, out: Params | None = None) -> tuple[np.ndarray | None, Params]:
         dx = np.matmul(dy, np.swapaxes(p["W"], 1, 2)) if need_dx else None
         if mode == "per_sample":
@@ -162,11 +162,12 @@ class Conv2D(Layer):
 
     def backward(self, p: Params, cols: Any, dy: np.ndarray, mode: str = "sum",
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        C, H, W = self.input_shape                    # (channels, height, width), set by build
         if mode == "sum":
-            dx, dW, db = K.conv2d_backward(cols, p["W"], dy, self.input_shape, self.stride,
+            dx, dW, db = K.conv2d_backward(cols, p["W"], dy, (C, H, W), self.stride,
                                            self.padding, need_dx)
             return dx, {"W": dW, "b": db}
-        dx = K.conv2d_input_grad(p["W"], dy, self.input_shape, self.stride, self.padding) if need_dx else None
+        dx = K.conv2d_input_grad(p["W"], dy, (C, H, W), self.stride, self.padding) if need_dx else None
         dW, db = K.conv2d_per_sample(cols, dy, p["W"].shape[1:])
         return dx, {"W": _reduce(dW, mode), "b": _reduce(db, mode)}
 
@@ -239,7 +240,7 @@ class ReLU(_Activation):
     def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
         return K.relu_forward(x), x
 
-    def backward(self, p: Params, x: Any, dy: np.ndarray, mode: str = "sum",
+    def backward(self, p: Params, x: np.ndarray, dy: np.ndarray, mode: str = "sum",
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
         return K.relu_backward(x, dy), {}
 

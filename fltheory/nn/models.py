@@ -16,9 +16,9 @@ The softmax of the output layer lives in the loss (SoftmaxCrossEntropy).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from .._validate import per_client
+from .._validate import scalar_int
 from ..errors import InvalidHyperparameterError
 from .layers import LSTM, Conv2D, Dense, Flatten, MaxPool2D, ReLU
 from .sequential import Sequential
@@ -28,11 +28,11 @@ __all__ = ["mlp", "cnn", "char_lstm"]
 
 def mlp(input_dim: int, n_classes: int, hidden: Sequence[int] = (200, 100)) -> Sequential:
     """Dense(h_1) ReLU ... Dense(h_k) ReLU Dense(n_classes); seed 003 uses (200, 100)."""
-    input_dim = per_client("input_dim", input_dim, None, integer=True)
-    n_classes = per_client("n_classes", n_classes, None, integer=True)
+    input_dim = scalar_int("input_dim", input_dim)
+    n_classes = scalar_int("n_classes", n_classes)
     layers = []
     for h in hidden:
-        layers += [Dense(per_client("hidden width", h, None, integer=True)), ReLU()]
+        layers += [Dense(scalar_int("hidden width", h)), ReLU()]
     return Sequential(layers + [Dense(n_classes)], (input_dim,))
 
 
@@ -54,6 +54,6 @@ def cnn(input_shape: tuple[int, int, int], n_classes: int, *, channels: tuple[in
 def char_lstm(vocab: int, seq_len: int, hidden: int = 32) -> Sequential:
     """One-hot sequences (seq_len, vocab) -> LSTM(hidden) -> Dense(vocab) logits
     of the next character."""
-    vocab = per_client("vocab", vocab, None, integer=True, minimum=1)
-    seq_len = per_client("seq_len", seq_len, None, integer=True)
+    vocab = scalar_int("vocab", vocab, minimum=1)
+    seq_len = scalar_int("seq_len", seq_len)
     return Sequential([LSTM(hidden), Dense(vocab, init="glorot")], (seq_len, vocab))

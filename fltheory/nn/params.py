@@ -16,9 +16,9 @@ Initialisation (weights from the passed ``numpy.random.Generator``, biases 0):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Sequence
 
 import numpy as np
 

@@ -17,9 +17,11 @@ backward pass with dl_j/dout scaled by w_rj (exact backpropagation):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .layers import MODES, Dense, Layer
@@ -82,7 +84,7 @@ class Sequential:
         return u
 
     # --------------------------------------------------------------- passes
-    def forward(self, X: Any, inputs: Any) -> tuple[np.ndarray, list[Any]]:
+    def forward(self, X: ArrayLike, inputs: ArrayLike) -> tuple[np.ndarray, list[Any]]:
         """Outputs (m, n, *output_shape) and the per-layer caches."""
         X = self._rows(X)
         h = self._inputs(inputs, X.shape[0])
@@ -92,11 +94,11 @@ class Sequential:
             caches.append(cache)
         return h, caches
 
-    def predict(self, X: Any, inputs: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike, inputs: ArrayLike) -> np.ndarray:
         """Outputs (m, n, *output_shape)."""
         return self.forward(X, inputs)[0]
 
-    def backward(self, X: Any, caches: list[Any], dout: np.ndarray, mode: str = "sum") -> np.ndarray:
+    def backward(self, X: ArrayLike, caches: list[Any], dout: np.ndarray, mode: str = "sum") -> np.ndarray:
         """Parameter gradients from dL/dout (m, n, *output_shape): (m, d) for
         ``"sum"``/``"sq_sum"``, (m, n, d) for ``"per_sample"``."""
         if mode not in MODES:
@@ -107,9 +109,10 @@ class Sequential:
         G = np.empty((m, n, self.dim) if mode == "per_sample" else (m, self.dim))
         gviews = self.layout.views(G)
         pviews = self.layout.views(X)
-        dy = dout
+        dy: np.ndarray | None = dout
         for l in range(len(self.layers) - 1, -1, -1):
             layer = self.layers[l]
+            assert dy is not None                # need_dx was l > 0 for the layer above
             if isinstance(layer, Dense) and mode != "per_sample":
                 dy, grads = layer.backward(pviews[l], caches[l], dy, mode, need_dx=l > 0, out=gviews[l])
             else:
@@ -119,7 +122,7 @@ class Sequential:
                     gviews[l][name][...] = g
         return G
 
-    def value_and_grad(self, X: Any, inputs: Any, targets: np.ndarray, loss: Loss,
+    def value_and_grad(self, X: ArrayLike, inputs: ArrayLike, targets: np.ndarray, loss: Loss,
                        sample_weights: np.ndarray | None = None, mode: str = "sum"
                        ) -> tuple[np.ndarray, np.ndarray]:
         """(L (m,), gradient) with L_r = sum_j w_rj l_j (w = 1/n by default).

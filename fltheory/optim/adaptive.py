@@ -53,7 +53,7 @@ class AdaptiveState(NamedTuple):
     With b1 = 0 (AdaGrad, FedAdagrad's default) the first moment is the current
     gradient itself and is not stored: ``mu`` stays at its initial 0."""
 
-    count: np.ndarray
+    count: np.ndarray  # type: ignore[assignment]  # the step counter; shadows tuple.count on purpose
     mu: np.ndarray
     nu: np.ndarray
 

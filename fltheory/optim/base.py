@@ -24,7 +24,8 @@ state across rounds) and averaged with :func:`mean_rows` (synchronising).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -42,12 +43,15 @@ class Optimizer(NamedTuple):
     name: str = "optimizer"
 
 
-def take_rows(state: Any, rows: np.ndarray) -> Any:
+StateT = TypeVar("StateT", bound=tuple)   # an optimizer state: a NamedTuple of per-row arrays
+
+
+def take_rows(state: StateT, rows: np.ndarray | slice) -> StateT:
     """The state restricted to ``rows`` (every field indexed on axis 0)."""
     return type(state)(*(np.asarray(f)[rows] for f in state))
 
 
-def put_rows(full: Any, rows: np.ndarray, part: Any) -> Any:
+def put_rows(full: StateT, rows: np.ndarray | slice, part: StateT) -> StateT:
     """A copy of ``full`` with ``rows`` replaced by the rows of ``part``."""
     fields = []
     for f, p in zip(full, part):
@@ -57,7 +61,7 @@ def put_rows(full: Any, rows: np.ndarray, part: Any) -> Any:
     return type(full)(*fields)
 
 
-def mean_rows(state: Any, weights: np.ndarray | None = None) -> Any:
+def mean_rows(state: StateT, weights: np.ndarray | None = None) -> StateT:
     """Every row replaced by the (weighted) mean over rows: synchronised state.
     Integer fields (step counters) are kept as they are."""
     fields = []

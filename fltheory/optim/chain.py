@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import Optimizer
 from ..errors import InvalidHyperparameterError
+from .base import Optimizer
 
 __all__ = ["chain"]
 
@@ -42,7 +42,7 @@ def _state_type(fields: tuple[str, ...]) -> type:
     """One NamedTuple class per field layout (reused, so states of the same
     chain always have the same type)."""
     if fields not in _STATE_TYPES:
-        _STATE_TYPES[fields] = namedtuple("ChainState", fields)  # noqa: PYI024
+        _STATE_TYPES[fields] = namedtuple("ChainState", fields)
     return _STATE_TYPES[fields]
 
 

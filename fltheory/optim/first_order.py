@@ -33,14 +33,14 @@ __all__ = ["SgdState", "MomentumState", "sgd", "momentum"]
 class SgdState(NamedTuple):
     """count: (m,) steps taken; dim: (m,) the row length d (SGD keeps no other state)."""
 
-    count: np.ndarray
+    count: np.ndarray  # type: ignore[assignment]  # the step counter; shadows tuple.count on purpose
     dim: np.ndarray
 
 
 class MomentumState(NamedTuple):
     """count: (m,) steps taken; trace: (m, d) momentum buffer b_k."""
 
-    count: np.ndarray
+    count: np.ndarray  # type: ignore[assignment]  # the step counter; shadows tuple.count on purpose
     trace: np.ndarray
 
 

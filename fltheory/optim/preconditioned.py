@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from ..errors import InvalidHyperparameterError
 from . import _checks
 from .base import Optimizer
-from ..errors import InvalidHyperparameterError
 
 __all__ = ["PreconditionedState", "preconditioned"]
 
@@ -22,7 +23,7 @@ class PreconditionedState(NamedTuple):
     """count: (m,) steps taken; clients: (m,) the client index of each row
     (selects the row of a per-client P; integer, so :func:`mean_rows` keeps it)."""
 
-    count: np.ndarray
+    count: np.ndarray  # type: ignore[assignment]  # the step counter; shadows tuple.count on purpose
     clients: np.ndarray
 
 
@@ -49,7 +50,7 @@ def _check_P(P: Any) -> tuple[np.ndarray, bool, bool]:
     return arr, per_client, full
 
 
-def preconditioned(lr: float, P: Any, *, per_client: bool | None = None) -> Optimizer:
+def preconditioned(lr: float, P: ArrayLike, *, per_client: bool | None = None) -> Optimizer:
     r"""Fixed-preconditioner gradient descent: u = -lr P_i g (elementwise for a diagonal).
 
     Parameters

@@ -24,19 +24,21 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import finite_array, per_client
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .constants import CurvatureBounds, ProblemConstants, problem_constants
 from .newton import shifted_newton
+from ..aliases import ClientSelection
 
 __all__ = ["Federation", "normalize_weights"]
 
 
-def normalize_weights(n_clients: int, n_samples: Any = None, weights: Any = None
+def normalize_weights(n_clients: int, n_samples: ArrayLike | None = None, weights: ArrayLike | None = None
                       ) -> tuple[np.ndarray, np.ndarray | None]:
     """Return (p, n) with p_i > 0 summing to 1.
 
@@ -68,6 +70,8 @@ def normalize_weights(n_clients: int, n_samples: Any = None, weights: Any = None
         return n / n.sum(), n
     return np.full(n_clients, 1.0 / n_clients), None
 
+
+FederationT = TypeVar("FederationT", bound="Federation")
 
 class Federation(ABC):
     """The federation contract: N clients, weights, batched oracles and hooks.
@@ -150,19 +154,19 @@ class Federation(ABC):
 
     # --- client oracles (batched) -----------------------------------------
     @abstractmethod
-    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(X[r]) for the r-th listed client i -> (m,)."""
 
     @abstractmethod
-    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_grad(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """grad f_i(X[r]) -> (m, d)."""
 
     @abstractmethod
-    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Hessian of f_i at X[r] -> (m, d, d)."""
 
     @abstractmethod
-    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Fisher information diagonal of client i at X[r] -> (m, d).
         Each subclass states which Fisher (empirical or true) it returns."""
 
@@ -171,7 +175,7 @@ class Federation(ABC):
         raise InvalidProblemError(
             f"{type(self).__name__} has no per-sample data; use with_gradient_noise instead of with_minibatch")
 
-    def stochastic_grad(self, X: Any, clients: Any = None,
+    def stochastic_grad(self, X: ArrayLike, clients: ClientSelection = None,
                         rng: np.random.Generator | None = None) -> np.ndarray:
         """Gradient from the configured oracle (see module docstring) -> (m, d).
 
@@ -187,6 +191,7 @@ class Federation(ABC):
         if self._batch_size is not None:
             return self._minibatch_grad(X, idx, rng, self._batch_size)
         g = self.client_grad(X, idx)
+        assert self._noise_sigma2 is not None   # neither noise nor minibatch returned above
         scale = np.sqrt(self._noise_sigma2[idx] / self.dim)
         return g + scale[:, None] * rng.standard_normal(g.shape)
 
@@ -205,7 +210,7 @@ class Federation(ABC):
         """Minibatch size of the sampling oracle, or None."""
         return self._batch_size
 
-    def with_gradient_noise(self, sigma2: Any) -> "Federation":
+    def with_gradient_noise(self, sigma2: ArrayLike) -> Federation:
         """Copy whose oracle adds N(0, sigma2_i/d I) noise: E||g - grad||^2 = sigma2_i.
 
         ``sigma2`` is a scalar or a per-client array, >= 0."""
@@ -217,7 +222,7 @@ class Federation(ABC):
         out._batch_size = None
         return out
 
-    def with_minibatch(self, batch_size: int) -> "Federation":
+    def with_minibatch(self, batch_size: int) -> Federation:
         """Copy whose oracle averages ``batch_size`` per-sample gradients drawn
         uniformly with replacement."""
         b = per_client("batch_size", batch_size, None, integer=True, minimum=1,
@@ -229,7 +234,7 @@ class Federation(ABC):
         out._noise_sigma2 = None
         return out
 
-    def exact(self) -> "Federation":
+    def exact(self) -> Federation:
         """Copy with the exact gradient oracle."""
         out = copy.copy(self)
         out._batch_size = None
@@ -243,17 +248,17 @@ class Federation(ABC):
             raise InvalidProblemError(f"x must have shape ({self.dim},), got {x.shape}")
         return x
 
-    def loss(self, x: Any) -> float:
+    def loss(self, x: ArrayLike) -> float:
         """F(x) = sum_i p_i f_i(x)."""
         x = self._check_point(x)
         return float(self.weights @ self.client_loss(x))
 
-    def grad(self, x: Any) -> np.ndarray:
+    def grad(self, x: ArrayLike) -> np.ndarray:
         """grad F(x) -> (d,)."""
         x = self._check_point(x)
         return self.weights @ self.client_grad(x)
 
-    def hess(self, x: Any) -> np.ndarray:
+    def hess(self, x: ArrayLike) -> np.ndarray:
         """Hessian of F at x -> (d, d)."""
         x = self._check_point(x)
         return np.einsum("i,ijk->jk", self.weights, self.client_hess(x))
@@ -276,14 +281,15 @@ class Federation(ABC):
         return problem_constants(self, **kwargs)
 
     @abstractmethod
-    def without_client(self, a: int) -> "Federation":
+    def without_client(self, a: int) -> Federation:
         """The federation with client ``a`` removed (weights renormalised)."""
 
     @abstractmethod
-    def with_client(self, other: "Federation", **kwargs: Any) -> "Federation":
-        """The federation with the clients of ``other`` appended."""
+    def with_client(self, other: Federation, *, weight: float | None = None) -> Federation:
+        """The federation with the clients of ``other`` appended; ``weight`` in (0, 1) is
+        the newcomers' total weight when the weights are explicit (else sample counts)."""
 
-    def _copy_oracle_to(self, out: "Federation", n_new: int | None = None) -> "Federation":
+    def _copy_oracle_to(self, out: FederationT, n_new: int | None = None) -> FederationT:
         out._batch_size = self._batch_size
         if self._noise_sigma2 is not None:
             s = self._noise_sigma2
@@ -366,7 +372,7 @@ class Federation(ABC):
         grads = np.array([float(np.sum(self.grad(x) ** 2)) for x in X])
         return loss, grads
 
-    def client_block(self, start: int, stop: int) -> "Federation | None":
+    def client_block(self, start: int, stop: int) -> Federation | None:
         """A federation whose clients 0..stop-start-1 are this one's clients
         start..stop-1 with the *exact* oracle, sharing (not copying) their data,
         or None (default) when the federation cannot provide one cheaply.

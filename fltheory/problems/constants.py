@@ -44,11 +44,13 @@ max(1, ||x*||) when no radius is given (then G2 is not computed).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
@@ -189,8 +191,8 @@ def _affine_scaffold(Hs: np.ndarray, Hbar: np.ndarray, gstar: np.ndarray, B2: fl
     return float(B2), G2
 
 
-def problem_constants(fed: Federation, *, radius: float | None = None, center: Any = None,
-                      points: Any = None, rng: np.random.Generator | None = None,
+def problem_constants(fed: Federation, *, radius: float | None = None, center: ArrayLike | None = None,
+                      points: ArrayLike | None = None, rng: np.random.Generator | None = None,
                       n_sphere: int = 64, scaffold_B2: float | None = None) -> ProblemConstants:
     """Compute the :class:`ProblemConstants` of ``fed`` (formulas in the module docstring).
 

@@ -15,13 +15,14 @@ Every function takes ``seed``: an int or a ``numpy.random.Generator``.
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import choice, finite_array, positive
 from ..errors import InvalidHyperparameterError
 from ._seeding import as_generator, count
+from ..aliases import Seed
 from .base import normalize_weights
 from .partitions import dirichlet_partition, m_class_partition
 from .quadratic import QuadraticFederation
@@ -51,8 +52,8 @@ def _psd_power(S: np.ndarray, power: float) -> np.ndarray:
 
 
 def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogeneity: float,
-                     seed: Any, weights: Any = None, n_samples: Any = None,
-                     constants: str = "global", optimum: Any = None) -> QuadraticFederation:
+                     seed: Seed, weights: ArrayLike | None = None, n_samples: ArrayLike | None = None,
+                     constants: str = "global", optimum: ArrayLike | None = None) -> QuadraticFederation:
     """Random quadratic federation f_i(x) = 1/2 (x - x_i*)^T H_i (x - x_i*) (min f_i = 0).
 
     Parameters
@@ -132,9 +133,9 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     return QuadraticFederation(H, e, n_samples=n_samples, weights=weights, offsets=c)
 
 
-def random_least_squares(n_clients: int, dim: int, *, rows: Any, seed: Any,
+def random_least_squares(n_clients: int, dim: int, *, rows: ArrayLike, seed: Seed,
                          heterogeneity: float = 0.0, noise: float = 0.0, ridge: float = 0.0,
-                         weights: Any = None) -> QuadraticFederation:
+                         weights: ArrayLike | None = None) -> QuadraticFederation:
     """Least-squares clients f_i(x) = 1/(2 n_i) ||A_i x - b_i||^2 + (ridge/2)||x||^2.
 
     Rows a_ij ~ N(0, I_d), b_i = A_i w_i + noise * eps_i (eps_i ~ N(0, I)),
@@ -177,7 +178,7 @@ def random_least_squares(n_clients: int, dim: int, *, rows: Any, seed: Any,
 
 
 def lognormal_sizes(n_clients: int, *, mean: float = 4.0, sigma: float = 2.0, minimum: int = 50,
-                    seed: Any) -> np.ndarray:
+                    seed: Seed) -> np.ndarray:
     """Client sizes n_k = floor(LogNormal(mean, sigma)) + minimum -> (N,) int64
     (FedProx's synthetic data use mean 4, sigma 2, minimum 50)."""
     N = count("n_clients", n_clients)

@@ -25,8 +25,8 @@ runs a few batched matmuls over the client axis (no loop over clients or
 samples).  Loss, gradient and the Fisher diagonals run over *size groups* of
 the listed clients, each padded only to its own largest n_i (exact optimal
 cuts, ``_logistic_buckets``; a loop over a handful of groups), so clients of
-very unequal sizes cost about sum_i n_i rows, not m * n_max.  Losses use logaddexp / logsumexp and gradients expit / softmax, so
-margins of size 1e4 neither overflow nor warn.
+very unequal sizes cost about sum_i n_i rows, not m * n_max.  Losses use logaddexp / logsumexp and
+gradients expit / softmax, so margins of size 1e4 neither overflow nor warn.
 
 ``fisher_diag`` returns the *true* Fisher diagonal (the Hessian diagonal
 without the ridge term: s(z)s(-z) a^2 for binary, a^2 p (1 - p) for
@@ -36,19 +36,22 @@ with g_ij the per-sample data gradients.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
 from ..errors import InvalidProblemError
 from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, make_plan
-from .newton import newton
 from ._separation import is_separable
 from .base import Federation, normalize_weights
 from .constants import CurvatureBounds
+from .newton import newton
+from ..aliases import ClientSelection
 
 __all__ = ["LogisticFederation"]
 
@@ -116,8 +119,8 @@ class LogisticFederation(Federation):
         C >= 2 for the multinomial (softmax) model; dimension f*C.
     """
 
-    def __init__(self, features: Sequence[Any], labels: Sequence[Any], n_samples: Any = None,
-                 weights: Any = None, reg: float = 0.0, *, n_classes: int | None = None) -> None:
+    def __init__(self, features: Sequence[Any], labels: Sequence[Any], n_samples: ArrayLike | None = None,
+                 weights: ArrayLike | None = None, reg: float = 0.0, *, n_classes: int | None = None) -> None:
         if n_classes is not None:
             if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
                 raise InvalidProblemError(f"n_classes must be an integer >= 2, got {n_classes!r}")
@@ -158,7 +161,7 @@ class LogisticFederation(Federation):
 
     @classmethod
     def _from_padded(cls, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
-                     reg: float, n_classes: int | None) -> "LogisticFederation":
+                     reg: float, n_classes: int | None) -> LogisticFederation:
         out = cls.__new__(cls)
         out._setup(A, y, rows, weights, reg, n_classes)
         return out
@@ -179,7 +182,7 @@ class LogisticFederation(Federation):
         """Per-client label arrays (n_i,) (copies)."""
         return [self._y[i, :n].copy() for i, n in enumerate(self._rows)]
 
-    def sample_mask(self, clients: Any = None) -> np.ndarray:
+    def sample_mask(self, clients: ClientSelection = None) -> np.ndarray:
         """(m, n_max) boolean mask of real rows (row j of client i is real iff j < n_i)."""
         return self._mask[self._clients(clients)].copy()
 
@@ -193,6 +196,7 @@ class LogisticFederation(Federation):
         idx = self._clients(clients)
         X = np.ascontiguousarray(self._points(X, idx.shape[0]))
         C = self.n_classes
+        fn: Callable[..., np.ndarray]
         if C is None:
             fn = {"loss": lo.binary_loss, "grad": lo.binary_grad, "hess": lo.binary_hess}[which]
         else:
@@ -217,6 +221,7 @@ class LogisticFederation(Federation):
             if out is None:
                 out = np.empty((idx.shape[0],) + res.shape[1:])
             out[b.pos] = res
+        assert out is not None                           # a plan has at least one group
         return out
 
     def _plan(self, idx: np.ndarray) -> list[Bucket] | None:
@@ -257,21 +262,22 @@ class LogisticFederation(Federation):
             if out is None:
                 out = np.empty((m,) + res.shape[1:])
             out[part] = res
+        assert out is not None                           # m >= 2 clients: at least one group
         return out
 
-    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(X[r]) for each listed client -> (m,)."""
         return self._call("loss", X, clients)
 
-    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_grad(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """grad f_i(X[r]) -> (m, d)."""
         return self._call("grad", X, clients)
 
-    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Hessian of f_i at X[r] (ridge included) -> (m, d, d)."""
         return self._call("hess", X, clients)
 
-    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """True Fisher diagonal -> (m, d): the diagonal of the Hessian without
         the ridge term (binary: (1/n_i) sum_j s(z_j)s(-z_j) a_j^2; multinomial:
         (1/n_i) sum_j a_jk^2 p_jc (1 - p_jc) at index k*C + c)."""
@@ -281,7 +287,7 @@ class LogisticFederation(Federation):
             return self._planned(lo.binary_fisher_diag, X, idx)
         return self._planned(lo.multi_fisher_diag, X, idx, (self.n_classes,))
 
-    def per_sample_grads(self, X: Any, clients: Any = None) -> np.ndarray:
+    def per_sample_grads(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Per-sample gradients g_ij of f_ij(x) = l(x; a_j, y_j) + (reg/2)||x||^2,
         so f_i = (1/n_i) sum_j f_ij -> (m, n_max, d); rows j >= n_i are zero
         (see :meth:`sample_mask`)."""
@@ -297,7 +303,7 @@ class LogisticFederation(Federation):
         G *= self._mask[idx][:, :, None]
         return G
 
-    def empirical_fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def empirical_fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """(1/n_i) sum_j g_ij (.) g_ij with g_ij the per-sample gradients of the
         data term (ridge excluded) -> (m, d)."""
         idx = self._clients(clients)
@@ -306,7 +312,7 @@ class LogisticFederation(Federation):
             return self._planned(lo.binary_empirical_fisher_diag, X, idx)
         return self._planned(lo.multi_empirical_fisher_diag, X, idx, (self.n_classes,))
 
-    def accuracy(self, X: Any, clients: Any = None) -> np.ndarray:
+    def accuracy(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Fraction of each listed client's rows classified correctly at X[r] -> (m,):
         binary: sign(a^T x) = y (a zero margin counts as wrong); multinomial:
         argmax_c (W^T a)_c = y (ties resolved to the lowest class index)."""
@@ -336,7 +342,7 @@ class LogisticFederation(Federation):
             return lo.binary_grad(A, y, rw, X, self.reg)
         return lo.multi_grad(A, y, rw, X, self.reg, self.n_classes)
 
-    def minibatch_variance(self, X: Any, clients: Any = None) -> np.ndarray:
+    def minibatch_variance(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Exact E||g - grad f_i(x)||^2 of the minibatch oracle at each X[r]:
         (1/b) (1/n_i) sum_j ||g_ij - grad f_i(x)||^2 -> (m,)."""
         if self._batch_size is None:
@@ -472,7 +478,7 @@ class LogisticFederation(Federation):
         return self.reg
 
     # -------------------------------------------------------- shifting clients
-    def _subset(self, keep: np.ndarray, weights: np.ndarray | None) -> "LogisticFederation":
+    def _subset(self, keep: np.ndarray, weights: np.ndarray | None) -> LogisticFederation:
         rows = self._rows[keep]
         nmax = int(rows.max())
         out = LogisticFederation._from_padded(self._A[keep, :nmax], self._y[keep, :nmax], rows,
@@ -482,7 +488,7 @@ class LogisticFederation(Federation):
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out
 
-    def without_client(self, a: int) -> "LogisticFederation":
+    def without_client(self, a: int) -> LogisticFederation:
         """Remove client ``a``; weights become n_i / sum_{j != a} n_j (or the
         remaining explicit weights renormalised)."""
         if self.n_clients < 2:
@@ -492,8 +498,8 @@ class LogisticFederation(Federation):
         keep = np.delete(np.arange(self.n_clients), a)
         return self._subset(keep, self.weights[keep] if self._explicit_weights else None)
 
-    def with_client(self, other: "LogisticFederation", *, weight: float | None = None
-                    ) -> "LogisticFederation":
+    def with_client(self, other: Federation, *, weight: float | None = None
+                    ) -> LogisticFederation:
         """Append the clients of ``other`` (same model, features and reg).
 
         Weights become n_i / n_total, or with ``weight`` in (0, 1) the

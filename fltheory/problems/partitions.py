@@ -6,9 +6,9 @@ into the given ``labels``.
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import positive
 from ..errors import InvalidHyperparameterError
@@ -17,7 +17,7 @@ from ._seeding import as_generator, count, int_labels
 __all__ = ["dirichlet_partition", "m_class_partition"]
 
 
-def dirichlet_partition(labels: Any, n_clients: int, gamma: float, rng: Any) -> list[np.ndarray]:
+def dirichlet_partition(labels: ArrayLike, n_clients: int, gamma: float, rng: np.random.Generator) -> list[np.ndarray]:
     """Dirichlet label skew (Hsu, Qi and Brown, 2019).
 
     Every client draws class proportions q_i ~ Dir(gamma * prior), prior the
@@ -63,7 +63,7 @@ def dirichlet_partition(labels: Any, n_clients: int, gamma: float, rng: Any) -> 
     return out
 
 
-def m_class_partition(labels: Any, n_clients: int, m: int, rng: Any) -> list[np.ndarray]:
+def m_class_partition(labels: ArrayLike, n_clients: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Pathological split: every client holds exactly ``m`` distinct classes.
 
     The classes are put in a random order pi and client i receives the m

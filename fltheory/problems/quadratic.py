@@ -12,16 +12,19 @@ oracle and the empirical Fisher.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .base import Federation, normalize_weights
 from .constants import CurvatureBounds
+from ..aliases import ClientSelection
 
 __all__ = ["QuadraticFederation"]
 
@@ -75,8 +78,8 @@ class QuadraticFederation(Federation):
         Constants c_i added to the losses (they change no gradient).
     """
 
-    def __init__(self, H: Any, e: Any, n_samples: Any = None, weights: Any = None,
-                 offsets: Any = None) -> None:
+    def __init__(self, H: ArrayLike, e: ArrayLike, n_samples: ArrayLike | None = None, weights: ArrayLike | None = None,
+                 offsets: ArrayLike | None = None) -> None:
         H = finite_array("H", H, ndim=3)
         e = finite_array("e", e, ndim=2)
         N, d, d2 = H.shape
@@ -93,7 +96,7 @@ class QuadraticFederation(Federation):
             i = int(bad[0])
             raise InvalidProblemError(
                 f"H[{i}] is not symmetric: max |H - H^T| = {asym[i]:.3e}")
-        H = 0.5 * (H + np.swapaxes(H, 1, 2))
+        H = np.asarray(0.5 * (H + np.swapaxes(H, 1, 2)))   # no copy: typed as an array
         try:
             np.linalg.cholesky(H)
         except np.linalg.LinAlgError:
@@ -101,8 +104,8 @@ class QuadraticFederation(Federation):
             i = int(np.argmin(lam))
             raise InvalidProblemError(
                 f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
-        self.H = H
-        self.e = e
+        self.H = np.asarray(H)                # already an array: typed as one, not copied
+        self.e = np.asarray(e)
         self.n_clients, self.dim = N, d
         self.weights, self.n_samples = normalize_weights(N, n_samples, weights)
         if offsets is None:
@@ -120,7 +123,7 @@ class QuadraticFederation(Federation):
     # ------------------------------------------------------------------ data
     @classmethod
     def from_least_squares(cls, A: Sequence[Any], b: Sequence[Any], *, ridge: float = 0.0,
-                           weights: Any = None) -> "QuadraticFederation":
+                           weights: ArrayLike | None = None) -> QuadraticFederation:
         """Clients f_i(x) = 1/(2 n_i) ||A_i x - b_i||^2 + (ridge/2) ||x||^2.
 
         ``A`` and ``b`` are sequences of per-client arrays (n_i, d) and (n_i,);
@@ -158,7 +161,7 @@ class QuadraticFederation(Federation):
 
     _threads: int = 1
 
-    def with_threads(self, threads: int) -> "QuadraticFederation":
+    def with_threads(self, threads: int) -> QuadraticFederation:
         """Copy whose ``client_grad`` / ``client_loss`` split large client stacks
         over ``threads`` threads (default 1).  Results are bitwise identical;
         whether it is faster depends on free cores (benchmarks/README.md)."""
@@ -180,7 +183,7 @@ class QuadraticFederation(Federation):
     def _e(self, idx: np.ndarray) -> np.ndarray:
         return self.e if self._is_all(idx) else self.e[idx]
 
-    def client_loss(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(x) = 1/2 x^T H_i x - e_i^T x + c_i for each listed client -> (m,)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
@@ -188,7 +191,7 @@ class QuadraticFederation(Federation):
         return 0.5 * np.einsum("mi,mi->m", X, HX) - np.einsum("mi,mi->m", self._e(idx), X) \
             + self.offsets[idx]
 
-    def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_grad(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """grad f_i(x) = H_i x - e_i for each listed client -> (m, d)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
@@ -196,13 +199,13 @@ class QuadraticFederation(Federation):
         G -= self._e(idx)
         return G
 
-    def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """H_i (independent of x) -> (m, d, d), a copy."""
         idx = self._clients(clients)
         self._points(X, idx.shape[0])
         return self.H[idx].copy()
 
-    def fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """True Fisher diagonal of the Gaussian linear model with unit noise
         variance, which equals diag(H_i) (independent of x) -> (m, d).
 
@@ -216,55 +219,57 @@ class QuadraticFederation(Federation):
 
     def per_sample_residuals(self, X: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """r_ij = a_ij^T x_i - b_ij, zero on padding rows -> (m, n_max)."""
-        self._require_data("per-sample residuals")
-        A = self._A[idx]
-        r = np.einsum("mrd,md->mr", A, X) - self._b[idx]
-        r[np.arange(A.shape[1])[None, :] >= self._rows[idx][:, None]] = 0.0
+        A_all, b_all, rows_all = self._require_data("per-sample residuals")
+        A = A_all[idx]
+        r = np.einsum("mrd,md->mr", A, X) - b_all[idx]
+        r[np.arange(A.shape[1])[None, :] >= rows_all[idx][:, None]] = 0.0
         return r
 
-    def empirical_fisher_diag(self, X: Any, clients: Any = None) -> np.ndarray:
+    def empirical_fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """(1/n_i) sum_j g_ij (.) g_ij with per-sample gradients
         g_ij = a_ij (a_ij^T x - b_ij) of the data term (least-squares clients only)."""
-        self._require_data("the empirical Fisher")
+        A_all, _, rows_all = self._require_data("the empirical Fisher")
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
         r = self.per_sample_residuals(X, idx)
-        return np.einsum("mr,mrd->md", r * r, self._A[idx] ** 2) / self._rows[idx][:, None]
+        return np.einsum("mr,mrd->md", r * r, A_all[idx] ** 2) / rows_all[idx][:, None]
 
-    def _require_data(self, what: str) -> None:
-        if self._A is None:
+    def _require_data(self, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The padded rows, targets and row counts (A, b, n_i); InvalidProblemError without data."""
+        if self._A is None or self._b is None or self._rows is None:
             raise InvalidProblemError(
                 f"{what} needs least-squares rows; build with QuadraticFederation.from_least_squares")
+        return self._A, self._b, self._rows
 
     def _minibatch_grad(self, X: np.ndarray, idx: np.ndarray, rng: np.random.Generator,
                         batch_size: int) -> np.ndarray:
         """Mean of ``batch_size`` per-sample gradients a_j (a_j^T x - b_j) + ridge x,
         rows j = floor(u n_i), u ~ U[0,1), drawn with replacement."""
-        self._require_data("the minibatch oracle")
+        A_all, b_all, rows_all = self._require_data("the minibatch oracle")
         m = idx.shape[0]
         u = rng.random((m, batch_size))
-        rows = np.minimum((u * self._rows[idx][:, None]).astype(np.int64), self._rows[idx][:, None] - 1)
-        A = self._A[idx[:, None], rows]                      # (m, b, d)
-        r = np.einsum("mbd,md->mb", A, X) - self._b[idx[:, None], rows]
+        rows = np.minimum((u * rows_all[idx][:, None]).astype(np.int64), rows_all[idx][:, None] - 1)
+        A = A_all[idx[:, None], rows]                        # (m, b, d)
+        r = np.einsum("mbd,md->mb", A, X) - b_all[idx[:, None], rows]
         return np.einsum("mb,mbd->md", r, A) / batch_size + self._ridge * X
 
-    def minibatch_variance(self, X: Any, clients: Any = None) -> np.ndarray:
+    def minibatch_variance(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """Exact E||g - grad f_i(x)||^2 of the minibatch oracle at each X[r]:
         (1/b) (1/n_i) sum_j ||g_ij - mean_j g_ij||^2 -> (m,)."""
-        self._require_data("the minibatch variance")
+        A_all, _, rows_all = self._require_data("the minibatch variance")
         if self._batch_size is None:
             raise InvalidProblemError("no minibatch oracle configured; call with_minibatch(b) first")
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
         r = self.per_sample_residuals(X, idx)
-        n = self._rows[idx]
-        G = r[:, :, None] * self._A[idx]                     # (m, n_max, d), zero on padding
+        n = rows_all[idx]
+        G = r[:, :, None] * A_all[idx]                       # (m, n_max, d), zero on padding
         mean = G.sum(axis=1) / n[:, None]
         second = np.einsum("mrd,mrd->m", G, G) / n
         return (second - np.einsum("md,md->m", mean, mean)) / self._batch_size
 
     # ------------------------------------------------------------- solutions
-    def hess(self, x: Any = None) -> np.ndarray:
+    def hess(self, x: ArrayLike | None = None) -> np.ndarray:
         """sum_i p_i H_i (the point is optional: F is quadratic)."""
         if x is not None:
             self._check_point(x)
@@ -350,7 +355,7 @@ class QuadraticFederation(Federation):
         G = HX - ebar
         return loss, np.einsum("td,td->t", G, G)
 
-    def client_block(self, start: int, stop: int) -> "QuadraticFederation | None":
+    def client_block(self, start: int, stop: int) -> QuadraticFederation | None:
         """A shallow copy whose H and e are the views H[start:stop], e[start:stop]
         (exact oracle only; the subclasses' own oracles are not assumed to read H, e:
         None for them)."""
@@ -373,19 +378,20 @@ class QuadraticFederation(Federation):
         return 0.5 * cp.sum_squares(Lc.T @ y) - self.e[client] @ y
 
     # ------------------------------------------------------- shifting clients
-    def _subset(self, keep: np.ndarray, weights: np.ndarray | None) -> "QuadraticFederation":
+    def _subset(self, keep: np.ndarray, weights: np.ndarray | None) -> QuadraticFederation:
         n = None if self.n_samples is None else self.n_samples[keep]
         out = QuadraticFederation(self.H[keep], self.e[keep], n_samples=n, weights=weights,
                                   offsets=self.offsets[keep])
-        if self._A is not None:
-            out._A, out._b, out._rows, out._ridge = self._A[keep], self._b[keep], self._rows[keep], self._ridge
+        if self.has_data:
+            A, b, rows = self._require_data("subsetting")
+            out._A, out._b, out._rows, out._ridge = A[keep], b[keep], rows[keep], self._ridge
         out._batch_size = self._batch_size
         out._threads = self._threads
         if self._noise_sigma2 is not None:
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out
 
-    def without_client(self, a: int) -> "QuadraticFederation":
+    def without_client(self, a: int) -> QuadraticFederation:
         """Remove client ``a``; weights become n_i / sum_{j != a} n_j (or the
         remaining explicit weights renormalised)."""
         if self.n_clients < 2:
@@ -396,8 +402,8 @@ class QuadraticFederation(Federation):
         w = self.weights[keep] if self._explicit_weights else None
         return self._subset(keep, w)
 
-    def with_client(self, other: "QuadraticFederation", *, weight: float | None = None
-                    ) -> "QuadraticFederation":
+    def with_client(self, other: Federation, *, weight: float | None = None
+                    ) -> QuadraticFederation:
         """Append the clients of ``other``.
 
         With sample counts on both sides the weights become n_i / n_total.  With
@@ -425,11 +431,15 @@ class QuadraticFederation(Federation):
             weights, n = None, np.concatenate([self.n_samples, other.n_samples])
         out = QuadraticFederation(H, e, n_samples=n, weights=weights, offsets=c)
         out._explicit_weights = weight is not None
-        if self._A is not None and other._A is not None and self._ridge == other._ridge:
-            nmax = max(self._A.shape[1], other._A.shape[1])
-            pad = lambda A: np.pad(A, [(0, 0), (0, nmax - A.shape[1])] + [(0, 0)] * (A.ndim - 2))
-            out._A = np.concatenate([pad(self._A), pad(other._A)])
-            out._b = np.concatenate([pad(self._b), pad(other._b)])
-            out._rows = np.concatenate([self._rows, other._rows])
+        if self.has_data and other.has_data and self._ridge == other._ridge:
+            (A1, b1, rows1), (A2, b2, rows2) = self._require_data("merging"), other._require_data("merging")
+            nmax = max(A1.shape[1], A2.shape[1])
+
+            def pad(A: np.ndarray) -> np.ndarray:
+                return np.pad(A, [(0, 0), (0, nmax - A.shape[1])] + [(0, 0)] * (A.ndim - 2))
+
+            out._A = np.concatenate([pad(A1), pad(A2)])
+            out._b = np.concatenate([pad(b1), pad(b2)])
+            out._rows = np.concatenate([rows1, rows2])
             out._ridge = self._ridge
         return self._copy_oracle_to(out, out.n_clients)

@@ -19,13 +19,13 @@ with beta = 0, where the two agree; alpha and beta are unused here).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from .._validate import positive
 from ..errors import InvalidHyperparameterError
 from ._seeding import as_generator, count
+from ..aliases import Seed
 from .logistic import LogisticFederation
 
 __all__ = ["SyntheticData", "synthetic_fedprox"]
@@ -57,7 +57,7 @@ class SyntheticData:
     iid: bool
 
 
-def synthetic_fedprox(alpha: float, beta: float, *, iid: bool = False, seed: Any,
+def synthetic_fedprox(alpha: float, beta: float, *, iid: bool = False, seed: Seed,
                       n_devices: int = 30, dim: int = 60, n_classes: int = 10,
                       reg: float = 0.0, intercept: bool = True,
                       train_fraction: float = 0.9) -> SyntheticData:
@@ -112,8 +112,10 @@ def synthetic_fedprox(alpha: float, beta: float, *, iid: bool = False, seed: Any
         y = np.argmax(x @ W[k] + b[k], axis=1)
         perm = rng.permutation(int(sizes[k]))
         n_tr = int(frac * sizes[k])
-        Xtr.append(x[perm[:n_tr]]), ytr.append(y[perm[:n_tr]])
-        Xte.append(x[perm[n_tr:]]), yte.append(y[perm[n_tr:]])
+        Xtr.append(x[perm[:n_tr]])
+        ytr.append(y[perm[:n_tr]])
+        Xte.append(x[perm[n_tr:]])
+        yte.append(y[perm[n_tr:]])
     feat = (lambda X: [np.hstack([x, np.ones((x.shape[0], 1))]) for x in X]) if intercept \
         else (lambda X: X)
     train = LogisticFederation(feat(Xtr), ytr, reg=reg, n_classes=C)

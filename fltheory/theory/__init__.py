@@ -29,9 +29,8 @@ from .operators import (FedOptOperator, Inconsistency, LipschitzRatios, Operator
                         minimizer_inconsistency, operator_fixed_point, operator_jacobian,
                         sgd_contraction_bound)
 from .result import Assumption, BoundResult, bound_result
+from .round_maps import RoundMap, StateLayout, round_map, state_layout, state_to_vector, vector_to_state
 from .run_affine import run_affine
-from .round_maps import (RoundMap, StateLayout, round_map, state_layout, state_to_vector,
-                         vector_to_state)
 
 __all__ = [
     "Assumption", "BoundResult", "bound_result", "bounds",

@@ -88,6 +88,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..algorithms.base import Algorithm, RoundInfo
 from ..display import SummaryDisplay
@@ -191,7 +192,7 @@ def _rel_residual(out: np.ndarray, pred: np.ndarray, S: np.ndarray, M: np.ndarra
     return float(np.abs(out - pred).max() / scale)
 
 
-def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = None,
+def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike | None = None,
                      rtol: float = 1e-9, state: Any = None,
                      participation: Participation | None = None,
                      rng: np.random.Generator | None = None,
@@ -256,6 +257,8 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = Non
         h = max(1.0, float(np.abs(S0).max(initial=0.0)))
         F0 = rm(S0)
     info = rm.last_info
+    if info is None:                         # rm(S0) above has run at least one round
+        raise NotAffineError(f"{algorithm.name}: the round map recorded no round")
     M = np.zeros((n, n))
     for j in np.flatnonzero(~frozen):        # one round per free coordinate (construction)
         Sj = S0.copy()
@@ -383,7 +386,7 @@ def _rho(A: np.ndarray) -> float:
     return float(np.abs(np.linalg.eigvals(A)).max()) if A.size else 0.0
 
 
-def fixed_point(amap: AffineRoundMap, *, initial: Any = None, null_tol: float = 1e-9) -> AffineFixedPoint:
+def fixed_point(amap: AffineRoundMap, *, initial: ArrayLike | None = None, null_tol: float = 1e-9) -> AffineFixedPoint:
     """Fixed point S~ = M S~ + c reachable from ``initial`` (default: ``amap.base``).
 
     Solves (I - M_V) z = Q^T (M S_init + c - S_init) and returns
@@ -434,7 +437,7 @@ def contraction_factor(amap: AffineRoundMap, *, null_tol: float = 1e-9) -> float
     return float(np.linalg.norm(sub.M_V, 2)) if sub.M_V.size else 0.0
 
 
-def orbit_rate(amap: AffineRoundMap, *, initial: Any = None, tol: float = 1e-9,
+def orbit_rate(amap: AffineRoundMap, *, initial: ArrayLike | None = None, tol: float = 1e-9,
                null_tol: float = 1e-9) -> float:
     """Asymptotic rate of the orbit from ``initial`` (default ``amap.base``): the
     largest |lambda_k| of M_V over the eigenvectors the initial error excites.

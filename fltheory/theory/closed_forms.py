@@ -37,11 +37,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validate import choice, per_client, positive
 from ..display import SummaryDisplay
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..problems.quadratic import QuadraticFederation
+from ..aliases import Rate, Steps
 
 __all__ = [
     "QuadraticFixedPoint",
@@ -127,8 +129,8 @@ def _preconditioners(fed: QuadraticFederation, preconditioners: Any) -> np.ndarr
     return P.copy()
 
 
-def client_contraction_matrices(fed: QuadraticFederation, lr: Any, local_steps: Any,
-                                preconditioners: Any = None) -> tuple[np.ndarray, np.ndarray]:
+def client_contraction_matrices(fed: QuadraticFederation, lr: Rate, local_steps: Steps,
+                                preconditioners: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
     """B_i = I - (I - eta_i P_i H_i)^{tau_i} and the spectral radii rho(I - eta_i P_i H_i).
 
     Parameters
@@ -179,8 +181,8 @@ def client_contraction_matrices(fed: QuadraticFederation, lr: Any, local_steps: 
     return np.eye(d) - power, radii
 
 
-def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Any, local_steps: Any,
-                               preconditioners: Any = None, *, server_lr: float = 1.0,
+def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Rate, local_steps: Steps,
+                               preconditioners: ArrayLike | None = None, *, server_lr: float = 1.0,
                                correction: str = "none") -> tuple[np.ndarray, np.ndarray]:
     """The exact FedOpt round map x -> A x + b on quadratic clients (full participation).
 
@@ -223,8 +225,8 @@ def _round_map(fed: QuadraticFederation, lr: Any, local_steps: Any, precondition
     return np.eye(d) - eta_s * K, eta_s * c, radii
 
 
-def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps: Any,
-                                 preconditioners: Any = None, *,
+def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Rate, local_steps: Steps,
+                                 preconditioners: ArrayLike | None = None, *,
                                  correction: str = "none") -> QuadraticFixedPoint:
     """Fixed point of FedOpt with fixed client preconditioners on quadratic clients.
 
@@ -271,8 +273,8 @@ def mann_rate(fp: QuadraticFixedPoint, server_lr: float) -> float:
     return float(np.abs(np.linalg.eigvals((1 - eta_s) * np.eye(d) + eta_s * fp.operator)).max())
 
 
-def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_steps: Any,
-                            preconditioners: Any = None, *,
+def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_steps: Steps,
+                            preconditioners: ArrayLike | None = None, *,
                             correction: str = "none") -> np.ndarray:
     """Limit of the fixed point as eta_i = c_i h, h -> 0 (seed 001 eq. 8)::
 

@@ -46,6 +46,8 @@ import numpy as np
 from .._validate import choice
 from ..errors import InvalidProblemError
 from .result import Assumption, BoundResult, make_result
+from ..aliases import ClientSelection
+from ..problems.base import Federation
 
 __all__ = ["objective_shift", "suboptimality_gaps"]
 
@@ -83,7 +85,7 @@ def _strong_convexity(fed: Any) -> float:
         f"{type(fed).__name__} exposes no strong-convexity constant; pass mu= explicitly")
 
 
-def suboptimality_gaps(fed: Any, W: Any, clients: Any = None) -> np.ndarray:
+def suboptimality_gaps(fed: Federation, W: Any, clients: ClientSelection = None) -> np.ndarray:
     """F_k(w_r) - F_k* for the r-th listed client k -> (m,).
 
     The federation hook ``Federation.client_gaps``: quadratic clients give
@@ -98,7 +100,7 @@ def suboptimality_gaps(fed: Any, W: Any, clients: Any = None) -> np.ndarray:
     return fed.client_gaps(W, idx)
 
 
-def objective_shift(fed: Any, client: int | None = None, kind: str = "depart",
+def objective_shift(fed: Federation, client: int | None = None, kind: str = "depart",
                     other: Any = None, *, variant: str = "as_printed",
                     L: float | None = None, mu: float | None = None,
                     weight: float | None = None, strict: bool = False) -> BoundResult:

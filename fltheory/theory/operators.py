@@ -41,10 +41,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 import scipy.optimize
 
 from .._validate import per_client
@@ -52,6 +54,7 @@ from ..algorithms.base import Algorithm, resolve_per_client
 from ..errors import AssumptionError, DivergenceError, InvalidHyperparameterError, InvalidProblemError
 from ..problems.base import Federation
 from .round_maps import _deterministic_round, check_deterministic_setting, state_layout
+from ..aliases import ClientSelection, Rate, Steps
 
 __all__ = [
     "FedOptOperator", "OperatorFixedPoint", "LipschitzRatios", "Inconsistency",
@@ -99,11 +102,11 @@ class FedOptOperator:
         self.counter[0] += 1
         return np.asarray(new.x, dtype=np.float64)
 
-    def residual(self, x: Any) -> np.ndarray:
+    def residual(self, x: ArrayLike) -> np.ndarray:
         """T(x) - x."""
         return self(x) - np.asarray(x, dtype=np.float64)
 
-    def client_maps(self, X: Any, clients: Any = None) -> np.ndarray:
+    def client_maps(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """O_i(X[r]) for the listed clients (all by default), vectorized -> (m, d).
 
         FedAvg: tau_i SGD steps of rate eta_i; FedOpt: tau_i steps of the client
@@ -115,21 +118,21 @@ class FedOptOperator:
 
         p = self.problem
         idx = p._clients(clients)
-        X = p._points(X, idx.shape[0]).copy()
+        X0 = p._points(X, idx.shape[0]).copy()
         steps = self.algorithm.nominal_steps(p)[idx]
         if isinstance(self.algorithm, FedOpt):
             scale = resolve_per_client("client_lr_scale", self.algorithm.client_lr_scale, p.n_clients)[idx]
-            Y, _ = local_descent(p, X, idx, steps, scale, None, optimizer=self.algorithm.client_optimizer)
+            Y, _ = local_descent(p, X0, idx, steps, scale, None, optimizer=self.algorithm.client_optimizer)
         elif isinstance(self.algorithm, FedAvg):
             lr = resolve_per_client("lr", self.algorithm.lr, p.n_clients)[idx]
-            Y, _ = local_descent(p, X, idx, steps, lr, None)
+            Y, _ = local_descent(p, X0, idx, steps, lr, None)
         else:
             raise InvalidHyperparameterError(
                 f"client maps O_i are available for FedAvg and FedOpt, got {self.algorithm.name}")
         return Y
 
 
-def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: Any = None) -> FedOptOperator:
+def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike | None = None) -> FedOptOperator:
     """The operator T of seed 001 eq. 6 for ``algorithm`` on ``problem`` (module docstring).
 
     The algorithm's state must be its server model (plus server-optimizer
@@ -162,7 +165,7 @@ def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: Any = None
     return FedOptOperator(algorithm=algorithm, averaging=avg, problem=problem, template=template)
 
 
-def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: Any, *,
+def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: ArrayLike, *,
                       step: float | None = None) -> np.ndarray:
     """Central-difference Jacobian of T at x: column j = (T(x + h_j e_j) - T(x - h_j e_j)) / (2 h_j),
     h_j = step * max(1, |x_j|), step = eps^(1/3) by default (2 d evaluations).
@@ -186,7 +189,7 @@ def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: Any, *,
     return J
 
 
-def anderson_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: Any, *, memory: int = 5,
+def anderson_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *, memory: int = 5,
                          damping: float = 0.5, tol: float = 1e-12, max_iter: int = 10000,
                          scale: float | None = None) -> tuple[np.ndarray, int]:
     """Anderson acceleration (type II) of the damped (Mann) iteration
@@ -292,7 +295,7 @@ class OperatorFixedPoint:
     cross_check_message: str = ""
 
 
-def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray], x0: Any = None, *,
+def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray], x0: ArrayLike | None = None, *,
                          method: str = "hybr", tol: float = 1e-12, cross_check: bool = True,
                          damping: float = 0.5, strict_cross_check: bool = True,
                          cross_check_max_iter: int = 10000, jacobian_step: float | None = None) -> OperatorFixedPoint:
@@ -327,7 +330,7 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
         raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
     d = T.dim if isinstance(T, FedOptOperator) else np.asarray(x0).shape[0]
     x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
-    fun = lambda x: np.asarray(T(x)) - x  # noqa: E731
+    fun = lambda x: np.asarray(T(x)) - x
     sol = scipy.optimize.root(fun, x0, method=method, tol=tol)
     x = np.asarray(sol.x, dtype=np.float64)
     finite = bool(np.all(np.isfinite(x)))
@@ -386,7 +389,7 @@ class LipschitzRatios:
 
 
 def lipschitz_ratios(T: FedOptOperator, rng: np.random.Generator, *, n_pairs: int = 20,
-                     center: Any = None, radius: float = 1.0) -> LipschitzRatios:
+                     center: ArrayLike | None = None, radius: float = 1.0) -> LipschitzRatios:
     """Ratios over ``n_pairs`` pairs x, y = center + radius * N(0, I) (each client
     sees the same pairs; clients are processed together).  ``center`` defaults
     to x* of the federation when available, else 0."""
@@ -418,7 +421,7 @@ def lipschitz_ratios(T: FedOptOperator, rng: np.random.Generator, *, n_pairs: in
                            operator_ratios=op)
 
 
-def sgd_contraction_bound(problem: Federation, lr: Any, local_steps: Any) -> np.ndarray:
+def sgd_contraction_bound(problem: Federation, lr: Rate, local_steps: Steps) -> np.ndarray:
     """Assumption 1 for local GD (seed 001; THEORY.md section 3): (1 - eta_i mu_i)^{tau_i} per client.
 
     For mu_i-strongly convex, L_i-smooth f_i and eta_i <= 1/L_i, one gradient
@@ -486,7 +489,7 @@ class Inconsistency:
 
 
 def minimizer_inconsistency(make_algorithm: Callable[[float], Algorithm], problem: Federation,
-                            rates: Sequence[float], *, x0: Any = None, tol: float = 1e-12,
+                            rates: Sequence[float], *, x0: ArrayLike | None = None, tol: float = 1e-12,
                             warm_start: bool = True) -> Inconsistency:
     """||x~(h) - x*|| for each rate h, x~(h) the fixed point of the operator of
     ``make_algorithm(h)`` (seed 001 section 4; THEORY.md section 3, "non-vanishing

@@ -82,7 +82,7 @@ class BoundResult(BoundDisplay):
     assumptions: tuple[Assumption, ...]
     reference: str
     variant: str
-    terms: Mapping[str, Any] = field(default_factory=dict)
+    terms: dict[str, Any] = field(default_factory=dict)
     measured: float | None = None
 
     @property

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..algorithms.base import Algorithm, RoundInfo
 from ..display import SummaryDisplay
@@ -169,7 +170,7 @@ class StateLayout:
         return "; ".join(f"{p} {s} -> [{self.slices[p].start}:{self.slices[p].stop}]"
                          for p, s in zip(self.paths, self.shapes))
 
-    def same_as(self, other: "StateLayout") -> bool:
+    def same_as(self, other: StateLayout) -> bool:
         return self.paths == other.paths and self.shapes == other.shapes
 
 
@@ -222,7 +223,7 @@ def _rebuild(obj: Any, prefix: str, values: dict[str, Any]) -> Any:
             new[name] = _rebuild(value, path, values)
         else:
             new[name] = value
-    if dataclasses.is_dataclass(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         changed = {k: v for k, v in new.items() if v is not getattr(obj, k)}
         return dataclasses.replace(obj, **changed) if changed else obj
     if _is_namedtuple(obj):
@@ -301,7 +302,7 @@ class RoundMap(SummaryDisplay):
         self.problem = problem
         self.template = template
         self.layout = state_layout(template)
-        self.layout.x_slice  # noqa: B018  (raises when the state has no x)
+        _ = self.layout.x_slice  # evaluated for its check: raises when the state has no x
         self.warmup = warmup
         self.initial = template if initial is None else initial
         self.last_info: RoundInfo | None = None
@@ -340,7 +341,7 @@ class RoundMap(SummaryDisplay):
             raise InvalidProblemError(
                 f"{self.algorithm.name}: the round changed the state layout after warm-up: {exc}") from None
 
-    def with_template(self, template: Any) -> "RoundMap":
+    def with_template(self, template: Any) -> RoundMap:
         """The same map at another template (same layout; e.g. advanced counters)."""
         out = RoundMap(self.algorithm, self.problem, template, warmup=self.warmup, initial=self.initial)
         if not out.layout.same_as(self.layout):
@@ -359,7 +360,7 @@ def _deterministic_round(algorithm: Algorithm, problem: Federation, state: Any) 
     return new, info
 
 
-def round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = None, state: Any = None,
+def round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike | None = None, state: Any = None,
               participation: Participation | None = None, max_warmup: int = 3) -> RoundMap:
     """The deterministic round map of ``algorithm`` on ``problem`` (module docstring).
 

@@ -49,6 +49,7 @@ import time
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..algorithms import Algorithm, History, check_run_arguments, known_optimum, run_record
 from ..errors import DivergenceError, InvalidHyperparameterError
@@ -60,7 +61,7 @@ from .round_maps import check_deterministic_setting, counters_of, set_counters
 __all__ = ["run_affine"]
 
 
-def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Any = None,
+def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: ArrayLike | None = None,
                participation: Participation | None = None, seed: int = 0,
                rtol: float = 1e-9, amap: AffineRoundMap | None = None,
                communication: str = "copy") -> History:

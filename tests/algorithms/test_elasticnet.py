@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.algorithms.elasticnet import FedElasticNet, accelerated_l1_solve, cvxpy_local_solve
 from fltheory.algorithms.fedavg import FedAvg
@@ -21,7 +22,6 @@ from fltheory.problems.logistic import LogisticFederation
 from fltheory.problems.quadratic import QuadraticFederation
 
 from ._problems import RandomParticipation, shifted_logistic, spread_quadratic
-
 
 quadratic = spread_quadratic
 logistic = shifted_logistic

@@ -15,7 +15,6 @@ from fltheory.participation import Bernoulli, IncompleteSteps, UniformSampling, 
 
 from ._problems import generated_quadratic, sized_logistic
 
-
 quadratic = generated_quadratic
 logistic = sized_logistic
 

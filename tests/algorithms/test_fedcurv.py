@@ -16,7 +16,6 @@ from fltheory.errors import InvalidHyperparameterError, InvalidProblemError
 
 from ._problems import generated_quadratic, sampled_incomplete, sized_logistic
 
-
 SampledIncomplete = sampled_incomplete
 quadratic = generated_quadratic
 logistic = sized_logistic

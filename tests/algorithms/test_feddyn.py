@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.algorithms.fedavg import FedAvg
 from fltheory.algorithms.feddyn import FedDyn
@@ -15,7 +16,6 @@ from fltheory.algorithms.run import run
 from fltheory.errors import InvalidHyperparameterError
 
 from ._problems import RandomParticipation, shifted_logistic, spread_quadratic
-
 
 quadratic = spread_quadratic
 logistic = shifted_logistic

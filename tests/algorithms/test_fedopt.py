@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fltheory import optim
 from fltheory.algorithms.fedavg import FedAvg
@@ -16,7 +17,6 @@ from fltheory.errors import InvalidHyperparameterError
 from fltheory.participation import IncompleteSteps, UniformSampling, UniformSteps
 
 from ._problems import generated_quadratic, sampled_incomplete, sized_logistic
-
 
 sampled = sampled_incomplete
 quadratic = generated_quadratic

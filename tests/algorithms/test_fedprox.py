@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.algorithms.fedavg import FedAvg
 from fltheory.algorithms.fedprox import FedProx, FedProxTE
@@ -16,7 +17,6 @@ from fltheory.errors import InvalidHyperparameterError
 from fltheory.problems.generators import random_quadratic
 
 from ._problems import generated_quadratic, sampled_incomplete, sized_logistic
-
 
 SampledIncomplete = sampled_incomplete
 quadratic = generated_quadratic

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.algorithms.fedavg import FedAvg
 from fltheory.algorithms.reference import reference_run
@@ -16,7 +17,6 @@ from fltheory.errors import InvalidHyperparameterError
 from fltheory.problems.quadratic import QuadraticFederation
 
 from ._problems import RandomParticipation, shifted_logistic, spread_quadratic
-
 
 quadratic = spread_quadratic
 logistic = shifted_logistic

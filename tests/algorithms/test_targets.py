@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from fltheory.algorithms.targets import TemporalEnsemble
+from fltheory.algorithms.targets import TemporalEnsemble, require_ensemble
 from fltheory.errors import InvalidHyperparameterError
 
 finite = st.floats(-100, 100, allow_nan=False)
@@ -66,3 +67,23 @@ def test_bad_beta(beta):
 def test_bad_of():
     with pytest.raises(InvalidHyperparameterError, match="of"):
         TemporalEnsemble(beta=0.1, of="clients")
+
+
+def test_require_ensemble_returns_the_state_and_rejects_a_missing_one():
+    state = TemporalEnsemble(beta=0.5).init((3,))
+    assert require_ensemble(state) is state
+    with pytest.raises(InvalidHyperparameterError, match="no temporal-ensembling state"):
+        require_ensemble(None)
+
+
+def test_fedprox_te_round_on_a_state_without_ensemble_is_a_typed_error():
+    import dataclasses
+
+    from fltheory.algorithms import FedProxTE
+    from fltheory.problems import random_quadratic
+
+    fed = random_quadratic(3, 2, L=2.0, mu=0.5, heterogeneity=1.0, seed=0)
+    alg = FedProxTE(beta=0.5, mu=0.1, lr=0.1, local_steps=2)
+    state = dataclasses.replace(alg.init(fed, np.zeros(2), np.random.default_rng(0)), target=None)
+    with pytest.raises(InvalidHyperparameterError, match="algorithm's own init"):
+        alg.round(state, fed, None, np.random.default_rng(0))

@@ -7,7 +7,8 @@ import copy
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from experiments import contraction as exp
 from fltheory import optim
@@ -93,10 +94,10 @@ def test_checks_hold_on_consistent_numbers_and_flag_violations():
     assert all(c.status == "violated" and c.ratio == pytest.approx(3.5 / 3.0) for c in t1)
     bad = copy.deepcopy(res)
     bad["mann"]["err_sgd"] = 0.6 ** np.arange(20)                 # slower than rho = 0.5
-    assert [c.status for c in exp.checks(bad) if c.theorem == "mann-rate"][0] == "violated"
+    assert next(c.status for c in exp.checks(bad) if c.theorem == "mann-rate") == "violated"
     bad = copy.deepcopy(res)
     bad["a1"]["measured"]["adam"] = 1.2 * np.ones((2, 2))
-    adam = [c for c in exp.checks(bad) if c.theorem == "a1-adaptive" and "adam" in c.detail][0]
+    adam = next(c for c in exp.checks(bad) if c.theorem == "a1-adaptive" and "adam" in c.detail)
     assert adam.status == "not checkable" and adam.ratio == pytest.approx(1.2)
 
 
@@ -166,7 +167,7 @@ def test_a2_violation_is_flagged():
     res = _fake_results()
     res["a2"]["exact"] = np.array([0.5, 1.3])
     res["a2"]["mc"] = np.array([0.5, 1.3])
-    c = [c for c in exp.checks(res) if c.theorem == "a2-sgd"][0]
+    c = next(c for c in exp.checks(res) if c.theorem == "a2-sgd")
     assert c.status == "violated" and c.ratio == pytest.approx(1.3)
 
 

@@ -33,9 +33,9 @@ def test_checks_hold_then_flag_an_unconverged_method_and_a_worse_correction():
     assert {c.status for c in exp.checks(_fake())} == {"holds"}
     res = _fake()
     res["dist_to_fp"]["adagrad_joint"] = 3e-6
-    root = [c for c in exp.checks(res) if c.theorem == "operator-root"][0]
+    root = next(c for c in exp.checks(res) if c.theorem == "operator-root")
     assert root.status == "violated" and root.ratio == pytest.approx(3.0) and "adagrad_joint" in root.detail
     res = _fake()
     res["bias"]["precond_local"] = 0.6
-    corr = [c for c in exp.checks(res) if c.theorem == "correction"][0]
+    corr = next(c for c in exp.checks(res) if c.theorem == "correction")
     assert corr.status == "violated" and corr.ratio == pytest.approx(1.2)

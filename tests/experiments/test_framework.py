@@ -81,7 +81,7 @@ def test_unknown_package_is_a_clear_error():
 def test_check_rules():
     assert Check("t", "holds", 0.5).ratio == pytest.approx(0.5)
     assert Check("t", "holds", np.float64(1.0)).ratio == pytest.approx(1.0)
-    with pytest.raises(ExperimentDefinitionError, match="'holds' with measured/bound ratio 1.5"):
+    with pytest.raises(ExperimentDefinitionError, match=r"'holds' with measured/bound ratio 1.5"):
         Check("t", "holds", 1.5)
     with pytest.raises(ExperimentDefinitionError, match="must give the instance"):
         Check("t", "violated", 2.0, "")

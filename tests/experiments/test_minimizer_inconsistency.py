@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from experiments import minimizer_inconsistency as exp
 
@@ -40,7 +40,7 @@ def test_checks_pass_on_the_predicted_slopes_and_fail_otherwise():
     assert half[0].status == "violated" and half[0].ratio == pytest.approx(5.0)
     far = _fake()
     far["closed_at_points"]["gd_hetero"] = np.array([0, 0, 0, 1e-5])
-    c = [c for c in exp.checks(far) if c.theorem == "closed-vs-root"][0]
+    c = next(c for c in exp.checks(far) if c.theorem == "closed-vs-root")
     assert c.status == "violated" and c.ratio == pytest.approx(100.0)
 
 

@@ -62,7 +62,8 @@ def test_counterexample_instances_meet_the_hypotheses():
 @pytest.mark.xfail(strict=True, reason=(
     "FINDING: EFL Theorem 2 eq. (11) as printed (D^_a at the new optimum) fails when the arriving "
     "client holds more data than the rest (n_a/n = 8, least squares, d = 3, 4 other clients): "
-    "the exact shift exceeds the bound by about an order of magnitude; the derived bound (D_a at the old optimum) holds"))
+    "the exact shift exceeds the bound by about an order of magnitude; the derived bound "
+    "(D_a at the old optimum) holds"))
 def test_eq11_as_printed_holds_when_the_newcomer_is_large():
     for seed in SEEDS:
         ref = reference("least_squares", "join", 8.0, seed)

@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from fltheory.algorithms import FedAvg, run          # noqa: E402
-from fltheory.nn import cnn, digits_federation, mlp  # noqa: E402
+from fltheory.algorithms import FedAvg, run
+from fltheory.nn import cnn, digits_federation, mlp
 
 ROUNDS = 20
 TARGET = 0.90

@@ -3,7 +3,8 @@ recursions on quadratics, and the local-correction weights."""
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory import optim
 
@@ -121,7 +122,7 @@ def test_nesterov_iterates_are_the_classical_look_ahead_points_for_nonlinear_gra
     """Sutskever et al. 2013: theta_{k+1} = z_k - lr g(z_k), z_{k+1} = theta_{k+1}
     + beta (theta_{k+1} - theta_k); the buffer-form Nesterov iterates y_k equal z_k
     for a non-linear gradient (here g(y) = y^3 + y/2 - 1, elementwise)."""
-    grad = lambda y: y ** 3 + 0.5 * y - 1.0          # noqa: E731
+    grad = lambda y: y ** 3 + 0.5 * y - 1.0
     lr, beta, K = 0.05, 0.8, 10
     opt = optim.momentum(lr, beta, nesterov=True)
     y = np.array([[1.5, -0.7, 0.2]])

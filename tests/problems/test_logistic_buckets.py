@@ -116,7 +116,7 @@ def test_optimal_cuts_minimise_the_padded_cost(sizes, penalty):
     cost = lambda cuts: sum((b - a) * s[b - 1] + penalty for a, b in cuts)
     cuts = optimal_cuts(s, penalty)
     assert cuts[0][0] == 0 and cuts[-1][1] == m
-    assert all(c[1] == d[0] for c, d in zip(cuts, cuts[1:]))
+    assert all(c[1] == d[0] for c, d in itertools.pairwise(cuts))
     brute = min(cost(list(zip((0,) + inner, inner + (m,))))
                 for r in range(m) for inner in itertools.combinations(range(1, m), r))
     assert abs(cost(cuts) - brute) <= 1e-9 * max(1.0, brute)
@@ -128,7 +128,7 @@ def test_capped_cuts_partition_and_never_cost_more_than_one_group(sizes, cap, pe
     s = np.sort(np.array(sizes))
     cuts = optimal_cuts(s, penalty, max_candidates=cap)
     assert cuts[0][0] == 0 and cuts[-1][1] == s.size
-    assert all(a < b for a, b in cuts) and all(c[1] == d[0] for c, d in zip(cuts, cuts[1:]))
+    assert all(a < b for a, b in cuts) and all(c[1] == d[0] for c, d in itertools.pairwise(cuts))
     assert len(cuts) <= cap + 1
     cost = sum((b - a) * s[b - 1] + penalty for a, b in cuts)
     assert cost <= s.size * s[-1] + penalty + 1e-9

@@ -43,7 +43,8 @@ tests/theory/test_bounds_efl.py):
 import itertools
 
 import numpy as np
-from hypothesis import assume, event, given, strategies as st
+from hypothesis import assume, event, given
+from hypothesis import strategies as st
 
 from fltheory.testing import build_quadratic, quadratic_federations
 from fltheory.theory.bounds import efl_heterogeneity, efl_step_moments, efl_theorem1

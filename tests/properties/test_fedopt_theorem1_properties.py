@@ -14,7 +14,8 @@ z = 4 (normal approximation; per-round level 1 - 3.2e-5, Bonferroni over the 21 
 test fails spuriously with probability below 1e-3 when the bound holds)."""
 
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.testing import quadratic_federations
 from fltheory.theory.bounds import fedopt_theorem1_quadratic

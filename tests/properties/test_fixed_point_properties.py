@@ -3,7 +3,8 @@ derived local/joint-correction fixed point) against iteration of the round map, 
 client by client with fixed diagonal preconditioners, per-client rates and steps."""
 
 import numpy as np
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from fltheory.testing import quadratic_federations
 from fltheory.theory import fedopt_quadratic_fixed_point

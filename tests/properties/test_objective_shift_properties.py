@@ -5,7 +5,8 @@ n_a/n ranges over (0, 1) including both edges) and ridge-logistic federations.""
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.problems import QuadraticFederation
 from fltheory.testing import check_bound, logistic_federations, quadratic_federations

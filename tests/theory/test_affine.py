@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from fltheory import optim
-from fltheory.theory import run_affine
 from fltheory.algorithms.efl import EFL
 from fltheory.algorithms.elasticnet import FedElasticNet
 from fltheory.algorithms.fedavg import FedAvg
@@ -18,8 +17,8 @@ from fltheory.algorithms.targets import TemporalEnsemble
 from fltheory.errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.quadratic import QuadraticFederation
-from fltheory.theory.affine import (affine_round_map, contraction_factor, fixed_point,
-                                    orbit_rate, spectral_rate)
+from fltheory.theory import run_affine
+from fltheory.theory.affine import affine_round_map, contraction_factor, fixed_point, orbit_rate, spectral_rate
 from fltheory.theory.closed_forms import fedopt_quadratic_fixed_point, fedopt_quadratic_round_map
 
 N, D = 4, 3
@@ -232,8 +231,9 @@ def test_run_affine_equals_run(fed, make):
 
 
 def test_run_affine_divergence_names_the_round(fed):
-    from fltheory.errors import DivergenceError
     import re
+
+    from fltheory.errors import DivergenceError
     alg = FedAvg(lr=3.0, local_steps=2)                          # eta > 2/L: the map expands
     with pytest.raises(DivergenceError, match=r"FedAvg diverged in round \d+") as fast:
         run_affine(alg, fed, 5000, x0=X0)

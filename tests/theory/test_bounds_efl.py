@@ -91,7 +91,7 @@ def test_adaptive_weights_need_theta_at_least_E_over_min_steps():
     res = efl_theorem1(5, **_kw(weighting="adaptive", theta=2.0))
     assert res.value is None
     assert any("Assumption 5" in a.name for a in res.violated)
-    with pytest.raises(AssumptionError, match="theta = 2.0"):
+    with pytest.raises(AssumptionError, match=r"theta = 2.0"):
         efl_theorem1(5, strict=True, **_kw(weighting="adaptive", theta=2.0))
     assert efl_theorem1(5, **_kw(weighting="adaptive", theta=4.0)).valid
 

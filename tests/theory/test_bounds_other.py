@@ -131,7 +131,7 @@ def test_fedopt_theorem1_recursion_unrolled():
     a = 1 - 0.5 * (1 - p @ rho)
     V = 0.25 * (p ** 2 @ phi)
     e = 4.0
-    for t in range(5):
+    for _t in range(5):
         e = a * e + V                              # the recursion itself
     assert r.value == pytest.approx(e)
     assert r.terms["floor"] == pytest.approx(V / (1 - a))
@@ -141,6 +141,7 @@ def test_fedopt_theorem1_recursion_unrolled():
 
 def test_from_problem_constants_conveniences():
     import math
+
     from fltheory.testing import build_quadratic
     from fltheory.theory.bounds import (fedavg_rounds_from_constants, fedopt_theorem1_from_constants,
                                         fedopt_theorem1_quadratic, table1_rounds_from_constants)

@@ -75,7 +75,7 @@ def test_violated_hypothesis_gives_no_value_and_strict_raises():
     res = objective_shift(fed, 0, kind="depart", mu=0.0)
     assert res.value is None and not res.valid
     assert any("strongly convex" in a.name for a in res.violated)
-    with pytest.raises(AssumptionError, match="mu = 0.0"):
+    with pytest.raises(AssumptionError, match=r"mu = 0.0"):
         objective_shift(fed, 0, kind="depart", mu=0.0, strict=True)
 
 

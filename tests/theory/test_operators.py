@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory import optim
 from fltheory.algorithms.fedavg import FedAvg
@@ -150,7 +151,7 @@ def test_local_adaptivity_bias_and_its_removal(fed):
 def test_fixed_preconditioner_limit_matches_seed_001_eq_8(fed):
     """With fixed P_i, x~(h) -> (sum p c tau P H)^{-1} sum p c tau P e at rate O(h)."""
     P = np.array([[1.0, 0.5, 1.5], [0.8, 1.2, 1.0], [1.0, 1.0, 0.6], [1.4, 0.9, 1.1]])
-    make = lambda h: FedOpt(client_optimizer=optim.preconditioned(h, P), server_optimizer=optim.sgd(1.0),  # noqa: E731
+    make = lambda h: FedOpt(client_optimizer=optim.preconditioned(h, P), server_optimizer=optim.sgd(1.0),
                             local_steps=STEPS, client_lr_scale=SCALE)
     limit = fedopt_small_rate_limit(fed, SCALE, STEPS, preconditioners=P)
     rates = np.array([0.004, 0.002, 0.001])
@@ -208,7 +209,7 @@ def test_inconsistency_warm_start_starts_at_previous_root(fed):
     """Warm start: the second rate starts at the first rate's root.  On an affine T
     with a start at the root of the *same* map, hybr needs no iteration beyond the
     first residual and Jacobian, so identical rates cost fewer rounds warm than cold."""
-    make = lambda h: FedAvg(lr=h, local_steps=3)  # noqa: E731
+    make = lambda h: FedAvg(lr=h, local_steps=3)
     far = np.full(D, 50.0)
     warm = minimizer_inconsistency(make, fed, [0.1, 0.1], x0=far, warm_start=True)
     cold = minimizer_inconsistency(make, fed, [0.1, 0.1], x0=far, warm_start=False)
@@ -245,7 +246,7 @@ def test_damped_anderson_cross_check_confirms_the_root(adagrad_kink_operator):
 
 def test_undamped_cross_check_disagreement_is_reported(adagrad_kink_operator):
     fed5, T = adagrad_kink_operator
-    with pytest.raises(DivergenceError, match="cross-check failed.*damping 1"):
+    with pytest.raises(DivergenceError, match=r"cross-check failed.*damping 1"):
         operator_fixed_point(T, fed5.optimum(), damping=1.0, cross_check_max_iter=300)
     fp = operator_fixed_point(T, fed5.optimum(), damping=1.0, cross_check_max_iter=300,
                               strict_cross_check=False)
@@ -275,7 +276,7 @@ def test_non_finite_operator_is_refused_not_returned():
 
 def test_jacobian_of_a_map_with_a_pole_raises():
     from fltheory.theory.operators import operator_jacobian
-    T = lambda x: np.array([1.0 / x[0] if x[0] > 0 else np.inf, x[1]])  # noqa: E731
+    T = lambda x: np.array([1.0 / x[0] if x[0] > 0 else np.inf, x[1]])
     with pytest.raises(DivergenceError, match="coordinate 0"):
         operator_jacobian(T, np.array([1e-7, 1.0]))
     np.testing.assert_allclose(operator_jacobian(T, np.array([2.0, 1.0])), [[-0.25, 0.0], [0.0, 1.0]],

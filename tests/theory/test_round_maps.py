@@ -6,7 +6,8 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fltheory.algorithms.base import Algorithm, RoundInfo
 from fltheory.algorithms.fedavg import FedAvg

@@ -125,7 +125,7 @@ class LocalObjective:
     def grad(self, Y: np.ndarray) -> np.ndarray | None:
         """Gradient of the extra terms; l1 contributes l1 * sign(y - z)."""
         g = self.smooth_grad(Y)
-        if self.has_l1:
+        if self.has_l1 and self.l1 is not None:
             s = self.l1[:, None] * np.sign(Y - self.z)
             g = s if g is None else g + s
         return g

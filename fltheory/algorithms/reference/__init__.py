@@ -13,9 +13,8 @@ one import line below.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...participation import Participation
 from ...problems.base import Federation
@@ -29,6 +28,7 @@ from .common import (
     reference_threshold,
     register,
 )
+from ...algorithms.base import Algorithm
 
 __all__ = [
     "REFERENCES",
@@ -42,9 +42,9 @@ __all__ = [
 ]
 
 
-def reference_run(alg: Any, problem: Federation, rounds: int, *,
+def reference_run(alg: Algorithm, problem: Federation, rounds: int, *,
                   participation: Participation | None = None, seed: int = 0,
-                  x0: Any = None) -> np.ndarray:
+                  x0: ArrayLike | None = None) -> np.ndarray:
     """Server models x_0..x_R of ``alg`` computed by its plain reference loop."""
     x0 = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
     rng = np.random.default_rng(seed)

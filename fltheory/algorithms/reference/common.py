@@ -19,6 +19,7 @@ import numpy as np
 
 from ...participation import FullParticipation, Participation
 from ...problems.base import Federation
+from ...algorithms.base import Algorithm
 
 __all__ = [
     "REFERENCES",
@@ -59,7 +60,7 @@ def per_client_value(value: Any, i: int) -> Any:
     return arr.item() if arr.ndim == 0 else arr[i].item()
 
 
-def draw_participants(alg: Any, problem: Federation, participation: Participation | None,
+def draw_participants(alg: Algorithm, problem: Federation, participation: Participation | None,
                       rng: np.random.Generator, t: int) -> list[tuple[int, int]]:
     """[(client, completed steps), ...] of round t, drawn exactly as the fast path does."""
     part = participation if participation is not None else FullParticipation()
@@ -156,7 +157,7 @@ def reference_st(T: np.ndarray, q: float) -> np.ndarray:
     return mu * np.sign(masked)
 
 
-def draw(alg: Any, problem: Federation, participation: Participation | None,
+def draw(alg: Algorithm, problem: Federation, participation: Participation | None,
           rng: np.random.Generator, t: int, exact: bool) -> list[tuple[int, int]]:
     """Participants of round t; exact one-shot solvers have one nominal step."""
     if not exact:
@@ -201,7 +202,7 @@ def argmin_one(problem: Federation, i: int, D: np.ndarray, b: np.ndarray,
     if problem.has_constant_hessians:
         L = np.linalg.eigvalsh(problem.client_hess(np.zeros((1, d)), np.array([i]))[0])[-1] + D.max()
     else:
-        L = float(np.asarray(problem.client_L)[i]) + D.max()
+        L = float(problem.smoothness_bounds(np.array([i]), y[None, :])[0]) + D.max()
     for _ in range(2_000_000):
         g = _local_objective_grad(problem, i, y, D, b)
         v = y - g / L - z

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import InvalidHyperparameterError
 from ...participation import Participation
 from ...problems.base import Federation
 from ..elasticnet import FedElasticNet
@@ -46,6 +47,8 @@ def _elasticnet_avg_loop(alg: Any, problem: Federation, rounds: int,
         if alg.aggregation == "uniform":
             w = {i: 1.0 for i, _ in members}
         elif alg.aggregation == "samples":
+            if problem.n_samples is None:
+                raise InvalidHyperparameterError("aggregation='samples' needs a federation with n_samples")
             w = {i: float(problem.n_samples[i]) for i, _ in members}
         elif alg.aggregation == "as_printed" and problem.n_samples is not None:
             n = float(np.sum(problem.n_samples))          # Alg. 1 line 7: n_k / n

@@ -24,8 +24,10 @@ def _fedcurv_reference(alg, problem, rounds, participation, rng, x0):
     te = alg.target
     beta = None if te is None else float(te.beta)
     ghat, gcount = np.zeros_like(x0), 0                 # ensemble of global models
-    lhat, lcount = {}, {}                               # per-client ensembles (of="local")
-    W, I = {}, {}                                       # last local model / Fisher per client
+    lhat: dict[int, np.ndarray] = {}                    # per-client ensembles (of="local")
+    lcount: dict[int, int] = {}
+    W: dict[int, np.ndarray] = {}                       # last local model / Fisher per client
+    I: dict[int, np.ndarray] = {}
     xs = [x0.copy()]
     x = x0.copy()
     for t in range(rounds):

@@ -12,11 +12,13 @@ from ...participation import Participation
 from ...problems.base import Federation
 from ..feddyn import FedDyn
 from .common import argmin_one, client_gradient, draw, per_client_value, reference_threshold, register
+from ...aliases import Rate, Steps
+from ...algorithms.base import Algorithm
 
 
-def feddyn_loop(alg: Any, problem: Federation, rounds: int, participation: Participation | None,
-                 rng: np.random.Generator, x0: np.ndarray, *, alpha: float, solver: str, lr: Any,
-                 local_steps: Any, lambda1: float = 0.0, eps: float = 0.0,
+def feddyn_loop(alg: Algorithm, problem: Federation, rounds: int, participation: Participation | None,
+                 rng: np.random.Generator, x0: np.ndarray, *, alpha: float, solver: str, lr: Rate,
+                 local_steps: Steps, lambda1: float = 0.0, eps: float = 0.0,
                  subgradient: str = "sign") -> np.ndarray:
     """FedDyn (THEORY.md section 2) / FedElasticNet Alg. 3 (seed 003), per client."""
     N, d = problem.n_clients, problem.dim

@@ -65,7 +65,7 @@ def _fedopt_reference(alg, problem, rounds, participation, rng, x0):
             for i in ids:
                 saved[i] = st[i]
         elif alg.client_state == "synchronise":
-            fields = []
+            fields: list[np.ndarray | None] = []
             names = type(st[ids[0]])._fields
             for f_idx, f0 in enumerate(st[ids[0]]):
                 if names[f_idx] == "count":          # shared: the participants' mean step count
@@ -74,7 +74,7 @@ def _fedopt_reference(alg, problem, rounds, participation, rng, x0):
                 elif np.issubdtype(np.asarray(f0).dtype, np.integer):
                     fields.append(None)
                 else:
-                    fields.append(sum(np.asarray(st[i][f_idx]) for i in ids) / len(ids))
+                    fields.append(np.asarray(sum(np.asarray(st[i][f_idx]) for i in ids) / len(ids)))
             for j in range(N):
                 own = st[j] if j in st else saved[j]
                 saved[j] = type(own)(*(np.asarray(f) if avg is None else avg.copy()

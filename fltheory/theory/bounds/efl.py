@@ -63,11 +63,13 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from ..._validate import choice, per_client, positive
+from ..._validate import choice, per_client, positive, scalar_int
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 from ._common import constant_from, uniform_convexity, uniform_smoothness
+from ...problems.base import Federation
 
 __all__ = ["StepMoments", "efl_step_moments", "efl_heterogeneity", "efl_theorem1",
            "efl_theorem1_from_constants", "efl_inactive_rate", "efl_abandonment",
@@ -89,7 +91,7 @@ class StepMoments(NamedTuple):
     max_ratio: float
 
 
-def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
+def efl_step_moments(weights: ArrayLike, step_probs: ArrayLike, E: int, *,
                      weighting: str = "plain") -> StepMoments:
     """Moments of the aggregation weights from step distributions.
 
@@ -107,7 +109,7 @@ def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
         p_t^k = 0 when s_t^k = 0.
     """
     weighting = choice("weighting", weighting, ("plain", "adaptive"))
-    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    E = scalar_int("E", E, minimum=1, strict=False)
     p = np.asarray(weights, dtype=np.float64)
     if p.ndim != 1 or not np.all(np.isfinite(p)) or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
         raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
@@ -135,15 +137,15 @@ def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
     return StepMoments(ps, pe, p2s, max_ratio)
 
 
-def efl_heterogeneity(fed: Any) -> np.ndarray:
+def efl_heterogeneity(fed: Federation) -> np.ndarray:
     """D_k = F_k(w*) - F_k* for every client, with lambda = 0 (F~_k = F_k)."""
     from ..objective_shift import suboptimality_gaps
     return suboptimality_gaps(fed, fed.optimum())
 
 
-def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2: Any,
-                 D: Any, G2: float, weights: Any, init_dist2: float,
-                 step_probs: Any = None, weighting: str = "plain",
+def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2: ArrayLike,
+                 D: ArrayLike, G2: float, weights: ArrayLike, init_dist2: float,
+                 step_probs: ArrayLike | None = None, weighting: str = "plain",
                  moments: StepMoments | None = None, variant: str = "corrected",
                  strict: bool = False) -> BoundResult:
     """EFL Theorem 1 (seed 000 eq. 7) after ``tau`` rounds; see the module docstring.
@@ -178,8 +180,8 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
     docstring), r (per round).
     """
     variant = choice("variant", variant, ("corrected", "as_printed"))
-    T = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
-    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    T = scalar_int("tau", tau, minimum=1, strict=False)
+    E = scalar_int("E", E, minimum=1, strict=False)
     theta = positive("theta", theta)
     mu = positive("mu", mu)
     L = positive("L", L)
@@ -227,7 +229,7 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
              + (2 + mu / (2 * (1 + theta) * L)) * E * (E - 1) * G2 * drift_factor
              + 2 * E * G2 * (p2s / p[None, :]).sum(axis=1))
         if variant == "corrected":
-            J = float(np.max(32 * E / mu * (ps @ Dk) / S))
+            J: float | None = float(np.max(32 * E / mu * (ps @ Dk) / S))
         else:
             Dbar = float(p @ Dk)
             J = float(np.max(32 * E * mu * ps.sum(axis=1) / (Dbar * S))) if Dbar > 0 else None
@@ -249,7 +251,7 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
 
 
 def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: float,
-                                weights: Any, init_dist2: float, G2: float | None = None,
+                                weights: ArrayLike, init_dist2: float, G2: float | None = None,
                                 **kwargs: Any) -> BoundResult:
     """:func:`efl_theorem1` with the constants read from a ProblemConstants-like object.
 
@@ -275,12 +277,12 @@ def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: floa
         D=constant_from(constants, "D_k", "D"), G2=G2, **kwargs)
 
 
-def efl_inactive_rate(tau: int, inactive: Any, J: float, E: int, *, constant: float = 1.0) -> float:
+def efl_inactive_rate(tau: int, inactive: ArrayLike, J: float, E: int, *, constant: float = 1.0) -> float:
     """Section 4.1: the rate with inactive clients, constant * sum_{t<tau} y_t J / (tau E + E^2).
 
     ``inactive`` holds y_t for t = 0..tau-1 (indicators or probabilities, in [0, 1])."""
-    tau = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
-    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    tau = scalar_int("tau", tau, minimum=1, strict=False)
+    E = scalar_int("E", E, minimum=1, strict=False)
     y = np.asarray(inactive, dtype=np.float64)
     if y.shape != (int(tau),):
         raise InvalidHyperparameterError(f"inactive must have shape ({tau},), got {y.shape}")
@@ -314,7 +316,7 @@ def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
                        variant="as_printed", terms=terms, measured=kept)
 
 
-def efl_incomplete_rate(tau: int, E: int, weights: Any, sigma2: Any, inv_steps: Any, *,
+def efl_incomplete_rate(tau: int, E: int, weights: ArrayLike, sigma2: ArrayLike, inv_steps: ArrayLike, *,
                         constant: float = 1.0) -> float:
     """Section 4.2 rate with adaptive weights p_t^k = E p^k / s_t^k::
 
@@ -326,8 +328,8 @@ def efl_incomplete_rate(tau: int, E: int, weights: Any, sigma2: Any, inv_steps: 
     inactive client has no finite E[1/s]); ``sigma2`` is sigma_k^2 (so
     (p^k sigma_k)^2 = (p^k)^2 sigma_k^2).
     """
-    tau = per_client("tau", tau, None, integer=True, minimum=1, strict=False)
-    E = per_client("E", E, None, integer=True, minimum=1, strict=False)
+    tau = scalar_int("tau", tau, minimum=1, strict=False)
+    E = scalar_int("E", E, minimum=1, strict=False)
     p = np.asarray(weights, dtype=np.float64)
     if p.ndim != 1 or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
         raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")

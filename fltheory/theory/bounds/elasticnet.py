@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
@@ -72,7 +73,7 @@ def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected"
     raise InvalidHyperparameterError(f"variant must be 'as_printed' or 'corrected', got {variant!r}")
 
 
-def elasticnet_sign_term(gammas: Any, theta_star: Any, mean_signs: Any, *, lambda1: float,
+def elasticnet_sign_term(gammas: Any, theta_star: ArrayLike, mean_signs: Any, *, lambda1: float,
                          lambda2: float) -> float:
     """Trajectory term -(1/T)(2 lambda_1/lambda_2) sum_{t=1}^T <gamma_{t-1} - theta*, s_t>.
 

@@ -31,10 +31,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..._validate import choice, per_client, positive
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
+from ...aliases import Rate, Steps
+from ...problems.quadratic import QuadraticFederation
 from .gd_contraction import gd_contraction_factor
 
 __all__ = ["sgd_operator_constants", "fedopt_theorem1", "fedopt_theorem1_quadratic",
@@ -43,7 +46,7 @@ __all__ = ["sgd_operator_constants", "fedopt_theorem1", "fedopt_theorem1_quadrat
 _REF = "seed 001 (Local Adaptivity) Theorem 1, derived recursion (THEORY.md section 3)"
 
 
-def sgd_operator_constants(lr: Any, local_steps: Any, mu: Any, L: Any, sigma2: Any, *,
+def sgd_operator_constants(lr: Rate, local_steps: Steps, mu: Any, L: Any, sigma2: ArrayLike, *,
                            form: str = "squared") -> tuple[np.ndarray, np.ndarray, tuple[Assumption, ...]]:
     """(rho_i, phi_i, assumptions) of SGD clients for A1/A2 of seed 001.
 
@@ -86,7 +89,7 @@ def sgd_operator_constants(lr: Any, local_steps: Any, mu: Any, L: Any, sigma2: A
     return rho, phi, (a_rate, a_phi)
 
 
-def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: Any, server_lr: float,
+def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike, server_lr: float,
                     init_dist2: float, extra_assumptions: tuple[Assumption, ...] = (),
                     strict: bool = False) -> BoundResult:
     """Unrolled seed-001 Theorem 1 bound on E||x_R - x~||^2 (THEORY.md section 3).
@@ -125,8 +128,8 @@ def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: Any, server_lr:
                        strict=strict)
 
 
-def fedopt_theorem1_quadratic(fed: Any, rounds: int, *, lr: Any, local_steps: Any,
-                              sigma2: Any, server_lr: float, x0: Any, form: str = "squared",
+def fedopt_theorem1_quadratic(fed: QuadraticFederation, rounds: int, *, lr: Rate, local_steps: Steps,
+                              sigma2: ArrayLike, server_lr: float, x0: ArrayLike, form: str = "squared",
                               strict: bool = False) -> BoundResult:
     """Seed-001 Theorem 1 for SGD clients on a QuadraticFederation with Gaussian
     gradient noise: constants from the client spectra (fed.client_mu,
@@ -145,8 +148,8 @@ def fedopt_theorem1_quadratic(fed: Any, rounds: int, *, lr: Any, local_steps: An
     return res
 
 
-def fedopt_theorem1_from_constants(constants: Any, rounds: int, *, lr: Any, local_steps: Any,
-                                   weights: Any, server_lr: float, init_dist2: float,
+def fedopt_theorem1_from_constants(constants: Any, rounds: int, *, lr: Rate, local_steps: Steps,
+                                   weights: ArrayLike, server_lr: float, init_dist2: float,
                                    form: str = "squared", strict: bool = False) -> BoundResult:
     """Seed-001 Theorem 1 for SGD clients with rho_i, phi_i from the per-client
     constants ``client_mu``, ``client_L``, ``sigma2_clients`` of a

@@ -18,10 +18,9 @@ not of SCAFFOLD's own sigma^2/(mu K S eps) + beta/mu + N/S (compare
 from __future__ import annotations
 
 import math
-
-from ..result import BoundResult, make_result
 from typing import Any
 
+from ..result import BoundResult, make_result
 from ._common import constant_from, positive_check, uniform_convexity, uniform_smoothness
 
 __all__ = ["table1_rounds", "table1_rounds_from_constants", "TABLE1_ALGORITHMS"]
@@ -40,24 +39,32 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
     need = {"SCAFFOLD": ("mu", "L"), "MIME": ("mu", "delta"), "VRL-SGD": ("N", "sigma2"),
             "FedAMP": ("L",), "EFL": ("mu", "L")}[algorithm]
     given = dict(mu=mu, L=L, delta=delta, N=N, sigma2=sigma2)
+    needed: dict[str, float] = {}
     for name in need:
-        if given[name] is None:
+        value = given[name]
+        if value is None:
             raise InvalidHyperparameterError(f"Table 1 row {algorithm} needs {name}=")
+        needed[name] = value
     checks = [positive_check("eps", eps), positive_check("S", S), positive_check("G", G, allow_zero=True)]
-    checks += [positive_check(n, given[n], allow_zero=n in ("delta", "sigma2")) for n in need]
+    checks += [positive_check(n, v, allow_zero=n in ("delta", "sigma2")) for n, v in needed.items()]
     terms: dict[str, float] = {}
     if all(a.held for a in checks):
         if algorithm == "SCAFFOLD":
+            assert mu is not None and L is not None  # required for this row, checked above
             terms = {"G2/(mu S eps)": G ** 2 / (mu * S * eps), "G/(mu sqrt eps)": G / (mu * math.sqrt(eps)),
                      "L/mu": L / mu}
         elif algorithm == "MIME":
+            assert mu is not None and delta is not None
             terms = {"G2/(mu S eps)": G ** 2 / (mu * S * eps), "delta/mu": delta / mu}
         elif algorithm == "VRL-SGD":
+            assert N is not None and sigma2 is not None
             terms = {"N sigma2/(S eps2)": N * sigma2 / (S * eps ** 2), "N/eps": N / eps}
         elif algorithm == "FedAMP":
+            assert L is not None
             terms = {"G2/(L S eps)": G ** 2 / (L * S * eps), "G/eps^1.5": G / eps ** 1.5,
                      "L2/sqrt eps": L ** 2 / math.sqrt(eps)}
         else:
+            assert mu is not None and L is not None
             terms = {"G2/(mu S eps)": G ** 2 / (mu * S * eps), "L/(mu sqrt eps)": L / (mu * math.sqrt(eps))}
     value = constant * sum(terms.values()) if terms else None
     return make_result(value, checks, reference=f"seed 000 (EFL) Table 1, row {algorithm}",
