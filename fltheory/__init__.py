@@ -16,7 +16,7 @@ from .errors import (AssumptionError, DivergenceError, FLTheoryError,
 __version__ = "0.1.0"
 
 # Same bits whatever the BLAS thread count: see fltheory/_threads.py.
-from ._threads import pin_process_blas as _pin_process_blas  # noqa: E402
+from ._threads import pin_process_blas as _pin_process_blas
 
 _pin_process_blas()
 

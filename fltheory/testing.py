@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from numpy.typing import ArrayLike
+
 from .contracts import (
     AlgorithmCheckReport,
     FederationCheckReport,
@@ -104,11 +106,11 @@ def build_quadratic(n_clients: int, dim: int, L: float, mu: float, heterogeneity
 
 if HAVE_HYPOTHESIS:
     @st.composite
-    def quadratic_federations(draw: Any, n_clients: Any = st.integers(2, 6),  # noqa: B008 (strategies are immutable)
-                              dim: Any = st.integers(1, 4),  # noqa: B008 (strategies are immutable)
-                              L: Any = st.floats(1.0, 1e3),  # noqa: B008 (strategies are immutable)
-                              mu: Any = st.floats(1e-3, 1.0),  # noqa: B008 (strategies are immutable)
-                              heterogeneity: Any = st.floats(0.0, 1e2),  # noqa: B008 (strategies are immutable)
+    def quadratic_federations(draw: Any, n_clients: Any = st.integers(2, 6),
+                              dim: Any = st.integers(1, 4),
+                              L: Any = st.floats(1.0, 1e3),
+                              mu: Any = st.floats(1e-3, 1.0),
+                              heterogeneity: Any = st.floats(0.0, 1e2),
                               n_samples: Any = None) -> QuadraticFederation:
         """Random :class:`QuadraticFederation` meeting the given **per-client** constants.
 
@@ -133,9 +135,9 @@ if HAVE_HYPOTHESIS:
 
 
     @st.composite
-    def logistic_federations(draw: Any, n_clients: Any = st.integers(2, 5), dim: Any = st.integers(1, 3),  # noqa: B008 (strategies are immutable)
-                             samples: Any = st.integers(2, 30), reg: Any = st.floats(1e-2, 1.0),  # noqa: B008 (strategies are immutable)
-                             heterogeneity: Any = st.floats(0.0, 5.0)) -> Any:  # noqa: B008 (strategies are immutable)
+    def logistic_federations(draw: Any, n_clients: Any = st.integers(2, 5), dim: Any = st.integers(1, 3),
+                             samples: Any = st.integers(2, 30), reg: Any = st.floats(1e-2, 1.0),
+                             heterogeneity: Any = st.floats(0.0, 5.0)) -> Any:
         """Random binary LogisticFederation (needs fltheory.problems.LogisticFederation):
         features ~ N(m_i, I) with client means m_i = heterogeneity * z_i, labels
         from a logistic model with a shared true weight vector; ridge ``reg`` > 0
@@ -158,11 +160,11 @@ if HAVE_HYPOTHESIS:
             feats.append(A)
         return LogisticFederation(feats, labels, reg=lam)
 else:
-    def quadratic_federations(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+    def quadratic_federations(*args: Any, **kwargs: Any) -> Any:
         """Unavailable: Hypothesis is not installed."""
         raise OptionalDependencyError(_MISSING.format(name="quadratic_federations"))
 
-    def logistic_federations(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+    def logistic_federations(*args: Any, **kwargs: Any) -> Any:
         """Unavailable: Hypothesis is not installed."""
         raise OptionalDependencyError(_MISSING.format(name="logistic_federations"))
 

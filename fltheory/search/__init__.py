@@ -22,7 +22,7 @@ from .report import counterexample_snippet, instance_document
 from .space import Categorical, Integer, Real, Space, StrategySpace, space_from_dict
 from .store import read_table
 from .target import SearchTarget, evaluate_point, get_target, register, registered_targets
-from . import efl_target, targets  # noqa: E402,F401  (the built-in targets register on import)
+from . import efl_target, targets  # noqa: F401  (the built-in targets register on import)
 
 __all__ = [
     "Categorical",

@@ -187,7 +187,7 @@ def test_tight_and_sweep_checks_report_each_setting():
     assert sweep[0].ratio == pytest.approx(50.0) and sweep[3].ratio == pytest.approx(0.95)
     bad = copy.deepcopy(res)
     bad["a1_tight"]["sampled"][1, 0] = 0.75           # above the constant 0.7
-    c = [c for c in exp.checks(bad) if c.theorem == "a1-sgd-tight"][0]
+    c = next(c for c in exp.checks(bad) if c.theorem == "a1-sgd-tight")
     assert c.status == "violated" and c.ratio == pytest.approx(0.75 / 0.7)
 
 

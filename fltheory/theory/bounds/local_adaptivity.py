@@ -22,8 +22,8 @@ For SGD clients on quadratics with spectrum in [mu_i, L_i] and Gaussian noise
 of variance sigma_i^2: the deterministic map is x -> (I - eta H_i)^{tau_i} x + c,
 so rho_i = q_i^{2 tau_i} with q_i = max(|1 - eta mu_i|, |1 - eta L_i|)
 ("squared", exact for the worst direction) or the looser unsquared rho_i = q_i^{tau_i}
-("paper"; equal to (1 - eta mu_i)^{tau_i} for eta <= 2/(L_i + mu_i), valid for every eta); phi_i = tau_i eta^2 sigma_i^2 when
-q_i <= 1 (the noise injected at step j is damped by (I - eta H)^{tau-1-j}).
+("paper"; equal to (1 - eta mu_i)^{tau_i} for eta <= 2/(L_i + mu_i), valid for every eta);
+phi_i = tau_i eta^2 sigma_i^2 when q_i <= 1 (the noise injected at step j is damped by (I - eta H)^{tau-1-j}).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from .verdicts import verdicts
 __all__ = ["add_parser", "handler"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg,unused-ignore]
     """Register the ``theorems`` subcommand on an argparse sub-parser collection."""
     p = sub.add_parser("theorems", help="every checkable item of the seed papers and its last verdict")
     p.add_argument("--paper", default=None, choices=sorted(PAPERS), help="only this paper version")
