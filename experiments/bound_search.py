@@ -62,6 +62,12 @@ EXPECTED_AXES = 1
 LOG_EDGES = np.linspace(-16.0, 6.0, 89)
 
 NOT_SEARCHED: dict[str, str] = {
+    "gd_contraction_factor": ("a contraction constant, attained exactly by a diagonal quadratic (contraction "
+                              "experiment, check a1-sgd-tight); PEPit certifies the tau-step class "
+                              "(fltheory.search.pep.pep_gradient_steps)"),
+    "gd_rate_threshold": "a step-size threshold, not a bound",
+    "gd_step_factor": "the one-step factor of gd_contraction_factor, not a separate bound",
+    "table1_efl_comparison": "compares Table 1's round counts (O(.) statements with unknown constants)",
     "efl_theorem1": "searched as the target efl_theorem1 (exact moments of EFL, fltheory.search.efl_target)",
     "efl_theorem1_from_constants": "the same bound as efl_theorem1, constants read from an object",
     "efl_step_moments": "moments of the step counts, not a bound",
