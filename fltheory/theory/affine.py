@@ -110,8 +110,12 @@ import numpy as np
 import scipy.linalg
 
 from ..algorithms.base import Algorithm, RoundInfo
-from ..errors import (InvalidHyperparameterError, InvalidProblemError, NotAffineError,
-                      UnclassifiedDirectionError)
+from ..errors import (
+    InvalidHyperparameterError,
+    InvalidProblemError,
+    NotAffineError,
+    UnclassifiedDirectionError,
+)
 from ..participation import Participation
 from ..problems.base import Federation
 from .fixed_points import FixedPoint
@@ -119,8 +123,16 @@ from .invariants import check_conserved, conserved_functionals
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
 __all__ = [
-    "AffineRoundMap", "AffineFixedPoint", "FixedPoint", "InvariantSubspace", "affine_round_map",
-    "invariant_subspace", "fixed_point", "spectral_rate", "contraction_factor", "orbit_rate",
+    "AffineFixedPoint",
+    "AffineRoundMap",
+    "FixedPoint",
+    "InvariantSubspace",
+    "affine_round_map",
+    "contraction_factor",
+    "fixed_point",
+    "invariant_subspace",
+    "orbit_rate",
+    "spectral_rate",
 ]
 
 logger = logging.getLogger(__name__)

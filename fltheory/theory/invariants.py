@@ -35,7 +35,7 @@ from ..errors import InvalidProblemError
 from ..problems.base import Federation
 from .round_maps import StateLayout
 
-__all__ = ["ConservedFunctionals", "conserved_functionals", "check_conserved"]
+__all__ = ["ConservedFunctionals", "check_conserved", "conserved_functionals"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,7 +86,7 @@ def conserved_functionals(algorithm: Algorithm, problem: Federation, layout: Sta
                     f"a floating-point field of the state ({layout.describe()})")
             sl = layout.slices[path]
             size = sl.stop - sl.start
-            k, rows = A.shape
+            rows = A.shape[1]
             if rows == 0 or size % rows:
                 raise InvalidProblemError(
                     f"{algorithm.name}: invariant {inv.name!r}: coefficients for {path!r} have {rows} "
@@ -141,7 +141,7 @@ def check_conserved(funcs: ConservedFunctionals, apply_linear: Callable[[np.ndar
     G = funcs.W.T @ (MV - probes)                         # (K, p)
     vmax = float(np.abs(probes).max()) or 1.0
     worst = 0.0
-    for name, fam in zip(funcs.names, funcs.families):
+    for name, fam in zip(funcs.names, funcs.families, strict=True):
         Wf = funcs.W[:, fam]
         wmax = float(np.abs(Wf.data).max()) if Wf.nnz else 0.0
         if wmax == 0.0:                                   # every coefficient on frozen fields

@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..algorithms.base import Algorithm, RoundInfo
@@ -60,8 +59,15 @@ from .fixed_points import FixedPoint
 from .invariants import ConservedFunctionals, check_conserved, conserved_functionals
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
-__all__ = ["MatrixFreeAffineMap", "matrix_free_affine_map", "spectral_rate", "fixed_point",
-           "orbit_rate", "contraction_factor", "Projector"]
+__all__ = [
+    "MatrixFreeAffineMap",
+    "Projector",
+    "contraction_factor",
+    "fixed_point",
+    "matrix_free_affine_map",
+    "orbit_rate",
+    "spectral_rate",
+]
 
 _SMALL_SCALE = 1e-3
 _NEAR_FIXED = 1e-2
