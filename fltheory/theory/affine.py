@@ -38,8 +38,8 @@ l1 threshold); the recovered map is then exact on that region only.
 
 Frozen fields
 -------------
-A field whose value after a round does not depend on the state (identical
-output at S0 and at a random point) is *frozen*: FedCurv's Fisher diagonals
+A field whose value after a round does not depend on the state (bit for bit
+the same output at S0 and at two random points) is *frozen*: FedCurv's Fisher diagonals
 on quadratic clients are diag(H_i) whatever the local models.  The map need
 not be affine in such a field (FedCurv's penalty is bilinear in the Fisher
 diagonals and the local models), but every state after one round has it at
@@ -49,6 +49,10 @@ round is run when the base state does not have it: ``warmup`` counts it),
 sets the columns of M for frozen coordinates to zero (their rows are zero
 and c holds the constant), and perturbs only free coordinates in the checks.
 M S + c is exact for states whose frozen fields have their constant value.
+Equality is exact, not up to a tolerance: a field that changes by 1e-10 (EFL's
+v = u * w when a client curvature is 1e-10) is not frozen.  A frozen field
+whose constant is computed through the state with rounding would be missed,
+and the affinity checks then raise NotAffineError: a refusal, never a wrong map.
 
 Invariant subspace
 ------------------
@@ -220,6 +224,22 @@ class AffineRoundMap:
         return self.round_map.to_state(S)
 
 
+def frozen_coordinates(rm: RoundMap, S0: np.ndarray, h: float, gen: np.random.Generator
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(Phi(S0), mask of the coordinates of frozen fields): fields whose value after a
+    round is bit for bit the same at S0 and at two random points (module docstring)."""
+    n = rm.dim
+    with np.errstate(all="ignore"):
+        F0 = rm(S0)
+        outs = [rm(S0 + h * gen.standard_normal(n)) for _ in range(2)]
+    frozen = np.zeros(n, dtype=bool)
+    for path in rm.layout.paths:
+        sl = rm.layout.slices[path]
+        if all(np.array_equal(out[sl], F0[sl]) for out in outs):
+            frozen[sl] = True
+    return F0, frozen
+
+
 def _rel_residual(out: np.ndarray, pred: np.ndarray, S: np.ndarray, M: np.ndarray, c: np.ndarray) -> float:
     scale = (np.abs(M).sum(axis=1).max() * np.abs(S).max() + np.abs(c).max()
              + np.abs(out).max() + np.finfo(float).tiny)
@@ -289,16 +309,8 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: Any = Non
             f"max_dim={max_dim}; recovering M needs {n + 7} rounds and {n * n} floats")
     S0 = rm.to_vector(rm.template)
     h = max(1.0, float(np.abs(S0).max(initial=0.0)))
-    with np.errstate(all="ignore"):
-        F0 = rm(S0)
-        Fz = rm(S0 + h * gen.standard_normal(n))
-    frozen = np.zeros(n, dtype=bool)
-    for path in rm.layout.paths:             # fields whose next value ignores the state
-        sl = rm.layout.slices[path]
-        tol = rtol * max(1.0, float(np.abs(F0[sl]).max(initial=0.0)))
-        if np.all(np.isfinite(Fz[sl])) and np.abs(Fz[sl] - F0[sl]).max(initial=0.0) <= tol:
-            frozen[sl] = True
-    if np.any(frozen) and not np.allclose(S0[frozen], F0[frozen], rtol=rtol, atol=0.0):
+    F0, frozen = frozen_coordinates(rm, S0, h, gen)
+    if np.any(frozen) and not np.array_equal(S0[frozen], F0[frozen]):
         nxt, _ = rm.step(rm.template)        # one more ordinary round puts them at their value
         rm = RoundMap(algorithm, problem, nxt, warmup=rm.warmup + 1, initial=rm.initial)
         S0 = rm.to_vector(nxt)

@@ -189,6 +189,7 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
 
     Same arguments and errors as ``theory.affine.affine_round_map`` (without
     ``max_dim``): NotAffineError when a check fails.  Costs about 12 rounds."""
+    from .affine import frozen_coordinates
     if not (np.isfinite(rtol) and rtol > 0):
         raise InvalidHyperparameterError(f"rtol must be finite and > 0, got {rtol!r}")
     gen = rng if rng is not None else np.random.default_rng(0)
@@ -196,16 +197,8 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
     n = rm.dim
     S0 = rm.to_vector(rm.template)
     h = max(1.0, float(np.abs(S0).max(initial=0.0)))
-    with np.errstate(all="ignore"):
-        F0 = rm(S0)
-        Fz = rm(S0 + h * gen.standard_normal(n))
-    frozen = np.zeros(n, dtype=bool)
-    for path in rm.layout.paths:
-        sl = rm.layout.slices[path]
-        tol = rtol * max(1.0, float(np.abs(F0[sl]).max(initial=0.0)))
-        if np.all(np.isfinite(Fz[sl])) and np.abs(Fz[sl] - F0[sl]).max(initial=0.0) <= tol:
-            frozen[sl] = True
-    if np.any(frozen) and not np.allclose(S0[frozen], F0[frozen], rtol=rtol, atol=0.0):
+    F0, frozen = frozen_coordinates(rm, S0, h, gen)
+    if np.any(frozen) and not np.array_equal(S0[frozen], F0[frozen]):
         nxt, _ = rm.step(rm.template)
         rm = RoundMap(algorithm, problem, nxt, warmup=rm.warmup + 1, initial=rm.initial)
         S0 = rm.to_vector(nxt)

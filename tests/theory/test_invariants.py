@@ -312,3 +312,54 @@ def test_run_is_unaffected():
     fed = _fed()
     h = run(Scaffold(lr=0.1, local_steps=2), fed, 3, seed=0)
     assert np.all(np.isfinite(h.x[-1]))
+
+
+DECOUPLED = {
+    "fedcurv": lambda: FedCurv(lr=LR, local_steps=K, alpha=0.2),
+    "efl": lambda: EFL(lr=LR, local_steps=K, lam=0.1, compression=None),
+    "efl consistent no ef": lambda: EFL(lr=LR, local_steps=K, lam=0.1, compression=None,
+                                        error_feedback=False, server_update="consistent"),
+    "feddyn gd": lambda: FedDyn(alpha=0.5, solver="gd", lr=0.4, local_steps=K),
+    "client momentum persist": lambda: FedOpt(client_optimizer=optim.momentum(0.3, 0.5),
+                                              server_optimizer=optim.sgd(1.0), local_steps=K,
+                                              client_state="persist"),
+    "client momentum synchronise": lambda: FedOpt(
+        client_optimizer=optim.momentum(0.3, 0.5), server_optimizer=optim.sgd(1.0),
+        local_steps=K, client_state="synchronise"),
+    "client momentum local correction, server momentum": lambda: FedOpt(
+        client_optimizer=optim.momentum(0.3, 0.5), server_optimizer=optim.fedavgm(0.8, 0.3),
+        local_steps=K, correction="local"),
+}
+
+
+@pytest.mark.parametrize("cond", [1e6, 1e10, 1e12])
+@pytest.mark.parametrize("name", list(DECOUPLED))
+def test_ill_conditioned_map_equals_its_decoupled_coordinates(name, cond):
+    """With diagonal Hessians every operation of these algorithms acts coordinate by
+    coordinate, so the round map is block diagonal over coordinates: its rate is the
+    largest rate of the D one-dimensional federations and its fixed point their
+    concatenation.  Each one-dimensional map has a single client curvature scale, so it
+    is recovered without the mixing of 1 and 1/cond; a slow coordinate taken for a
+    conserved one in the full map would show here."""
+    fed, lams, _ = commuting(cond, shared=False)
+    amap = affine_round_map(DECOUPLED[name](), fed)
+    rates, xs = [], []
+    for j in range(D):
+        sub = QuadraticFederation(fed.H[:, j:j + 1, j:j + 1], fed.e[:, j:j + 1])
+        one = affine_round_map(DECOUPLED[name](), sub)
+        rates.append(spectral_rate(one))
+        xs.append(fixed_point(one).x[0])
+    assert spectral_rate(amap) == pytest.approx(max(rates), abs=2e-14)
+    assert max(rates) > 1 - 1e3 / cond                     # the slow coordinate is the rate
+    fp = fixed_point(amap)
+    scale = np.abs(xs).max()
+    assert np.abs(fp.x - np.array(xs)).max() <= 20 * fp.condition * EPS * scale + 1e-13 * scale
+
+
+def test_a_field_moving_by_1e_10_is_not_frozen():
+    """EFL's v = u * w with client curvature u = 1e-10 changes by 1e-10 per unit change of
+    the state: a tolerance-based frozen test took it for a constant and zeroed its columns."""
+    fed = QuadraticFederation(np.full((3, 1, 1), 1e-10), np.array([[1e-10], [2e-10], [-1e-10]]))
+    amap = affine_round_map(EFL(lr=LR, local_steps=K, lam=0.1, compression=None), fed)
+    assert "v" not in amap.frozen_fields
+    assert set(amap.frozen_fields) == {"residual_global", "residuals", "u"}
