@@ -7,9 +7,17 @@ import numpy as np
 from fltheory import optim
 from fltheory.algorithms import FedAvg, FedOpt
 from fltheory.problems.generators import random_quadratic
-from fltheory.theory import (AffineFixedPoint, FixedPoint, OperatorFixedPoint, QuadraticFixedPoint,
-                             affine_round_map, fedopt_operator, fedopt_quadratic_fixed_point,
-                             fixed_point, operator_fixed_point)
+from fltheory.theory import (
+    AffineFixedPoint,
+    FixedPoint,
+    OperatorFixedPoint,
+    QuadraticFixedPoint,
+    affine_round_map,
+    fedopt_operator,
+    fedopt_quadratic_fixed_point,
+    fixed_point,
+    operator_fixed_point,
+)
 
 COMMON = ("x", "residual", "spectral_rate", "contraction_factor", "success", "message", "method")
 
