@@ -259,12 +259,15 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
 ARPACK_TOL = 1e-12   # relative residual of the Ritz pairs: eigenvalue error <= 1e-12 |lambda| (normal M_V)
 
 
-def _dominant(amap: MatrixFreeAffineMap, k: int = 4) -> np.ndarray:
-    """The k largest-magnitude eigenvalues of M_V (computed once per map and cached).
+def _dominant(amap: MatrixFreeAffineMap) -> np.ndarray:
+    """The largest-magnitude eigenvalue(s) of M_V (computed once per map and cached).
 
     ARPACK stops when every Ritz pair has ||P M P u - lambda u|| <= ARPACK_TOL |lambda|,
-    which bounds |lambda - eigenvalue| by that amount when M_V is normal; an
-    eigenvalue within max(that bound, 16 eps) of 1 is unclassified."""
+    which bounds |lambda - eigenvalue| by that amount when M_V is normal.  Two
+    eigenvalues are computed (a dominant pair may be complex conjugate); when the
+    largest modulus is at least 0.999 the six largest are computed instead, and one
+    within max(that bound, 16 eps) of 1 is unclassified (below 0.999 no eigenvalue
+    can be near 1)."""
     from .affine import refuse_unclassified
     if "dominant" in amap.cache:
         return amap.cache["dominant"]
@@ -272,16 +275,25 @@ def _dominant(amap: MatrixFreeAffineMap, k: int = 4) -> np.ndarray:
     if n <= 8 + amap.projector.count:
         raise InvalidProblemError(
             f"{amap.algorithm}: the state has only {n} numbers; use the dense route (matrix_free=False)")
-    k = min(k, n - 2 - amap.projector.count)
     op = amap.restricted_operator()
     v0 = amap.projector(np.where(amap.frozen, 0.0, np.random.default_rng(0).standard_normal(n)))
-    try:
-        lam = spla.eigs(op, k=k, which="LM", v0=v0, tol=ARPACK_TOL, ncv=min(n, max(2 * k + 1, 30)),
-                        maxiter=max(1000, 10 * n), return_eigenvectors=False)
-    except spla.ArpackNoConvergence as exc:
+
+    def largest(k: int) -> np.ndarray:
+        # a wider search space on failure: heavy-ball maps have whole circles of equal modulus
+        for kk, ncv in ((k, max(2 * k + 1, 20)), (k + 4, max(2 * k + 9, 40))):
+            kk = min(kk, n - 2 - amap.projector.count)
+            try:
+                return spla.eigs(op, k=kk, which="LM", v0=v0, tol=ARPACK_TOL, ncv=min(n, ncv),
+                                 maxiter=max(1000, 10 * n), return_eigenvectors=False)
+            except spla.ArpackNoConvergence as exc:
+                got = len(exc.eigenvalues)
         raise InvalidProblemError(
             f"{amap.algorithm}: ARPACK did not converge on the dominant eigenvalues of the round map "
-            f"({len(exc.eigenvalues)} of {k} converged); use the dense route (matrix_free=False)") from None
+            f"({got} of {kk} converged); use the dense route (matrix_free=False)")
+
+    lam = largest(2)                          # 2: a dominant complex-conjugate pair
+    if np.abs(lam).max() >= 0.999:
+        lam = largest(6)
     for value in lam:
         resolution = max(ARPACK_TOL * abs(value), 16.0 * np.finfo(float).eps)
         refuse_unclassified(np.array([value]), resolution, amap.algorithm, amap.projector.names)
@@ -313,6 +325,7 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     InvalidHyperparameterError
         A conserved quantity drifts (no fixed point).
     InvalidProblemError
+        The spectral rate is >= 1 (GMRES could return one of several solutions), or
         GMRES does not reach ``gmres_rtol`` within ``maxiter`` restarts, or the
         fixed point fails the affinity check near it.
     UnclassifiedDirectionError
@@ -330,6 +343,11 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
                 f"{amap.algorithm}: a conserved quantity of the round map drifts by {drift:.3e} per "
                 "round (w^T c != 0 for a declared conserved w): no fixed point")
     rate = float(np.abs(_dominant(amap)).max())
+    if rate >= 1.0:
+        raise InvalidProblemError(
+            f"{amap.algorithm}: the round map does not contract on the invariant subspace (spectral "
+            f"rate {rate:.12g} >= 1); the matrix-free fixed point needs a contraction to certify a "
+            "unique solution: use the dense route (matrix_free=False)")
     r = P(amap(S_init) - S_init)
 
     def matvec(z: np.ndarray) -> np.ndarray:

@@ -4,11 +4,30 @@ import numpy as np
 import pytest
 
 from fltheory import optim
-from fltheory.algorithms import EFL, FedAvg, FedCurv, FedDyn, FedElasticNet, FedOpt, FedProx, Scaffold
-from fltheory.errors import InvalidProblemError, NotAffineError, UnclassifiedDirectionError
+from fltheory.algorithms import (
+    EFL,
+    FedAvg,
+    FedCurv,
+    FedDyn,
+    FedElasticNet,
+    FedOpt,
+    FedProx,
+    Scaffold,
+)
+from fltheory.errors import (
+    InvalidProblemError,
+    NotAffineError,
+    UnclassifiedDirectionError,
+)
 from fltheory.problems.generators import random_quadratic
-from fltheory.theory.affine import (AffineRoundMap, affine_round_map, contraction_factor, fixed_point,
-                                    orbit_rate, spectral_rate)
+from fltheory.theory.affine import (
+    AffineRoundMap,
+    affine_round_map,
+    contraction_factor,
+    fixed_point,
+    orbit_rate,
+    spectral_rate,
+)
 from fltheory.theory.matrix_free import MatrixFreeAffineMap, matrix_free_affine_map
 
 N, D = 5, 12
