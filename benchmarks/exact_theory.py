@@ -40,6 +40,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes only (smoke run)")
     ap.add_argument("--dense-max", type=int, default=2100, help="largest state also solved densely")
+    ap.add_argument("--only", default=None, help="run one configuration, e.g. 'FedAvg,100,1000'")
     args = ap.parse_args()
     configs = [
         ("SCAFFOLD", 100, 10, lambda: Scaffold(lr=0.2, local_steps=5)),
@@ -49,6 +50,12 @@ def main() -> None:
     if not args.quick:
         configs += [("SCAFFOLD", 10_000, 20, lambda: Scaffold(lr=0.2, local_steps=5)),
                     ("FedAvg", 100, 1000, lambda: FedAvg(lr=0.2, local_steps=5))]
+    if args.only:
+        alg_name, n_clients, dim = args.only.split(",")
+        configs = [c for c in configs if (c[0], c[1], c[2]) == (alg_name, int(n_clients), int(dim))] or [
+            (alg_name, int(n_clients), int(dim),
+             {"FedAvg": lambda: FedAvg(lr=0.2, local_steps=5),
+              "SCAFFOLD": lambda: Scaffold(lr=0.2, local_steps=5)}[alg_name])]
     print(f"load average before: {os.getloadavg()}")
     print(f"{'algorithm':9s} {'N':>6s} {'d':>5s} {'state':>8s} {'free s':>8s} {'rounds':>7s} "
           f"{'dense s':>8s} {'dense/free':>10s} {'|rate diff|':>11s} {'|S diff|':>9s}  rate")

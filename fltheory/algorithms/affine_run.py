@@ -126,7 +126,7 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
         raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {x0.shape}")
     start = time.perf_counter()
     if amap is None:
-        amap = affine_round_map(algorithm, problem, x0=x0, rtol=rtol)
+        amap = affine_round_map(algorithm, problem, x0=x0, rtol=rtol, matrix_free=False)  # needs M
     elif not np.array_equal(np.asarray(amap.round_map.initial.x, dtype=np.float64), x0):
         raise InvalidHyperparameterError("amap was recovered from a different x0 than the one given")
     recovery = time.perf_counter() - start

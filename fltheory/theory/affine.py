@@ -195,7 +195,7 @@ class AffineRoundMap:
     algorithm: str
     warmup: int
     counter_step: dict[str, np.ndarray]
-    info: RoundInfo
+    info: RoundInfo | None
     round_map: RoundMap = field(repr=False)
     frozen: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, dtype=bool))
     frozen_fields: tuple[str, ...] = ()

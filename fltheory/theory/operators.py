@@ -515,7 +515,7 @@ def minimizer_inconsistency(make_algorithm: Callable[[float], Algorithm], proble
             evals[k] = T.evaluations
             logger.info("minimizer_inconsistency: no fixed point at rate %.4g: %s", r[k], messages[k])
             continue
-        fps[k], ok[k], evals[k], messages[k] = fp.x, True, fp.evaluations, fp.message
+        fps[k], ok[k], evals[k], messages[k] = fp.x, True, T.evaluations, fp.message
         if warm_start:
             start = fp.x
     mask = ~ok

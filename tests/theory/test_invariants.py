@@ -341,7 +341,7 @@ def test_ill_conditioned_map_equals_its_decoupled_coordinates(name, cond):
     concatenation.  Each one-dimensional map has a single client curvature scale, so it
     is recovered without the mixing of 1 and 1/cond; a slow coordinate taken for a
     conserved one in the full map would show here."""
-    fed, lams, _ = commuting(cond, shared=False)
+    fed, _, _ = commuting(cond, shared=False)
     amap = affine_round_map(DECOUPLED[name](), fed)
     rates, xs = [], []
     for j in range(D):
