@@ -421,10 +421,12 @@ def invariant_subspace(amap: AffineRoundMap) -> InvariantSubspace:
     funcs = conserved_functionals(rm.algorithm, rm.problem, amap.layout, amap.frozen)
     M = amap.M
     scale = max(1.0, float(np.abs(M).sum(axis=1).max(initial=0.0)))
-    resid = check_conserved(funcs, lambda V: M @ V, np.eye(amap.dim), rtol=amap.rtol, scale=scale,
-                            algorithm=amap.algorithm)
+    # probes = the identity, so M V = M (no n^3 product)
+    resid = check_conserved(funcs, lambda V: M, np.eye(amap.dim), rtol=amap.rtol, scale=scale,
+                            algorithm=amap.algorithm) if funcs.count else 0.0
     W, Q = _orthonormal_split(funcs.W.toarray())
-    return InvariantSubspace(Q=Q, W=W, M_V=Q.T @ M @ Q, names=funcs.names, conservation_residual=resid)
+    M_V = M.copy() if W.shape[1] == 0 else Q.T @ M @ Q      # Q = I when nothing is conserved
+    return InvariantSubspace(Q=Q, W=W, M_V=M_V, names=funcs.names, conservation_residual=resid)
 
 
 AffineFixedPoint = FixedPoint     # earlier name of the affine result (same type)
