@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "AssumptionError",
     "DivergenceError",
+    "UnclassifiedDirectionError",
     "ExperimentDefinitionError",
     "FLTheoryError",
     "InvalidHyperparameterError",
@@ -49,6 +50,13 @@ class DivergenceError(FLTheoryError, ArithmeticError):
 class NotAffineError(FLTheoryError, ValueError):
     """A round map asked to be affine is not (adaptive optimizers, l1 terms,
     compression, stochastic gradients)."""
+
+
+class UnclassifiedDirectionError(FLTheoryError, ValueError):
+    """An affine round map has an eigenvalue 1, to the precision of its spectrum, on a
+    direction the algorithm does not declare conserved: a conserved quantity it does not
+    declare, a flat direction of the problem, or a mode too slow for double precision.
+    The exact theory refuses to guess which."""
 
 
 class ExperimentDefinitionError(FLTheoryError, ValueError):

@@ -31,6 +31,7 @@ from .._validate import per_client
 from ..errors import InvalidHyperparameterError
 from ..participation import FullParticipation, Participants, Participation
 from ..problems.base import Federation
+from .invariants import LinearInvariant
 
 __all__ = ["Algorithm", "RoundInfo", "aggregation_weights", "resolve_per_client",
            "AGGREGATIONS"]
@@ -129,6 +130,16 @@ class Algorithm(ABC):
         steps = getattr(self, "local_steps", 1)
         return resolve_per_client("local_steps", steps, problem.n_clients, integer=True,
                                   minimum=1, strict=False)
+
+    # --- linear invariants (exact theory; see algorithms/invariants.py) ---------------------
+    def linear_invariants(self, problem: Federation) -> tuple[LinearInvariant, ...]:
+        """Linear functionals of the state that every full-participation, exact-gradient
+        round conserves (eigenvalue-1 left eigenvectors of the affine round map that
+        exist for a structural reason).  Default: none.  An algorithm that has any
+        must override this and prove each one in its docstring; the exact theory
+        (``fltheory.theory.affine``) excludes exactly these directions and refuses to
+        guess others."""
+        return ()
 
     def participants(self, problem: Federation, participation: Participation | None,
                      rng: np.random.Generator, t: int) -> Participants:

@@ -83,6 +83,7 @@ from ..errors import AssumptionError, InvalidHyperparameterError
 from ..participation import Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo, resolve_per_client
+from .invariants import LinearInvariant, difference
 from .local import LocalObjective, local_descent
 from ..aliases import Rate, Steps
 
@@ -287,3 +288,34 @@ class EFL(Algorithm):
                  "clipped": clipped, "active": clients, "local_change": Y - state.x_client,
                  "sent": sent, "broadcast": broadcast}
         return new, RoundInfo(part.clients, part.steps, comm, extra)
+
+    # --- linear invariants (exact theory) --------------------------------------------------
+    def linear_invariants(self, problem: Federation) -> tuple[LinearInvariant, ...]:
+        """Conserved linear functionals of the EFL state (each family d or N d functionals).
+
+        With Delta^G the server aggregate and B = compress(Delta^G) the broadcast,
+        a round sets x_client^+ = x_client + B and (error feedback)
+        R^G^+ = Delta^G - B, (no error feedback) R^G^+ = 0:
+
+        * ``server_update="consistent"``: x^+ = x + Delta^G - R^G, hence
+          x^+ - x_client^+ - R^G^+ = x - x_client - R^G when error feedback is on
+          (any compression), and also without it when ``compression=None``
+          (then B = Delta^G exactly);
+        * ``server_update="as_printed"``, ``compression=None``: x^+ = x + Delta^G
+          and B = Delta^G, hence x^+ - x_client^+ = x - x_client;
+        * ``error_feedback=False``: the client residuals R^k are never written
+          (they stay at their initial 0), so every entry of R^k is conserved.
+
+        With ST compression and ``as_printed`` nothing in x - x_client is conserved
+        (it accumulates the server residuals; the map is not affine anyway)."""
+        out: list[LinearInvariant] = []
+        exact = self.compression is None
+        if self.server_update == "consistent" and (self.error_feedback or exact):
+            out.append(LinearInvariant("x - x_client - R^G", {
+                "x": np.ones((1, 1)), "x_client": -np.ones((1, 1)), "residual_global": -np.ones((1, 1))}))
+        elif self.server_update == "as_printed" and exact:
+            out.append(difference("x - x_client", "x", "x_client"))
+        if not self.error_feedback:
+            out.append(LinearInvariant("R^k (never written without error feedback)",
+                                       {"residuals": np.eye(problem.n_clients)}))
+        return tuple(out)

@@ -62,6 +62,7 @@ from ..participation import Participation
 from ..problems.base import Federation
 from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
 from .fedavg import FedAvgState, empty_round
+from .invariants import LinearInvariant, total_minus_sum
 from .feddyn import FedDynState, check_solver_settings, feddyn_init, feddyn_round, solve_local
 from .local import LocalObjective, accelerated_l1_solve
 from .scaffold import SCAFFOLD_OPTIONS, ScaffoldState, scaffold_init, scaffold_round
@@ -249,3 +250,26 @@ class FedElasticNet(Algorithm):
         x = state.x + self.server_lr * (w @ sent)
         comm = Communication.measure(sent, X0, up_kind="sparse" if self.eps > 0 else "dense")
         return FedAvgState(x=x, t=state.t + 1), RoundInfo(part.clients, part.steps, comm)
+
+    # --- linear invariants (exact theory) --------------------------------------------------
+    def linear_invariants(self, problem: Federation) -> tuple[LinearInvariant, ...]:
+        """The base algorithm's conserved functionals, where they survive the elastic net.
+
+        * ``base="scaffold"``: N c - sum_i c_i, as for SCAFFOLD (the l1/l2 terms only
+          change the local steps, thresholding only the model change; the control
+          update is SCAFFOLD's, so the proof of ``Scaffold.linear_invariants`` holds).
+        * ``base="feddyn"`` with ``eps = 0`` and (``lambda1 = 0`` or
+          ``subgradient="sign"``): N h - sum_k grad_k.  Proof: grad_k^+ = grad_k
+          - lambda2 Delta_k - lambda1 sign(Delta_k) and h^+ = h - (lambda2/N)
+          sum Delta_k - (lambda1/N) sum sign(Delta_k) use the same Delta_k (no
+          thresholding), so N h - sum grad_k does not change.  With ``eps > 0`` the
+          server sees the thresholded change while the client uses its own, and with
+          ``subgradient="kkt"`` the server's sign(Delta_k) equals the client's
+          certified subgradient only to the solver's accuracy: nothing is declared,
+          and an eigenvalue 1 of the map is then reported as unclassified.
+        * ``base="fedprox"``: none (the state is x alone)."""
+        if self.base == "scaffold":
+            return (total_minus_sum("N c - sum_i c_i", "c", "c_clients", problem.n_clients),)
+        if self.base == "feddyn" and self.eps == 0.0 and (self.lambda1 == 0.0 or self.subgradient == "sign"):
+            return (total_minus_sum("N h - sum_k grad_k", "h", "grads", problem.n_clients),)
+        return ()

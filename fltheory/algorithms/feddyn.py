@@ -44,6 +44,7 @@ from ..participation import Participants, Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo, resolve_per_client
 from .fedavg import empty_round
+from .invariants import LinearInvariant, total_minus_sum
 from .local import LocalObjective, exact_local_solve, local_descent
 from ..aliases import Rate, Steps
 
@@ -213,3 +214,14 @@ class FedDyn(Algorithm):
         part = self.participants(problem, participation, rng, state.t)
         return feddyn_round(state, problem, part, rng, alpha=self.alpha, solver=self.solver,
                             lr=self.lr)
+
+    # --- linear invariants (exact theory) --------------------------------------------------
+    def linear_invariants(self, problem: Federation) -> tuple[LinearInvariant, ...]:
+        """N h - sum_k grad_k (d functionals), conserved by every round.
+
+        Proof: with Delta_k = theta_k - x, a round sets grad_k^+ = grad_k - alpha Delta_k
+        for k in P and h^+ = h - (alpha/N) sum_{k in P} Delta_k, so
+        N h^+ - sum_k grad_k^+ = N h - alpha sum_P Delta_k - sum_k grad_k
+        + alpha sum_P Delta_k = N h - sum_k grad_k, whatever the local solver.
+        The initial value is 0 (h = 0, grad_k = 0)."""
+        return (total_minus_sum("N h - sum_k grad_k", "h", "grads", problem.n_clients),)

@@ -42,6 +42,7 @@ from ..participation import Participants, Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo, resolve_per_client
 from .fedavg import empty_round
+from .invariants import LinearInvariant, total_minus_sum
 from .local import LocalObjective, local_descent
 from ..aliases import Rate, Steps
 
@@ -178,3 +179,14 @@ class Scaffold(Algorithm):
         lr = resolve_per_client("lr", self.lr, problem.n_clients)
         return scaffold_round(state, problem, part, rng, lr=lr, server_lr=self.server_lr,
                               option=self.option)
+
+    # --- linear invariants (exact theory) --------------------------------------------------
+    def linear_invariants(self, problem: Federation) -> tuple[LinearInvariant, ...]:
+        """N c - sum_i c_i (d functionals), conserved by every round, both options.
+
+        Proof: a round replaces c_i by c_i^+ for i in S and sets
+        c^+ = c + (1/N) sum_{i in S} (c_i^+ - c_i), so
+        N c^+ - sum_i c_i^+ = N c + sum_{i in S} (c_i^+ - c_i) - sum_i c_i
+        - sum_{i in S} (c_i^+ - c_i) = N c - sum_i c_i, whatever the local steps
+        and the rule producing c_i^+ (option I or II).  The initial value is 0."""
+        return (total_minus_sum("N c - sum_i c_i", "c", "c_clients", problem.n_clients),)

@@ -23,6 +23,7 @@ from .closed_forms import (QuadraticFixedPoint, client_contraction_matrices,
                            fedavg_first_order_bias, fedopt_quadratic_fixed_point,
                            fedopt_quadratic_round_map, fedopt_small_rate_limit,
                            fedprox_exact_fixed_point, mann_rate)
+from .fixed_points import FixedPoint
 from .objective_shift import objective_shift, suboptimality_gaps
 from .operators import (FedOptOperator, Inconsistency, LipschitzRatios, OperatorFixedPoint,
                         anderson_fixed_point, fedopt_operator, lipschitz_ratios,
@@ -31,12 +32,14 @@ from .operators import (FedOptOperator, Inconsistency, LipschitzRatios, Operator
 from .result import Assumption, BoundResult, bound_result
 from .round_maps import RoundMap, StateLayout, round_map, state_layout, state_to_vector, vector_to_state
 from .run_affine import run_affine
+from .matrix_free import MatrixFreeAffineMap, matrix_free_affine_map
 
 __all__ = [
     "Assumption", "BoundResult", "bound_result", "bounds",
     "RoundMap", "StateLayout", "round_map", "state_layout", "state_to_vector", "vector_to_state",
-    "AffineRoundMap", "AffineFixedPoint", "InvariantSubspace", "affine_round_map",
+    "FixedPoint", "AffineRoundMap", "AffineFixedPoint", "InvariantSubspace", "affine_round_map",
     "invariant_subspace", "fixed_point", "spectral_rate", "contraction_factor", "orbit_rate",
+    "MatrixFreeAffineMap", "matrix_free_affine_map",
     "FedOptOperator", "OperatorFixedPoint", "LipschitzRatios", "Inconsistency", "fedopt_operator",
     "operator_fixed_point", "anderson_fixed_point", "operator_jacobian", "lipschitz_ratios",
     "sgd_contraction_bound", "minimizer_inconsistency",

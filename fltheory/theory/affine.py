@@ -38,8 +38,8 @@ l1 threshold); the recovered map is then exact on that region only.
 
 Frozen fields
 -------------
-A field whose value after a round does not depend on the state (identical
-output at S0 and at a random point) is *frozen*: FedCurv's Fisher diagonals
+A field whose value after a round does not depend on the state (bit for bit
+the same output at S0 and at two random points) is *frozen*: FedCurv's Fisher diagonals
 on quadratic clients are diag(H_i) whatever the local models.  The map need
 not be affine in such a field (FedCurv's penalty is bilinear in the Fisher
 diagonals and the local models), but every state after one round has it at
@@ -49,36 +49,59 @@ round is run when the base state does not have it: ``warmup`` counts it),
 sets the columns of M for frozen coordinates to zero (their rows are zero
 and c holds the constant), and perturbs only free coordinates in the checks.
 M S + c is exact for states whose frozen fields have their constant value.
+Equality is exact, not up to a tolerance: a field that changes by 1e-10 (EFL's
+v = u * w when a client curvature is 1e-10) is not frozen.  A frozen field
+whose constant is computed through the state with rounding would be missed,
+and the affinity checks then raise NotAffineError: a refusal, never a wrong map.
 
 Invariant subspace
 ------------------
-I - M can be singular: SCAFFOLD conserves N c - sum_i c_i and FedDyn conserves
-h - (1/m) sum_k grad_k under full participation, which gives M the eigenvalue
-1 with left eigenvectors w (w^T M = w^T).  Every such w is a *conserved
-quantity*: w^T S_{t+1} = w^T S_t + w^T c, so (when w^T c = 0) the orbit of an
-initial state S_init stays in the affine subspace
+I - M can be singular for a structural reason: SCAFFOLD conserves
+N c - sum_i c_i, FedDyn N h - sum_k grad_k, EFL without compression
+x - x_client.  Each such functional w is a left eigenvector of M with
+eigenvalue 1 (w^T M = w^T), so w^T S_{t+1} = w^T S_t + w^T c and (when
+w^T c = 0) the orbit of an initial state S_init stays in the affine subspace
 
-    S_init + V,   V = {v : w^T v = 0 for all w in W},   W = left null space of I - M,
+    S_init + V,   V = {v : w^T v = 0 for every conserved w},
 
-which is M-invariant.  Rule used everywhere below: W is spanned by the left
-singular vectors of I - M whose singular values are <= ``null_tol`` times the
-largest; Q is an orthonormal basis of V (the remaining left singular
-vectors); the restricted operator is M_V = Q^T M Q (exact since M Q = Q M_V).
-Then
+which is M-invariant.  The conserved functionals are the ones the algorithm
+*declares* (``Algorithm.linear_invariants``, each proved in its docstring;
+:mod:`fltheory.theory.invariants`), verified against the recovered map
+(W^T M = W^T to the recovery accuracy ``rtol``, else InvalidProblemError).
+They are never inferred from the spectrum: on an ill-conditioned problem a
+slowly contracting mode has an eigenvalue 1 - 1e-10 (or closer), which no
+tolerance tells from an eigenvalue exactly 1.  Q is an orthonormal basis of
+V and M_V = Q^T M Q the restricted operator (exact since M Q = Q M_V).  Then
 
 * fixed point: S~ = S_init + Q z with (I - M_V) z = Q^T (S_1 - S_init),
-  S_1 = M S_init + c (unique when I - M_V is non-singular, which is the case
-  whenever the eigenvalue 1 of M is semisimple); it depends on S_init only
-  through the conserved quantities W^T S_init.  The server-model part is the
-  same for every start that satisfies the algorithm's invariant (SCAFFOLD:
-  c = mean c_i; FedDyn: h = (1/m) sum grad_k, both true at ``init``); a start
-  that breaks it moves the server model too (the tests show it for SCAFFOLD);
+  S_1 = M S_init + c; it depends on S_init only through the conserved
+  quantities.  The server-model part is the same for every start that
+  satisfies the algorithm's invariant (SCAFFOLD: c = mean c_i; FedDyn:
+  h = (1/m) sum grad_k, both true at ``init``); a start that breaks it moves
+  the server model too (the tests show it for SCAFFOLD);
 * ``spectral_rate`` = rho(M_V): the exact asymptotic rate of
   ||S_t - S~|| (and of ||x_t - x~|| unless x does not see the slowest mode);
 * ``contraction_factor`` = ||M_V||_2 = max_{v in V} ||M v|| / ||v||: one-round
   contraction of the error in the Euclidean norm on V.
 
-A drift w^T c != 0 means no fixed point (InvalidHyperparameterError).
+Unclassified directions: an eigenvalue lambda of M_V with |lambda - 1| at the
+rounding level of the computed spectrum (16 eps ||M_V||_F) is either a
+conserved quantity the algorithm does not declare, a flat direction of the
+problem (a singular Hessian) or a mode slower than double precision can
+resolve.  The routines cannot tell which, so they raise
+:class:`~fltheory.errors.UnclassifiedDirectionError` instead of returning a
+rate or a fixed point.  Otherwise every eigenvalue is resolved and the answer
+depends on no tolerance.  A fixed point reports ``condition`` = cond(I - M_V)
+(its relative accuracy is about condition * 1e-16) and is refused
+(InvalidHyperparameterError) when that exceeds ``max_condition``.
+
+A drift w^T c != 0 (relative to the recovery accuracy) means no fixed point
+(InvalidHyperparameterError).
+
+Large states: :func:`affine_round_map` with ``matrix_free=True`` (automatic
+above ``dense_max`` coordinates) returns a
+:class:`~fltheory.theory.matrix_free.MatrixFreeAffineMap`, which never forms
+M; every routine below accepts both.
 """
 
 from __future__ import annotations
@@ -89,17 +112,33 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+import scipy.linalg
 
 from ..algorithms.base import Algorithm, RoundInfo
 from ..display import SummaryDisplay
-from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
+from ..errors import (
+    InvalidHyperparameterError,
+    InvalidProblemError,
+    NotAffineError,
+    UnclassifiedDirectionError,
+)
 from ..participation import Participation
 from ..problems.base import Federation
+from .fixed_points import FixedPoint
+from .invariants import check_conserved, conserved_functionals
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
 __all__ = [
-    "AffineRoundMap", "AffineFixedPoint", "InvariantSubspace", "affine_round_map",
-    "invariant_subspace", "fixed_point", "spectral_rate", "contraction_factor", "orbit_rate",
+    "AffineFixedPoint",
+    "AffineRoundMap",
+    "FixedPoint",
+    "InvariantSubspace",
+    "affine_round_map",
+    "contraction_factor",
+    "fixed_point",
+    "invariant_subspace",
+    "orbit_rate",
+    "spectral_rate",
 ]
 
 logger = logging.getLogger(__name__)
@@ -158,10 +197,11 @@ class AffineRoundMap(SummaryDisplay):
     algorithm: str
     warmup: int
     counter_step: dict[str, np.ndarray]
-    info: RoundInfo
+    info: RoundInfo | None
     round_map: RoundMap = field(repr=False)
     frozen: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, dtype=bool))
     frozen_fields: tuple[str, ...] = ()
+    rtol: float = 1e-9
 
     def __call__(self, S: Any) -> np.ndarray:
         """M S + c (S of shape (n,) or (k, n) rows)."""
@@ -186,6 +226,22 @@ class AffineRoundMap(SummaryDisplay):
         return self.round_map.to_state(S)
 
 
+def frozen_coordinates(rm: RoundMap, S0: np.ndarray, h: float, gen: np.random.Generator
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(Phi(S0), mask of the coordinates of frozen fields): fields whose value after a
+    round is bit for bit the same at S0 and at two random points (module docstring)."""
+    n = rm.dim
+    with np.errstate(all="ignore"):
+        F0 = rm(S0)
+        outs = [rm(S0 + h * gen.standard_normal(n)) for _ in range(2)]
+    frozen = np.zeros(n, dtype=bool)
+    for path in rm.layout.paths:
+        sl = rm.layout.slices[path]
+        if all(np.array_equal(out[sl], F0[sl]) for out in outs):
+            frozen[sl] = True
+    return F0, frozen
+
+
 def _rel_residual(out: np.ndarray, pred: np.ndarray, S: np.ndarray, M: np.ndarray, c: np.ndarray) -> float:
     scale = (np.abs(M).sum(axis=1).max() * np.abs(S).max() + np.abs(c).max()
              + np.abs(out).max() + np.finfo(float).tiny)
@@ -196,8 +252,14 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
                      rtol: float = 1e-9, state: Any = None,
                      participation: Participation | None = None,
                      rng: np.random.Generator | None = None,
-                     max_dim: int = 4096) -> AffineRoundMap:
+                     max_dim: int = 4096, matrix_free: bool | None = None,
+                     dense_max: int = 2048) -> Any:
     """Recover the affine round map S -> M S + c of ``algorithm`` on ``problem``.
+
+    Dense (an :class:`AffineRoundMap` holding M) for states of at most
+    ``dense_max`` numbers, matrix-free above (a
+    :class:`~fltheory.theory.matrix_free.MatrixFreeAffineMap`, M applied by
+    rounds); ``matrix_free`` True/False forces either.
 
     Parameters
     ----------
@@ -215,12 +277,16 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
     rng : Generator, optional
         Draws the check points (``numpy.random.default_rng(0)`` by default).
     max_dim : int
-        Refuse states larger than this (recovery costs dim(S) + 7 rounds and
-        dim(S)^2 floats); e.g. SCAFFOLD carries (N + 2) d numbers.
+        Dense route only: refuse states larger than this (recovery costs
+        dim(S) + 7 rounds and dim(S)^2 floats); e.g. SCAFFOLD carries (N + 2) d numbers.
+    matrix_free : bool, optional
+        None (default): matrix-free when dim(S) > ``dense_max``.
+    dense_max : int
+        Largest state recovered densely when ``matrix_free`` is None.
 
     Returns
     -------
-    AffineRoundMap
+    AffineRoundMap or MatrixFreeAffineMap
 
     Raises
     ------
@@ -235,22 +301,18 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
     gen = rng if rng is not None else np.random.default_rng(0)
     rm = round_map(algorithm, problem, x0=x0, state=state, participation=participation)
     n = rm.dim
+    if matrix_free or (matrix_free is None and n > dense_max):
+        from .matrix_free import matrix_free_affine_map
+        return matrix_free_affine_map(algorithm, problem, x0=x0, rtol=rtol, state=state,
+                                      participation=participation, rng=gen)
     if n > max_dim:
         raise InvalidProblemError(
             f"{algorithm.name}: the state has {n} numbers ({rm.layout.describe()}), more than "
             f"max_dim={max_dim}; recovering M needs {n + 7} rounds and {n * n} floats")
     S0 = rm.to_vector(rm.template)
     h = max(1.0, float(np.abs(S0).max(initial=0.0)))
-    with np.errstate(all="ignore"):
-        F0 = rm(S0)
-        Fz = rm(S0 + h * gen.standard_normal(n))
-    frozen = np.zeros(n, dtype=bool)
-    for path in rm.layout.paths:             # fields whose next value ignores the state
-        sl = rm.layout.slices[path]
-        tol = rtol * max(1.0, float(np.abs(F0[sl]).max(initial=0.0)))
-        if np.all(np.isfinite(Fz[sl])) and np.abs(Fz[sl] - F0[sl]).max(initial=0.0) <= tol:
-            frozen[sl] = True
-    if np.any(frozen) and not np.allclose(S0[frozen], F0[frozen], rtol=rtol, atol=0.0):
+    F0, frozen = frozen_coordinates(rm, S0, h, gen)
+    if np.any(frozen) and not np.array_equal(S0[frozen], F0[frozen]):
         nxt, _ = rm.step(rm.template)        # one more ordinary round puts them at their value
         rm = RoundMap(algorithm, problem, nxt, warmup=rm.warmup + 1, initial=rm.initial)
         S0 = rm.to_vector(nxt)
@@ -302,72 +364,83 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
         M=M, c=c, dim=n, layout=rm.layout, x_slice=rm.x_slice, base=S0, step=h,
         residual=max(residuals.values()), residuals=residuals, algorithm=algorithm.name,
         warmup=rm.warmup, counter_step=counter_step, info=info, round_map=rm,
-        frozen=frozen, frozen_fields=tuple(p for p in rm.layout.paths if frozen[rm.layout.slices[p]].all()))
+        frozen=frozen, frozen_fields=tuple(p for p in rm.layout.paths if frozen[rm.layout.slices[p]].all()),
+        rtol=rtol)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class InvariantSubspace:
-    """The M-invariant subspace V that excludes conserved directions (module docstring).
+    """The M-invariant subspace V orthogonal to the declared conserved functionals.
 
     Q : (n, k) orthonormal basis of V.
-    W : (n, n - k) orthonormal basis of the conserved functionals (left null space of I - M).
+    W : (n, n - k) orthonormal basis of the span of the conserved functionals.
     M_V : (k, k) restricted operator Q^T M Q.
-    singular_values : singular values of I - M (descending).
+    names : names of the declared invariant families (``Algorithm.linear_invariants``).
+    conservation_residual : largest relative residual of W^T M = W^T (0 when none declared).
     """
 
     Q: np.ndarray
     W: np.ndarray
     M_V: np.ndarray
-    singular_values: np.ndarray
+    names: tuple[str, ...] = ()
+    conservation_residual: float = 0.0
 
     @property
     def n_conserved(self) -> int:
         return int(self.W.shape[1])
 
 
-def invariant_subspace(amap: AffineRoundMap, *, null_tol: float = 1e-9) -> InvariantSubspace:
-    """V = {v : W^T v = 0}, W = left singular vectors of I - M with singular
-    value <= ``null_tol`` * the largest (the conserved quantities)."""
-    if not (np.isfinite(null_tol) and 0 < null_tol < 1):
-        raise InvalidHyperparameterError(f"null_tol must lie in (0, 1), got {null_tol!r}")
-    n = amap.dim
-    A = np.eye(n) - amap.M
-    U, s, _ = np.linalg.svd(A)
-    smax = s[0] if s.size else 0.0
-    null = s <= null_tol * smax if smax > 0 else np.ones_like(s, dtype=bool)
-    Q, W = U[:, ~null], U[:, null]
-    return InvariantSubspace(Q=Q, W=W, M_V=Q.T @ amap.M @ Q, singular_values=s)
+def _is_matrix_free(amap: Any) -> bool:
+    from .matrix_free import MatrixFreeAffineMap
+    return isinstance(amap, MatrixFreeAffineMap)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class AffineFixedPoint(SummaryDisplay):
-    """Fixed point of S -> M S + c on the affine subspace reachable from an initial state.
+def _orthonormal_split(Wd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(orthonormal basis of range(Wd), orthonormal basis of its complement).
 
-    S : (n,) fixed state S~ (M S~ + c = S~).
-    x : (d,) its server model.
-    state : the algorithm state of S~.
-    initial : (n,) the initial state S_init whose conserved quantities S~ shares.
-    residual : ||M S~ + c - S~||_inf.
-    spectral_rate : rho(M_V), exact asymptotic linear rate.
-    contraction_factor : ||M_V||_2.
-    subspace : InvariantSubspace.
+    The rank is that of the declared coefficient matrix (exact small numbers),
+    cut at n eps times its largest singular value: it only removes declared
+    functionals that repeat others."""
+    n, K = Wd.shape
+    if K == 0:
+        return np.zeros((n, 0)), np.eye(n)
+    U, s, _ = np.linalg.svd(Wd, full_matrices=True)
+    r = int(np.count_nonzero(s > s[0] * max(n, K) * np.finfo(float).eps))
+    return U[:, :r], U[:, r:]
+
+
+def invariant_subspace(amap: AffineRoundMap) -> InvariantSubspace:
+    """V = {v : w^T v = 0 for the declared conserved w} and M_V = Q^T M Q (module docstring).
+
+    Raises
+    ------
+    InvalidProblemError
+        A declared functional is not conserved by the recovered map.
     """
+    if _is_matrix_free(amap):
+        raise InvalidProblemError(
+            "invariant_subspace forms Q and M_V densely; a matrix-free map has "
+            "`amap.projector` instead")
+    rm = amap.round_map
+    funcs = conserved_functionals(rm.algorithm, rm.problem, amap.layout, amap.frozen)
+    M = amap.M
+    scale = max(1.0, float(np.abs(M).sum(axis=1).max(initial=0.0)))
+    # probes = the identity, so M V = M (no n^3 product)
+    resid = check_conserved(funcs, lambda V: M, np.eye(amap.dim), rtol=amap.rtol, scale=scale,
+                            algorithm=amap.algorithm) if funcs.count else 0.0
+    W, Q = _orthonormal_split(funcs.W.toarray())
+    M_V = M.copy() if W.shape[1] == 0 else Q.T @ M @ Q      # Q = I when nothing is conserved
+    return InvariantSubspace(Q=Q, W=W, M_V=M_V, names=funcs.names, conservation_residual=resid)
 
-    S: np.ndarray
-    x: np.ndarray
-    state: Any
-    initial: np.ndarray
-    residual: float
-    spectral_rate: float
-    contraction_factor: float
-    subspace: InvariantSubspace = field(repr=False)
+
+AffineFixedPoint = FixedPoint     # earlier name of the affine result (same type)
 
 
-def _initial_vector(amap: AffineRoundMap, initial: Any) -> np.ndarray:
+def _initial_vector(amap: Any, initial: Any) -> np.ndarray:
     """S_init as a finite (n,) vector (InvalidProblemError otherwise: a NaN start
     would come back as a NaN fixed point)."""
     if initial is None:
-        return amap.base.copy()
+        return np.array(amap.base, dtype=np.float64)
     import dataclasses
     if not (dataclasses.is_dataclass(initial) or hasattr(initial, "_fields")):
         S = np.asarray(initial, dtype=np.float64)
@@ -382,63 +455,162 @@ def _initial_vector(amap: AffineRoundMap, initial: Any) -> np.ndarray:
     return S
 
 
+def eigenvalue_resolution(M_V: np.ndarray) -> float:
+    """Rounding level of the computed eigenvalues of M_V: 16 eps max(1, ||M_V||_F).
+
+    Only decides whether an eigenvalue can be told from 1 (else
+    UnclassifiedDirectionError); it never changes a returned number."""
+    return 16.0 * np.finfo(float).eps * max(1.0, float(np.linalg.norm(M_V)))
+
+
+def refuse_unclassified(lam: np.ndarray, resolution: float, algorithm: str, names: tuple[str, ...]) -> None:
+    """UnclassifiedDirectionError when an eigenvalue lies within ``resolution`` of 1."""
+    if lam.size == 0:
+        return
+    gap = np.abs(lam - 1.0)
+    j = int(np.argmin(gap))
+    if gap[j] <= resolution:
+        declared = ", ".join(names) if names else "none"
+        raise UnclassifiedDirectionError(
+            f"{algorithm}: the round map has the eigenvalue {complex(lam[j]).real:.17g} "
+            f"(|lambda - 1| = {gap[j]:.2e} <= {resolution:.2e}, the resolution of the computed "
+            f"spectrum) on a direction the algorithm does not declare conserved (declared: "
+            f"{declared}). It is either a conserved quantity missing from "
+            "Algorithm.linear_invariants, a flat direction of the problem (singular Hessian), or "
+            "a mode slower than double precision resolves; no rate or fixed point is returned")
+
+
 def _rho(A: np.ndarray) -> float:
     return float(np.abs(np.linalg.eigvals(A)).max()) if A.size else 0.0
 
 
-def fixed_point(amap: AffineRoundMap, *, initial: ArrayLike | None = None, null_tol: float = 1e-9) -> AffineFixedPoint:
+def _checked_spectrum(amap: AffineRoundMap, sub: InvariantSubspace) -> np.ndarray:
+    lam = np.linalg.eigvals(sub.M_V) if sub.M_V.size else np.zeros(0, dtype=complex)
+    refuse_unclassified(lam, eigenvalue_resolution(sub.M_V), amap.algorithm, sub.names)
+    return lam
+
+
+def drift_scale(c: np.ndarray, S_init: np.ndarray) -> float:
+    """Scale against which a drift w^T c is measured."""
+    return max(1.0, float(np.abs(c).max(initial=0.0)), float(np.abs(S_init).max(initial=0.0)))
+
+
+def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) -> FixedPoint:
     """Fixed point S~ = M S~ + c reachable from ``initial`` (default: ``amap.base``).
 
     Solves (I - M_V) z = Q^T (M S_init + c - S_init) and returns
-    S~ = S_init + Q z (module docstring, "Invariant subspace").
+    S~ = S_init + Q z (module docstring, "Invariant subspace").  A
+    :class:`~fltheory.theory.matrix_free.MatrixFreeAffineMap` is solved by
+    projected GMRES instead (``theory.matrix_free.fixed_point``).
+
+    Parameters
+    ----------
+    amap : AffineRoundMap or MatrixFreeAffineMap
+    initial : state or (n,) vector, optional
+    max_condition : float
+        Refuse when cond(I - M_V) exceeds this (the fixed point would carry a
+        relative error of about max_condition * 1e-16).
+
+    Returns
+    -------
+    FixedPoint
+        ``S``, ``state``, ``initial``, ``subspace`` and ``condition`` filled.
 
     Raises
     ------
     InvalidHyperparameterError
-        A conserved quantity drifts (w^T c != 0), or I - M_V is singular: no
-        unique fixed point.
+        A conserved quantity drifts (w^T c != 0): no fixed point; or
+        cond(I - M_V) > ``max_condition``.
+    UnclassifiedDirectionError
+        M_V has an eigenvalue 1 to the resolution of its spectrum (module docstring).
     """
+    if _is_matrix_free(amap):
+        from . import matrix_free
+        return matrix_free.fixed_point(amap, initial=initial, max_condition=max_condition)
+    if not (max_condition > 1):
+        raise InvalidHyperparameterError(f"max_condition must be > 1, got {max_condition!r}")
     S_init = _initial_vector(amap, initial)
-    sub = invariant_subspace(amap, null_tol=null_tol)
+    sub = invariant_subspace(amap)
     M, c = amap.M, amap.c
     r = M @ S_init + c - S_init
-    scale = max(1.0, float(np.abs(c).max(initial=0.0)), float(np.abs(S_init).max(initial=0.0)))
     if sub.n_conserved:
         drift = float(np.abs(sub.W.T @ c).max())
-        if drift > 1e3 * null_tol * scale:
+        if drift > amap.rtol * drift_scale(c, S_init):
             raise InvalidHyperparameterError(
                 f"{amap.algorithm}: a conserved quantity of the round map drifts by {drift:.3e} "
-                "per round (w^T c != 0 for a left eigenvector w of eigenvalue 1): no fixed point")
+                "per round (w^T c != 0 for a declared conserved w): no fixed point")
+    _checked_spectrum(amap, sub)
     k = sub.Q.shape[1]
     A = np.eye(k) - sub.M_V
-    cond = np.linalg.cond(A) if k else 1.0
-    if not np.isfinite(cond) or cond > 1e14:
+    cond = float(np.linalg.cond(A)) if k else 1.0
+    if not np.isfinite(cond) or cond > max_condition:
         raise InvalidHyperparameterError(
-            f"{amap.algorithm}: I - M is singular on the reachable subspace (condition number "
-            f"{cond:.3e}): the fixed point is not unique")
-    z = np.linalg.solve(A, sub.Q.T @ r) if k else np.zeros(0)
-    S = S_init + sub.Q @ z
-    resid = float(np.abs(M @ S + c - S).max())
-    return AffineFixedPoint(
-        S=S, x=S[amap.x_slice].copy(), state=amap.to_state(S), initial=S_init, residual=resid,
-        spectral_rate=_rho(sub.M_V), contraction_factor=float(np.linalg.norm(sub.M_V, 2)) if k else 0.0,
+            f"{amap.algorithm}: I - M has condition number {cond:.3e} > max_condition="
+            f"{max_condition:.1e} on the reachable subspace: the fixed point would carry a relative "
+            f"error of about {cond * np.finfo(float).eps:.1e}")
+    S, resid, steps = _refined_solution(amap, sub, A, S_init, r)
+    return FixedPoint(
+        x=S[amap.x_slice].copy(), residual=resid, spectral_rate=_rho(sub.M_V),
+        contraction_factor=float(np.linalg.norm(sub.M_V, 2)) if k else 0.0, success=True,
+        message=f"dense solve on the {k}-dimensional invariant subspace "
+                f"({sub.n_conserved} declared conserved functionals), {steps} refinement "
+                "step(s) with the round map's own residual",
+        method="dense affine", condition=cond, S=S, state=amap.to_state(S), initial=S_init,
         subspace=sub)
 
 
-def spectral_rate(amap: AffineRoundMap, *, null_tol: float = 1e-9) -> float:
-    """rho(M_V): spectral radius of M on the subspace without conserved directions
-    (for SCAFFOLD, the eigenvalue 1 of N c - sum c_i is excluded)."""
-    return _rho(invariant_subspace(amap, null_tol=null_tol).M_V)
+def _refined_solution(amap: AffineRoundMap, sub: InvariantSubspace, A: np.ndarray, S_init: np.ndarray,
+                      r: np.ndarray, max_steps: int = 3) -> tuple[np.ndarray, float, int]:
+    """S~ = S_init + Q z, (I - M_V) z = Q^T r, then iterative refinement with the
+    residual of the round map itself, Phi(S) - S (not M S + c - S): the recovered
+    M carries finite-difference rounding that the solve amplifies by
+    cond(I - M_V); each step S <- S + Q (I - M_V)^{-1} Q^T (Phi(S) - S) removes
+    that part, down to the rounding of one round times cond(I - M_V).  Keeps the
+    iterate with the smallest round residual; returns (S, ||Phi(S) - S||_inf, steps)."""
+    k = sub.Q.shape[1]
+    if k == 0:
+        S = S_init.copy()
+        return S, float(np.abs(amap.round_map(S) - S).max(initial=0.0)), 0
+    lu = scipy.linalg.lu_factor(A)
+    S = S_init + sub.Q @ scipy.linalg.lu_solve(lu, sub.Q.T @ r)
+    with np.errstate(all="ignore"):
+        res = amap.round_map(S) - S
+    best, best_norm, steps = S, float(np.abs(res).max()), 0
+    for _ in range(max_steps):
+        S = best + sub.Q @ scipy.linalg.lu_solve(lu, sub.Q.T @ res)
+        with np.errstate(all="ignore"):
+            new_res = amap.round_map(S) - S
+        norm = float(np.abs(new_res).max())
+        if not norm < best_norm:
+            break
+        best, best_norm, res, steps = S, norm, new_res, steps + 1
+    return best, best_norm, steps
 
 
-def contraction_factor(amap: AffineRoundMap, *, null_tol: float = 1e-9) -> float:
+def spectral_rate(amap: Any) -> float:
+    """rho(M_V): spectral radius of M on the subspace without the declared conserved
+    directions (for SCAFFOLD, the eigenvalue 1 of N c - sum c_i is excluded).
+
+    Raises UnclassifiedDirectionError when M_V has an eigenvalue 1 to the
+    resolution of its spectrum (module docstring)."""
+    if _is_matrix_free(amap):
+        from . import matrix_free
+        return matrix_free.spectral_rate(amap)
+    sub = invariant_subspace(amap)
+    lam = _checked_spectrum(amap, sub)
+    return float(np.abs(lam).max()) if lam.size else 0.0
+
+
+def contraction_factor(amap: Any) -> float:
     """||M_V||_2 = max over v in V of ||M v|| / ||v|| (Euclidean operator norm on V)."""
-    sub = invariant_subspace(amap, null_tol=null_tol)
+    if _is_matrix_free(amap):
+        from . import matrix_free
+        return matrix_free.contraction_factor(amap)
+    sub = invariant_subspace(amap)
     return float(np.linalg.norm(sub.M_V, 2)) if sub.M_V.size else 0.0
 
 
-def orbit_rate(amap: AffineRoundMap, *, initial: ArrayLike | None = None, tol: float = 1e-9,
-               null_tol: float = 1e-9) -> float:
+def orbit_rate(amap: Any, *, initial: Any = None, tol: float = 1e-9) -> float:
     """Asymptotic rate of the orbit from ``initial`` (default ``amap.base``): the
     largest |lambda_k| of M_V over the eigenvectors the initial error excites.
 
@@ -449,9 +621,13 @@ def orbit_rate(amap: AffineRoundMap, *, initial: ArrayLike | None = None, tol: f
     faster.  Needs M_V diagonalizable: when its eigenvector matrix has condition
     number above 1e10 the spectral rate is returned (an upper bound) and a
     warning is logged.  A start within 1e3 machine epsilons (relative) of the
-fixed point returns 0."""
-    fp = fixed_point(amap, initial=initial, null_tol=null_tol)
+    fixed point returns 0.  Matrix-free maps: ``theory.matrix_free.orbit_rate``."""
+    if _is_matrix_free(amap):
+        from . import matrix_free
+        return matrix_free.orbit_rate(amap, initial=initial, tol=tol)
+    fp = fixed_point(amap, initial=initial)
     sub = fp.subspace
+    assert isinstance(sub, InvariantSubspace) and fp.initial is not None and fp.S is not None
     if sub.M_V.size == 0:
         return 0.0
     e0 = sub.Q.T @ (fp.initial - fp.S)

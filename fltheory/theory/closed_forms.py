@@ -33,17 +33,16 @@ rate O(h) when all clients use the same rate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validate import choice, per_client, positive
-from ..display import SummaryDisplay
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..problems.quadratic import QuadraticFederation
 from ..aliases import Rate, Steps
+from .fixed_points import FixedPoint
 
 __all__ = [
     "QuadraticFixedPoint",
@@ -57,43 +56,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, repr=False)
-class QuadraticFixedPoint(SummaryDisplay):
-    """Fixed point of the FedOpt round map on quadratic clients.
-
-    Attributes
-    ----------
-    x : ndarray (d,)
-        The fixed point x~.
-    optimum : ndarray (d,)
-        x* of F, for comparison.
-    bias : float
-        ||x~ - x*||.
-    operator : ndarray (d, d)
-        Linear part A of the round map x -> A x + b with server rate 1
-        (``sum p_i (I - B_i)`` without correction).
-    offset : ndarray (d,)
-        Affine part b.
-    contraction_norm : float
-        ||A||_2; T is a contraction in the Euclidean norm iff < 1.
-    spectral_radius : float
-        rho(A): the exact asymptotic linear rate with server rate 1.
-    contractive : bool
-        ``spectral_radius < 1`` (the iteration converges to ``x``).
-    client_spectral_radii : ndarray (N,)
-        rho(I - eta_i P_i H_i); >= 1 means a client's local iteration does not
-        contract (the fixed point still exists when sum p_i B_i is invertible).
-    """
-
-    x: np.ndarray
-    optimum: np.ndarray
-    bias: float
-    operator: np.ndarray
-    offset: np.ndarray
-    contraction_norm: float
-    spectral_radius: float
-    contractive: bool
-    client_spectral_radii: np.ndarray
+QuadraticFixedPoint = FixedPoint
+"""Earlier name of the closed-form result: the unified :class:`~fltheory.theory.fixed_points.FixedPoint`
+(``spectral_radius`` and ``contraction_norm`` remain as property aliases)."""
 
 
 def _diagonal_preconditioners(fed: QuadraticFederation, preconditioners: Any) -> np.ndarray | None:
@@ -225,9 +190,9 @@ def _round_map(fed: QuadraticFederation, lr: Any, local_steps: Any, precondition
     return np.eye(d) - eta_s * K, eta_s * c, radii
 
 
-def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Rate, local_steps: Steps,
-                                 preconditioners: ArrayLike | None = None, *,
-                                 correction: str = "none") -> QuadraticFixedPoint:
+def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps: Any,
+                                 preconditioners: Any = None, *,
+                                 correction: str = "none") -> FixedPoint:
     """Fixed point of FedOpt with fixed client preconditioners on quadratic clients.
 
     Seed 001 Theorem 2 (THEORY.md section 3 [derived])::
@@ -259,16 +224,22 @@ def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Rate, local_steps
     x = np.linalg.solve(K, b)
     xstar = fed.optimum()
     rho = float(np.abs(np.linalg.eigvals(A)).max())
-    return QuadraticFixedPoint(
-        x=x, optimum=xstar, bias=float(np.linalg.norm(x - xstar)), operator=A, offset=b,
-        contraction_norm=float(np.linalg.norm(A, 2)), spectral_radius=rho,
-        contractive=rho < 1, client_spectral_radii=radii)
+    return FixedPoint(
+        x=x, residual=float(np.abs(A @ x + b - x).max()), spectral_rate=rho,
+        contraction_factor=float(np.linalg.norm(A, 2)), success=True,
+        message=f"closed form (seed 001 Theorem 2), correction={correction!r}", method="closed form",
+        condition=float(cond), optimum=xstar, bias=float(np.linalg.norm(x - xstar)), operator=A,
+        offset=b, contractive=rho < 1, client_spectral_radii=radii)
 
 
-def mann_rate(fp: QuadraticFixedPoint, server_lr: float) -> float:
+def mann_rate(fp: FixedPoint, server_lr: float) -> float:
     """Exact asymptotic rate of x <- (1 - eta_s) x + eta_s T(x): the spectral
     radius of (1 - eta_s) I + eta_s A (THEORY.md section 3)."""
     eta_s = positive("server_lr", server_lr)
+    if fp.operator is None:
+        raise InvalidHyperparameterError(
+            f"mann_rate needs the linear part of the round map (a closed-form fixed point); "
+            f"got a FixedPoint from method {fp.method!r}")
     d = fp.operator.shape[0]
     return float(np.abs(np.linalg.eigvals((1 - eta_s) * np.eye(d) + eta_s * fp.operator)).max())
 

@@ -53,6 +53,7 @@ from .._validate import per_client
 from ..algorithms.base import Algorithm, resolve_per_client
 from ..errors import AssumptionError, DivergenceError, InvalidHyperparameterError, InvalidProblemError
 from ..problems.base import Federation
+from .fixed_points import FixedPoint
 from .round_maps import _deterministic_round, check_deterministic_setting, state_layout
 from ..aliases import ClientSelection, Rate, Steps
 
@@ -261,44 +262,15 @@ def anderson_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *
         f"in {max_iter} steps (last {np.abs(f).max():.3e})")
 
 
-@dataclass(frozen=True)
-class OperatorFixedPoint:
-    """Fixed point x~ = T(x~) with its local contraction (scipy-like fixed fields).
-
-    x : (d,) root of T(x) - x (scipy.optimize.root, ``method``).
-    residual : ||T(x) - x||_inf.
-    cross_check : (d,) the Anderson fixed point (None when not run or when Anderson
-        did not converge); ``cross_check_gap`` = ||x - cross_check||_inf (None likewise).
-    cross_check_agrees : True when Anderson converged within the allowed gap, False
-        when it disagrees or did not converge (only with ``strict_cross_check=False``;
-        by default that raises), None when no cross-check was run.
-    cross_check_message : why the cross-check disagrees ("" otherwise).
-    jacobian : (d, d) central-difference Jacobian of T at x.
-    spectral_norm : ||J||_2 (local contraction factor in the Euclidean norm).
-    spectral_radius : rho(J) (local asymptotic rate of the Picard iteration).
-    method : root-finding method.
-    evaluations : rounds evaluated.
-    message : the root solver's message.
-    """
-
-    x: np.ndarray
-    residual: float
-    cross_check: np.ndarray | None
-    cross_check_gap: float | None
-    jacobian: np.ndarray
-    spectral_norm: float
-    spectral_radius: float
-    method: str
-    evaluations: int
-    message: str = ""
-    cross_check_agrees: bool | None = None
-    cross_check_message: str = ""
+OperatorFixedPoint = FixedPoint
+"""Earlier name of the operator result: the unified :class:`~fltheory.theory.fixed_points.FixedPoint`
+(``spectral_radius`` and ``spectral_norm`` remain as property aliases)."""
 
 
 def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray], x0: ArrayLike | None = None, *,
                          method: str = "hybr", tol: float = 1e-12, cross_check: bool = True,
                          damping: float = 0.5, strict_cross_check: bool = True,
-                         cross_check_max_iter: int = 10000, jacobian_step: float | None = None) -> OperatorFixedPoint:
+                         cross_check_max_iter: int = 10000, jacobian_step: float | None = None) -> FixedPoint:
     """Fixed point of T by ``scipy.optimize.root(T(x) - x, x0, method)`` (default
     ``"hybr"``, Powell's hybrid method), cross-checked by :func:`anderson_fixed_point`.
 
@@ -364,11 +336,11 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
                 raise DivergenceError(f"fixed point cross-check failed: {why}")
             logger.warning("operator_fixed_point: cross-check disagrees: %s", why)
     evals = T.evaluations if isinstance(T, FedOptOperator) else -1
-    return OperatorFixedPoint(
-        x=x, residual=res, cross_check=other, cross_check_gap=gap, jacobian=J,
-        spectral_norm=float(np.linalg.norm(J, 2)),
-        spectral_radius=float(np.abs(np.linalg.eigvals(J)).max()),
-        method=method, evaluations=evals, message=str(sol.message),
+    return FixedPoint(
+        x=x, residual=res, spectral_rate=float(np.abs(np.linalg.eigvals(J)).max()),
+        contraction_factor=float(np.linalg.norm(J, 2)), success=agrees is not False,
+        message=str(sol.message) + (f"; cross-check disagrees: {why}" if why else ""),
+        method=method, jacobian=J, evaluations=evals, cross_check=other, cross_check_gap=gap,
         cross_check_agrees=agrees, cross_check_message=why)
 
 
@@ -526,7 +498,7 @@ def minimizer_inconsistency(make_algorithm: Callable[[float], Algorithm], proble
             evals[k] = T.evaluations
             logger.info("minimizer_inconsistency: no fixed point at rate %.4g: %s", r[k], messages[k])
             continue
-        fps[k], ok[k], evals[k], messages[k] = fp.x, True, fp.evaluations, fp.message
+        fps[k], ok[k], evals[k], messages[k] = fp.x, True, T.evaluations, fp.message
         if warm_start:
             start = fp.x
     mask = ~ok

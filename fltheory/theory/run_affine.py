@@ -103,9 +103,13 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Ar
     check_deterministic_setting(problem, participation)
     start = time.perf_counter()
     if amap is None:
-        amap = affine_round_map(algorithm, problem, x0=x0, rtol=rtol)
+        amap = affine_round_map(algorithm, problem, x0=x0, rtol=rtol, matrix_free=False)  # needs M
     elif not np.array_equal(np.asarray(amap.round_map.initial.x, dtype=np.float64), x0):
         raise InvalidHyperparameterError("amap was recovered from a different x0 than the one given")
+    if not hasattr(amap, "M"):
+        raise InvalidHyperparameterError(
+            f"run_affine iterates S -> M S + c and needs the dense map; got a {type(amap).__name__} "
+            "(recover it with affine_round_map(..., matrix_free=False))")
     recovery = time.perf_counter() - start
     rm = amap.round_map
     R = int(rounds)

@@ -1,0 +1,78 @@
+"""Exact theory of affine round maps: matrix-free (ARPACK + GMRES) vs dense, in one run.
+
+    python benchmarks/exact_theory.py [--quick]
+
+For each configuration: seconds for the spectral rate plus the fixed point on
+the matrix-free route (``affine_round_map(..., matrix_free=True)``), the
+number of rounds it evaluated, and, where the dense route fits
+(``--dense-max`` state numbers), the dense seconds, their ratio and the
+largest difference of rate and fixed state.  Targets (issue 17 item 3):
+SCAFFOLD at N = 10,000, d = 20 (state 200,040 numbers) and FedAvg at
+N = 100, d = 1000 under 10 s each.  The load average is printed before and
+after: on the shared 2-core machine timings move by several times with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from fltheory.algorithms import FedAvg, Scaffold
+from fltheory.algorithms.base import Algorithm
+from fltheory.problems.generators import random_quadratic
+from fltheory.theory.affine import affine_round_map, fixed_point, spectral_rate
+
+
+def _solve(alg: Algorithm, fed, matrix_free: bool) -> tuple[float, float, np.ndarray, int]:
+    t0 = time.perf_counter()
+    amap = affine_round_map(alg, fed, matrix_free=matrix_free, max_dim=10**6)
+    rate = spectral_rate(amap)
+    fp = fixed_point(amap)
+    seconds = time.perf_counter() - t0
+    assert fp.S is not None
+    return seconds, rate, fp.S, amap.round_map.evaluations
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes only (smoke run)")
+    ap.add_argument("--dense-max", type=int, default=2100, help="largest state also solved densely")
+    ap.add_argument("--only", default=None, help="run one configuration, e.g. 'FedAvg,100,1000'")
+    args = ap.parse_args()
+    configs = [
+        ("SCAFFOLD", 100, 10, lambda: Scaffold(lr=0.2, local_steps=5)),
+        ("SCAFFOLD", 100, 20, lambda: Scaffold(lr=0.2, local_steps=5)),
+        ("FedAvg", 100, 200, lambda: FedAvg(lr=0.2, local_steps=5)),
+    ]
+    if not args.quick:
+        configs += [("SCAFFOLD", 10_000, 20, lambda: Scaffold(lr=0.2, local_steps=5)),
+                    ("FedAvg", 100, 1000, lambda: FedAvg(lr=0.2, local_steps=5))]
+    if args.only:
+        alg_name, n_clients, dim = args.only.split(",")
+        configs = [c for c in configs if (c[0], c[1], c[2]) == (alg_name, int(n_clients), int(dim))] or [
+            (alg_name, int(n_clients), int(dim),
+             {"FedAvg": lambda: FedAvg(lr=0.2, local_steps=5),
+              "SCAFFOLD": lambda: Scaffold(lr=0.2, local_steps=5)}[alg_name])]
+    print(f"load average before: {os.getloadavg()}")
+    print(f"{'algorithm':9s} {'N':>6s} {'d':>5s} {'state':>8s} {'free s':>8s} {'rounds':>7s} "
+          f"{'dense s':>8s} {'dense/free':>10s} {'|rate diff|':>11s} {'|S diff|':>9s}  rate")
+    for name, N, d, make in configs:
+        fed = random_quadratic(N, d, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)
+        t_free, r_free, S_free, evals = _solve(make(), fed, True)
+        n = S_free.shape[0]
+        dense = "-"
+        ratio = rdiff = sdiff = "-"
+        if n <= args.dense_max:
+            t_dense, r_dense, S_dense, _ = _solve(make(), fed, False)
+            dense, ratio = f"{t_dense:8.2f}", f"{t_dense / t_free:10.1f}"
+            rdiff, sdiff = f"{abs(r_dense - r_free):11.1e}", f"{np.abs(S_dense - S_free).max():9.1e}"
+        print(f"{name:9s} {N:6d} {d:5d} {n:8d} {t_free:8.2f} {evals:7d} {dense:>8s} {ratio:>10s} "
+              f"{rdiff:>11s} {sdiff:>9s}  {r_free:.12f}", flush=True)
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
