@@ -52,7 +52,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..algorithms import Algorithm, History, check_run_arguments, known_optimum, run_record
-from ..errors import DivergenceError, InvalidHyperparameterError
+from ..errors import DivergenceError, InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
 from ..problems import Federation
 from .affine import AffineRoundMap, affine_round_map
@@ -142,6 +142,9 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Ar
                     S = M @ S + c
                     X[base + t] = S[xs_slice]
             info = amap.info
+            if info is None:
+                raise InvalidProblemError(
+                    "the affine map carries no round record to copy; use communication='recompute'")
             clients += [info.clients] * n_affine
             steps += [info.steps] * n_affine
             comms += [info.communication] * n_affine
