@@ -3,7 +3,7 @@
 ::
 
     fltheory reproduce [NAMES...] [--quick|--full] [--out DIR] [--jobs N] [--seed S] [--force]
-                       [--set KEY=VALUE ...] [--config FILE] [--allow-mixed]
+                       [--set KEY=VALUE ...] [--config FILE] [--allow-mixed] [--scheduler ADDR]
     fltheory list [--out DIR]
     fltheory show NAME [--out DIR] [--full] [--json]
     fltheory theorems [--paper P] [--status S] [--out DIR] [--long]
@@ -91,6 +91,9 @@ def _configure_reproduce(rep: argparse.ArgumentParser) -> None:
                           "KEY inside dict fields); results go to OUT/custom/NAME-MODE-DIGEST/")
     rep.add_argument("--config", dest="config_file", default=None, metavar="FILE",
                      help="JSON or TOML file of config overrides (as --set; --set wins)")
+    rep.add_argument("--scheduler", default=None, metavar="ADDR",
+                     help="run the experiments on the Dask cluster at ADDR (tcp://host:8786); its workers "
+                          "must see OUT at the same path")
     rep.add_argument("--allow-mixed", action="store_true",
                      help="summarise even when the directory holds results of other sources or versions")
 
@@ -150,8 +153,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         outcomes = reproduce(chosen, args.out, mode=args.mode, seed=args.seed, jobs=args.jobs,
                              force=args.force, echo=say, registry=registry, overrides=overrides,
-                             allow_mixed=args.allow_mixed)
-    except (ExperimentDefinitionError, InvalidHyperparameterError, OutputDirectoryError) as exc:
+                             allow_mixed=args.allow_mixed, scheduler=args.scheduler)
+    except (ExperimentDefinitionError, InvalidHyperparameterError, OutputDirectoryError,
+            ConnectionError) as exc:
         say(f"error: {exc}")
         return 2
     except MixedResultsError as exc:

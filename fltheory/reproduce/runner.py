@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -249,6 +250,20 @@ def _run_pool(todo: list[_Job], jobs: int, display: ProgressDisplay,
 
 # --------------------------------------------------------------------------- reproduce
 
+def _execute_quietly(job: _Job) -> Outcome:
+    """:func:`_execute` on a cluster worker (no progress channel back to the display)."""
+    return _execute(job, lambda event: None)
+
+
+def _run_on_cluster(todo: list[_Job], scheduler: str, timeout: float,
+                    report: Callable[[Outcome], bool]) -> None:
+    """Run ``todo`` as Dask tasks on the cluster at ``scheduler``; outcomes are
+    reported as they complete (each task writes its own results)."""
+    from fltheory.search import run_tasks
+    run_tasks([functools.partial(_execute_quietly, job) for job in todo], scheduler=scheduler,
+              timeout=timeout, on_result=lambda i, outcome: report(outcome))
+
+
 def _check_arguments(mode: str, seed: Any, jobs: Any) -> None:
     if mode not in MODES:
         raise InvalidHyperparameterError(f"mode must be 'quick' or 'full', got {mode!r}")
@@ -270,7 +285,8 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
               mode: str = "quick", seed: int = 0, jobs: int = 1, force: bool = False,
               echo: Callable[[str], Any] = logger.info, show_progress: bool = True,
               registry: Sequence[Experiment] | None = None,
-              overrides: Mapping[str, Any] | None = None, allow_mixed: bool = False) -> list[Outcome]:
+              overrides: Mapping[str, Any] | None = None, allow_mixed: bool = False,
+              scheduler: str | None = None, scheduler_timeout: float = 10.0) -> list[Outcome]:
     """Bring the results of ``experiments`` under ``out`` up to date.
 
     Stale or missing results are recomputed (all of them with ``force``);
@@ -280,6 +296,15 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
     ``macros.tex`` and ``SUMMARY.md`` of the results directory are rebuilt
     over ``registry`` (default ``experiments``; the CLI passes every
     registered experiment, so running one keeps the others' lines).
+
+    ``scheduler`` (a Dask scheduler address, ``"tcp://host:8786"``) runs the
+    stale experiments as tasks on that cluster (``fltheory.search.run_tasks``,
+    the engine of the counterexample search) instead of local processes.  The
+    workers write the results themselves, under the same per-experiment locks,
+    so they must see ``out`` at the same path (one machine, or a shared file
+    system) and have fltheory installed; an address that does not answer within
+    ``scheduler_timeout`` seconds raises
+    :class:`~fltheory.search.ClusterUnavailableError` before anything is run.
 
     Returns one :class:`Outcome` per experiment, in the order given;
     experiment failures are returned, not raised.  Raises
@@ -332,7 +357,9 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
         ensure_writable(directory)
         display = ProgressDisplay(len(todo), enabled=None if show_progress else False, echo=echo)
         try:
-            if jobs <= 1 or len(todo) == 1:
+            if scheduler is not None:
+                _run_on_cluster(todo, scheduler, scheduler_timeout, report)
+            elif jobs <= 1 or len(todo) == 1:
                 for job in todo:
                     if report(_execute(job, display)):
                         break
