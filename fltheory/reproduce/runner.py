@@ -260,8 +260,12 @@ def _run_on_cluster(todo: list[_Job], scheduler: str, timeout: float,
     """Run ``todo`` as Dask tasks on the cluster at ``scheduler``; outcomes are
     reported as they complete (each task writes its own results)."""
     from fltheory.search import run_tasks
+
+    def on_result(index: int, outcome: Outcome) -> None:
+        report(outcome)
+
     run_tasks([functools.partial(_execute_quietly, job) for job in todo], scheduler=scheduler,
-              timeout=timeout, on_result=lambda i, outcome: report(outcome))
+              timeout=timeout, on_result=on_result)
 
 
 def _check_arguments(mode: str, seed: Any, jobs: Any) -> None:

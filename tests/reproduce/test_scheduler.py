@@ -36,7 +36,7 @@ def test_cluster_run_equals_in_process_run(tmp_path):
 def test_unreachable_scheduler_is_a_clear_error_and_writes_nothing(tmp_path):
     exp = [e for e in discover() if e.name == NAME]
     start = time.perf_counter()
-    with pytest.raises(ConnectionError, match="127.0.0.1:9"):
+    with pytest.raises(ConnectionError, match=r"127\.0\.0\.1:9"):
         reproduce(exp, tmp_path / "out", show_progress=False, scheduler="tcp://127.0.0.1:9",
                   scheduler_timeout=2.0)
     assert time.perf_counter() - start < 30
