@@ -1,0 +1,33 @@
+"""Exact expectations of stochastic runs on quadratic clients (computed, never sampled).
+
+* :func:`exact_moments` -- E[x_t], E||x_t - x*||^2, E[F(x_t)] - F* for any
+  algorithm whose round is affine given its draws, read off the algorithm's
+  own round (``engine``, ``conditional``);
+* :func:`participation_support`, :func:`inclusion_probabilities` -- exact laws of
+  the participation draw (``support``);
+* :class:`AdditiveNoise`, :class:`MinibatchNoise` -- noise models (``noise``);
+* :func:`fedavg_sampling_moments` -- the block-structured fast path for FedAvg
+  under uniform / Bernoulli sampling (``fedavg_fast``).
+"""
+
+from .conditional import ConditionalMap, conditional_round_map
+from .engine import ExactMoments, exact_moments, refuse_non_affine
+from .fedavg_fast import fedavg_client_maps, fedavg_sampling_moments
+from .noise import AdditiveNoise, MinibatchNoise, noise_of
+from .support import Outcome, inclusion_probabilities, participation_support
+
+__all__ = [
+           "AdditiveNoise",
+           "ConditionalMap",
+           "ExactMoments",
+           "MinibatchNoise",
+           "Outcome",
+           "conditional_round_map",
+           "exact_moments",
+           "fedavg_client_maps",
+           "fedavg_sampling_moments",
+           "inclusion_probabilities",
+           "noise_of",
+           "participation_support",
+           "refuse_non_affine",
+]
