@@ -240,3 +240,21 @@ def test_non_quadratic_federation_is_refused():
     fed = LogisticFederation([rng.standard_normal((5, 2))] * 2, [np.array([1, -1, 1, -1, 1])] * 2)
     with pytest.raises(InvalidProblemError, match="quadratic"):
         exact_moments(FedAvg(), fed, 1)
+
+
+def test_minibatch_covariance_trace_is_the_federations_exact_minibatch_variance():
+    rng = np.random.default_rng(1)
+    A = [rng.standard_normal((6, 3)) for _ in range(2)]
+    b = [rng.standard_normal(6) for _ in range(2)]
+    fed = QuadraticFederation.from_least_squares(A, b, ridge=0.1).with_minibatch(3)
+    noise = MinibatchNoise.of(fed, 3, replace=True)
+    Y = rng.standard_normal((2, 3))
+    for i in range(2):
+        w = np.append(Y[i], 1.0)
+        tr = np.trace(noise.expected_cov(i, np.outer(w, w)))
+        assert tr == pytest.approx(fed.minibatch_variance(Y[i:i + 1], [i])[0], rel=1e-12)
+    # without replacement: the finite-population factor (n - b) / (n - 1)
+    wo = MinibatchNoise.of(fed, 3, replace=False)
+    w = np.append(Y[0], 1.0)
+    assert np.trace(wo.expected_cov(0, np.outer(w, w))) == pytest.approx(
+        fed.minibatch_variance(Y[:1], [0])[0] * (6 - 3) / (6 - 1), rel=1e-12)

@@ -194,7 +194,7 @@ def _noise_second(cm: ConditionalMap, noise: NoiseModel | None, mu: np.ndarray, 
         Eyy = Pj @ second @ Pj.T + PmQ + PmQ.T + np.outer(qj, qj)
         if j:
             Rj = R[j, :, :j, :]                                          # (d, j, d)
-            Eyy = Eyy + np.einsum("alb,lbc,eld->ae", Rj, Qs[:j], Rj)
+            Eyy = Eyy + np.einsum("alb,lbc,elc->ae", Rj, Qs[:j], Rj)
         W = np.empty((d + 1, d + 1))
         W[:d, :d], W[:d, d], W[d, :d], W[d, d] = Eyy, Ey, Ey, 1.0
         Qs[j] = noise.expected_cov(int(cm.row_clients[j]), W)
