@@ -20,10 +20,27 @@ import os
 import numpy as np
 import pytest
 
-from fltheory.algorithms import EFL, FedAvg, FedCurv, FedDyn, FedOpt, FedProx, FedProxTE, Scaffold, run
+from fltheory.algorithms import (
+    EFL,
+    FedAvg,
+    FedCurv,
+    FedDyn,
+    FedOpt,
+    FedProx,
+    FedProxTE,
+    Scaffold,
+    run,
+)
 from fltheory.optim import momentum, preconditioned, sgd
-from fltheory.participation import (Bernoulli, BinomialSteps, FullParticipation, IncompleteSteps, Schedule,
-                                    UniformSampling, UniformSteps)
+from fltheory.participation import (
+    Bernoulli,
+    BinomialSteps,
+    FullParticipation,
+    IncompleteSteps,
+    Schedule,
+    UniformSampling,
+    UniformSteps,
+)
 from fltheory.problems import QuadraticFederation
 from fltheory.theory.moments import AdditiveNoise, MinibatchNoise, exact_moments
 
