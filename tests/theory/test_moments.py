@@ -36,6 +36,7 @@ from fltheory.problems import QuadraticFederation, random_quadratic
 from fltheory.theory.moments import (
     AdditiveNoise,
     MinibatchNoise,
+    averaging_moments,
     exact_moments,
     fedavg_sampling_moments,
     inclusion_probabilities,
@@ -258,3 +259,50 @@ def test_minibatch_covariance_trace_is_the_federations_exact_minibatch_variance(
     w = np.append(Y[0], 1.0)
     assert np.trace(wo.expected_cov(0, np.outer(w, w))) == pytest.approx(
         fed.minibatch_variance(Y[:1], [0])[0] * (6 - 3) / (6 - 1), rel=1e-12)
+
+
+def _table_steps_participation(pmf):
+    from fltheory.participation import StepDistribution
+
+    class Table(StepDistribution):
+        def pmf(self, t, E, client):
+            return pmf[client]
+
+        def __call__(self, rng, t, E, clients):
+            raise AssertionError("exact moments never sample")
+
+    return IncompleteSteps(FullParticipation(), Table())
+
+
+def test_averaging_path_equals_the_general_engine_for_efl_and_fedavg():
+    fed = random_quadratic(3, 2, L=2.0, mu=0.5, heterogeneity=1.0, seed=7)
+    sig = np.array([0.4, 0.8, 0.2])
+    noisy = fed.with_gradient_noise(sig)
+    eta = np.array([0.3, 0.2, 0.25, 0.1])
+    E = 2
+    pmf = np.array([[0.2, 0.3, 0.5], [0.0, 0.5, 0.5], [0.6, 0.0, 0.4]])
+    # EFL, adaptive weights E p / s (weight 0 for s = 0), independent step laws, decreasing rate
+    alg = EFL(lr=1.0, local_steps=E, compression=None, weights="adaptive", theta=2.0,
+              lr_schedule=lambda tau: float(eta[tau]))
+    a = exact_moments(alg, noisy, 4, participation=_table_steps_participation(pmf), x0=[1.0, 2.0])
+    s = np.arange(E + 1)
+    w = np.where(s > 0, E * fed.weights[:, None] / np.maximum(s, 1), 0.0)
+    b = averaging_moments(fed, 4, lr=eta, local_steps=E, weights=w, step_pmf=pmf,
+                          noise=AdditiveNoise(sig, 3, 2), x0=[1.0, 2.0])
+    np.testing.assert_allclose(b.second, a.second, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(b.mean, a.mean, rtol=1e-12, atol=1e-13)
+    # EFL under uniform sampling: weights p^k, not renormalised
+    alg = EFL(lr=0.2, local_steps=E, compression=None)
+    a = exact_moments(alg, noisy, 3, participation=UniformSampling(2), x0=[1.0, 2.0])
+    b = averaging_moments(fed, 3, lr=0.2, local_steps=E, weights=fed.weights, sampled=2,
+                          noise=AdditiveNoise(sig, 3, 2), x0=[1.0, 2.0])
+    np.testing.assert_allclose(b.second, a.second, rtol=1e-11, atol=1e-13)
+    # FedAvg with server rate 0.7 and inactive clients (a listed client with s = 0 keeps its weight)
+    alg = FedAvg(lr=0.2, local_steps=E, server_lr=0.7)
+    part = IncompleteSteps(FullParticipation(), inactive_prob=[0.1, 0.5, 0.3])
+    a = exact_moments(alg, noisy, 3, participation=part, x0=[1.0, 2.0])
+    pmf2 = np.zeros((3, E + 1))
+    pmf2[:, 0], pmf2[:, E] = [0.1, 0.5, 0.3], [0.9, 0.5, 0.7]
+    b = averaging_moments(fed, 3, lr=0.2, local_steps=E, weights=fed.weights, step_pmf=pmf2, server_lr=0.7,
+                          noise=AdditiveNoise(sig, 3, 2), x0=[1.0, 2.0])
+    np.testing.assert_allclose(b.second, a.second, rtol=1e-11, atol=1e-13)

@@ -7,9 +7,13 @@
   the participation draw (``support``);
 * :class:`AdditiveNoise`, :class:`MinibatchNoise` -- noise models (``noise``);
 * :func:`fedavg_sampling_moments` -- the block-structured fast path for FedAvg
-  under uniform / Bernoulli sampling (``fedavg_fast``).
+  under uniform / Bernoulli sampling (``fedavg_fast``);
+* :func:`averaging_moments` -- FedAvg / EFL (lambda = 0) averaging rounds with
+  independent per-client step laws or uniform sampling and a per-round rate
+  (``averaging``).
 """
 
+from .averaging import averaging_moments
 from .conditional import ConditionalMap, conditional_round_map
 from .engine import ExactMoments, exact_moments, refuse_non_affine
 from .fedavg_fast import fedavg_client_maps, fedavg_sampling_moments

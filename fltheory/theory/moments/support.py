@@ -19,7 +19,8 @@ Which case is computed how:
   - Bernoulli: the 2^n subsets, prod_{i in S} p_i prod_{i not in S} (1 - p_i);
   - :class:`~fltheory.participation.IncompleteSteps`: the base outcomes times
     the product over selected clients of each client's step law
-    (:class:`FullSteps` and :class:`FixedSteps` point masses,
+    (any distribution with a method ``pmf(t, E, client) -> (E+1,)``,
+    :class:`FullSteps` and :class:`FixedSteps` point masses,
     :class:`UniformSteps` uniform on {0..E_k}, :class:`BinomialSteps`
     Binomial(E_k, prob), :class:`TimeVarying` the law of round t), then the
     inactive switch s_k = 0 with probability y_k;
@@ -85,6 +86,13 @@ def _step_law(dist: Any, t: int, E: int, client: int) -> np.ndarray:
     """pmf over {0..E} of one selected client's completed steps."""
     if isinstance(dist, TimeVarying):
         return _step_law(dist.schedule(t), t, E, client)
+    if callable(getattr(dist, "pmf", None)):
+        q = np.asarray(dist.pmf(t, E, client), dtype=np.float64)
+        if q.shape != (E + 1,) or np.any(q < 0) or np.any(q > 1) or abs(float(q.sum()) - 1.0) > 1e-12:
+            raise InvalidHyperparameterError(
+                f"{type(dist).__name__}.pmf(t={t}, E={E}, client={client}) must be {E + 1} probabilities "
+                f"in [0, 1] summing to 1, got {q!r}")
+        return q
     pmf = np.zeros(E + 1)
     if isinstance(dist, FullSteps):
         pmf[E] = 1.0
