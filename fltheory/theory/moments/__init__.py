@@ -27,6 +27,7 @@ __all__ = [
            "MinibatchNoise",
            "Outcome",
            "conditional_round_map",
+           "averaging_moments",
            "exact_moments",
            "fedavg_client_maps",
            "fedavg_sampling_moments",
