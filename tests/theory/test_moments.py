@@ -306,3 +306,46 @@ def test_averaging_path_equals_the_general_engine_for_efl_and_fedavg():
     b = averaging_moments(fed, 3, lr=0.2, local_steps=E, weights=fed.weights, step_pmf=pmf2, server_lr=0.7,
                           noise=AdditiveNoise(sig, 3, 2), x0=[1.0, 2.0])
     np.testing.assert_allclose(b.second, a.second, rtol=1e-11, atol=1e-13)
+
+
+def test_moment_operator_iterates_the_engine_and_finds_the_stationary_law():
+    from fltheory.theory.moments import moment_operator
+
+    fed = random_quadratic(3, 2, L=2.0, mu=0.5, heterogeneity=1.0, seed=2).with_gradient_noise(0.7)
+    alg = Scaffold(lr=0.1, local_steps=2, option="II")
+    op = moment_operator(alg, fed, participation=UniformSampling(2), x0=[1.0, -1.0])
+    gap, dist = op.iterate(6)
+    ex = exact_moments(alg, fed, 6, participation=UniformSampling(2), x0=[1.0, -1.0])
+    np.testing.assert_allclose(gap, ex.loss_gap, rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(dist, ex.dist2, rtol=1e-11, atol=1e-14)
+    floor, floor_d, rounds = op.stationary(rtol=1e-12)
+    # one more exact round from the stationary moments leaves them unchanged
+    g_long, _ = op.iterate(rounds + 200)
+    assert g_long[-1] == pytest.approx(floor, rel=1e-9)
+    # SCAFFOLD's deviation from its common fixed point (x*, grad f_i(x*)) evolves by maps free of the
+    # client offsets: the stationary error is the same for every heterogeneity
+    other = random_quadratic(3, 2, L=2.0, mu=0.5, heterogeneity=5.0, seed=2).with_gradient_noise(0.7)
+    floor5 = moment_operator(alg, other, participation=UniformSampling(2), x0=[1.0, -1.0]).stationary(rtol=1e-12)[0]
+    assert floor5 == pytest.approx(floor, rel=1e-8)
+
+
+def test_moment_operator_refuses_what_is_not_one_time_invariant_map():
+    from dataclasses import dataclass
+
+    from fltheory.theory.moments import moment_operator
+
+    fed = small_fed().with_gradient_noise(0.1)
+    # EFL's Fisher diagonals u^k are set in round 1: a mixture over who has reported
+    with pytest.raises(NotAffineError, match="mixture"):
+        moment_operator(EFL(lr=0.2, local_steps=2, compression=None), fed, x0=[1.0, 1.0])
+    with pytest.raises(InvalidHyperparameterError, match="does not change with t"):
+        moment_operator(FedAvg(), fed, participation=Schedule(FullParticipation(), departures={0: 1}))
+
+    @dataclass(frozen=True, kw_only=True, eq=False)
+    class DecayingFedAvg(FedAvg):
+        def round(self, state, problem, participation, rng):
+            slow = FedAvg(lr=self.lr / (state.t + 1), local_steps=self.local_steps)
+            return slow.round(state, problem, participation, rng)
+
+    with pytest.raises(NotAffineError, match="changes between rounds 0 and 1"):
+        moment_operator(DecayingFedAvg(lr=0.2, local_steps=2), fed, x0=[1.0, 1.0])

@@ -18,6 +18,7 @@ from .conditional import ConditionalMap, conditional_round_map
 from .engine import ExactMoments, exact_moments, refuse_non_affine
 from .fedavg_fast import fedavg_client_maps, fedavg_sampling_moments
 from .noise import AdditiveNoise, MinibatchNoise, noise_of
+from .operator import MomentOperator, moment_operator
 from .support import Outcome, inclusion_probabilities, participation_support
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
            "ConditionalMap",
            "ExactMoments",
            "MinibatchNoise",
+           "MomentOperator",
            "Outcome",
            "averaging_moments",
            "conditional_round_map",
@@ -32,6 +34,7 @@ __all__ = [
            "fedavg_client_maps",
            "fedavg_sampling_moments",
            "inclusion_probabilities",
+           "moment_operator",
            "noise_of",
            "participation_support",
            "refuse_non_affine",
