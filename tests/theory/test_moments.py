@@ -318,7 +318,7 @@ def test_moment_operator_iterates_the_engine_and_finds_the_stationary_law():
     ex = exact_moments(alg, fed, 6, participation=UniformSampling(2), x0=[1.0, -1.0])
     np.testing.assert_allclose(gap, ex.loss_gap, rtol=1e-11, atol=1e-14)
     np.testing.assert_allclose(dist, ex.dist2, rtol=1e-11, atol=1e-14)
-    floor, floor_d, rounds = op.stationary(rtol=1e-12)
+    floor, _, rounds = op.stationary(rtol=1e-12)
     # one more exact round from the stationary moments leaves them unchanged
     g_long, _ = op.iterate(rounds + 200)
     assert g_long[-1] == pytest.approx(floor, rel=1e-9)
