@@ -349,3 +349,27 @@ def test_moment_operator_refuses_what_is_not_one_time_invariant_map():
 
     with pytest.raises(NotAffineError, match="changes between rounds 0 and 1"):
         moment_operator(DecayingFedAvg(lr=0.2, local_steps=2), fed, x0=[1.0, 1.0])
+
+
+def test_running_mean_moments_match_monte_carlo_of_the_time_average():
+    """E[R(mean_{t<T} x_t)] of FedAvg under sampling: the cross-round terms of the running mean."""
+    from fltheory.theory.moments import moment_operator
+
+    fed = random_quadratic(3, 2, L=2.0, mu=0.5, heterogeneity=1.0, seed=9).with_gradient_noise(2.0)
+    alg = FedAvg(lr=0.2, local_steps=2, aggregation="uniform")
+    op = moment_operator(alg, fed, participation=UniformSampling(1), x0=[2.0, -1.0])
+    mean, second = op.running_mean(np.eye(2), 4)
+    # Monte Carlo of the real runs
+    M = 800
+    avg = np.empty((M, 4, 2))
+    for r in range(M):
+        X = run(alg, fed, 4, participation=UniformSampling(1), seed=r, x0=[2.0, -1.0]).x
+        avg[r] = np.cumsum(X[:4], axis=0) / np.arange(1, 5)[:, None]
+    se = avg.std(axis=0, ddof=1) / np.sqrt(M)
+    assert np.all(np.abs(avg.mean(axis=0) - mean) <= 4 * se + 1e-12)
+    sq = np.einsum("rti,rti->rt", avg, avg)
+    se2 = sq.std(axis=0, ddof=1) / np.sqrt(M)
+    assert np.all(np.abs(sq.mean(axis=0) - np.einsum("tii->t", second)) <= 4 * se2)
+    # T = 1: the mean of x_0 alone
+    np.testing.assert_allclose(mean[0], [2.0, -1.0])
+    np.testing.assert_allclose(second[0], np.outer([2.0, -1.0], [2.0, -1.0]))

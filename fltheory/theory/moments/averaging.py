@@ -121,12 +121,12 @@ def averaging_moments(problem: QuadraticFederation, rounds: int, *, lr: Any, loc
             pw, pw2 = q * W, q * W * W                                # (N, E+1)
             Dbar = np.einsum("ns,nsij->nij", pw, Am)
             dbar = np.einsum("ns,nsi->ni", pw, b)
-            cross = np.einsum("ns,nsi,nsj->ij", pw2, AmMu, b)
-            total = np.einsum("ns,nsij,jk,nslk->il", pw2, Am, Sig, Am) + cross + cross.T \
-                + np.einsum("ns,nsi,nsj->ij", pw2, b, b) + np.einsum("ns,nsij->ij", pw2, V)
+            cross = np.einsum("ns,nsi,nsj->ij", pw2, AmMu, b, optimize=True)
+            total = np.einsum("ns,nsij,jk,nslk->il", pw2, Am, Sig, Am, optimize=True) + cross + cross.T \
+                + np.einsum("ns,nsi,nsj->ij", pw2, b, b, optimize=True) + np.einsum("ns,nsij->ij", pw2, V)
             DbarMu = np.einsum("nij,j->ni", Dbar, mu)
             mcross = DbarMu.T @ dbar
-            mean_part = np.einsum("nij,jk,nlk->il", Dbar, Sig, Dbar) + mcross + mcross.T + dbar.T @ dbar
+            mean_part = np.einsum("nij,jk,nlk->il", Dbar, Sig, Dbar, optimize=True) + mcross + mcross.T + dbar.T @ dbar
             var_sum = total - mean_part
             Lm = np.eye(d) + g * Dbar.sum(axis=0)
             lv = g * dbar.sum(axis=0)
@@ -141,7 +141,7 @@ def averaging_moments(problem: QuadraticFederation, rounds: int, *, lr: Any, loc
             c_all = np.outer(Asum @ mu, bsum)
             sum_all = Asum @ Sig @ Asum.T + c_all + c_all.T + np.outer(bsum, bsum)
             c_diag = Akmu.T @ bk
-            diag = np.einsum("nij,jk,nlk->il", Ak, Sig, Ak) + c_diag + c_diag.T + bk.T @ bk
+            diag = np.einsum("nij,jk,nlk->il", Ak, Sig, Ak, optimize=True) + c_diag + c_diag.T + bk.T @ bk
             Lm = np.eye(d) + g * p1 * Asum
             lv = g * p1 * bsum
             # E[(sum Z)(sum Z)^T] minus the part already in (L - I, l) outer products

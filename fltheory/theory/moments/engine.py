@@ -182,7 +182,7 @@ def _noise_second(cm: ConditionalMap, noise: NoiseModel | None, mu: np.ndarray, 
     G = cm.G.reshape(n, J, d)
     if isinstance(noise, AdditiveNoise):
         Q = noise.cov[cm.row_clients]                                    # (J, d, d)
-        return np.einsum("njd,jde,mje->nm", G, Q, G)
+        return np.einsum("njd,jde,mje->nm", G, Q, G, optimize=True)
     P = cm.P.reshape(J, d, n)
     q = cm.q.reshape(J, d)
     R = cm.R.reshape(J, d, J, d)
@@ -194,11 +194,11 @@ def _noise_second(cm: ConditionalMap, noise: NoiseModel | None, mu: np.ndarray, 
         Eyy = Pj @ second @ Pj.T + PmQ + PmQ.T + np.outer(qj, qj)
         if j:
             Rj = R[j, :, :j, :]                                          # (d, j, d)
-            Eyy = Eyy + np.einsum("alb,lbc,elc->ae", Rj, Qs[:j], Rj)
+            Eyy = Eyy + np.einsum("alb,lbc,elc->ae", Rj, Qs[:j], Rj, optimize=True)
         W = np.empty((d + 1, d + 1))
         W[:d, :d], W[:d, d], W[d, :d], W[d, d] = Eyy, Ey, Ey, 1.0
         Qs[j] = noise.expected_cov(int(cm.row_clients[j]), W)
-    return np.einsum("njd,jde,mje->nm", G, Qs, G)
+    return np.einsum("njd,jde,mje->nm", G, Qs, G, optimize=True)
 
 
 def _revalidated(cm: ConditionalMap, algorithm: Algorithm, problem: Federation, template: Any, layout: Any,

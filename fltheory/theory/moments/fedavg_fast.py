@@ -149,7 +149,7 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
             Am = np.einsum("nij,j->ni", A, mu)                              # (N, d)
             Um = Am.sum(axis=0)
             S2 = U @ Sig @ U.T + np.outer(Um, u) + np.outer(u, Um) + np.outer(u, u)
-            S1 = np.einsum("nij,jk,nlk->il", A, Sig, A) + np.einsum("ni,nj->ij", Am, b)
+            S1 = np.einsum("nij,jk,nlk->il", A, Sig, A, optimize=True) + np.einsum("ni,nj->ij", Am, b)
             S1 = S1 + np.einsum("ni,nj->ij", b, Am) + b.T @ b
             cross_sum = Sig @ U.T + np.outer(mu, u)
             new_mu = np.zeros(d)

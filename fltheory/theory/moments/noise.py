@@ -130,7 +130,7 @@ class MinibatchNoise:
     def expected_cov(self, client: int, W: np.ndarray) -> np.ndarray:
         """kappa (1/n_i) sum_r D_r W D_r^T with W = E[[y;1][y;1]^T]."""
         Dr = self.D[client]
-        return self.kappa(client) * np.einsum("rij,jk,rlk->il", Dr, W, Dr) / Dr.shape[0]
+        return self.kappa(client) * np.einsum("rij,jk,rlk->il", Dr, W, Dr, optimize=True) / Dr.shape[0]
 
     def sample(self, rng: np.random.Generator, clients: np.ndarray, Y: np.ndarray,
                problem: Federation) -> np.ndarray:

@@ -104,6 +104,33 @@ class MomentOperator:
                 mu, second = self.step(mu, second)
         return np.array(gaps), np.array(dists)
 
+    def running_mean(self, readout: np.ndarray, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+        """Exact E[g_T] and E[g_T g_T^T], T = 1..rounds, of the running mean g_T = (1/T) sum_{t<T} L S_t
+        of a linear readout L (k, n) of the state (e.g. FedElasticNet's gamma_t = x_t + h_t / lambda_2).
+
+        The sum A_t = sum_{s<t} L S_s is carried with the state: A' = A + L S, so with
+        X = E[S A^T], Y = E[A A^T]:  X' = sum_xi p (M (X + Sigma L^T) + c (a + L mu)^T),
+        Y' = Y + X^T L^T + L X + L Sigma L^T (the round's noise is independent of A' and S)."""
+        L = np.asarray(readout, dtype=np.float64)
+        n = self.S0.shape[0]
+        if L.ndim != 2 or L.shape[1] != n:
+            raise InvalidHyperparameterError(f"readout must have shape (k, {n}), got {L.shape}")
+        p, M, c = self.probs, self._M, self._c
+        Mbar, cbar = np.einsum("k,kij->ij", p, M), p @ c
+        mu, second = self.S0.copy(), np.outer(self.S0, self.S0)
+        a, X, Y = np.zeros(L.shape[0]), np.zeros((n, L.shape[0])), np.zeros((L.shape[0], L.shape[0]))
+        means, seconds = [], []
+        for T in range(1, int(rounds) + 1):
+            Lmu = L @ mu
+            X_new = Mbar @ (X + second @ L.T) + np.outer(cbar, a + Lmu)
+            Y = Y + X.T @ L.T + L @ X + L @ second @ L.T
+            a = a + Lmu
+            X = X_new
+            mu, second = self.step(mu, second)
+            means.append(a / T)
+            seconds.append(0.5 * (Y + Y.T) / T ** 2)
+        return np.array(means), np.array(seconds)
+
     def stationary(self, *, rtol: float = 1e-12, atol: float = 0.0, max_rounds: int = 200_000
                    ) -> tuple[float, float, int]:
         """(E[F] - F*, E||x - x*||^2, rounds) at the stationary law: the recursion iterated until
