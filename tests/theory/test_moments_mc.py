@@ -107,7 +107,7 @@ GRID = [
     ("feddyn", "iso", "uniform"), ("feddyn", "mb-without", "full"),
     ("fedopt-momentum", "full", "steps"), ("fedopt-momentum", "iso", "bernoulli"),
     ("fedopt-precond", "diag", "uniform"), ("fedopt-precond", "mb-with", "binomial"),
-    ("efl-lam", "iso", "steps"), ("efl-lam", "diag", "binomial"), ("efl-lam", "mb-without", "schedule"),
+    ("efl-lam", "iso", "steps"), ("efl-lam", "diag", "uniform"), ("efl-lam", "mb-without", "schedule"),
     ("fedprox-te", "full", "uniform"), ("fedprox-te", "mb-with", "steps"),
     # noise alone (full participation): the spread statistic then sees only the noise terms
     ("scaffold-I", "diag", "full"), ("fedopt-momentum", "mb-with", "full"), ("efl-lam", "mb-without", "full"),
