@@ -237,7 +237,8 @@ def _sampled_check(cfg: dict[str, Any], rng: np.random.Generator) -> dict[str, A
         + np.outer(x_star, x_star)
     exact = 0.5 * np.einsum("ij,tji->t", Hbar, dev)
     C0 = elasticnet_C0(None, fed.client_grad(np.broadcast_to(x_star, (m, d))), variant="corrected")
-    bound, unmet = [], []
+    bound: list[float | None] = []
+    unmet: list[str] = []
     for t in range(1, T + 1):
         res = elasticnet_theorem31(t, beta=beta, lambda1=0.0, lambda2=lam2, m=m, P=P, d=d,
                                    init_dist2=float(np.sum((x0 - x_star) ** 2)), C0=C0, sign_term=0.0,

@@ -30,6 +30,7 @@ from ...errors import (
     NotAffineError,
 )
 from ...participation import Participation
+from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
 from ..round_maps import StateLayout, state_layout, state_to_vector
 from .conditional import ConditionalMap, conditional_round_map
@@ -152,7 +153,7 @@ class MomentOperator:
         raise DivergenceError(f"moments not stationary to rtol {rtol:g} after {max_rounds} rounds: {prev}")
 
 
-def moment_operator(algorithm: Algorithm, problem: QuadraticFederation, *,
+def moment_operator(algorithm: Algorithm, problem: Federation, *,
                     participation: Participation | None = None, noise: Any = None, x0: Any = None,
                     rtol: float = 1e-8) -> MomentOperator:
     """Recover the :class:`MomentOperator` (module docstring).
