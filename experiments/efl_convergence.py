@@ -102,9 +102,19 @@ from fltheory import plotting
 from fltheory.algorithms import EFL
 from fltheory.algorithms import run as run_algorithm
 from fltheory.errors import InvalidHyperparameterError
-from fltheory.participation import FullParticipation, FullSteps, IncompleteSteps, UniformSampling
+from fltheory.participation import (
+    FullParticipation,
+    FullSteps,
+    IncompleteSteps,
+    UniformSampling,
+)
 from fltheory.problems.generators import random_quadratic
-from fltheory.theory.bounds import efl_step_moments, efl_theorem1, efl_theorem1_from_constants
+from fltheory.theory.bounds import (
+    efl_step_moments,
+    efl_theorem1,
+    efl_theorem1_from_constants,
+)
+from fltheory.theory.moments import AdditiveNoise, averaging_moments
 
 NAME = "efl_convergence"
 TITLE = "Monte Carlo E||w - w*||^2 of EFL vs Theorem 1 (eq. 7), incomplete/inactive clients, compression"
@@ -175,6 +185,10 @@ class _TableSteps:
     def __init__(self, probs: np.ndarray) -> None:
         self.cdf = np.cumsum(probs, axis=1)
         self.cdf[:, -1] = 1.0
+
+    def pmf(self, t: int, E: int, client: int) -> np.ndarray:
+        """P(s = j), j = 0..E, of ``client`` (the exact law, for ``fltheory.theory.moments``)."""
+        return np.diff(np.concatenate([[0.0], self.cdf[client]]))[: E + 1]
 
     def __call__(self, rng: np.random.Generator, t: int, E: np.ndarray, clients: np.ndarray) -> np.ndarray:
         u = rng.random(clients.shape[0])
@@ -259,6 +273,13 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
         mean = series.mean(axis=0)
         half = z * series.std(axis=0, ddof=1) / np.sqrt(M)
         out[f"{label}_mean"], out[f"{label}_low"], out[f"{label}_high"] = mean, mean - half, mean + half
+    out["server_se"] = series_se = server.std(axis=0, ddof=1) / np.sqrt(M)
+    out["exact"] = _exact_curve(spec, fed, cfg, probs, eta, theta, x0)
+    if out["exact"] is not None:
+        # Monte Carlo cross-check of the exact expectation: largest |MC mean - exact| in standard errors
+        ex = np.asarray(out["exact"])
+        zs = np.abs(server.mean(axis=0) - ex)[1:] / np.maximum(series_se[1:], 1e-300)
+        out["mc_exact_max_z"] = float(zs.max())
     for variant in ("corrected", "as_printed"):
         bound, unmet = [], []
         for tau in range(1, T + 1):
@@ -278,6 +299,29 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
         efl_theorem1_from_constants(at_opt, tau, E=E, theta=theta, weights=fed.weights, init_dist2=init_dist2,
                                     moments=mom).value for tau in range(1, T + 1)]
     return out
+
+
+def _exact_curve(spec: dict[str, Any], fed: Any, cfg: dict[str, Any], probs: np.ndarray, eta: np.ndarray,
+                 theta: float, x0: np.ndarray) -> list[float] | None:
+    """Exact E||w_tau - w*||^2, tau = 0..T, of an uncompressed variant (None with compression: ST
+    top-k is not affine, that variant stays Monte Carlo).  EFL with lambda = 0 and no compression
+    is w <- w + sum_k p_tau^k (y_k - w) with independent per-client step counts (or uniform
+    sampling of S clients): ``fltheory.theory.moments.averaging_moments``."""
+    if spec["compression"] is not None:
+        return None
+    N, E, T = fed.n_clients, cfg["E"], cfg["rounds"]
+    p = fed.weights
+    s = np.arange(E + 1)
+    ratio = np.ones(E + 1) if spec["weights"] == "plain" else E / np.maximum(s, 1)
+    w = np.where(s[None, :] > 0, p[:, None] * np.minimum(ratio, theta)[None, :], 0.0)
+    noise = AdditiveNoise(fed.noise_sigma2, N, fed.dim)
+    if spec["steps"] == "sampled":
+        ex = averaging_moments(fed.exact(), T, lr=eta[:T], local_steps=E, weights=w, sampled=int(cfg["sampled"]),
+                               noise=noise, x0=x0)
+    else:
+        ex = averaging_moments(fed.exact(), T, lr=eta[:T], local_steps=E, weights=w, step_pmf=probs,
+                               noise=noise, x0=x0)
+    return [float(v) for v in ex.dist2]
 
 
 def exact_scalar_efl(h: Any, c: Any, weights: Any, sigma2: Any, step_probs: Any, eta: Any,
@@ -404,8 +448,11 @@ def run(config: dict[str, Any], rng: np.random.Generator,
     return out
 
 
-def _ratios(r: dict[str, Any], variant: str, key: str = "server_mean") -> list[float | None]:
-    """measured / bound per round tau = 1..T (None where the bound is undefined)."""
+def _ratios(r: dict[str, Any], variant: str, key: str | None = None) -> list[float | None]:
+    """measured / bound per round tau = 1..T (None where the bound is undefined); measured is the
+    exact expectation where the variant has one, else the Monte Carlo mean."""
+    if key is None:
+        key = "exact" if r.get("exact") is not None else "server_mean"
     return [None if b is None or b <= 0 else float(m) / b
             for m, b in zip(r[key][1:], r[f"bound_{variant}"])]
 
@@ -428,18 +475,26 @@ def checks(results: dict[str, Any]) -> list[Check]:
             i, worst = max(valid, key=lambda p: p[1])
             tau = i + 1
             b = r[f"bound_{variant}"][i]
+            consts = f"theta = {r['theta']:.3g}, G^2 = {r['G2']:.4g} (radius {r['radius']:.4g})"
+            if r.get("exact") is not None:
+                how = (f"exact E||w-w*||^2 = {r['exact'][tau]:.6g} (computed, not sampled); Monte Carlo "
+                       f"cross-check: max |MC mean - exact| = {r['mc_exact_max_z']:.2f} standard errors")
+                text = (f"{'FINDING: ' if worst > 1.0 else ''}{name}, round {tau}: {how}; bound {b:.6g}; "
+                        f"{consts}; {inst}")
+                out.append(Check(key, "violated", worst, text) if worst > 1.0 else Check(key, "holds", worst, text))
+                continue
+            mc = "Monte Carlo only (ST compression is not affine: no exact expectation)"
             if worst > 1.0:
                 low = r["server_low"][tau]
                 sig = "significant (lower 95% limit above bound)" if low > b else "within the 95% CI"
                 out.append(Check(key, "violated", worst,
-                                 f"{name}, round {tau}: mean E||w-w*||^2 = {r['server_mean'][tau]:.6g} > bound "
-                                 f"{b:.6g} ({sig}; CI [{low:.4g}, {r['server_high'][tau]:.4g}]); theta = "
-                                 f"{r['theta']:.3g}, G^2 = {r['G2']:.4g} (radius {r['radius']:.4g}); {inst}"))
+                                 f"{name}, round {tau}: {mc}: mean E||w-w*||^2 = {r['server_mean'][tau]:.6g} > "
+                                 f"bound {b:.6g} ({sig}; CI [{low:.4g}, {r['server_high'][tau]:.4g}]); "
+                                 f"{consts}; {inst}"))
             else:
                 out.append(Check(key, "holds", worst,
-                                 f"{name}: worst round {tau} of {len(ratios)}, upper 95% limit / bound = "
-                                 f"{r['server_high'][tau] / b:.3g}; theta = {r['theta']:.3g}, "
-                                 f"G^2 = {r['G2']:.4g}"))
+                                 f"{name}: {mc}: worst round {tau} of {len(ratios)}, upper 95% limit / bound = "
+                                 f"{r['server_high'][tau] / b:.3g}; {consts}"))
     out.extend(_counterexample_checks(results))
     return out
 
@@ -508,7 +563,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             worst = _counterexample_worst(r, reading)
             if worst is None:
                 continue
-            tau, err, b = worst
+            _tau, err, b = worst
             out[f"{stem}_{reading}_exact_error"] = err
             out[f"{stem}_{reading}_bound"] = b
             if b > 0:
@@ -520,47 +575,56 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
 
 
 def plot(results: dict[str, Any]):
-    """Left: Monte Carlo mean with 95% bands and the corrected bound (dashed) per variant.
-    Right: mean / bound per round, corrected (solid) and as printed (dotted)."""
-    fig, (ax, axr, axc) = plotting.figure(1, 3, height=3.6)
+    """(a) exact E||w - w*||^2 (solid; Monte Carlo mean dash-dot for the compressed variants, which have
+    no exact expectation) with the Monte Carlo 95% bands and the corrected bound (dashed) per variant;
+    (b) exact (or MC) / bound per round, corrected (solid) and as printed (dotted); (c) the exact
+    instances: exact / bound, above 1 = violated."""
+    fig, (ax, axr, axc) = plotting.figure(1, 3, height=4.0)
     rounds = np.arange(results["rounds"] + 1)
     for c, name in enumerate(results["variants"]):
         r = results["runs"][name]
         colour = plotting.OKABE_ITO[c % len(plotting.OKABE_ITO)]
-        ax.plot(rounds, r["server_mean"], color=colour, linestyle="-", label=f"{name} (MC mean)")
+        if r.get("exact") is not None:
+            ax.plot(rounds, r["exact"], color=colour, linestyle="-", label=f"{name} (exact)")
+        else:
+            ax.plot(rounds, r["server_mean"], color=colour, linestyle="-.", label=f"{name} (MC mean)")
         ax.fill_between(rounds, np.maximum(r["server_low"], 1e-300), r["server_high"], color=colour, alpha=0.2,
                         linewidth=0)
         bound = [np.nan if b is None else b for b in r["bound_corrected"]]
         ax.plot(rounds[1:], bound, color=colour, linestyle="--", linewidth=1.0)
         for variant, style in (("corrected", "-"), ("as_printed", ":")):
             y = [np.nan if x is None else x for x in _ratios(r, variant)]
-            axr.plot(rounds[1:], y, color=colour, linestyle=style, marker="o" if style == "-" else None)
+            axr.plot(rounds[1:], y, color=colour, linestyle=style, marker="o" if style == "-" else None,
+                     markersize=3)
     ax.plot([], [], color="grey", linestyle="--", label="Theorem 1 bound (corrected)")
+    ax.fill_between([], [], [], color="grey", alpha=0.2, label=f"MC 95% band (M = {results['replicates']})")
     ax.set_yscale("log")
     ax.set_xlabel(r"round $\tau$")
-    ax.set_ylabel(r"$E\|w_{\tau E} - w^*\|^2$ (squared distance)")
-    ax.set_title(f"EFL, M = {results['replicates']} seeds, 95% CI bands")
-    plotting.ratio_axis(axr, label="MC mean / bound (dimensionless)")
-    axr.plot([], [], color="grey", linestyle="-", marker="o", label="corrected reading")
+    ax.set_ylabel(r"$E\|w_{\tau E} - w^*\|^2$")
+    ax.set_title("(a) EFL: error and bound", fontsize=8)
+    plotting.ratio_axis(axr, label="exact / bound")
+    axr.plot([], [], color="grey", linestyle="-", marker="o", markersize=3, label="corrected reading")
     axr.plot([], [], color="grey", linestyle=":", label="as printed")
     axr.set_xlabel(r"round $\tau$")
-    axr.set_title("tightness of eq. 7 per round")
-    axr.legend(loc="best", fontsize=7)
+    axr.set_title("(b) tightness of eq. 7", fontsize=8)
+    axr.legend(loc="upper right", bbox_to_anchor=(1.0, 0.88), fontsize=6)
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=7)
     _plot_counterexamples(axc, results)
-    fig.suptitle(_headline(results), fontsize=8)
+    fig.suptitle(_headline(results), fontsize=7)
     return fig
 
 
 def _headline(results: dict[str, Any]) -> str:
-    """Which Monte Carlo variants hold per reading, and which exact instances violate it."""
+    """Which variants hold per reading (exact expectation; ST variants Monte Carlo), and which exact
+    instances violate it."""
     parts = []
     for reading, label in (("corrected", "corrected"), ("as_printed", "as printed")):
         held = [n for n in results["variants"]
                 if all(x is not None and x <= 1 for x in _ratios(results["runs"][n], reading))]
         rest = [n for n in results["variants"] if n not in held]
-        mc = "all MC variants hold" if not rest else f"MC holds: {', '.join(held) or 'none'}; not: {', '.join(rest)}"
+        mc = "all variants hold (exact; ST: MC)" if not rest \
+            else f"holds: {', '.join(held) or 'none'}; not: {', '.join(rest)}"
         bad = [n for n, r in results.get("counterexamples", {}).items()
                if (w := _counterexample_worst(r, reading)) is not None and w[1] > w[2]]
         parts.append(f"{label}: {mc}; violated on exact instance(s): {', '.join(bad) or 'none'}")
@@ -568,46 +632,47 @@ def _headline(results: dict[str, Any]) -> str:
 
 
 def _plot_counterexamples(ax: Any, results: dict[str, Any]) -> None:
-    """bound / exact error per exact instance and round (below 1 = bound violated; 0 = bound 0)."""
+    """exact error / bound per exact instance and round (above 1 = bound violated; a bound of exactly 0
+    is drawn as an upward triangle at the top of the axis: the ratio is infinite there)."""
     names = list(results.get("counterexamples", {}))
+    finite = [e / b for r in results.get("counterexamples", {}).values() for rr in (r, r.get("companion") or r)
+              for rd in READINGS for e, b in zip(rr["error"], rr[f"bound_{rd}"]) if b is not None and b > 0]
+    top = max([2.0, *finite]) * 1.2
     for c, (reading, marker, label, colour) in enumerate((
             ("corrected", "o", "corrected reading", plotting.OKABE_ITO[7]),
             ("as_printed", "s", "as printed", plotting.OKABE_ITO[3]))):
-        xs, ys = [], []
+        xs, ys, inf_x = [], [], []
         for i, name in enumerate(names):
             r = results["counterexamples"][name]
-            rows = [(tau, b / e) for tau, (e, b) in enumerate(zip(r["error"], r[f"bound_{reading}"]), start=1)
+            rows = [(tau, e, b) for tau, (e, b) in enumerate(zip(r["error"], r[f"bound_{reading}"]), start=1)
                     if b is not None]
             if not rows:
-                ax.annotate("as printed:\nundefined\n(J divides\nby D = 0)", (i + (c - 0.5) * 0.3, 0.3),
-                            fontsize=6, ha="center", color=colour)
-            for k, (_tau, y) in enumerate(rows):
-                xs.append(i + (c - 0.5) * 0.3 + 0.06 * k)
-                ys.append(y)
+                ax.annotate("undefined\n(J divides\nby D = 0)", (i + 0.25, 0.1), fontsize=6,
+                            ha="center", color=colour)
+            for k, (tau, e, b) in enumerate(rows):
+                x = i + (c - 0.5) * 0.3 + 0.06 * k
+                if b > 0:
+                    xs.append(x)
+                    ys.append(e / b)
+                else:
+                    inf_x.append(x)
+            twin = r.get("companion")
+            if twin is not None:
+                tx = [i + (c - 0.5) * 0.3 + 0.06 * k for k, b in enumerate(twin[f"bound_{reading}"])
+                      if b is not None and b > 0]
+                ty = [e / b for e, b in zip(twin["error"], twin[f"bound_{reading}"]) if b is not None and b > 0]
+                ax.plot(tx, ty, linestyle="none", marker=marker, markerfacecolor="none", color=colour,
+                        label=f"hollow: from $w_0$ = {twin['spec']['w0']:g}" if c == 0 else None)
         ax.plot(xs, ys, linestyle="none", marker=marker, color=colour, label=label)
-        for i, name in enumerate(names):
-            twin = results["counterexamples"][name].get("companion")
-            if twin is None:
-                continue
-            tx = [i + (c - 0.5) * 0.3 + 0.06 * k for k, b in enumerate(twin[f"bound_{reading}"]) if b is not None]
-            ty = [b / e for e, b in zip(twin["error"], twin[f"bound_{reading}"]) if b is not None]
-            ax.plot(tx, ty, linestyle="none", marker=marker, markerfacecolor="none", color=colour,
-                    label=f"hollow: from $w_0$ = {twin['spec']['w0']:g}" if c == 0 else None)
+        ax.plot(inf_x, [top * 0.97] * len(inf_x), linestyle="none", marker="^", color=colour,
+                label="bound = 0 (ratio infinite)" if c == 0 and inf_x else None)
         for x, y in zip(xs, ys):
-            if y > 0:
-                ax.annotate(f"{y:.3g}", (x, y), textcoords="offset points", xytext=(4, -3), fontsize=6,
-                            color=colour)
-    for i, name in enumerate(names):
-        r = results["counterexamples"][name]
-        if all(b is not None and b == 0 for rd in READINGS for b in r[f"bound_{rd}"]):
-            ax.annotate("filled: bound = 0\n(both readings)", (i, 0.55), fontsize=6, ha="center")
-    ax.axhline(1.0, color="black", linestyle="--", linewidth=1.0, label="exact error (below: violated)")
-    ax.axhspan(0.0, 1.0, color="grey", alpha=0.1, linewidth=0)
+            ax.annotate(f"{y:.3g}", (x, y), textcoords="offset points", xytext=(4, -3), fontsize=6, color=colour)
+    plotting.ratio_axis(ax, label="exact / bound", log=False, reference_label="bound (above: violated)")
+    ax.axhspan(1.0, top, color="grey", alpha=0.1, linewidth=0)
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels([n.replace("-", "\n") for n in names], fontsize=7)
     ax.set_xlim(-0.5, len(names) - 0.5)
-    ax.set_ylim(-0.05, 1.75)
-    ax.set_xlabel("exact instance (a point per round)")
-    ax.set_ylabel(r"bound / exact $E\|w - w^*\|^2$ (ratio)")
-    ax.set_title("findings: exact instances")
-    ax.legend(loc="upper left", fontsize=6)
+    ax.set_ylim(0.0, top)
+    ax.set_title("(c) exact instances, a point per round", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=6, ncol=2)

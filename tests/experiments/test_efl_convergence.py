@@ -178,3 +178,35 @@ def test_counterexample_checks_report_every_finding():
     assert by[("t1-as-printed-exact", "first-round-noise")].status == "not checkable"
     m = exp.macros({"variants": [], "runs": {}, **results})
     assert m["cx_departure_as_printed_ratio"] > 1 and m["cx_low_participation_corrected_bound"] == 0.0
+
+
+@pytest.mark.parametrize("variant", ["incomplete-adaptive", "inactive", "sampled"])
+def test_exact_curve_is_the_exact_expectation_of_the_real_efl_run(variant):
+    """The experiment's exact curve (averaging_moments) against exact_moments, which reads the
+    conditional maps off EFL's own round with the experiment's own participation model."""
+    from fltheory.theory.moments import exact_moments
+
+    fed = random_quadratic(3, 2, L=3.0, mu=0.5, heterogeneity=1.0, seed=5, constants="clients") \
+        .with_gradient_noise([0.5, 1.0, 0.2])
+    cfg = {"E": 2, "rounds": 3, "sampled": 2, "q": 0.5}
+    inactive = np.array([0.2, 0.5, 0.0])
+    spec = exp.VARIANTS[variant]
+    probs = exp._step_table(spec["steps"], 3, 2, inactive, 2 / 3)
+    mom = efl_step_moments(fed.weights, probs, 2, weighting=spec["weights"])
+    theta = max(mom.max_ratio, 1.0)
+    eta = np.array([0.3, 0.2, 0.15])
+    x0 = np.array([1.0, -1.0])
+    curve = exp._exact_curve(spec, fed, cfg, probs, eta, theta, x0)
+    alg = EFL(lr=1.0, local_steps=2, weights=spec["weights"], theta=theta, compression=None,
+              lr_schedule=exp._Schedule(eta))
+    ex = exact_moments(alg, fed, 3, participation=exp._participation(spec["steps"], probs, inactive, 2), x0=x0)
+    np.testing.assert_allclose(curve, ex.dist2, rtol=1e-11)
+
+
+def test_checks_use_the_exact_expectation_and_say_which_variants_stay_monte_carlo():
+    cfg = {**exp.QUICK, "rounds": 3, "replicates": 8, "variants": ["inactive", "st-ef"]}
+    res = exp.run(cfg, np.random.default_rng(3))
+    details = {c.detail.split(",")[0].split(":")[0]: c.detail for c in exp.checks(res) if c.theorem == "t1-corrected"}
+    assert "computed, not sampled" in details["inactive"] and "standard errors" in details["inactive"]
+    assert "Monte Carlo only (ST compression is not affine" in details["st-ef"]
+    assert res["runs"]["inactive"]["mc_exact_max_z"] < 4

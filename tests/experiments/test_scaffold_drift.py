@@ -71,3 +71,19 @@ def test_every_step_condition_status_is_reported():
         assert f"{name}: FAILS" in chk.detail
     for name in ("1 <= S <= N", "eta_l <= 1/(81 beta K eta_g)", "eta_l > 0"):
         assert f"{name}: held" in chk.detail
+
+
+def _noise_results(floors, quiet):
+    rows = [{"h": h, "init_gap": 1.0, "SCAFFOLD": {"floor": f, "floor_no_noise": q}, "FedAvg": {"floor": 2 * f}}
+            for h, f, q in zip([0.0, 1.0, 10.0], floors, quiet)]
+    return {"per_h": rows, "sigma2": 1.0, "S": 2, "N": 4, "K": 5, "eta_l": 1e-3, "heterogeneity": [0.0, 1.0, 10.0],
+            "floor_rtol": 1e-6, "zero_noise_tol": 1e-9}
+
+
+def test_noise_check_flags_a_heterogeneity_dependent_floor_and_a_nonzero_noiseless_floor():
+    ok = exp._noise_check(_noise_results([1e-4, 1e-4 * (1 + 1e-9), 1e-4], [0.0, 1e-12, 0.0]))
+    assert ok.status == "holds" and ok.ratio < 1
+    drift = exp._noise_check(_noise_results([1e-4, 1.1e-4, 1e-4], [0.0, 0.0, 0.0]))
+    assert drift.status == "violated" and drift.detail.startswith("FINDING")
+    stuck = exp._noise_check(_noise_results([1e-4, 1e-4, 1e-4], [0.0, 1e-6, 0.0]))
+    assert stuck.status == "violated"

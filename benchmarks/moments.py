@@ -1,0 +1,117 @@
+"""Exact moments: scale, and time to an exact answer against Monte Carlo.
+
+    python benchmarks/moments.py [--budget 10] [--rounds 100]
+
+1. Largest (N, d) for which ``rounds`` rounds of exact moments take under ``budget`` seconds,
+   for FedAvg (``fedavg_sampling_moments``: closed form in the inclusion probabilities,
+   per-client d x d blocks batched, O(N d^3) per round; S = N/2) and for SCAFFOLD (option II,
+   ``moment_operator``: the C(N, 2) conditional maps of S = 2 sampled clients read off the real round
+   once, then the moment recursion on the (N + 2) d state), isotropic gradient noise.  For each d
+   of a list, N doubles while the time stays under budget (the frontier is printed).
+2. Time to the exact E||x_R - x*||^2 against the time Monte Carlo (``run`` with the real
+   stochastic oracle) needs to reach a relative standard error of 1e-3 on the same instance:
+   runs needed = (std / mean / 1e-3)^2, estimated from a pilot of ``--pilot`` runs; the ratio
+   MC time / exact time is printed.  The load average is printed with every measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from fltheory.algorithms import FedAvg, Scaffold, run
+from fltheory.participation import UniformSampling
+from fltheory.problems import random_quadratic
+from fltheory.theory.moments import (
+    exact_moments,
+    fedavg_sampling_moments,
+    moment_operator,
+)
+
+
+def load() -> str:
+    a, b, c = os.getloadavg()
+    return f"load {a:.2f} {b:.2f} {c:.2f}"
+
+
+def instance(N: int, d: int, seed: int = 0):
+    return random_quadratic(N, d, L=1.0, mu=0.1, heterogeneity=1.0, seed=seed).with_gradient_noise(0.5)
+
+
+def time_fedavg(N: int, d: int, rounds: int) -> float:
+    fed = instance(N, d)
+    alg = FedAvg(lr=0.2, local_steps=5, aggregation="uniform")
+    t0 = time.perf_counter()
+    fedavg_sampling_moments(alg, fed, rounds, participation=UniformSampling(max(1, N // 2)), x0=np.ones(d))
+    return time.perf_counter() - t0
+
+
+def time_scaffold(N: int, d: int, rounds: int) -> float:
+    """SCAFFOLD option II, S = 2 of N: maps of the C(N, 2) outcomes read off the real round once
+    (``moment_operator``), then ``rounds`` exact moment rounds on the (N + 2) d state."""
+    fed = instance(N, d)
+    alg = Scaffold(lr=0.2, local_steps=2)
+    t0 = time.perf_counter()
+    moment_operator(alg, fed, participation=UniformSampling(2), x0=np.ones(d)).iterate(rounds)
+    return time.perf_counter() - t0
+
+
+def frontier(timer, name: str, dims: list[int], start_N: int, rounds: int, budget: float) -> list[tuple[int, int, float]]:
+    """For each d: the largest N (doubling from ``start_N``) whose ``rounds`` rounds take < budget s."""
+    out = []
+    for d in dims:
+        best = None
+        N = start_N
+        while True:
+            t = timer(N, d, rounds)
+            print(f"{name}: N={N} d={d}: {t:.2f} s  ({load()})", flush=True)
+            if t >= budget:
+                break
+            best = (N, d, t)
+            N *= 2
+        if best is None:
+            break
+        out.append(best)
+    return out
+
+
+def mc_ratio(alg, N: int, d: int, rounds: int, pilot: int, exact_fn) -> None:
+    fed = instance(N, d)
+    part = UniformSampling(max(1, N // 2))
+    t0 = time.perf_counter()
+    ex = exact_fn(alg, fed, rounds, participation=part, x0=np.ones(d))
+    t_exact = time.perf_counter() - t0
+    vals = np.empty(pilot)
+    t0 = time.perf_counter()
+    for r in range(pilot):
+        vals[r] = run(alg, fed, rounds, participation=part, seed=r, x0=np.ones(d)).dist2[-1]
+    per_run = (time.perf_counter() - t0) / pilot
+    cv = vals.std(ddof=1) / vals.mean()
+    need = (cv / 1e-3) ** 2
+    se = vals.std(ddof=1) / np.sqrt(pilot)
+    print(f"{alg.name} N={N} d={d} R={rounds}: exact {t_exact:.3f} s; MC {per_run * 1e3:.2f} ms/run, "
+          f"CV {cv:.3f} -> {need:.3g} runs for 1e-3 relative SE = {need * per_run:.3g} s; "
+          f"ratio MC/exact = {need * per_run / t_exact:.3g}; pilot mean {vals.mean():.5g} +- {se:.2g} vs exact "
+          f"{ex.dist2[-1]:.5g} ({load()})", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--pilot", type=int, default=200)
+    args = ap.parse_args()
+    print(f"start ({load()})")
+    for name, timer, dims, start in (("FedAvg", time_fedavg, [2, 8, 32, 100], 64),
+                                     ("SCAFFOLD", time_scaffold, [2, 4, 8], 4)):
+        for N, d, t in frontier(timer, name, dims, start, args.rounds, args.budget):
+            print(f"{name} largest N under {args.budget:g} s for {args.rounds} rounds at d = {d}: N = {N} ({t:.2f} s)")
+    mc_ratio(FedAvg(lr=0.2, local_steps=5, aggregation="uniform"), 20, 5, 20, args.pilot, fedavg_sampling_moments)
+    mc_ratio(Scaffold(lr=0.2, local_steps=2), 4, 2, 20, args.pilot, exact_moments)
+
+
+if __name__ == "__main__":
+    main()

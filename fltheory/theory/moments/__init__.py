@@ -1,0 +1,41 @@
+"""Exact expectations of stochastic runs on quadratic clients (computed, never sampled).
+
+* :func:`exact_moments` -- E[x_t], E||x_t - x*||^2, E[F(x_t)] - F* for any
+  algorithm whose round is affine given its draws, read off the algorithm's
+  own round (``engine``, ``conditional``);
+* :func:`participation_support`, :func:`inclusion_probabilities` -- exact laws of
+  the participation draw (``support``);
+* :class:`AdditiveNoise`, :class:`MinibatchNoise` -- noise models (``noise``);
+* :func:`fedavg_sampling_moments` -- the block-structured fast path for FedAvg
+  under uniform / Bernoulli sampling (``fedavg_fast``);
+* :func:`averaging_moments` -- FedAvg / EFL (lambda = 0) averaging rounds with
+  independent per-client step laws or uniform sampling and a per-round rate
+  (``averaging``).
+"""
+
+from .averaging import averaging_moments
+from .conditional import ConditionalMap, conditional_round_map
+from .engine import ExactMoments, exact_moments, refuse_non_affine
+from .fedavg_fast import fedavg_client_maps, fedavg_sampling_moments
+from .noise import AdditiveNoise, MinibatchNoise, noise_of
+from .operator import MomentOperator, moment_operator
+from .support import Outcome, inclusion_probabilities, participation_support
+
+__all__ = [
+           "AdditiveNoise",
+           "ConditionalMap",
+           "ExactMoments",
+           "MinibatchNoise",
+           "MomentOperator",
+           "Outcome",
+           "averaging_moments",
+           "conditional_round_map",
+           "exact_moments",
+           "fedavg_client_maps",
+           "fedavg_sampling_moments",
+           "inclusion_probabilities",
+           "moment_operator",
+           "noise_of",
+           "participation_support",
+           "refuse_non_affine",
+]
