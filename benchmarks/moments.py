@@ -59,7 +59,8 @@ def time_scaffold(N: int, d: int, rounds: int) -> float:
     return time.perf_counter() - t0
 
 
-def frontier(timer, name: str, dims: list[int], start_N: int, rounds: int, budget: float) -> list[tuple[int, int, float]]:
+def frontier(timer, name: str, dims: list[int], start_N: int, rounds: int,
+             budget: float) -> list[tuple[int, int, float]]:
     """For each d: the largest N (doubling from ``start_N``) whose ``rounds`` rounds take < budget s."""
     out = []
     for d in dims:

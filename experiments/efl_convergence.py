@@ -649,7 +649,7 @@ def _plot_counterexamples(ax: Any, results: dict[str, Any]) -> None:
             if not rows:
                 ax.annotate("undefined\n(J divides\nby D = 0)", (i + 0.25, 0.1), fontsize=6,
                             ha="center", color=colour)
-            for k, (tau, e, b) in enumerate(rows):
+            for k, (_tau, e, b) in enumerate(rows):
                 x = i + (c - 0.5) * 0.3 + 0.06 * k
                 if b > 0:
                     xs.append(x)

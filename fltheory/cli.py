@@ -179,30 +179,20 @@ def _configure_out(parser: argparse.ArgumentParser) -> None:
 def _cmd_list(args: argparse.Namespace) -> int:
     import textwrap
 
-    from fltheory.cli_format import WIDTH, list_lines
+    from fltheory.cli_format import WIDTH
     from fltheory.reproduce import MODES, experiment_status
     registry, package = _registry(args)
-    say(f"registry ({package}): {len(registry)} experiment(s); results from {args.out}/ (quick) "
-        f"and {Path(args.out) / 'full'}/ (full)")
+    say(f"{len(registry)} experiment(s) ({package}); results in {args.out}/ and {Path(args.out) / 'full'}/")
     if not registry:
         return 0
-    rows, reasons = [], []
-    for exp in registry:
-        statuses = [experiment_status(args.out, exp, mode) for mode in MODES]
-        short = []
-        for st in statuses:
-            took = f" {st.seconds:.0f}s" if st.seconds is not None else ""
-            short.append(f"{st.mode} {st.status.replace(' (partly not checkable)', '+nc')}"
-                         f"{'*' if st.why_stale else ''}{took}")
-            if st.why_stale:
-                reasons.append(f"{exp.name} ({st.mode}) stale: {'; '.join(st.why_stale)}")
-        rows.append((exp.name, "; ".join(short), len(exp.theorems), exp.title))
-    for line in list_lines(rows):
-        say(line)
-    say("*: stale (recomputed by the next reproduce; why below); +nc: partly not checkable")
-    for reason in reasons:            # why a result is stale, wrapped to the terminal width
-        for line in textwrap.wrap(reason, width=WIDTH, subsequent_indent="    "):
+    width = max(len(e.name) for e in registry)
+    for exp in registry:           # one entry per experiment, wrapped to the terminal width
+        statuses = " | ".join(experiment_status(args.out, exp, mode).text() for mode in MODES)
+        entry = f"{exp.name:<{width}}  {statuses}  -- {' '.join(exp.title.split())}"
+        for line in textwrap.wrap(entry, width=WIDTH, subsequent_indent=" " * (width + 2),
+                                  break_long_words=False, break_on_hyphens=False):  # paths stay whole
             say(line)
+    say("details (theorems, checks, numbers): fltheory show NAME [--json]")
     return 0
 
 

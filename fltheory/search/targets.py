@@ -148,16 +148,17 @@ FEDOPT_ROUNDS = 20
 
 
 def fedopt_space() -> Space:
-    """Default space of ``fedopt_theorem1``: eta_i L_i = ``step`` in [0.05, 1.95]
-    (stable local GD), tau local steps, noise, server rate, and the reading
-    (``"squared"`` needs nothing more; ``"paper"`` needs eta_i L_i <= 1)."""
+    """Default space of ``fedopt_theorem1``: eta_i L_i = ``step`` in [0.05, 2.5]
+    (stable local GD below 2, outside the theorem's hypothesis eta_i < 2/L_i
+    above it, so the search also shows that such points are recorded and
+    never counted), tau local steps, noise, server rate, and the reading."""
     return Space([
         Integer("N", 1, 4, shrink=True),
         Integer("d", 1, 3, shrink=True),
         Real("L", 1.0, 10.0, log=True),
         Real("mu", 0.05, 1.0, log=True),
         Real("heterogeneity", 0.0, 10.0),
-        Real("step", 0.05, 1.95),
+        Real("step", 0.05, 2.5),
         Integer("tau", 1, 5),
         Real("sigma2", 0.0, 10.0),
         Real("server_lr", 0.1, 1.0),

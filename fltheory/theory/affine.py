@@ -120,12 +120,14 @@ from ..errors import (
     InvalidHyperparameterError,
     InvalidProblemError,
     NotAffineError,
-    UnclassifiedDirectionError,
 )
 from ..participation import Participation
 from ..problems.base import Federation
 from .fixed_points import FixedPoint
+from .matrix_free import matrix_free_affine_map
 from .invariants import check_conserved, conserved_functionals
+from .affine_support import (drift_scale, eigenvalue_resolution, frozen_coordinates, initial_vector,
+                             refuse_unclassified)
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
 __all__ = [
@@ -226,22 +228,6 @@ class AffineRoundMap(SummaryDisplay):
         return self.round_map.to_state(S)
 
 
-def frozen_coordinates(rm: RoundMap, S0: np.ndarray, h: float, gen: np.random.Generator
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """(Phi(S0), mask of the coordinates of frozen fields): fields whose value after a
-    round is bit for bit the same at S0 and at two random points (module docstring)."""
-    n = rm.dim
-    with np.errstate(all="ignore"):
-        F0 = rm(S0)
-        outs = [rm(S0 + h * gen.standard_normal(n)) for _ in range(2)]
-    frozen = np.zeros(n, dtype=bool)
-    for path in rm.layout.paths:
-        sl = rm.layout.slices[path]
-        if all(np.array_equal(out[sl], F0[sl]) for out in outs):
-            frozen[sl] = True
-    return F0, frozen
-
-
 def _rel_residual(out: np.ndarray, pred: np.ndarray, S: np.ndarray, M: np.ndarray, c: np.ndarray) -> float:
     scale = (np.abs(M).sum(axis=1).max() * np.abs(S).max() + np.abs(c).max()
              + np.abs(out).max() + np.finfo(float).tiny)
@@ -302,7 +288,6 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
     rm = round_map(algorithm, problem, x0=x0, state=state, participation=participation)
     n = rm.dim
     if matrix_free or (matrix_free is None and n > dense_max):
-        from .matrix_free import matrix_free_affine_map
         return matrix_free_affine_map(algorithm, problem, x0=x0, rtol=rtol, state=state,
                                       participation=participation, rng=gen)
     if n > max_dim:
@@ -436,50 +421,6 @@ def invariant_subspace(amap: AffineRoundMap) -> InvariantSubspace:
 AffineFixedPoint = FixedPoint     # earlier name of the affine result (same type)
 
 
-def _initial_vector(amap: Any, initial: Any) -> np.ndarray:
-    """S_init as a finite (n,) vector (InvalidProblemError otherwise: a NaN start
-    would come back as a NaN fixed point)."""
-    if initial is None:
-        return np.array(amap.base, dtype=np.float64)
-    import dataclasses
-    if not (dataclasses.is_dataclass(initial) or hasattr(initial, "_fields")):
-        S = np.asarray(initial, dtype=np.float64)
-        if S.shape != (amap.dim,):
-            raise InvalidProblemError(f"initial state vector must have shape ({amap.dim},), got {S.shape}")
-    else:
-        S = amap.to_vector(initial)
-    if not np.all(np.isfinite(S)):
-        bad = int(np.flatnonzero(~np.isfinite(S))[0])
-        raise InvalidProblemError(
-            f"initial state must be finite; entry {bad} is {S[bad]!r} (layout {amap.layout.describe()})")
-    return S
-
-
-def eigenvalue_resolution(M_V: np.ndarray) -> float:
-    """Rounding level of the computed eigenvalues of M_V: 16 eps max(1, ||M_V||_F).
-
-    Only decides whether an eigenvalue can be told from 1 (else
-    UnclassifiedDirectionError); it never changes a returned number."""
-    return 16.0 * np.finfo(float).eps * max(1.0, float(np.linalg.norm(M_V)))
-
-
-def refuse_unclassified(lam: np.ndarray, resolution: float, algorithm: str, names: tuple[str, ...]) -> None:
-    """UnclassifiedDirectionError when an eigenvalue lies within ``resolution`` of 1."""
-    if lam.size == 0:
-        return
-    gap = np.abs(lam - 1.0)
-    j = int(np.argmin(gap))
-    if gap[j] <= resolution:
-        declared = ", ".join(names) if names else "none"
-        raise UnclassifiedDirectionError(
-            f"{algorithm}: the round map has the eigenvalue {complex(lam[j]).real:.17g} "
-            f"(|lambda - 1| = {gap[j]:.2e} <= {resolution:.2e}, the resolution of the computed "
-            f"spectrum) on a direction the algorithm does not declare conserved (declared: "
-            f"{declared}). It is either a conserved quantity missing from "
-            "Algorithm.linear_invariants, a flat direction of the problem (singular Hessian), or "
-            "a mode slower than double precision resolves; no rate or fixed point is returned")
-
-
 def _rho(A: np.ndarray) -> float:
     return float(np.abs(np.linalg.eigvals(A)).max()) if A.size else 0.0
 
@@ -488,11 +429,6 @@ def _checked_spectrum(amap: AffineRoundMap, sub: InvariantSubspace) -> np.ndarra
     lam = np.linalg.eigvals(sub.M_V) if sub.M_V.size else np.zeros(0, dtype=complex)
     refuse_unclassified(lam, eigenvalue_resolution(sub.M_V), amap.algorithm, sub.names)
     return lam
-
-
-def drift_scale(c: np.ndarray, S_init: np.ndarray) -> float:
-    """Scale against which a drift w^T c is measured."""
-    return max(1.0, float(np.abs(c).max(initial=0.0)), float(np.abs(S_init).max(initial=0.0)))
 
 
 def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) -> FixedPoint:
@@ -529,7 +465,7 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
         return matrix_free.fixed_point(amap, initial=initial, max_condition=max_condition)
     if not (max_condition > 1):
         raise InvalidHyperparameterError(f"max_condition must be > 1, got {max_condition!r}")
-    S_init = _initial_vector(amap, initial)
+    S_init = initial_vector(amap, initial)
     sub = invariant_subspace(amap)
     M, c = amap.M, amap.c
     r = M @ S_init + c - S_init

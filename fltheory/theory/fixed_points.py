@@ -95,6 +95,17 @@ class FixedPoint(SummaryDisplay):
     cross_check_agrees: bool | None = None
     cross_check_message: str = ""
 
+    def _summary_rows(self) -> tuple[str, list[tuple[str, str]]]:
+        """Summary for ``repr`` and notebooks: the common fields, then only the
+        routine-specific fields this routine filled (no None rows)."""
+        from ..display import format_value
+        title, rows = super()._summary_rows()
+        common = {"x", "residual", "spectral_rate", "contraction_factor", "success", "message", "method"}
+        kept = [(name, text) for name, text in rows
+                if name in common or getattr(self, name, None) is not None]
+        return f"FixedPoint ({self.method})", [(n, t) for n, t in kept if not (n == "cross_check_message"
+                                                                              and not self.cross_check_message)]
+
     # names used by earlier versions (QuadraticFixedPoint, OperatorFixedPoint)
     @property
     def spectral_radius(self) -> float:

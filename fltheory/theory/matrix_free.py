@@ -55,6 +55,7 @@ from ..algorithms.base import Algorithm, RoundInfo
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ..participation import Participation
 from ..problems.base import Federation
+from .affine_support import drift_scale, frozen_coordinates, initial_vector, refuse_unclassified
 from .fixed_points import FixedPoint
 from .invariants import ConservedFunctionals, check_conserved, conserved_functionals
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
@@ -190,7 +191,6 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
 
     Same arguments and errors as ``theory.affine.affine_round_map`` (without
     ``max_dim``): NotAffineError when a check fails.  Costs about 12 rounds."""
-    from .affine import frozen_coordinates
     if not (np.isfinite(rtol) and rtol > 0):
         raise InvalidHyperparameterError(f"rtol must be finite and > 0, got {rtol!r}")
     gen = rng if rng is not None else np.random.default_rng(0)
@@ -268,7 +268,6 @@ def _dominant(amap: MatrixFreeAffineMap) -> np.ndarray:
     largest modulus is at least 0.999 the six largest are computed instead, and one
     within max(that bound, 16 eps) of 1 is unclassified (below 0.999 no eigenvalue
     can be near 1)."""
-    from .affine import refuse_unclassified
     if "dominant" in amap.cache:
         return amap.cache["dominant"]
     n = amap.dim
@@ -331,8 +330,7 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     UnclassifiedDirectionError
         As :func:`spectral_rate`.
     """
-    from .affine import _initial_vector, drift_scale
-    S_init = _initial_vector(amap, initial)
+    S_init = initial_vector(amap, initial)
     P = amap.projector
     n = amap.dim
     if P.count:

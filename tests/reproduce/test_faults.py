@@ -70,7 +70,14 @@ def test_one_malformed_result_makes_only_itself_stale(root, capsys):
         path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
         capsys.readouterr()
         assert main(["--package", pkg, "list", "--out", str(out)]) == 0
-        lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
+        lines: dict[str, str] = {}          # one entry per experiment (continuation lines indented)
+        name = ""
+        for ln in capsys.readouterr().out.splitlines()[1:]:
+            if ln and not ln[0].isspace():
+                name = ln.split()[0]
+                lines[name] = ln
+            elif name:
+                lines[name] += " " + ln.strip()
         assert "quick: unreadable result (stale: " in lines["alpha"] and str(path) in lines["alpha"]
         assert field in lines["alpha"]
         assert "stale" not in lines["beta"]

@@ -153,7 +153,7 @@ def _incomplete(part: IncompleteSteps, t: int, E: np.ndarray, candidates: np.nda
     out: list[tuple[float, np.ndarray, np.ndarray]] = []
     for prob, clients, E_sel in _selections(part.base, t, E, candidates, max_outcomes):
         laws = []
-        for k, (c, e) in enumerate(zip(clients.tolist(), E_sel.tolist())):
+        for c, e in zip(clients.tolist(), E_sel.tolist()):
             pmf = _step_law(part.distribution, t, int(e), int(c))
             y = float(y_all if y_all.ndim == 0 else y_all[c])
             if y > 0:
