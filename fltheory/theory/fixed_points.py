@@ -98,7 +98,6 @@ class FixedPoint(SummaryDisplay):
     def _summary_rows(self) -> tuple[str, list[tuple[str, str]]]:
         """Summary for ``repr`` and notebooks: the common fields, then only the
         routine-specific fields this routine filled (no None rows)."""
-        from ..display import format_value
         title, rows = super()._summary_rows()
         common = {"x", "residual", "spectral_rate", "contraction_factor", "success", "message", "method"}
         kept = [(name, text) for name, text in rows
