@@ -1,6 +1,6 @@
 """Torch-free numpy neural backend: layers with exact backward passes over one
 flat parameter vector, per-sample gradients, the empirical Fisher diagonal,
-finite-difference Hessian-vector products, and the NeuralFederation adapter
+exact (forward-over-reverse) Hessian-vector products, and the NeuralFederation adapter
 that lets every algorithm run on small networks unchanged."""
 
 from .data import (digits_federation, federation_from_partition, iid_partition, load_digits,
