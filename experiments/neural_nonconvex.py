@@ -108,11 +108,12 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     side = ds.images.shape[1]
     partition_seed = int(rng.integers(2**63 - 1))
     fed = image_federation(_model(side * side, config["hidden"]), ds, config["n_clients"],
-                           np.random.default_rng(partition_seed), partition="dirichlet", gamma=config["gamma"],
-                           n_samples=config["n_samples"], reg=config["reg"])
+                           np.random.default_rng(partition_seed), partition="dirichlet",
+                           gamma=config["gamma"], n_samples=config["n_samples"], reg=config["reg"])
     eta, tau, eta_s = float(config["client_lr"]), int(config["local_steps"]), float(config["server_lr"])
     client = optim.adagrad(eta, initial_accumulator=config["v0"])
-    alg = FedOpt(client_optimizer=client, server_optimizer=optim.sgd(eta_s), local_steps=tau, correction="local")
+    alg = FedOpt(client_optimizer=client, server_optimizer=optim.sgd(eta_s), local_steps=tau,
+                 correction="local")
     x0 = fed.init_params(rng)
     T = int(config["rounds"])
     hist = run_algorithm(alg, fed, T, x0=x0, seed=0)

@@ -23,7 +23,8 @@ def test_bound_formula():
 def _check_instance(fed, F_inf, L, eta, tau, T, rng):
     eta_s = 0.25 / (L * eta)                            # gamma L = 1/4, the largest step allowed
     client = optim.adagrad(eta, initial_accumulator=0.05)
-    alg = FedOpt(client_optimizer=client, server_optimizer=optim.sgd(eta_s), local_steps=tau, correction="local")
+    alg = FedOpt(client_optimizer=client, server_optimizer=optim.sgd(eta_s), local_steps=tau,
+                 correction="local")
     hist = run(alg, fed, T, x0=rng.standard_normal(fed.dim), seed=0)
     X = np.asarray(hist.x)
     G = 0.0
