@@ -103,12 +103,12 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
 def checks(results: dict[str, Any]) -> list[Check]:
     maj = results["majority_acc"]
     final = {r: results["acc"][r][-1] for r in results["runs"] if r != "lambda=0 as printed"}
-    worst = min(final, key=final.get)
+    worst = min(final, key=lambda r: final[r])
     out = [Check("learns", "holds" if final[worst] > maj else "violated", (1 - final[worst]) / (1 - maj),
                  f"majority accuracy {maj:.3f}; final "
                  + ", ".join(f"{r} {v:.3f}" for r, v in final.items()))]
     sweep = {lam: final[f"lambda={lam:g}"] for lam in results["lambdas"]}
-    best = max((lam for lam in sweep if lam > 0), key=sweep.get)
+    best = max((lam for lam in sweep if lam > 0), key=lambda lam: sweep[lam])
     err0, err_best = 1 - sweep[0.0], 1 - sweep[best]
     ratio = err_best / err0 if err0 > 0 else None
     out.append(Check("lambda-helps", "holds" if ratio is not None and ratio <= 1 else "violated", ratio,

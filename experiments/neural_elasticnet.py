@@ -107,7 +107,7 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
 def checks(results: dict[str, Any]) -> list[Check]:
     maj = results["majority_acc"]
     final = {r: results["acc"][r][-1] for r in results["runs"]}
-    worst = min(final, key=final.get)
+    worst = min(final, key=lambda r: final[r])
     out = [Check("learns", "holds" if final[worst] > maj else "violated", (1 - final[worst]) / (1 - maj),
                  f"majority accuracy {maj:.3f}; final "
                  + ", ".join(f"{r} {v:.3f}" for r, v in final.items()))]
@@ -115,9 +115,9 @@ def checks(results: dict[str, Any]) -> list[Check]:
         for base in results["bases"]:
             a, b = np.mean(results[key][base + "+EN"]), np.mean(results[key][base])
             ratio = float(a / b) if b > 0 else None
-            status = "holds" if ratio is not None and ratio <= 1 else "violated"
-            out.append(Check(theorem, status, ratio, f"{base}: mean {key} per round {b:.4g} without, "
-                                                     f"{a:.4g} with FedElasticNet"))
+            ok = ratio is not None and ratio <= 1
+            out.append(Check(theorem, "holds" if ok else "violated", ratio,
+                             f"{base}: mean {key} per round {b:.4g} without, {a:.4g} with FedElasticNet"))
     tol = results["acc_tolerance"]
     for base in results["bases"]:
         drop = final[base] - final[base + "+EN"]

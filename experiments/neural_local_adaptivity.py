@@ -104,7 +104,7 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
 def checks(results: dict[str, Any]) -> list[Check]:
     maj = results["majority_acc"]
     final = {r: results["acc"][r][-1] for r in results["runs"]}
-    worst = min(final, key=final.get)
+    worst = min(final, key=lambda r: final[r])
     out = [Check("learns", "holds" if final[worst] > maj else "violated", (1 - final[worst]) / (1 - maj),
                  f"majority accuracy {maj:.3f}; final test accuracies "
                  + ", ".join(f"{r} {v:.3f}" for r, v in final.items()))]

@@ -122,7 +122,8 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     for t in range(T):                                               # loop over rounds, clients batched
         x_next, g = _rerun_round(fed, X[t], client, tau, eta, eta_s)
         G = max(G, g)
-        dev = max(dev, float(np.linalg.norm(x_next - X[t + 1]) / max(np.linalg.norm(X[t + 1]), 1e-300)))
+        scale = max(float(np.linalg.norm(X[t + 1])), 1e-300)
+        dev = max(dev, float(np.linalg.norm(x_next - X[t + 1])) / scale)
     measured = X[:T][:: int(config["measure_every"])]
     tc = trajectory_constants(fed, measured, rng)
     L = float(max(tc.L.max(), tc.client_L.max()))

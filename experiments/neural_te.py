@@ -158,7 +158,7 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
 def checks(results: dict[str, Any]) -> list[Check]:
     maj = results["majority_acc"]
     final = {a: results["acc"][a][-1] for a in results["algorithms"]}
-    worst = min(final, key=final.get)
+    worst = min(final, key=lambda a: final[a])
     ratio = (1 - final[worst]) / (1 - maj)
     detail = (f"majority-class accuracy {maj:.3f}; final accuracies "
               + ", ".join(f"{a} {v:.3f}" for a, v in final.items()))
@@ -177,8 +177,8 @@ def checks(results: dict[str, Any]) -> list[Check]:
     else:
         te = r["FedProx-TE"]
         ratio_te = (te if te is not None else results["eval_rounds"][-1] + 1) / r["FedProx"]
-        status = "holds" if te is not None and te <= r["FedProx"] else "violated"
-        out.append(Check("te-speeds-fedprox", status, ratio_te,
+        faster = te is not None and te <= r["FedProx"]
+        out.append(Check("te-speeds-fedprox", "holds" if faster else "violated", ratio_te,
                          f"rounds to {tgt}: FedProx {r['FedProx']}, FedProx-TE {te} (None: not reached); "
                          f"all: {r}"))
     return out
