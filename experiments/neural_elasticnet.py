@@ -62,8 +62,8 @@ QUICK: dict[str, Any] = {
     "test_fraction": 0.2, "hidden": [200, 100], "batch": 10, "local_steps": 5, "lr": 0.05, "rounds": 15,
     "lambda2": 0.01, "lambda1": 1e-4, "eps": 1e-3, "acc_tolerance": 0.05,
 }
-FULL: dict[str, Any] = {**QUICK, "downsample": 1, "n_samples": 5000, "n_clients": 20, "local_steps": 20,
-                        "rounds": 100}
+FULL: dict[str, Any] = {**QUICK, "downsample": 1, "n_samples": 5000, "n_clients": 20, "local_steps": 10,
+                        "rounds": 40}
 EXPECTED_AXES = 2
 
 
