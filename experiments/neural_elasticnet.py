@@ -27,9 +27,15 @@ per base, ratio = max(0, final accuracy of the base - final accuracy with
 FedElasticNet) / ``acc_tolerance`` (<= 1 holds: at most ``acc_tolerance``
 below the base).
 
-Not done here: seed 003's Fig. 2 (histograms of the transmitted local
-updates): the library's round diagnostics record the counts and entropy of
-the transmitted values, not the values themselves.
+Seed 003's Fig. 2 (the transmitted local updates of FedDyn, Alg. 2 and Alg.
+3 are compared by their histograms): after the last round, each client runs
+one more round alone from the final state (a participation that selects only
+that client, weight 1, server rate 1), so x_{T+1} - x_T is exactly its
+transmitted change Delta~_k for the FedProx and SCAFFOLD bases (Alg. 1 and
+2); the histograms of all clients' values are recorded (``update_hist``) with
+the fraction of exact zeros.  For FedDyn (Alg. 3) the server model is
+mean theta_k - h / lambda_2, not x_T + Delta~_k, so its transmitted values are
+not recovered this way and its histogram is not drawn.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from fltheory import plotting
 from fltheory.algorithms import FedElasticNet
 from fltheory.algorithms import run as run_algorithm
 from fltheory.nn import image_federation, load_image_dataset, mlp
+from fltheory.participation import Participants, Participation
 
 NAME = "neural_elasticnet"
 TITLE = "Seed 003 on an MNIST MLP: FedElasticNet on FedProx, SCAFFOLD, FedDyn (non-zeros, entropy, accuracy)"
@@ -64,7 +71,27 @@ QUICK: dict[str, Any] = {
 }
 FULL: dict[str, Any] = {**QUICK, "downsample": 1, "n_samples": 5000, "n_clients": 20, "local_steps": 10,
                         "rounds": 40}
-EXPECTED_AXES = 2
+EXPECTED_AXES = 3
+HIST_BASES = ("fedprox", "scaffold")          # bases whose transmitted change is x_{T+1} - x_T
+
+
+class _OneClient(Participation):
+    """Only client k takes part, with its nominal local steps."""
+
+    def __init__(self, k: int) -> None:
+        self.k = int(k)
+
+    def draw(self, rng: np.random.Generator, t: int, local_steps: np.ndarray) -> Participants:
+        E = np.asarray(local_steps, dtype=np.int64)
+        return Participants(np.array([self.k], dtype=np.int64), E[[self.k]].copy())
+
+
+def transmitted_changes(alg: FedElasticNet, fed: Any, state: Any, rng: np.random.Generator) -> np.ndarray:
+    """Delta~_k of every client k for one more round from ``state`` (FedProx and
+    SCAFFOLD bases, server rate 1): x_{T+1} - x_T with client k alone -> (N, d)."""
+    x = np.asarray(state.x)
+    return np.stack([np.asarray(alg.round(state, fed, _OneClient(k), rng)[0].x) - x
+                     for k in range(fed.n_clients)])       # diagnostic: one round per client
 
 
 def _runs(cfg: dict[str, Any]) -> dict[str, FedElasticNet]:
@@ -92,15 +119,22 @@ def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     oracle_seed = int(rng.integers(2**63 - 1))
     mb = fed.with_minibatch(config["batch"])
     runs = _runs(config)
-    acc, nnz, ent = {}, {}, {}
+    acc, nnz, ent, changes = {}, {}, {}, {}
     for name, alg in progress(list(runs.items()), desc=NAME):
         hist = run_algorithm(alg, mb, config["rounds"], x0=x0, seed=oracle_seed)
         acc[name] = [fed.accuracy(hist.x[0]), fed.accuracy(hist.x[-1])]
         nnz[name] = [c.nonzeros_up / max(c.entries_up, 1) for c in hist.communication]
         ent[name] = [c.entropy_up for c in hist.communication]
+        if alg.base in HIST_BASES:
+            changes[name] = transmitted_changes(alg, mb, hist.state, np.random.default_rng(oracle_seed))
+    scale = max(float(np.abs(c).max()) for c in changes.values())
+    edges = np.linspace(-scale, scale, 61)
+    update_hist = {name: {"counts": np.histogram(c, bins=edges)[0], "zero_fraction": float(np.mean(c == 0)),
+                          "nonzero_fraction": float(np.mean(c != 0))} for name, c in changes.items()}
     return {"data_provenance": ds.provenance(), "partition_seed": partition_seed, "oracle_seed": oracle_seed,
             "dim": int(fed.dim), "n_clients": fed.n_clients, "majority_acc": majority, "bases": list(BASES),
             "runs": list(runs), "acc": acc, "nonzero_fraction": nnz, "entropy": ent,
+            "update_hist": update_hist, "hist_edges": edges,
             "acc_tolerance": config["acc_tolerance"]}
 
 
@@ -140,7 +174,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
 
 
 def plot(results: dict[str, Any]) -> Any:
-    fig, (ax, bx) = plotting.figure(1, 2)
+    fig, (ax, bx, cx) = plotting.figure(1, 3)
     for k, base in enumerate(results["bases"]):
         color = plotting.OKABE_ITO[k]
         for suffix, ls in (("", "-"), ("+EN", "--")):
@@ -152,4 +186,14 @@ def plot(results: dict[str, Any]) -> Any:
     ax.legend(fontsize=6)
     bx.set_xlabel("round t")
     bx.set_ylabel("entropy of uplink values (bits/value)")
+    edges = np.asarray(results["hist_edges"])
+    centres = 0.5 * (edges[1:] + edges[:-1])
+    for k, base in enumerate(HIST_BASES):
+        for suffix, ls in (("", "-"), ("+EN", "--")):
+            h = results["update_hist"][base + suffix]
+            cx.semilogy(centres, np.maximum(np.asarray(h["counts"]), 0.5), color=plotting.OKABE_ITO[k], ls=ls,
+                        label=f"{base + suffix} ({100 * h['zero_fraction']:.0f} % zeros)")
+    cx.set_xlabel(r"transmitted value $\tilde\Delta_k(j)$ after the last round")
+    cx.set_ylabel("count (all clients)")
+    cx.legend(fontsize=5)
     return fig

@@ -36,3 +36,31 @@ def test_verdicts():
     assert by["accuracy-kept"][0].ratio == pytest.approx(0.02 / 0.05)
     worse = E.checks(_results(nnz_en=0.6, acc_en=0.6))
     assert {c.status for c in worse if c.theorem in ("fewer-nonzeros", "accuracy-kept")} == {"violated"}
+
+
+@pytest.mark.parametrize("base", E.HIST_BASES)
+def test_transmitted_changes_are_what_the_round_transmits(base):
+    """x_{T+1} - x_T with one client alone equals the values the round reports as
+    transmitted: same non-zero count and same entropy (Communication record)."""
+    import numpy as np
+
+    from fltheory.algorithms import FedElasticNet, run
+    from fltheory.compression import entropy
+    from fltheory.problems import random_quadratic
+
+    fed = random_quadratic(3, 6, L=2.0, mu=0.2, heterogeneity=1.0, seed=2)
+    alg = FedElasticNet(base=base, lambda1=0.05, lambda2=0.1, eps=0.01, solver="gd", lr=0.1, local_steps=4)
+    hist = run(alg, fed, 3, x0=np.ones(6), seed=0)
+    D = E.transmitted_changes(alg, fed, hist.state, np.random.default_rng(0))
+    assert D.shape == (3, 6)
+    for k in range(3):
+        _, info = alg.round(hist.state, fed, E._OneClient(k), np.random.default_rng(0))
+        sent = D[k]
+        assert info.clients.tolist() == [k]
+        if base == "fedprox":
+            assert info.communication.nonzeros_up == np.count_nonzero(sent)
+            assert info.communication.entropy_up == pytest.approx(entropy(sent), abs=1e-12)
+        else:                                        # SCAFFOLD also sends its control change
+            assert info.communication.nonzeros_up >= np.count_nonzero(sent)
+    if base == "fedprox":
+        assert np.count_nonzero(D == 0) > 0          # the l1 term and the threshold zero some entries
