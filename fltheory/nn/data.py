@@ -1,8 +1,9 @@
 """Data for neural federations that needs no network access.
 
 * :func:`load_digits`: the 8x8 digits bundled with scikit-learn (optional
-  extra ``fltheory[digits]``; imported lazily, ImportError with the install
-  command if missing), pixels scaled to [0, 1].
+  extra ``fltheory[data]``; imported lazily, MissingDataPackageError, an
+  ImportError, with the install command if missing), pixels scaled to [0, 1];
+  MNIST and provenance records are in :mod:`fltheory.nn.datasets`.
 * :func:`synthetic_next_char`: a next-character task from per-client Markov
   chains over a small alphabet.
 * :func:`iid_partition`, :func:`split_clients`, :func:`federation_from_partition`:
@@ -36,13 +37,12 @@ PARTITIONS = ("iid", "dirichlet", "m_class")
 
 def load_digits() -> tuple[np.ndarray, np.ndarray]:
     """The 1797 scikit-learn 8x8 digits: images (1797, 8, 8) in [0, 1]
-    (pixel / 16) and labels (1797,) in 0..9."""
-    try:
-        from sklearn.datasets import load_digits as _load
-    except ImportError as exc:        # pragma: no cover - depends on the environment
-        raise ImportError("the digits data set needs scikit-learn: pip install 'fltheory[digits]'") from exc
-    bunch = _load()
-    return bunch.images.astype(np.float64) / 16.0, bunch.target.astype(np.int64)
+    (pixel / 16) and labels (1797,) in 0..9.  Without scikit-learn:
+    :class:`fltheory.nn.datasets.MissingDataPackageError` (an ImportError)
+    with the install command (``pip install 'fltheory[data]'``)."""
+    from .datasets import load_image_dataset
+    ds = load_image_dataset("digits")
+    return ds.images.copy(), ds.labels.copy()
 
 
 def iid_partition(n: int, n_clients: int, rng: np.random.Generator) -> list[np.ndarray]:

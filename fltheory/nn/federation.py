@@ -33,9 +33,11 @@ from ..aliases import ClientSelection
 
 __all__ = ["NeuralFederation", "HESS_MAX_DIM"]
 
-#: client_hess builds a dense (m, d, d) array from 2d gradient evaluations;
-#: refused above this d (memory 8 m d^2 bytes, cost 2d passes).
+#: client_hess builds a dense (m, d, d) array from d exact Hessian-vector
+#: products; refused above this d (memory 8 m d^2 bytes).
 HESS_MAX_DIM = 2000
+#: client_hess evaluates its d directions in blocks of about this many (direction, sample) pairs
+_HESS_BLOCK_SAMPLES = 20000
 
 
 def _pad(arrays: Sequence[np.ndarray], nmax: int) -> np.ndarray:
@@ -207,55 +209,52 @@ class NeuralFederation(Federation):
         G = self.model.value_and_grad(X, inputs, targets, self.loss_fn, None, "sum")[1]
         return G + self.reg * X if self.reg else G
 
-    def client_hvp(self, X: ArrayLike, V: ArrayLike, clients: ClientSelection = None, *,
-                   eps: float | None = None) -> np.ndarray:
-        """Hessian-vector products H_i(X[r]) V[r] by central differences of
-        exact gradients: (grad f_i(x + h v) - grad f_i(x - h v)) / (2h),
-        h = eps (1 + ||x||) / ||v|| with eps = 6e-6 ~ machine-eps^(1/3) (error
-        O(h^2) from the third derivative plus O(machine-eps / h) rounding;
-        exact up to rounding on piecewise-quadratic regions, inexact across
-        ReLU/max-pool kinks).  Cost: 2 gradient passes -> (m, d)."""
+    def client_hvp(self, X: ArrayLike, V: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
+        """Exact Hessian-vector products H_i(X[r]) V[r] (+ reg V[r]) -> (m, d).
+
+        Forward-over-reverse (Pearlmutter's R-operator,
+        :meth:`Sequential.hvp`): one pass over the (m, n_max) padded samples
+        of the listed clients, each row at its own point and direction; no
+        finite differences.  ReLU and max-pooling contribute, as in their
+        gradients, the second derivative zero of their linear pieces.  ``V``
+        is (m, d) or one direction (d,) for every row."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
         V = finite_array("V", V)
         V = np.broadcast_to(V, X.shape) if V.ndim == 1 else V
         if V.shape != X.shape:
             raise InvalidProblemError(f"V must have shape {X.shape} (or ({self.dim},)), got {V.shape}")
-        e = 6e-6 if eps is None else float(eps)
-        vn = np.linalg.norm(V, axis=1)
-        h = np.where(vn > 0, e * (1.0 + np.linalg.norm(X, axis=1)) / np.where(vn > 0, vn, 1.0), 0.0)
-        both = np.concatenate([X + h[:, None] * V, X - h[:, None] * V])
-        G = self.client_grad(both, np.concatenate([idx, idx]))
-        m = idx.shape[0]
-        out = np.zeros_like(X)
-        nz = h > 0
-        out[nz] = (G[:m][nz] - G[m:][nz]) / (2.0 * h[nz, None])
-        return out
+        u, t, w = self._train.take(idx, self._is_all(idx))
+        HV = self.model.hvp(X, V, u, t, self.loss_fn, w)
+        return HV + self.reg * V if self.reg else HV
 
-    def hvp(self, x: ArrayLike, v: ArrayLike, *, eps: float | None = None) -> np.ndarray:
-        """Hessian-vector product of F at x: sum_i p_i H_i(x) v (central
-        differences of exact gradients, see :meth:`client_hvp`) -> (d,)."""
+    def hvp(self, x: ArrayLike, v: ArrayLike) -> np.ndarray:
+        """Exact Hessian-vector product of F at x: sum_i p_i H_i(x) v (:meth:`client_hvp`) -> (d,)."""
         x = self._check_point(x)
         v = self._check_point(v)
-        return self.weights @ self.client_hvp(x, v, eps=eps)
+        return self.weights @ self.client_hvp(x, v)
 
     def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
-        """Hessian of f_i at X[r] by central differences of exact gradients
-        along the d coordinate axes, symmetrised -> (m, d, d).  Costs 2d
-        gradient passes per row and 8 m d^2 bytes; refused for
-        d > HESS_MAX_DIM (use :meth:`client_hvp` instead)."""
+        """Exact Hessian of f_i at X[r] -> (m, d, d): the columns H e_k from
+        :meth:`client_hvp` in blocks of directions, symmetrised (the asymmetry
+        is rounding only).  Costs about 3d gradient passes per row and
+        8 m d^2 bytes; refused for d > HESS_MAX_DIM (use :meth:`client_hvp`)."""
         if self.dim > HESS_MAX_DIM:
             raise InvalidProblemError(
-                f"client_hess of a network with d={self.dim} parameters would need {2 * self.dim} gradient "
-                f"passes and a dense (m, d, d) array; the limit is d <= {HESS_MAX_DIM}. Use client_hvp(X, V)")
+                f"client_hess of a network with d={self.dim} parameters would need {self.dim} Hessian-vector "
+                f"products and a dense (m, d, d) array; the limit is d <= {HESS_MAX_DIM}. Use client_hvp(X, V)")
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
         m, d = X.shape
         eye = np.eye(d)
         Hs = np.empty((m, d, d))
+        block = max(1, min(d, _HESS_BLOCK_SAMPLES // max(1, int(self._train.u.shape[1]))))
         for r in range(m):          # one row at a time bounds memory to (d, d) per call
-            cols = self.client_hvp(np.broadcast_to(X[r], (d, d)), eye, np.full(d, idx[r]))
-            Hs[r] = 0.5 * (cols + cols.T)
+            for k in range(0, d, block):
+                cols = eye[k:k + block]
+                Hs[r, k:k + block] = self.client_hvp(np.broadcast_to(X[r], cols.shape), cols,
+                                                     np.full(cols.shape[0], idx[r]))
+            Hs[r] = 0.5 * (Hs[r] + Hs[r].T)
         return Hs
 
     # ----------------------------------------------------------- evaluation

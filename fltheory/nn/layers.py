@@ -18,6 +18,15 @@ used through two pure methods (nothing is stored on the layer):
   interact, so each g_j is exact.  Layers that accept ``out`` (Dense) may
   write the reduced gradients straight into those arrays (views into the
   flat gradient) and return them.
+
+Exact Hessian-vector products use two more pure methods, the R-operator of
+Pearlmutter (1994) applied to the two passes (rules in :mod:`.rop_kernels`);
+``v`` maps block names to the direction's blocks, a leading ``r`` marks the
+directional derivative R{q} = d/de q(params + e v) of a quantity q:
+
+* ``forward_r(p, v, x, rx) -> (y, ry, cache)``;
+* ``backward_r(p, v, cache, dy, rdy, need_dx) -> (dx, rdx, rgrads)`` with
+  ``rgrads`` the R of the summed parameter gradients, shape (m, *shape).
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import numpy as np
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from . import kernels as K
 from . import recurrent_kernels as R
+from . import rop_kernels as RK
 from .params import INIT_SCHEMES, ParamSpec
 
 __all__ = ["Layer", "Dense", "Conv2D", "MaxPool2D", "AvgPool2D", "Flatten", "ReLU", "Tanh",
@@ -89,6 +99,19 @@ class Layer(ABC):
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
         ...
 
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """Outputs, their directional derivative along (v, rx), and the cache of
+        :meth:`backward_r` (module docstring)."""
+        raise InvalidProblemError(f"{type(self).__name__} has no exact Hessian-vector product: "
+                                  "implement forward_r and backward_r")
+
+    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """dx, R{dx} and the R of the summed parameter gradients (module docstring)."""
+        raise InvalidProblemError(f"{type(self).__name__} has no exact Hessian-vector product: "
+                                  "implement forward_r and backward_r")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -126,6 +149,23 @@ class Dense(Layer):
         dW = np.matmul(np.swapaxes(x, 1, 2), dy, out=o.get("W"))
         db = np.sum(dy, axis=1, out=o.get("b"))
         return dx, {"W": dW, "b": db}
+
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """R{y} = R{x} W + x V_W + V_b."""
+        ry = np.matmul(rx, p["W"]) + np.matmul(x, v["W"]) + v["b"][:, None, :]
+        return K.dense_forward(x, p["W"], p["b"]), ry, (x, rx)
+
+    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """R{dx} = R{dy} W^T + dy V_W^T, R{dW} = R{x}^T dy + x^T R{dy}, R{db} = sum_j R{dy_j}."""
+        x, rx = cache
+        dx = rdx = None
+        if need_dx:
+            dx = np.matmul(dy, np.swapaxes(p["W"], 1, 2))
+            rdx = np.matmul(rdy, np.swapaxes(p["W"], 1, 2)) + np.matmul(dy, np.swapaxes(v["W"], 1, 2))
+        rdW = np.matmul(np.swapaxes(rx, 1, 2), dy) + np.matmul(np.swapaxes(x, 1, 2), rdy)
+        return dx, rdx, {"W": rdW, "b": rdy.sum(axis=1)}
 
     def __repr__(self) -> str:
         return f"Dense({self.units})"
@@ -171,6 +211,22 @@ class Conv2D(Layer):
         dW, db = K.conv2d_per_sample(cols, dy, p["W"].shape[1:])
         return dx, {"W": _reduce(dW, mode), "b": _reduce(db, mode)}
 
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """R{y} = conv(R{x}; W) + conv(x; V_W) + V_b (rop_kernels.conv2d_forward_r)."""
+        y, ry, cols, rcols = RK.conv2d_forward_r(x, rx, p["W"], p["b"], v["W"], v["b"], self.stride,
+                                                 self.padding)
+        return y, ry, (cols, rcols)
+
+    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """rop_kernels.conv2d_backward_r."""
+        cols, rcols = cache
+        C, H, W = self.input_shape
+        dx, rdx, rdW, rdb = RK.conv2d_backward_r(cols, rcols, p["W"], v["W"], dy, rdy, (C, H, W),
+                                                 self.stride, self.padding, need_dx)
+        return dx, rdx, {"W": rdW, "b": rdb}
+
     def __repr__(self) -> str:
         return f"Conv2D({self.channels}, {self.kernel}, stride={self.stride}, padding={self.padding})"
 
@@ -202,6 +258,25 @@ class MaxPool2D(_Pool):
         _, H, W = self.input_shape
         return (K.maxpool_backward(arg, dy, self.size, self.stride, H, W) if need_dx else None), {}
 
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """R{y} = R{x} at each window's arg-max (the selection is locally constant)."""
+        y, arg = K.maxpool_forward(x, self.size, self.stride)
+        win = K._windows(rx, self.size, self.stride)
+        flat = win.reshape(*win.shape[:-2], self.size * self.size)
+        return y, np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0], arg
+
+    def backward_r(self, p: Params, v: Params, arg: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """dx and R{dx}: dy and R{dy} routed to the arg-max."""
+        if not need_dx:
+            return None, None, {}
+        _, H, W = self.input_shape
+        both = K.maxpool_backward(np.concatenate([arg, arg], axis=1), np.concatenate([dy, rdy], axis=1),
+                                  self.size, self.stride, H, W)
+        n = dy.shape[1]
+        return both[:, :n], both[:, n:], {}
+
 
 class AvgPool2D(_Pool):
     """Mean over k x k windows with a stride (default stride = k, no padding)."""
@@ -213,6 +288,21 @@ class AvgPool2D(_Pool):
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
         _, H, W = self.input_shape
         return (K.avgpool_backward(dy, self.size, self.stride, H, W) if need_dx else None), {}
+
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """Linear: R{y} = avgpool(R{x})."""
+        return (K.avgpool_forward(x, self.size, self.stride), K.avgpool_forward(rx, self.size, self.stride),
+                None)
+
+    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """Linear: R{dx} = avgpool_backward(R{dy})."""
+        if not need_dx:
+            return None, None, {}
+        _, H, W = self.input_shape
+        return (K.avgpool_backward(dy, self.size, self.stride, H, W),
+                K.avgpool_backward(rdy, self.size, self.stride, H, W), {})
 
 
 class Flatten(Layer):
@@ -227,6 +317,15 @@ class Flatten(Layer):
     def backward(self, p: Params, cache: Any, dy: np.ndarray, mode: str = "sum",
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
         return dy.reshape(*dy.shape[:2], *self.input_shape), {}
+
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        return x.reshape(*x.shape[:2], -1), rx.reshape(*rx.shape[:2], -1), None
+
+    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        return (dy.reshape(*dy.shape[:2], *self.input_shape), rdy.reshape(*rdy.shape[:2], *self.input_shape),
+                {})
 
 
 class _Activation(Layer):
@@ -244,6 +343,16 @@ class ReLU(_Activation):
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
         return K.relu_backward(x, dy), {}
 
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """R{y} = R{x} 1[x > 0]."""
+        return K.relu_forward(x), K.relu_backward(x, rx), x
+
+    def backward_r(self, p: Params, v: Params, x: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """R{dx} = R{dy} 1[x > 0] (the mask is locally constant away from x = 0)."""
+        return K.relu_backward(x, dy), K.relu_backward(x, rdy), {}
+
 
 class Tanh(_Activation):
     """tanh(x)."""
@@ -256,6 +365,19 @@ class Tanh(_Activation):
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
         return K.tanh_backward(y, dy), {}
 
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """R{y} = (1 - y^2) R{x}."""
+        y = K.tanh_forward(x)
+        ry = K.tanh_backward(y, rx)
+        return y, ry, (y, ry)
+
+    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """dx = dy (1 - y^2), R{dx} = R{dy} (1 - y^2) - 2 dy y R{y}."""
+        y, ry = cache
+        return K.tanh_backward(y, dy), K.tanh_backward(y, rdy) - 2.0 * dy * y * ry, {}
+
 
 class Sigmoid(_Activation):
     """1 / (1 + exp(-x)), overflow-free."""
@@ -267,6 +389,19 @@ class Sigmoid(_Activation):
     def backward(self, p: Params, y: Any, dy: np.ndarray, mode: str = "sum",
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
         return K.sigmoid_backward(y, dy), {}
+
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """R{y} = y (1 - y) R{x}."""
+        y = K.sigmoid_forward(x)
+        ry = K.sigmoid_backward(y, rx)
+        return y, ry, (y, ry)
+
+    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """dx = dy y (1 - y), R{dx} = R{dy} y (1 - y) + dy (1 - 2y) R{y}."""
+        y, ry = cache
+        return K.sigmoid_backward(y, dy), K.sigmoid_backward(y, rdy) + dy * (1.0 - 2.0 * y) * ry, {}
 
 
 class _Recurrent(Layer):
@@ -299,6 +434,21 @@ class _Recurrent(Layer):
     def _finish(self, h_all: np.ndarray, cache: Any) -> tuple[np.ndarray, Any]:
         return (h_all if self.return_sequences else h_all[:, :, -1]), cache
 
+    def _finish_r(self, h_all: np.ndarray, cache: Any, rh: np.ndarray, tan: Any
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        y, _ = self._finish(h_all, cache)
+        ry = rh[:, :, 1:] if self.return_sequences else rh[:, :, -1]
+        return y, ry, (cache, tan)
+
+    def _backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                    need_dx: bool, kernel: Any) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        plain, tan = cache
+        dx, rdx, dA, rdA = kernel(plain, tan, p["Wx"], p["Wh"], v["Wx"], v["Wh"], self._dh_out(dy),
+                                  self._dh_out(rdy))
+        rWx, rWh, rb = RK.recurrent_param_grads_r(plain.x, tan.rx, plain.h, tan.rh, dA, rdA)
+        grads = {"Wx": rWx, "Wh": rWh, "b": rb}
+        return (dx, rdx, grads) if need_dx else (None, None, grads)
+
     def _grads(self, cache: Any, dA: np.ndarray, mode: str) -> Params:
         per = mode != "sum"
         dWx, dWh, db = R.recurrent_param_grads(cache.x, cache.h, dA, per)
@@ -322,6 +472,18 @@ class RNN(_Recurrent):
         dx, dA = R.rnn_backward(cache, p["Wx"], p["Wh"], self._dh_out(dy))
         return dx, self._grads(cache, dA, mode)
 
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """rop_kernels.rnn_forward_r."""
+        h_all, cache = R.rnn_forward(x, p["Wx"], p["Wh"], p["b"])
+        tan = RK.rnn_forward_r(cache, rx, p["Wx"], p["Wh"], v["Wx"], v["Wh"], v["b"])
+        return self._finish_r(h_all, cache, tan.rh, tan)
+
+    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """rop_kernels.rnn_backward_r and recurrent_param_grads_r."""
+        return self._backward_r(p, v, cache, dy, rdy, need_dx, RK.rnn_backward_r)
+
 
 class LSTM(_Recurrent):
     """LSTM with gates [i, f, g, o] (recurrent_kernels module docstring),
@@ -340,3 +502,15 @@ class LSTM(_Recurrent):
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
         dx, dZ = R.lstm_backward(cache, p["Wx"], p["Wh"], self._dh_out(dy))
         return dx, self._grads(cache, dZ, mode)
+
+    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """rop_kernels.lstm_forward_r."""
+        h_all, cache = R.lstm_forward(x, p["Wx"], p["Wh"], p["b"])
+        tan = RK.lstm_forward_r(cache, rx, p["Wx"], p["Wh"], v["Wx"], v["Wh"], v["b"])
+        return self._finish_r(h_all, cache, tan.rh, tan)
+
+    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
+                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
+        """rop_kernels.lstm_backward_r and recurrent_param_grads_r."""
+        return self._backward_r(p, v, cache, dy, rdy, need_dx, RK.lstm_backward_r)

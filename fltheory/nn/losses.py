@@ -27,6 +27,11 @@ class Loss(ABC):
     def value_and_grad(self, out: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ...
 
+    def output_hvp(self, out: np.ndarray, targets: np.ndarray, rout: np.ndarray) -> np.ndarray:
+        """R{dl/dout} = (d^2 l / dout^2) rout per sample -> (m, n, K); used by
+        exact Hessian-vector products."""
+        raise InvalidProblemError(f"{type(self).__name__} has no output Hessian: implement output_hvp")
+
     @abstractmethod
     def check_targets(self, targets: np.ndarray, out_shape: tuple[int, ...], where: str) -> np.ndarray:
         """Validate one client's targets (n, ...) against the per-sample output shape."""
@@ -51,6 +56,11 @@ class SoftmaxCrossEntropy(Loss):
         np.put_along_axis(grad, y, np.take_along_axis(grad, y, axis=-1) - 1.0, axis=-1)
         return value, grad
 
+    def output_hvp(self, out: np.ndarray, targets: np.ndarray, rout: np.ndarray) -> np.ndarray:
+        """(diag(p) - p p^T) rout = p (.) (rout - <p, rout>), p = softmax(out)."""
+        p = np.exp(log_softmax(out, axis=-1))
+        return p * (rout - np.einsum("...k,...k->...", p, rout)[..., None])
+
     def check_targets(self, targets: np.ndarray, out_shape: tuple[int, ...], where: str) -> np.ndarray:
         t = np.asarray(targets)
         if len(out_shape) != 1:
@@ -70,6 +80,10 @@ class MSE(Loss):
     def value_and_grad(self, out: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r = out - targets
         return 0.5 * np.einsum("mnk,mnk->mn", r, r), r
+
+    def output_hvp(self, out: np.ndarray, targets: np.ndarray, rout: np.ndarray) -> np.ndarray:
+        """The output Hessian is the identity: R{out - t} = rout."""
+        return rout
 
     def check_targets(self, targets: np.ndarray, out_shape: tuple[int, ...], where: str) -> np.ndarray:
         t = np.asarray(targets, dtype=np.float64)

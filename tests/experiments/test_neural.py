@@ -8,27 +8,17 @@ import pytest
 from experiments import neural
 
 
-def test_bundled_digits_equal_the_library_loader():
+def test_data_are_the_real_digits_with_provenance():
     pytest.importorskip("sklearn")
-    from fltheory.nn import load_digits
-    found = neural._bundled_digits()
-    assert found is not None
-    images, labels = load_digits()
-    np.testing.assert_array_equal(found[0], images)
-    np.testing.assert_array_equal(found[1], labels)
-
-
-def test_synthetic_fallback_is_seeded_and_in_pixel_range():
-    a, la = neural._synthetic_images(300, np.random.default_rng(5))
-    b, lb = neural._synthetic_images(300, np.random.default_rng(5))
-    np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(la, lb)
-    assert a.shape == (300, 8, 8) and a.min() >= 0.0 and a.max() <= 1.0
-    assert set(np.unique(la)) <= set(range(10))
-    # nearest-prototype classification (class means) separates the classes far above chance
-    means = np.stack([a[la == c].mean(axis=0) for c in range(10)])
-    pred = np.argmin(((a[:, None] - means[None]) ** 2).sum(axis=(2, 3)), axis=1)
-    assert np.mean(pred == la) > 0.5
+    from sklearn.datasets import load_digits
+    images, labels, prov = neural._data(100, np.random.default_rng(1))
+    ref = load_digits()
+    assert images.shape == (100, 8, 8) and prov["dataset"] == "digits"
+    assert prov["source_package"] == "scikit-learn" and prov["source_version"]
+    # every drawn image is one of the library's images with its label
+    flat = ref.images.reshape(len(ref.target), -1) / 16.0
+    hit = [int(np.flatnonzero((flat == im.ravel()).all(axis=1))[0]) for im in images]
+    np.testing.assert_array_equal(ref.target[hit], labels)
 
 
 def _results(g_none, g_local, g_joint, acc_final=0.9, loss=(2.3, 0.5)):
@@ -82,16 +72,13 @@ def test_a_diverged_algorithm_is_not_checkable_and_left_out_of_the_ratios():
     assert neural._divergence_round("SCAFFOLD diverged in round 12: local steps") == 12
 
 
-def test_without_scikit_learn_the_synthetic_task_is_used_and_named(monkeypatch):
-    import fltheory.nn as nn_pkg
+def test_without_scikit_learn_the_experiment_stops_with_the_install_command(monkeypatch):
+    from fltheory.nn import datasets
 
-    def missing():
-        raise ImportError("no scikit-learn")
-    monkeypatch.setattr(neural, "_bundled_digits", lambda: None)
-    monkeypatch.setattr(nn_pkg, "load_digits", missing)
-    cfg = {**neural.QUICK, "n_samples": 80, "n_clients": 2, "rounds": {"MLP": 2, "CNN": 1},
-           "stat_samples": 80, "stat_rounds": 4, "stat_lrs": [0.02, 0.01], "window": 2}
-    res = neural.run(cfg, np.random.default_rng(0))
-    assert res["dataset"].startswith("synthetic")
-    assert res["n_samples"] == 80
-    assert len(res["acc"]["CNN"]["FedAvg"]) == 2
+    datasets._load.cache_clear()
+    real = datasets.importlib.util.find_spec
+    monkeypatch.setattr(datasets.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sklearn" else real(name, *a))
+    with pytest.raises(datasets.MissingDataPackageError, match=r"pip install 'fltheory\[data\]'"):
+        neural.run({**neural.QUICK}, np.random.default_rng(0))
+    datasets._load.cache_clear()
