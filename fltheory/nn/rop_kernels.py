@@ -107,7 +107,7 @@ def _input_tangent(x: np.ndarray, rx: np.ndarray, h: np.ndarray, Wx: np.ndarray,
     R{x_t} Wx + x_t V_Wx + h_{t-1} V_Wh + V_b for all t at once -> (m, n, T, G)."""
     m, n, T, _ = x.shape
     G = Wx.shape[-1]
-    flat = lambda z: z.reshape(m, n * T, -1)  # noqa: E731
+    flat = lambda z: z.reshape(m, n * T, -1)
     out = np.matmul(flat(rx), Wx) + np.matmul(flat(x), VWx) + np.matmul(flat(h[:, :, :-1]), VWh)
     return out.reshape(m, n, T, G) + Vb[:, None, None, :]
 
@@ -242,7 +242,7 @@ def recurrent_param_grads_r(x: np.ndarray, rx: np.ndarray, h: np.ndarray, rh: np
     R{dWx} = sum_{j,t} (R{x_jt} dA_jt^T + x_jt R{dA_jt}^T), R{dWh} likewise
     with h_{j,t-1}, R{db} = sum_{j,t} R{dA_jt}."""
     m, n, T = dA.shape[:3]
-    flat = lambda z: z.reshape(m, n * T, -1)  # noqa: E731
+    flat = lambda z: z.reshape(m, n * T, -1)
     dAf, rdAf = flat(dA), flat(rdA)
     hp, rhp = flat(h[:, :, :-1]), flat(rh[:, :, :-1])
     rdWx = np.matmul(np.swapaxes(flat(rx), 1, 2), dAf) + np.matmul(np.swapaxes(flat(x), 1, 2), rdAf)
