@@ -194,9 +194,31 @@ def entropy(values: Any, bin_width: float = 0.01) -> float:
     arr = finite_array("entropy: values", values).ravel()
     if arr.size == 0:
         return 0.0
-    _, counts = np.unique(np.rint(arr / w), return_counts=True)
-    p = counts / arr.size
+    p = _bin_counts(np.rint(arr / w)) / arr.size
     return float(max(-(p * np.log2(p)).sum(), 0.0))
+
+
+# Widest span of bin indices counted with ``np.bincount`` (8 bytes per bin of the span);
+# wider spans (rare: values far apart relative to the bin width) use ``np.unique``.
+_MAX_BINCOUNT_SPAN = 1 << 22
+
+
+def _bin_counts(bins: np.ndarray) -> np.ndarray:
+    """Counts of the distinct values of ``bins`` (integral floats), in increasing
+    order of value, without sorting.
+
+    Equal to ``np.unique(bins, return_counts=True)[1]`` element for element
+    (same counts, same order), so the entropy computed from it is the same to
+    the bit: the bins are shifted to 0..span and counted with ``np.bincount``
+    (one pass), and the zero counts are dropped.  -0.0 and 0.0 fall in one bin,
+    as in ``np.unique``.  Spans wider than ``_MAX_BINCOUNT_SPAN`` bins fall back
+    to ``np.unique`` (a sort).
+    """
+    lo, hi = float(bins.min()), float(bins.max())
+    if not hi - lo <= _MAX_BINCOUNT_SPAN:            # also inf / nan spans (overflowed v / w)
+        return np.unique(bins, return_counts=True)[1]
+    counts = np.bincount((bins - lo).astype(np.int64), minlength=int(hi - lo) + 1)
+    return counts[counts > 0]
 
 
 def _message_cost(A: np.ndarray, kind: str) -> tuple[int, int, int]:
