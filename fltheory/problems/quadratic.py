@@ -341,14 +341,25 @@ class QuadraticFederation(Federation):
     def loss_and_grad_norm2(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """F(x_t) and ||grad F(x_t)||^2 for all rows at once, from Hbar = sum p_i H_i,
         ebar = sum p_i e_i and cbar = sum p_i c_i: F(x) = 1/2 x^T Hbar x - ebar^T x + cbar."""
-        p = self.weights
-        Hbar = np.einsum("i,ijk->jk", p, self.H)
-        ebar = p @ self.e
-        cbar = float(p @ self.offsets)
+        Hbar, ebar, cbar = self._global_quadratic()
         HX = X @ Hbar
         loss = 0.5 * np.einsum("td,td->t", HX, X) - X @ ebar + cbar
         G = HX - ebar
         return loss, np.einsum("td,td->t", G, G)
+
+    def _global_quadratic(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """(Hbar, ebar, cbar) = (sum p_i H_i, sum p_i e_i, sum p_i c_i), computed once
+        per federation (one pass over the N Hessians) and reused while H, e, offsets
+        and weights are the same array objects (views such as ``client_block`` or
+        replaced arrays recompute; in-place edits of H are not tracked)."""
+        key = (self.H, self.e, self.offsets, self.weights)
+        cached = self.__dict__.get("_global_cache")
+        if cached is None or any(a is not b for a, b in zip(cached[0], key, strict=True)):
+            p = self.weights
+            value = (np.einsum("i,ijk->jk", p, self.H), p @ self.e, float(p @ self.offsets))
+            cached = (key, value)
+            self.__dict__["_global_cache"] = cached
+        return cached[1]
 
     def client_block(self, start: int, stop: int) -> "QuadraticFederation | None":
         """A shallow copy whose H and e are the views H[start:stop], e[start:stop]
