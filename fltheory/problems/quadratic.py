@@ -58,6 +58,49 @@ def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1) -> np.ndarray:
     return out[:, 0, :]
 
 
+# Bytes of Hessians checked and symmetrised at a time: construction then peaks at
+# the final H plus about 2 such chunks (instead of 3 full copies of H).
+_CHUNK_BYTES = 1 << 20
+
+
+def _symmetric_positive_definite(H: np.ndarray, *, copied: bool) -> np.ndarray:
+    """0.5 (H_i + H_i^T) for every client after checking |H_i - H_i^T| <= 1e-10 max(max|H_i|, 1)
+    and that the result is positive definite (InvalidProblemError naming the client).
+
+    Works on chunks of clients with one reused buffer, so that building a federation
+    peaks at about the final H plus two chunks; every entry is computed by the same
+    operations as the whole-array expression 0.5 * (H + H^T), hence the same bits.
+    ``copied``: H is already a private copy (symmetrised in place)."""
+    N, d, _ = H.shape
+    per = max(1, _CHUNK_BYTES // (8 * d * d))
+    out = H if copied else np.empty_like(H)
+    buf = np.empty((min(per, N), d, d))
+    for a in range(0, N, per):
+        Hc = H[a:a + per]
+        T = np.swapaxes(Hc, 1, 2)
+        tmp = buf[: Hc.shape[0]]
+        np.subtract(Hc, T, out=tmp)
+        asym = np.abs(tmp, out=tmp).max(axis=(1, 2))
+        scale = np.maximum(np.abs(Hc, out=tmp).max(axis=(1, 2)), 1.0)
+        bad = np.flatnonzero(asym > _SYM_TOL * scale)
+        if bad.size:
+            i = a + int(bad[0])
+            raise InvalidProblemError(
+                f"H[{i}] is not symmetric: max |H - H^T| = {asym[bad[0]]:.3e}")
+        np.add(Hc, T, out=tmp)
+        tmp *= 0.5                                   # 0.5 * (H + H^T), entry by entry
+        out[a:a + per] = tmp
+    for a in range(0, N, per):
+        try:
+            np.linalg.cholesky(out[a:a + per])
+        except np.linalg.LinAlgError:
+            lam = np.concatenate([np.linalg.eigvalsh(out[b:b + per])[:, 0] for b in range(0, N, per)])
+            i = int(np.argmin(lam))
+            raise InvalidProblemError(
+                f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
+    return out
+
+
 class QuadraticFederation(Federation):
     """N quadratic clients with stacked Hessians H (N, d, d) and linear terms e (N, d).
 
@@ -77,6 +120,7 @@ class QuadraticFederation(Federation):
 
     def __init__(self, H: Any, e: Any, n_samples: Any = None, weights: Any = None,
                  offsets: Any = None) -> None:
+        H_in = H
         H = finite_array("H", H, ndim=3)
         e = finite_array("e", e, ndim=2)
         N, d, d2 = H.shape
@@ -86,21 +130,8 @@ class QuadraticFederation(Federation):
             raise InvalidProblemError(f"each H_i must be square, got H of shape {H.shape}")
         if e.shape != (N, d):
             raise InvalidProblemError(f"e must have shape ({N}, {d}) to match H {H.shape}, got {e.shape}")
-        asym = np.abs(H - np.swapaxes(H, 1, 2)).max(axis=(1, 2))
-        scale = np.maximum(np.abs(H).max(axis=(1, 2)), 1.0)
-        bad = np.flatnonzero(asym > _SYM_TOL * scale)
-        if bad.size:
-            i = int(bad[0])
-            raise InvalidProblemError(
-                f"H[{i}] is not symmetric: max |H - H^T| = {asym[i]:.3e}")
-        H = 0.5 * (H + np.swapaxes(H, 1, 2))
-        try:
-            np.linalg.cholesky(H)
-        except np.linalg.LinAlgError:
-            lam = np.linalg.eigvalsh(H)[:, 0]
-            i = int(np.argmin(lam))
-            raise InvalidProblemError(
-                f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
+        copied = not (isinstance(H_in, np.ndarray) and np.may_share_memory(H, H_in))
+        H = _symmetric_positive_definite(H, copied=copied)
         self.H = H
         self.e = e
         self.n_clients, self.dim = N, d
