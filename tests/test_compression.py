@@ -199,3 +199,23 @@ def test_entropy_counts_without_sort_are_bit_identical_to_the_sorted_counts(case
 
 def test_entropy_all_overflowed_to_one_infinite_bin_is_zero():
     assert C.entropy(np.array([-1e300, -1e300]), 1e-10) == 0.0
+
+
+def test_measure_counts_a_broadcast_downlink_row_once_with_the_same_result():
+    """A broadcast model (stride-0 rows) is checked and counted from one row: the
+    record equals the one of the materialised (m, d) array, field by field."""
+    rng = np.random.default_rng(3)
+    x = np.where(rng.random(17) < 0.3, 0.0, rng.normal(size=17))
+    U = rng.normal(0, 0.05, (9, 17))
+    for kind in ("dense", "sparse", "ternary"):
+        lazy = C.Communication.measure(U, np.broadcast_to(x, (9, 17)), down_kind=kind)
+        eager = C.Communication.measure(U, np.tile(x, (9, 1)), down_kind=kind)
+        assert lazy == eager
+        assert lazy.nonzeros_down == 9 * np.count_nonzero(x)
+    assert C.Communication.measure(U, x).entropy_up == C.entropy(U)
+    bad = x.copy()
+    bad[4] = np.nan
+    with pytest.raises(InvalidProblemError, match="down"):
+        C.Communication.measure(U, np.broadcast_to(bad, (9, 17)))
+    with pytest.raises(InvalidHyperparameterError, match="bin_width"):
+        C.Communication.measure(U, x, bin_width=0.0)

@@ -302,8 +302,9 @@ class QuadraticFederation(Federation):
         return np.einsum("i,ijk->jk", self.weights, self.H)
 
     def optimum(self) -> np.ndarray:
-        """x* = (sum p_i H_i)^{-1} sum p_i e_i."""
-        return np.linalg.solve(self.hess(), self.weights @ self.e)
+        """x* = (sum p_i H_i)^{-1} sum p_i e_i (the averaged quadratic, formed once)."""
+        Hbar, ebar, _ = self._global_quadratic()
+        return np.linalg.solve(Hbar, ebar)
 
     def client_optima(self) -> np.ndarray:
         """x_i* = H_i^{-1} e_i -> (N, d)."""
