@@ -28,11 +28,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from .._threads import blas_threads
-from ..errors import DivergenceError, InvalidHyperparameterError
+from ..errors import DivergenceError, FLTheoryError, InvalidHyperparameterError
 from ..participation import Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo
-from .history import History, check_run_arguments, known_optimum, run_record
+from .history import History, check_run_arguments, run_record
 
 __all__ = ["METRICS", "History", "register_run_method", "run"]
 
@@ -109,7 +109,7 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
     x0 = check_run_arguments(algorithm, problem, rounds, x0)
     gen = rng if rng is not None else np.random.default_rng(seed)
     need_optimum = bool(wanted & {"loss_gap", "dist2"})
-    x_star, f_star = known_optimum(problem) if need_optimum else (None, None)
+    x_star, f_star = _optimum(problem) if need_optimum else (None, None)
     track = bool(wanted & {"loss", "loss_gap", "grad_norm2"})
     start = time.perf_counter()
     with blas_threads():
@@ -176,6 +176,18 @@ def check_metrics(metrics: Collection[str] | None) -> frozenset[str]:
     if unknown:
         raise InvalidHyperparameterError(f"metrics: unknown name(s) {unknown!r}; expected names from {METRICS}")
     return frozenset(metrics)
+
+
+def _optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:
+    """(x*, F*) with F* through the same hook as the per-round F(x_t), so that the
+    gap F(x_t) - F* is computed by one formula (exactly 0 at x_t = x*); (None, None)
+    when the federation cannot compute x*."""
+    try:
+        x_star = problem.optimum()
+    except (FLTheoryError, NotImplementedError):
+        return None, None
+    loss, _ = problem.loss_and_grad_norm2(np.asarray(x_star, dtype=np.float64)[None, :])
+    return x_star, float(loss[0])
 
 
 def _record_objective(problem: Federation, x: np.ndarray, losses: list[float], grads: list[float]) -> None:

@@ -125,3 +125,10 @@ def test_blas_is_limited_inside_run_and_restored_after():
         set_blas_threads(1)
     with pytest.raises(InvalidHyperparameterError, match="BLAS threads"):
         set_blas_threads(0)
+
+
+def test_loss_gap_is_exactly_zero_at_the_optimum():
+    """F* comes through the same hook as F(x_t): the gap at x_0 = x* is 0.0, not rounding."""
+    f = fed(2, noisy=False)
+    h = run(FedAvg(lr=0.1, local_steps=2), f, 2, x0=f.optimum())
+    assert h.loss_gap[0] == 0.0 and h.dist2[0] == 0.0
