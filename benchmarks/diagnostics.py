@@ -59,6 +59,25 @@ def medians(runs: dict[str, Callable[[], Any]], trials: int, repeat: int) -> dic
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
+def measure_size(N: int, d: int, trials: int) -> None:
+    fed = quadratic_problem(N, d)
+    rng = np.random.default_rng(1)
+    delta = 0.05 * rng.standard_normal((N, d))
+    x = rng.standard_normal(d)
+    fed.loss_and_grad_norm2(x[None, :])                    # the averaged quadratic, once
+    e = medians({"unique": lambda: entropy_by_sort(delta), "bincount": lambda: entropy(delta)},
+                trials, 5)
+    o = medians({"pointwise": lambda: (fed.loss(x), float(np.sum(fed.grad(x) ** 2))),
+                 "hook": lambda: fed.loss_and_grad_norm2(x[None, :])}, trials, 5)
+    same = entropy(delta) == entropy_by_sort(delta)
+    lo, g2 = fed.loss_and_grad_norm2(x[None, :])
+    ref_l, ref_g = fed.loss(x), float(np.sum(fed.grad(x) ** 2))
+    rel = max(abs(lo[0] - ref_l) / abs(ref_l), abs(g2[0] - ref_g) / abs(ref_g))
+    print(f"{(N, d)!s:<12} {1e3 * e['unique']:>13.3f}ms {1e3 * e['bincount']:>15.3f}ms "
+          f"{e['unique'] / e['bincount']:>8.1f}x {same!s:>10} | {1e3 * o['pointwise']:>16.3f}ms "
+          f"{1e3 * o['hook']:>8.3f}ms {o['pointwise'] / o['hook']:>8.0f}x {rel:>13.1e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=9)
@@ -67,22 +86,7 @@ def main() -> None:
     print(f"{'(N, d)':<12} {'entropy unique':>15} {'entropy bincount':>17} {'speed-up':>9} {'same bits':>10} | "
           f"{'F, grad pointwise':>18} {'hook':>10} {'speed-up':>9} {'max rel diff':>13}")
     for N, d in SIZES:
-        fed = quadratic_problem(N, d)
-        rng = np.random.default_rng(1)
-        delta = 0.05 * rng.standard_normal((N, d))
-        x = rng.standard_normal(d)
-        fed.loss_and_grad_norm2(x[None, :])                    # the averaged quadratic, once
-        e = medians({"unique": lambda: entropy_by_sort(delta), "bincount": lambda: entropy(delta)},
-                    args.trials, 5)
-        o = medians({"pointwise": lambda: (fed.loss(x), float(np.sum(fed.grad(x) ** 2))),
-                     "hook": lambda: fed.loss_and_grad_norm2(x[None, :])}, args.trials, 5)
-        same = entropy(delta) == entropy_by_sort(delta)
-        lo, g2 = fed.loss_and_grad_norm2(x[None, :])
-        ref_l, ref_g = fed.loss(x), float(np.sum(fed.grad(x) ** 2))
-        rel = max(abs(lo[0] - ref_l) / abs(ref_l), abs(g2[0] - ref_g) / abs(ref_g))
-        print(f"{(N, d)!s:<12} {1e3 * e['unique']:>13.3f}ms {1e3 * e['bincount']:>15.3f}ms "
-              f"{e['unique'] / e['bincount']:>8.1f}x {same!s:>10} | {1e3 * o['pointwise']:>16.3f}ms "
-              f"{1e3 * o['hook']:>8.3f}ms {o['pointwise'] / o['hook']:>8.0f}x {rel:>13.1e}")
+        measure_size(N, d, args.trials)
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
