@@ -193,18 +193,52 @@ def entropy(values: ArrayLike, bin_width: float = 0.01) -> float:
     entropy 0.
     """
     w = positive("entropy: bin_width", bin_width)
-    arr = finite_array("entropy: values", values).ravel()
+    return _entropy(finite_array("entropy: values", values).ravel(), w)
+
+
+def _entropy(arr: np.ndarray, w: float) -> float:
+    """:func:`entropy` of a validated flat float array ``arr`` at a validated ``w``."""
     if arr.size == 0:
         return 0.0
-    _, counts = np.unique(np.rint(arr / w), return_counts=True)
-    p = counts / arr.size
+    p = _bin_counts(np.rint(arr / w)) / arr.size
     return float(max(-(p * np.log2(p)).sum(), 0.0))
+
+
+# Widest span of bin indices counted with ``np.bincount`` (8 bytes per bin of the span);
+# wider spans (rare: values far apart relative to the bin width) use ``np.unique``.
+_MAX_BINCOUNT_SPAN = 1 << 22
+
+
+def _bin_counts(bins: np.ndarray) -> np.ndarray:
+    """Counts of the distinct values of ``bins`` (integral floats), in increasing
+    order of value, without sorting.
+
+    Equal to ``np.unique(bins, return_counts=True)[1]`` element for element
+    (same counts, same order), so the entropy computed from it is the same to
+    the bit: the bins are shifted to 0..span and counted with ``np.bincount``
+    (one pass), and the zero counts are dropped.  -0.0 and 0.0 fall in one bin,
+    as in ``np.unique``.  Spans wider than ``_MAX_BINCOUNT_SPAN`` bins fall back
+    to ``np.unique`` (a sort).
+    """
+    lo, hi = float(bins.min()), float(bins.max())
+    if not hi - lo <= _MAX_BINCOUNT_SPAN:            # also inf / nan spans (overflowed v / w)
+        return np.unique(bins, return_counts=True)[1]
+    counts = np.bincount((bins - lo).astype(np.int64), minlength=int(hi - lo) + 1)
+    return counts[counts > 0]
+
+
+def _nonzeros(A: np.ndarray) -> int:
+    """Non-zero entries of A; a broadcast row (stride 0 along the rows, as
+    ``np.broadcast_to(x, (m, d))``) is counted once and multiplied by m (the same count)."""
+    if A.shape[0] > 1 and A.strides[0] == 0:
+        return A.shape[0] * int(np.count_nonzero(A[0]))
+    return int(np.count_nonzero(A))
 
 
 def _message_cost(A: np.ndarray, kind: str) -> tuple[int, int, int]:
     """(floats, nonzeros, bits) of the rows of A sent as ``kind``."""
     m, d = A.shape
-    nnz = int(np.count_nonzero(A))
+    nnz = _nonzeros(A)
     index_bits = math.ceil(math.log2(d)) if d > 1 else 0
     if kind == "dense":
         return m * d, nnz, 32 * m * d
@@ -281,7 +315,11 @@ class Communication:
         if U.ndim != 2:
             raise InvalidHyperparameterError(
                 f"Communication.measure: up must be an (m, d) array, got shape {U.shape}")
-        D = finite_array("Communication.measure: down", down)
+        D = np.asarray(down, dtype=np.float64)
+        if D.ndim == 2 and D.shape[0] > 1 and D.strides[0] == 0:     # one broadcast row: check it once
+            finite_array("Communication.measure: down", D[0])
+        else:
+            D = finite_array("Communication.measure: down", D)
         if D.ndim == 1:
             D = D[None, :]
         elif D.ndim != 2:
@@ -289,7 +327,8 @@ class Communication:
                 f"Communication.measure: down must be (d,) or (m, d), got shape {D.shape}")
         fu, nu, bu = _message_cost(U, up_kind)
         fd, nd, bd = _message_cost(D, down_kind)
-        return cls(fu, fd, nu, nd, bu, bd, entropy(U, bin_width), int(U.size))
+        w = positive("Communication.measure: bin_width", bin_width)
+        return cls(fu, fd, nu, nd, bu, bd, _entropy(U.ravel(), w), int(U.size))
 
     def __add__(self, other: Communication) -> Communication:
         if not isinstance(other, Communication):

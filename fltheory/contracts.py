@@ -200,7 +200,7 @@ def check_algorithm(algorithm: Any, *, hyperparameters: Mapping[str, Any] | None
     # 1. same seed, same bits
     h1 = run(alg, noisy, rounds, participation=part, seed=seed)
     h2 = run(alg, noisy, rounds, participation=part, seed=seed)
-    same = np.array_equal(h1.x, h2.x) and np.array_equal(h1.loss, h2.loss)
+    same = np.array_equal(h1.x, h2.x) and np.array_equal(np.asarray(h1.loss), np.asarray(h2.loss))
     report.add("same seed, same bits", "passed" if same else "FAILED",
                f"{rounds} rounds, seed {seed}: max |x1 - x2| = {np.abs(h1.x - h2.x).max():.3g}")
 

@@ -165,3 +165,58 @@ def test_invalid_hyperparameters(call):
 def test_non_finite_input_rejected():
     with pytest.raises(InvalidProblemError):
         C.st(np.array([[1.0, np.nan]]), 0.5)
+
+
+def _entropy_by_sort(values: np.ndarray, w: float = 0.01) -> float:
+    """The previous definition of ``entropy``: counts from np.unique (a sort)."""
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    if arr.size == 0:
+        return 0.0
+    _, counts = np.unique(np.rint(arr / w), return_counts=True)
+    p = counts / arr.size
+    return float(max(-(p * np.log2(p)).sum(), 0.0))
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_entropy_counts_without_sort_are_bit_identical_to_the_sorted_counts(case):
+    """Counting the quantised integers (bincount) gives the same counts in the same
+    order as np.unique, hence the same float, to the bit: checked on Gaussian updates,
+    sparse/ternary messages, -0.0, huge spans (np.unique fallback) and overflowed bins."""
+    rng = np.random.default_rng(case)
+    w = [0.01, 0.5, 1e-9][case % 3]
+    kinds = [
+        rng.normal(0, 1, (50, 40)),
+        rng.normal(0, 1e-3, 777),
+        np.where(rng.random((30, 30)) < 0.9, 0.0, rng.choice([-0.37, 0.37], (30, 30))),
+        np.array([-0.0, 0.0, -0.004, 0.004, 0.005, -0.005, 0.015, 1.0]),
+        np.concatenate([rng.normal(0, 1, 100), [1e12, -1e12]]),          # span > bincount limit
+        np.array([1e300, -1e300, 1e300, 3.0]),                           # v / w may overflow to +-inf
+    ]
+    v = kinds[case % len(kinds)]
+    assert C.entropy(v, w) == _entropy_by_sort(v, w)
+    assert C._bin_counts(np.rint(v.ravel() / w)).tolist() == \
+        np.unique(np.rint(v.ravel() / w), return_counts=True)[1].tolist()
+
+
+def test_entropy_all_overflowed_to_one_infinite_bin_is_zero():
+    assert C.entropy(np.array([-1e300, -1e300]), 1e-10) == 0.0
+
+
+def test_measure_counts_a_broadcast_downlink_row_once_with_the_same_result():
+    """A broadcast model (stride-0 rows) is checked and counted from one row: the
+    record equals the one of the materialised (m, d) array, field by field."""
+    rng = np.random.default_rng(3)
+    x = np.where(rng.random(17) < 0.3, 0.0, rng.normal(size=17))
+    U = rng.normal(0, 0.05, (9, 17))
+    for kind in ("dense", "sparse", "ternary"):
+        lazy = C.Communication.measure(U, np.broadcast_to(x, (9, 17)), down_kind=kind)
+        eager = C.Communication.measure(U, np.tile(x, (9, 1)), down_kind=kind)
+        assert lazy == eager
+        assert lazy.nonzeros_down == 9 * np.count_nonzero(x)
+    assert C.Communication.measure(U, x).entropy_up == C.entropy(U)
+    bad = x.copy()
+    bad[4] = np.nan
+    with pytest.raises(InvalidProblemError, match="down"):
+        C.Communication.measure(U, np.broadcast_to(bad, (9, 17)))
+    with pytest.raises(InvalidHyperparameterError, match="bin_width"):
+        C.Communication.measure(U, x, bin_width=0.0)

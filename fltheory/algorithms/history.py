@@ -32,10 +32,10 @@ class History(HistoryDisplay):
     """Per-round record of a run (index 0 is the initial model).
 
     x : (R+1, d) server models.
-    loss : (R+1,) F(x_t).
+    loss : (R+1,) F(x_t), or None when ``run(metrics=...)`` did not ask for it.
     loss_gap : (R+1,) F(x_t) - F*, or None when F* is unknown (non-convex problems).
     dist2 : (R+1,) ||x_t - x*||^2, or None when x* is unknown.
-    grad_norm2 : (R+1,) ||grad F(x_t)||^2.
+    grad_norm2 : (R+1,) ||grad F(x_t)||^2, or None when not asked for.
     clients, steps : per-round participant indices and completed steps (length R lists).
     communication : per-round ``Communication`` (length R list).
     extra : per-round algorithm diagnostics (length R list of mappings).
@@ -48,10 +48,10 @@ class History(HistoryDisplay):
     """
 
     x: np.ndarray
-    loss: np.ndarray
+    loss: np.ndarray | None
     loss_gap: np.ndarray | None
     dist2: np.ndarray | None
-    grad_norm2: np.ndarray
+    grad_norm2: np.ndarray | None
     clients: list[np.ndarray]
     steps: list[np.ndarray]
     communication: list[Any]

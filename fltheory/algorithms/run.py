@@ -22,20 +22,20 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .._threads import pinned_blas
-from ..errors import DivergenceError, InvalidHyperparameterError
+from ..errors import DivergenceError, FLTheoryError, InvalidHyperparameterError
 from ..participation import Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo
-from .history import History, check_run_arguments, known_optimum, run_record
+from .history import History, check_run_arguments, run_record
 
-__all__ = ["History", "register_run_method", "run"]
+__all__ = ["METRICS", "History", "register_run_method", "run"]
 
 
 class RunMethod(Protocol):
@@ -63,7 +63,8 @@ def register_run_method(name: str, runner: RunMethod, provider: str) -> None:
 def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         participation: Participation | None = None, seed: int | np.random.SeedSequence = 0,
         x0: ArrayLike | None = None, callback: Callable[[int, Any, RoundInfo], bool | None] | None = None,
-        rng: np.random.Generator | None = None, method: str = "simulate") -> History:
+        rng: np.random.Generator | None = None, method: str = "simulate",
+        metrics: Collection[str] | None = None) -> History:
     """Run ``algorithm`` on ``problem`` for ``rounds`` rounds.
 
     ``method="affine"`` (registered by ``fltheory.theory``) computes a
@@ -90,19 +91,35 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         Use this generator instead of one seeded from ``seed``.
     method : {"simulate", "affine", any registered name}
         Simulate every round, or a registered runner (``register_run_method``).
+    metrics : collection of {"loss", "loss_gap", "dist2", "grad_norm2"}, optional
+        Per-round quantities to compute (default: all four, today's History).
+        F(x_t) and ||grad F(x_t)||^2 come from the federation hook
+        ``loss_and_grad_norm2`` (quadratic clients: the averaged quadratic
+        sum_i p_i H_i, formed once per federation, d^2 work per round instead
+        of N d^2).  Fields not asked for are None; ``metrics=()`` runs the bare
+        rounds.  Metrics never feed back into the iterates: the models x_t are
+        the same bits whatever is asked.  A finite model with a non-finite F or
+        gradient raises DivergenceError only when they are computed.
     """
     if method != "simulate":
+        if metrics is not None:
+            raise InvalidHyperparameterError(
+                f"run(method={method!r}) computes every metric; metrics= is for method='simulate'")
         return _run_registered(method, algorithm, problem, rounds, participation=participation,
                                seed=seed, x0=x0, callback=callback, rng=rng)
+    wanted = check_metrics(metrics)
     x0 = check_run_arguments(algorithm, problem, rounds, x0)
     gen = rng if rng is not None else np.random.default_rng(seed)
-    x_star, f_star = known_optimum(problem)
+    need_optimum = bool(wanted & {"loss_gap", "dist2"})
+    x_star, f_star = _optimum(problem) if need_optimum else (None, None)
+    track = bool(wanted & {"loss", "loss_gap", "grad_norm2"})
     start = time.perf_counter()
     state = algorithm.init(problem, x0, gen)
-
     xs = [x0.copy()]
-    losses = [problem.loss(x0)]
-    grads = [float(np.sum(problem.grad(x0) ** 2))]
+    losses: list[float] = []
+    grads: list[float] = []
+    if track:
+        _record_objective(problem, x0, losses, grads)
     clients: list[np.ndarray] = []
     steps: list[np.ndarray] = []
     comms: list[Any] = []
@@ -118,15 +135,14 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         if not np.all(np.isfinite(x)):
             raise DivergenceError(
                 f"{algorithm.name} diverged in round {t}: the server model has non-finite entries")
-        with np.errstate(over="ignore", invalid="ignore"):   # non-finite is reported below
-            loss = problem.loss(x)
-            g2 = float(np.sum(problem.grad(x) ** 2))
-        if not (np.isfinite(loss) and np.isfinite(g2)):
-            raise DivergenceError(
-                f"{algorithm.name} diverged in round {t}: F(x) = {loss!r}, ||grad F||^2 = {g2!r}")
+        if track:
+            with np.errstate(over="ignore", invalid="ignore"):   # non-finite is reported below
+                _record_objective(problem, x, losses, grads)
+            if not (np.isfinite(losses[-1]) and np.isfinite(grads[-1])):
+                raise DivergenceError(
+                    f"{algorithm.name} diverged in round {t}: F(x) = {losses[-1]!r}, "
+                    f"||grad F||^2 = {grads[-1]!r}")
         xs.append(x.copy())
-        losses.append(loss)
-        grads.append(g2)
         clients.append(info.clients)
         steps.append(info.steps)
         comms.append(info.communication)
@@ -134,17 +150,52 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         if callback is not None and callback(t, state, info):
             break
     X = np.array(xs)
-    L = np.array(losses)
+    L = np.array(losses) if track else None
     record = run_record(algorithm, problem, rounds=int(rounds), completed_rounds=X.shape[0] - 1,
                         seed=None if rng is not None else seed, participation=participation,
                         seconds=time.perf_counter() - start)
     return History(
-        x=X, loss=L,
-        loss_gap=None if f_star is None else L - f_star,
-        dist2=None if x_star is None else np.sum((X - x_star) ** 2, axis=1),
-        grad_norm2=np.array(grads), clients=clients, steps=steps,
+        x=X, loss=L if "loss" in wanted else None,
+        loss_gap=None if f_star is None or L is None or "loss_gap" not in wanted else L - f_star,
+        dist2=None if x_star is None or "dist2" not in wanted else np.sum((X - x_star) ** 2, axis=1),
+        grad_norm2=np.array(grads) if "grad_norm2" in wanted else None, clients=clients, steps=steps,
         communication=comms, extra=extras, state=state, record=record,
     )
+
+
+METRICS = ("loss", "loss_gap", "dist2", "grad_norm2")
+
+
+def check_metrics(metrics: Collection[str] | None) -> frozenset[str]:
+    """The set of per-round metrics asked for (all of ``METRICS`` when None)."""
+    if metrics is None:
+        return frozenset(METRICS)
+    if isinstance(metrics, str) or not isinstance(metrics, Collection):
+        raise InvalidHyperparameterError(
+            f"metrics must be a collection of names from {METRICS} (e.g. ('loss',)), got {metrics!r}")
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise InvalidHyperparameterError(f"metrics: unknown name(s) {unknown!r}; expected names from {METRICS}")
+    return frozenset(metrics)
+
+
+def _optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:
+    """(x*, F*) with F* through the same hook as the per-round F(x_t), so that the
+    gap F(x_t) - F* is computed by one formula (exactly 0 at x_t = x*); (None, None)
+    when the federation cannot compute x*."""
+    try:
+        x_star = problem.optimum()
+    except (FLTheoryError, NotImplementedError):
+        return None, None
+    loss, _ = problem.loss_and_grad_norm2(np.asarray(x_star, dtype=np.float64)[None, :])
+    return x_star, float(loss[0])
+
+
+def _record_objective(problem: Federation, x: np.ndarray, losses: list[float], grads: list[float]) -> None:
+    """Append F(x) and ||grad F(x)||^2 from the hook ``loss_and_grad_norm2`` (one row)."""
+    loss, g2 = problem.loss_and_grad_norm2(x[None, :])
+    losses.append(float(loss[0]))
+    grads.append(float(g2[0]))
 
 
 def _run_registered(method: str, algorithm: Algorithm, problem: Federation, rounds: int, *,

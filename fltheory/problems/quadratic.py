@@ -61,6 +61,49 @@ def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1) -> np.ndarray:
     return out[:, 0, :]
 
 
+# Bytes of Hessians checked and symmetrised at a time: construction then peaks at
+# the final H plus about 2 such chunks (instead of 3 full copies of H).
+_CHUNK_BYTES = 1 << 20
+
+
+def _symmetric_positive_definite(H: np.ndarray, *, copied: bool) -> np.ndarray:
+    """0.5 (H_i + H_i^T) for every client after checking |H_i - H_i^T| <= 1e-10 max(max|H_i|, 1)
+    and that the result is positive definite (InvalidProblemError naming the client).
+
+    Works on chunks of clients with one reused buffer, so that building a federation
+    peaks at about the final H plus two chunks; every entry is computed by the same
+    operations as the whole-array expression 0.5 * (H + H^T), hence the same bits.
+    ``copied``: H is already a private copy (symmetrised in place)."""
+    N, d, _ = H.shape
+    per = max(1, _CHUNK_BYTES // (8 * d * d))
+    out = H if copied else np.empty_like(H)
+    buf = np.empty((min(per, N), d, d))
+    for a in range(0, N, per):
+        Hc = H[a:a + per]
+        T = np.swapaxes(Hc, 1, 2)
+        tmp = buf[: Hc.shape[0]]
+        np.subtract(Hc, T, out=tmp)
+        asym = np.abs(tmp, out=tmp).max(axis=(1, 2))
+        scale = np.maximum(np.abs(Hc, out=tmp).max(axis=(1, 2)), 1.0)
+        bad = np.flatnonzero(asym > _SYM_TOL * scale)
+        if bad.size:
+            i = a + int(bad[0])
+            raise InvalidProblemError(
+                f"H[{i}] is not symmetric: max |H - H^T| = {asym[bad[0]]:.3e}")
+        np.add(Hc, T, out=tmp)
+        tmp *= 0.5                                   # 0.5 * (H + H^T), entry by entry
+        out[a:a + per] = tmp
+    for a in range(0, N, per):
+        try:
+            np.linalg.cholesky(out[a:a + per])
+        except np.linalg.LinAlgError:
+            lam = np.concatenate([np.linalg.eigvalsh(out[b:b + per])[:, 0] for b in range(0, N, per)])
+            i = int(np.argmin(lam))
+            raise InvalidProblemError(
+                f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
+    return out
+
+
 class QuadraticFederation(Federation):
     """N quadratic clients with stacked Hessians H (N, d, d) and linear terms e (N, d).
 
@@ -80,6 +123,7 @@ class QuadraticFederation(Federation):
 
     def __init__(self, H: ArrayLike, e: ArrayLike, n_samples: ArrayLike | None = None, weights: ArrayLike | None = None,
                  offsets: ArrayLike | None = None) -> None:
+        H_in = H
         H = finite_array("H", H, ndim=3)
         e = finite_array("e", e, ndim=2)
         N, d, d2 = H.shape
@@ -89,23 +133,10 @@ class QuadraticFederation(Federation):
             raise InvalidProblemError(f"each H_i must be square, got H of shape {H.shape}")
         if e.shape != (N, d):
             raise InvalidProblemError(f"e must have shape ({N}, {d}) to match H {H.shape}, got {e.shape}")
-        asym = np.abs(H - np.swapaxes(H, 1, 2)).max(axis=(1, 2))
-        scale = np.maximum(np.abs(H).max(axis=(1, 2)), 1.0)
-        bad = np.flatnonzero(asym > _SYM_TOL * scale)
-        if bad.size:
-            i = int(bad[0])
-            raise InvalidProblemError(
-                f"H[{i}] is not symmetric: max |H - H^T| = {asym[i]:.3e}")
-        H = np.asarray(0.5 * (H + np.swapaxes(H, 1, 2)))   # no copy: typed as an array
-        try:
-            np.linalg.cholesky(H)
-        except np.linalg.LinAlgError:
-            lam = np.linalg.eigvalsh(H)[:, 0]
-            i = int(np.argmin(lam))
-            raise InvalidProblemError(
-                f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
-        self.H = np.asarray(H)                # already an array: typed as one, not copied
-        self.e = np.asarray(e)
+        copied = not (isinstance(H_in, np.ndarray) and np.may_share_memory(H, H_in))
+        H = _symmetric_positive_definite(H, copied=copied)
+        self.H = H
+        self.e = e
         self.n_clients, self.dim = N, d
         self.weights, self.n_samples = normalize_weights(N, n_samples, weights)
         if offsets is None:
@@ -276,8 +307,9 @@ class QuadraticFederation(Federation):
         return np.einsum("i,ijk->jk", self.weights, self.H)
 
     def optimum(self) -> np.ndarray:
-        """x* = (sum p_i H_i)^{-1} sum p_i e_i."""
-        return np.linalg.solve(self.hess(), self.weights @ self.e)
+        """x* = (sum p_i H_i)^{-1} sum p_i e_i (the averaged quadratic, formed once)."""
+        Hbar, ebar, _ = self._global_quadratic()
+        return np.linalg.solve(Hbar, ebar)
 
     def client_optima(self) -> np.ndarray:
         """x_i* = H_i^{-1} e_i -> (N, d)."""
@@ -346,14 +378,25 @@ class QuadraticFederation(Federation):
     def loss_and_grad_norm2(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """F(x_t) and ||grad F(x_t)||^2 for all rows at once, from Hbar = sum p_i H_i,
         ebar = sum p_i e_i and cbar = sum p_i c_i: F(x) = 1/2 x^T Hbar x - ebar^T x + cbar."""
-        p = self.weights
-        Hbar = np.einsum("i,ijk->jk", p, self.H)
-        ebar = p @ self.e
-        cbar = float(p @ self.offsets)
+        Hbar, ebar, cbar = self._global_quadratic()
         HX = X @ Hbar
         loss = 0.5 * np.einsum("td,td->t", HX, X) - X @ ebar + cbar
         G = HX - ebar
         return loss, np.einsum("td,td->t", G, G)
+
+    def _global_quadratic(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """(Hbar, ebar, cbar) = (sum p_i H_i, sum p_i e_i, sum p_i c_i), computed once
+        per federation (one pass over the N Hessians) and reused while H, e, offsets
+        and weights are the same array objects (views such as ``client_block`` or
+        replaced arrays recompute; in-place edits of H are not tracked)."""
+        key = (self.H, self.e, self.offsets, self.weights)
+        cached = self.__dict__.get("_global_cache")
+        if cached is None or any(a is not b for a, b in zip(cached[0], key, strict=True)):
+            p = self.weights
+            value = (np.einsum("i,ijk->jk", p, self.H), p @ self.e, float(p @ self.offsets))
+            cached = (key, value)
+            self.__dict__["_global_cache"] = cached
+        return cached[1]
 
     def client_block(self, start: int, stop: int) -> QuadraticFederation | None:
         """A shallow copy whose H and e are the views H[start:stop], e[start:stop]

@@ -29,10 +29,10 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     # a linear term alone (the SCAFFOLD correction): its gradient 0 - b = -b is
     # subtracted directly, G - b == G + (0 - b) exactly, with no zeros/extra pass
     linear_only = objective.D is None and objective.b is not None and not objective.has_l1
+    kmin = int(steps.min()) if m else 0             # steps 0..kmin-1 involve every row
     for k in range(kmax):
-        active = steps > k
-        full = bool(active.all())
-        rows = slice(None) if full else np.flatnonzero(active)
+        full = k < kmin
+        rows = slice(None) if full else np.flatnonzero(steps > k)
         Ya = Y if full else Y[rows]
         G = problem.stochastic_grad(Ya, clients if full else clients[rows], rng)
         _add_extra_grad(G, objective if full else objective.take(rows), Ya, linear_only)
