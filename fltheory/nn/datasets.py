@@ -34,6 +34,7 @@ from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemEr
 from .federation import NeuralFederation
 from .losses import Loss
 from .sequential import Sequential
+from .partitions import iid_partition, split_clients
 
 __all__ = [
     "DATASETS",
@@ -140,7 +141,6 @@ def partition_labels(labels: np.ndarray, n_clients: int, rng: np.random.Generato
     most one), "dirichlet" (label skew q_c ~ Dir(gamma p), seed 002 eq. 4) or
     "m_class" (``classes_per_client`` labels per client)."""
     from ..problems.partitions import dirichlet_partition, m_class_partition
-    from .data import iid_partition
     if partition == "iid":
         return iid_partition(labels.shape[0], n_clients, rng)
     if partition == "dirichlet":
@@ -172,7 +172,6 @@ def image_federation(model: Sequential, dataset: ImageDataset, n_clients: int, r
     test (:func:`fltheory.nn.split_clients`, ``test_fraction``).  Inputs are
     flattened for an MLP ((H W,)) or given one channel for a CNN ((1, H, W)).
     Draw order from ``rng``: subset, partition, splits."""
-    from .data import split_clients
     from .losses import SoftmaxCrossEntropy
     images, labels = dataset.images, dataset.labels
     if n_samples is not None:
