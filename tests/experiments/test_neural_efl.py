@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from experiments import neural_efl as E
-from experiments._framework import experiment_rng
+from fltheory.reproduce import experiment_rng
 
 
 def _results(acc0=0.5, acc_best=0.6, loss_printed=(2.3, 1.9), acc_low=0.5):

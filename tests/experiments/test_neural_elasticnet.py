@@ -76,7 +76,7 @@ FINDING = ("FINDING: on the QUICK instance of neural_elasticnet (seed 0: 1000 MN
 
 @pytest.mark.xfail(strict=True, reason=FINDING)
 def test_elasticnet_on_feddyn_keeps_the_accuracy_on_the_quick_instance():
-    from experiments._framework import experiment_rng
+    from fltheory.reproduce import experiment_rng
     res = E.run(dict(E.QUICK), experiment_rng(0, E.NAME))
     kept = [c for c in E.checks(res) if c.theorem == "accuracy-kept"]
     assert all(c.status == "holds" for c in kept), [c.detail for c in kept]
