@@ -118,6 +118,6 @@ def plot(results: dict[str, Any]):
     ax.set_yticks(range(len(results["eps"])), [f"{e:g}" for e in results["eps"]])
     ax.set_xlabel("G / L (dimensionless)")
     ax.set_ylabel(r"target accuracy $\epsilon$")
-    ax.set_title("EFL / SCAFFOLD rounds (Table 1); red: EFL larger")
-    fig.colorbar(im, ax=ax, label=r"$\log_{10}$ ratio")
+    ax.set_title("EFL / SCAFFOLD rounds (Table 1)")
+    fig.colorbar(im, ax=ax, label=r"$\log_{10}$ ratio (red: EFL larger)")
     return fig
