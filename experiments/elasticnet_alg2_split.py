@@ -138,7 +138,7 @@ def plot(results: dict[str, Any]):
         ax.plot(xpos, results[key], marker="o", color=plotting.OKABE_ITO[c], label=label)
     ax.set_xticks(xpos, [f"{v:g}" for v in lam])
     ax.set_xlabel(r"$\lambda_1$")
-    ax.set_ylabel("non-zero fraction of sent entries (ratio)")
+    ax.set_ylabel("non-zero fraction of sent entries")
     ax.set_ylim(0, 1.05)
     ax.set_title("FedElasticNet Alg. 2 (SCAFFOLD)")
     ax.legend(fontsize=6)
