@@ -100,6 +100,6 @@ def plot(results: dict[str, Any]):
               label=r"$G^2/(\mu R^2)$")
     ax.set_xlabel("rounds R")
     ax.set_ylabel(r"$\min_\eta F(x_R) - F^*$ (loss units)")
-    ax.set_title("Theorem II (ICML 2020) on the hard instance")
+    ax.set_title("Theorem II (ICML 2020), hard instance", fontsize=9)
     ax.legend(fontsize=6)
     return fig
