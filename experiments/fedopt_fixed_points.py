@@ -309,7 +309,7 @@ def plot(results: dict[str, Any]):
     ax2.plot([], [], color="black", linestyle=":", linewidth=1.0,
              label=r"predicted bias $\|\tilde x - x^*\|$")
     ax2.legend(handles=ax2.get_lines()[-1:], loc="upper right", fontsize=7)
-    ax2.set_title(r"distance to $x^*$ plateaus at the fixed-point bias")
+    ax2.set_title(r"distance to $x^*$ plateaus at the bias")
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7)
     return fig
