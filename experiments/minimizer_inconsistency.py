@@ -288,9 +288,9 @@ def plot(results: dict[str, Any]):
     if failed:
         ax2.text(0.98, 0.02, "no root of T(x)=x found at eta =\n" + "\n".join(failed), ha="right",
                  va="bottom", fontsize=6, transform=ax2.transAxes)
-    for a, title, unit in ((ax, "local GD clients", "GD step size, 1/curvature units"),
-                           (ax2, "local AdaGrad clients (restarted)", "AdaGrad step, model units")):
-        a.set_xlabel(rf"client learning rate $\eta$ ({unit})")
+    for a, title, xlabel in ((ax, "local GD clients", r"GD step size $\eta$ (1/curvature units)"),
+                             (ax2, "local AdaGrad clients (restarted)", r"AdaGrad step $\eta$ (model units)")):
+        a.set_xlabel(xlabel)
         a.set_ylabel(r"bias $\|\tilde x(\eta) - x^*\|$ (model units)")
         a.set_title(title)
         a.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
