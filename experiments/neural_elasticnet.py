@@ -188,7 +188,7 @@ def plot(results: dict[str, Any]) -> Any:
     ax.set_ylabel("non-zero fraction of uplink values")
     ax.legend(fontsize=6)
     bx.set_xlabel("round t")
-    bx.set_ylabel("entropy of uplink values (bits/value)")
+    bx.set_ylabel("uplink entropy (bits/value)")
     edges = np.asarray(results["hist_edges"])
     centres = 0.5 * (edges[1:] + edges[:-1])
     for k, base in enumerate(HIST_BASES):
@@ -196,7 +196,7 @@ def plot(results: dict[str, Any]) -> Any:
             h = results["update_hist"][base + suffix]
             cx.semilogy(centres, np.maximum(np.asarray(h["counts"]), 0.5), color=plotting.OKABE_ITO[k], ls=ls,
                         label=f"{base + suffix} ({100 * h['zero_fraction']:.0f} % zeros)")
-    cx.set_xlabel(r"transmitted value $\tilde\Delta_k(j)$ after the last round")
+    cx.set_xlabel(r"last-round sent value $\tilde\Delta_k(j)$")
     cx.set_ylabel("count (all clients)")
     cx.legend(fontsize=5)
     return fig
