@@ -181,7 +181,7 @@ def plot(results: dict[str, Any]):
             ax.semilogy(x, np.maximum(t, 1e-16), color=plotting.OKABE_ITO[c], linestyle="--",
                         label=rf"TE $\beta$={r['beta']:g}")
         ax.set_xlabel("round t")
-        ax.set_ylabel(r"$F(x_t) - F^*$ (loss units), mean over seeds")
+        ax.set_ylabel(r"seed mean of $F(x_t) - F^*$ (loss units)")
         ax.set_title(f"{label}(-TE), rate decay {results['lr_decay']}")
         ax.legend(fontsize=6)
     return fig
