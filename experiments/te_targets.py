@@ -302,7 +302,7 @@ def plot(results: dict[str, Any]):
                label="verdict window")
     ax.set_xlabel("communication round t")
     red = max(r["max_abs_diff"] for r in results["reduction"].values())
-    ax.set_title(rf"gap TE / base, $\beta$={results['te_beta']} ($\beta$=0: max|$\Delta x$|={red:.1g})",
-                 fontsize=8)
+    ax.set_title(rf"gap TE / base, $\beta$={results['te_beta']}" + "\n"
+                 + rf"($\beta$=0: max|$\Delta x$|={red:.1g})", fontsize=8)
     ax.legend(fontsize=6.5, loc="best")
     return fig
