@@ -182,7 +182,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     from fltheory.cli_format import WIDTH
     from fltheory.reproduce import MODES, experiment_status
     registry, package = _registry(args)
-    say(f"{len(registry)} experiment(s) ({package}); results in {args.out}/ and {Path(args.out) / 'full'}/")
+    say(f"registry ({package}): {len(registry)} experiment(s); results in {args.out}/, {Path(args.out) / 'full'}/")
     if not registry:
         return 0
     width = max(len(e.name) for e in registry)
