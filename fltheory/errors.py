@@ -16,6 +16,8 @@ __all__ = [
     "DivergenceError",
     "NotAffineError",
     "ExperimentDefinitionError",
+    "NonFinitePointError",
+    "OutOfRangeError",
 ]
 
 
@@ -50,3 +52,16 @@ class NotAffineError(FLTheoryError, ValueError):
 class ExperimentDefinitionError(FLTheoryError, ValueError):
     """An experiment module's declarations are missing or malformed, or its
     run/checks/macros/plot returned something outside the protocol."""
+
+
+class NonFinitePointError(InvalidProblemError):
+    """An oracle was asked about a point with NaN or inf entries.  Inside
+    :func:`fltheory.algorithms.run` this means the iterates overflowed, and the
+    run reports it as a :class:`DivergenceError`."""
+
+
+class OutOfRangeError(FLTheoryError, ArithmeticError):
+    """The instance lies outside the range where the routine can return a
+    correct float64 answer (overflow, a condition number beyond what double
+    precision resolves, a solver that cannot reach the requested accuracy).
+    Raised instead of returning a wrong or non-finite number."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import generator, seed_value
 from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
 from ..problems.base import Federation
@@ -88,6 +89,23 @@ def check_run_arguments(algorithm: Any, problem: Any, rounds: Any, x0: Any) -> n
     if x.shape != (problem.dim,) or not np.all(np.isfinite(x)):
         raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {x.shape}")
     return x
+
+
+def check_run_options(participation: Any, seed: Any, callback: Any, rng: Any) -> None:
+    """Validate the keyword options of :func:`run`: a Participation (or None), a
+    non-negative integer seed or SeedSequence, a callable callback (or None) and a
+    numpy Generator (or None).  Raises InvalidHyperparameterError naming the
+    argument, the value and what is expected."""
+    if participation is not None and not isinstance(participation, Participation):
+        raise InvalidHyperparameterError(
+            f"participation must be an fltheory.participation.Participation or None (full "
+            f"participation), got {participation!r}")
+    seed_value("seed", seed)
+    if callback is not None and not callable(callback):
+        raise InvalidHyperparameterError(
+            f"callback must be callable(t, state, info) or None, got {callback!r}")
+    if rng is not None:
+        generator("rng", rng)
 
 
 def known_optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:

@@ -22,11 +22,22 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import DivergenceError, InvalidHyperparameterError
+from ..errors import (
+    DivergenceError,
+    InvalidHyperparameterError,
+    NonFinitePointError,
+    OutOfRangeError,
+)
 from ..participation import Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo
-from .history import History, check_run_arguments, known_optimum, run_record
+from .history import (
+    History,
+    check_run_arguments,
+    check_run_options,
+    known_optimum,
+    run_record,
+)
 
 __all__ = ["History", "register_run_method", "run"]
 
@@ -81,6 +92,7 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
     method : {"simulate", "affine", any registered name}
         Simulate every round, or a registered runner (``register_run_method``).
     """
+    check_run_options(participation, seed, callback, rng)
     if method != "simulate":
         return _run_registered(method, algorithm, problem, rounds, participation=participation,
                                seed=seed, x0=x0, callback=callback, rng=rng)
@@ -103,6 +115,8 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         except DivergenceError as exc:
             raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
         except FloatingPointError as exc:     # under np.errstate(all="raise")
+            raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
+        except (NonFinitePointError, OutOfRangeError) as exc:   # local iterates overflowed
             raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
         x = np.asarray(state.x)
         if not np.all(np.isfinite(x)):

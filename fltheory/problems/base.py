@@ -28,8 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import finite_array, per_client
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .._validate import finite_array, per_client, real_array
+from ..errors import (
+    InvalidHyperparameterError,
+    InvalidProblemError,
+    NonFinitePointError,
+)
 from .constants import CurvatureBounds, ProblemConstants, problem_constants
 from .newton import shifted_newton
 
@@ -134,15 +138,21 @@ class Federation(ABC):
         return idx
 
     def _points(self, X: Any, m: int) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
+        X = real_array("X", X, InvalidProblemError).astype(np.float64, copy=False)
         if X.ndim == 1:
             if X.shape[0] != self.dim:
                 raise InvalidProblemError(
                     f"point must have length dim={self.dim}, got shape {X.shape}")
+            if not np.all(np.isfinite(X)):
+                raise NonFinitePointError("point contains non-finite values (NaN or inf); the "
+                                          "oracles take finite points only")
             return np.broadcast_to(X, (m, self.dim))
         if X.shape != (m, self.dim):
             raise InvalidProblemError(
                 f"X must have shape ({m}, {self.dim}) (one row per listed client), got {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise NonFinitePointError("X contains non-finite values (NaN or inf); the oracles "
+                                      "take finite points only")
         return X
 
     def _is_all(self, idx: np.ndarray) -> bool:
@@ -238,9 +248,11 @@ class Federation(ABC):
 
     # --- global objective --------------------------------------------------
     def _check_point(self, x: Any) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+        x = real_array("x", x, InvalidProblemError).astype(np.float64, copy=False)
         if x.shape != (self.dim,):
             raise InvalidProblemError(f"x must have shape ({self.dim},), got {x.shape}")
+        if not np.all(np.isfinite(x)):
+            raise NonFinitePointError(f"x must be finite, got {x!r}")
         return x
 
     def loss(self, x: Any) -> float:
