@@ -33,11 +33,24 @@ from ..errors import (
     InvalidHyperparameterError,
     InvalidProblemError,
     NonFinitePointError,
+    OutOfRangeError,
 )
 from .constants import CurvatureBounds, ProblemConstants, problem_constants
 from .newton import shifted_newton
 
 __all__ = ["Federation", "normalize_weights"]
+
+
+def finite_output(what: str, values: np.ndarray) -> np.ndarray:
+    """Return ``values`` if finite, else raise OutOfRangeError: an oracle asked
+    about a finite point whose value overflows float64 (e.g. a logistic margin
+    a^T x or a quadratic form beyond 1e308) says so instead of returning inf/NaN."""
+    if not np.all(np.isfinite(values)):
+        raise OutOfRangeError(
+            f"{what} overflows float64 at the given point (a result entry is "
+            f"{float(values.flat[int(np.argmin(np.isfinite(values)))])!r}); the point or the data are out of "
+            "the representable range")
+    return values
 
 
 def normalize_weights(n_clients: int, n_samples: Any = None, weights: Any = None

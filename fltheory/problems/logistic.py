@@ -47,7 +47,7 @@ from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, make_plan
 from .newton import newton
 from ._separation import is_separable
-from .base import Federation, normalize_weights
+from .base import Federation, finite_output, normalize_weights
 from .constants import CurvatureBounds
 
 __all__ = ["LogisticFederation"]
@@ -198,9 +198,10 @@ class LogisticFederation(Federation):
         else:
             fn = {"loss": lo.multi_loss, "grad": lo.multi_grad, "hess": lo.multi_hess}[which]
         args = (self.reg,) if C is None else (self.reg, C)
-        if which == "hess":
-            return self._bucketed(fn, X, idx, args)
-        return self._planned(fn, X, idx, args)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if which == "hess":
+                return finite_output(f"client {which}", self._bucketed(fn, X, idx, args))
+            return finite_output(f"client {which}", self._planned(fn, X, idx, args))
 
     def _planned(self, fn: Callable[..., np.ndarray], X: np.ndarray, idx: np.ndarray,
                  args: tuple = ()) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._validate import finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
-from .base import Federation, normalize_weights
+from .base import Federation, finite_output, normalize_weights
 from .constants import CurvatureBounds
 
 __all__ = ["QuadraticFederation"]
@@ -93,7 +93,7 @@ class QuadraticFederation(Federation):
             i = int(bad[0])
             raise InvalidProblemError(
                 f"H[{i}] is not symmetric: max |H - H^T| = {asym[i]:.3e}")
-        H = 0.5 * (H + np.swapaxes(H, 1, 2))
+        H = 0.5 * H + 0.5 * np.swapaxes(H, 1, 2)     # halves first: no overflow near 1e308
         try:
             np.linalg.cholesky(H)
         except np.linalg.LinAlgError:
@@ -184,17 +184,20 @@ class QuadraticFederation(Federation):
         """f_i(x) = 1/2 x^T H_i x - e_i^T x + c_i for each listed client -> (m,)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
-        HX = _hx(self._H(idx), X, self._threads)
-        return 0.5 * np.einsum("mi,mi->m", X, HX) - np.einsum("mi,mi->m", self._e(idx), X) \
-            + self.offsets[idx]
+        with np.errstate(over="ignore", invalid="ignore"):
+            HX = _hx(self._H(idx), X, self._threads)
+            out = 0.5 * np.einsum("mi,mi->m", X, HX) - np.einsum("mi,mi->m", self._e(idx), X) \
+                + self.offsets[idx]
+        return finite_output("client loss", out)
 
     def client_grad(self, X: Any, clients: Any = None) -> np.ndarray:
         """grad f_i(x) = H_i x - e_i for each listed client -> (m, d)."""
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
-        G = _hx(self._H(idx), X, self._threads)
-        G -= self._e(idx)
-        return G
+        with np.errstate(over="ignore", invalid="ignore"):
+            G = _hx(self._H(idx), X, self._threads)
+            G -= self._e(idx)
+        return finite_output("client gradient", G)
 
     def client_hess(self, X: Any, clients: Any = None) -> np.ndarray:
         """H_i (independent of x) -> (m, d, d), a copy."""
