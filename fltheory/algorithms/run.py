@@ -123,8 +123,11 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
             raise DivergenceError(
                 f"{algorithm.name} diverged in round {t}: the server model has non-finite entries")
         with np.errstate(over="ignore", invalid="ignore"):   # non-finite is reported below
-            loss = problem.loss(x)
-            g2 = float(np.sum(problem.grad(x) ** 2))
+            try:
+                loss = problem.loss(x)
+                g2 = float(np.sum(problem.grad(x) ** 2))
+            except OutOfRangeError:                           # the oracles overflowed at x
+                loss = g2 = float("inf")
         if not (np.isfinite(loss) and np.isfinite(g2)):
             raise DivergenceError(
                 f"{algorithm.name} diverged in round {t}: F(x) = {loss!r}, ||grad F||^2 = {g2!r}")

@@ -51,7 +51,12 @@ from typing import Any
 import numpy as np
 
 from ..algorithms import Algorithm, History, check_run_arguments, known_optimum, run_record
-from ..errors import DivergenceError, InvalidHyperparameterError
+from ..errors import (
+    DivergenceError,
+    InvalidHyperparameterError,
+    NonFinitePointError,
+    OutOfRangeError,
+)
 from ..participation import Participation
 from ..problems import Federation
 from .affine import AffineRoundMap, affine_round_map
@@ -161,7 +166,10 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
         final = state
 
     with np.errstate(over="ignore", invalid="ignore"):
-        loss, g2 = problem.loss_and_grad_norm2(X)
+        try:
+            loss, g2 = problem.loss_and_grad_norm2(X)
+        except (NonFinitePointError, OutOfRangeError):     # an oracle refused a diverged row
+            loss = g2 = np.full(X.shape[0], np.inf)
     bad = ~(np.all(np.isfinite(X), axis=1) & np.isfinite(loss) & np.isfinite(g2))
     if np.any(bad):
         t = int(np.argmax(bad))
