@@ -380,16 +380,25 @@ class LogisticFederation(Federation):
                 "so the loss decreases forever along a separating direction; use reg > 0")
 
     @cached_property
+    def _optimum_tol(self) -> float:
+        """Gradient-norm tolerance of the optima, relative to the gradient scale:
+        OPTIMUM_TOL * (max_ij ||a_ij|| + reg), since each loss derivative is at most
+        1 in absolute value.  An absolute 1e-10 is below float64 rounding at
+        feature scale 1e8 and meaningless (1e-4 relative) at scale 1e-6."""
+        scale = float(np.sqrt(np.max(np.einsum("inf,inf->in", self._A, self._A)))) + self.reg
+        return OPTIMUM_TOL * scale if scale > 0 else OPTIMUM_TOL
+
+    @cached_property
     def _optimum(self) -> np.ndarray:
         A, y, _ = self._pooled
         self._check_existence(A[0], y[0], "the global logistic objective F")
         loss, grad, hess = self._pooled_fns()
-        X = newton(loss, grad, hess, np.zeros((1, self.dim)), tol=OPTIMUM_TOL,
+        X = newton(loss, grad, hess, np.zeros((1, self.dim)), tol=self._optimum_tol,
                    null_projector=self._null_projector(), what="Newton on F")
         return X[0]
 
     def optimum(self) -> np.ndarray:
-        """x* = argmin F by damped Newton to ||grad F(x*)|| <= 1e-10.
+        """x* = argmin F by damped Newton to ||grad F(x*)|| <= 1e-10 (max_ij ||a_ij|| + reg).
 
         Raises InvalidProblemError when reg = 0 and the pooled data are
         (quasi-)separable (no minimiser), DivergenceError when Newton stalls."""
@@ -404,7 +413,7 @@ class LogisticFederation(Federation):
         N = self.n_clients
         return newton(lambda X, r: self.client_loss(X, r), lambda X, r: self.client_grad(X, r),
                       lambda X, r: self.client_hess(X, r), np.zeros((N, self.dim)),
-                      tol=OPTIMUM_TOL, null_projector=self._null_projector(),
+                      tol=self._optimum_tol, null_projector=self._null_projector(),
                       what="Newton on the client objectives")
 
     def client_optima(self) -> np.ndarray:
