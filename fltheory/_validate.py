@@ -154,3 +154,66 @@ def generator(name: str, value: Any, error: type[Exception] = InvalidHyperparame
         raise error(f"{name} must be a numpy.random.Generator (e.g. np.random.default_rng(0)), "
                     f"got {_short(value)}")
     return value
+
+
+_REAL_ANNOTATIONS = {"float", "float | None", "Optional[float]"}
+_INT_ANNOTATIONS = {"int", "int | None", "Optional[int]"}
+_CONSTANT_NAMES = {"constant"}
+
+
+def _annotation_text(annotation: Any) -> str:
+    return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+
+
+def checked_arguments(fn: Any) -> Any:
+    """Decorator for functions of explicit constants (the bounds): every argument
+    annotated ``float`` must be a finite real number, every ``int`` an integer
+    (not a float, not a bool), every ``constant`` (an O(.) constant) > 0;
+    ``X | None`` also accepts None.  An OverflowError or ZeroDivisionError from
+    the formula, or a NaN/inf ``value`` in the returned record, becomes
+    :class:`~fltheory.errors.OutOfRangeError`.  Signs and ranges that are a
+    theorem's hypotheses stay the function's business (reported as assumptions).
+    """
+    import functools
+    import inspect
+
+    from .errors import OutOfRangeError
+
+    signature = inspect.signature(fn)
+    kinds: dict[str, tuple[str, bool]] = {}
+    for name, par in signature.parameters.items():
+        text = _annotation_text(par.annotation)
+        optional = "None" in text
+        if text in _REAL_ANNOTATIONS:
+            kinds[name] = ("real", optional)
+        elif text in _INT_ANNOTATIONS:
+            kinds[name] = ("int", optional)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidHyperparameterError(f"{fn.__name__}: {exc}") from None
+        for name, value in bound.arguments.items():
+            if name not in kinds or (value is None and kinds[name][1]):
+                continue
+            kind = kinds[name][0]
+            if kind == "int":
+                integer(f"{fn.__name__}: {name}", value, minimum=-(2**62), maximum=None)
+            elif name in _CONSTANT_NAMES:
+                positive(f"{fn.__name__}: {name}", value)
+            else:
+                real_scalar(f"{fn.__name__}: {name}", value)
+        try:
+            with np.errstate(over="raise", divide="raise", invalid="raise"):
+                result = fn(*args, **kwargs)
+        except (OverflowError, ZeroDivisionError, FloatingPointError) as exc:
+            raise OutOfRangeError(f"{fn.__name__}: the formula leaves float64 range at these "
+                                  f"arguments ({exc})") from None
+        value = getattr(result, "value", None)
+        if isinstance(value, float) and np.isnan(value):
+            raise OutOfRangeError(f"{fn.__name__}: the bound evaluates to NaN at these arguments")
+        return result
+
+    return wrapper

@@ -64,6 +64,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..._validate import checked_arguments
 from ..._validate import choice, per_client, positive
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
@@ -89,6 +90,7 @@ class StepMoments(NamedTuple):
     max_ratio: float
 
 
+@checked_arguments
 def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
                      weighting: str = "plain") -> StepMoments:
     """Moments of the aggregation weights from step distributions.
@@ -135,12 +137,14 @@ def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
     return StepMoments(ps, pe, p2s, max_ratio)
 
 
+@checked_arguments
 def efl_heterogeneity(fed: Any) -> np.ndarray:
     """D_k = F_k(w*) - F_k* for every client, with lambda = 0 (F~_k = F_k)."""
     from ..objective_shift import suboptimality_gaps
     return suboptimality_gaps(fed, fed.optimum())
 
 
+@checked_arguments
 def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2: Any,
                  D: Any, G2: float, weights: Any, init_dist2: float,
                  step_probs: Any = None, weighting: str = "plain",
@@ -248,6 +252,7 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
                        strict=strict)
 
 
+@checked_arguments
 def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: float,
                                 weights: Any, init_dist2: float, G2: float | None = None,
                                 **kwargs: Any) -> BoundResult:
@@ -275,6 +280,7 @@ def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: floa
         D=constant_from(constants, "D_k", "D"), G2=G2, **kwargs)
 
 
+@checked_arguments
 def efl_inactive_rate(tau: int, inactive: Any, J: float, E: int, *, constant: float = 1.0) -> float:
     """Section 4.1: the rate with inactive clients, constant * sum_{t<tau} y_t J / (tau E + E^2).
 
@@ -290,6 +296,7 @@ def efl_inactive_rate(tau: int, inactive: Any, J: float, E: int, *, constant: fl
     return float(constant * y.sum() * J / (tau * E + E ** 2))
 
 
+@checked_arguments
 def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
                     gamma: float, *, constant: float = 1.0) -> BoundResult:
     """Corollary 1 (seed 000 eq. 8-9): abandon an inactive client a when
@@ -314,6 +321,7 @@ def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
                        variant="as_printed", terms=terms, measured=kept)
 
 
+@checked_arguments
 def efl_incomplete_rate(tau: int, E: int, weights: Any, sigma2: Any, inv_steps: Any, *,
                         constant: float = 1.0) -> float:
     """Section 4.2 rate with adaptive weights p_t^k = E p^k / s_t^k::

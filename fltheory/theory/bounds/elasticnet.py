@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._validate import checked_arguments
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, positive_check, uniform_smoothness
@@ -41,6 +42,7 @@ __all__ = ["elasticnet_constants", "elasticnet_C0", "elasticnet_sign_term",
 _REF = "seed 003 (FedElasticNet) Theorem 3.1, eq. (13)"
 
 
+@checked_arguments
 def elasticnet_constants(beta: float, lambda2: float, m: int, P: int) -> dict[str, float]:
     """kappa, kappa_0, kappa' of Theorem 3.1 (formulas in the module docstring)."""
     b, l2 = as_float("beta", beta), as_float("lambda2", lambda2)
@@ -53,6 +55,7 @@ def elasticnet_constants(beta: float, lambda2: float, m: int, P: int) -> dict[st
     return {"kappa": kappa, "kappa_0": kappa0, "kappa_prime": kappa_p}
 
 
+@checked_arguments
 def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected") -> float:
     """C_0 from (m, d) arrays of grad L_k(theta_k^0) and grad L_k(theta*):
     mean of the norms (as printed) or of the squared norms (corrected).
@@ -72,6 +75,7 @@ def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected"
     raise InvalidHyperparameterError(f"variant must be 'as_printed' or 'corrected', got {variant!r}")
 
 
+@checked_arguments
 def elasticnet_sign_term(gammas: Any, theta_star: Any, mean_signs: Any, *, lambda1: float,
                          lambda2: float) -> float:
     """Trajectory term -(1/T)(2 lambda_1/lambda_2) sum_{t=1}^T <gamma_{t-1} - theta*, s_t>.
@@ -100,6 +104,7 @@ def elasticnet_sign_term(gammas: Any, theta_star: Any, mean_signs: Any, *, lambd
     return float(-(2 * lambda1 / lambda2) * np.einsum("td,td->", G - th, Sg) / T)
 
 
+@checked_arguments
 def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float, m: int, P: int,
                          d: int, init_dist2: float, C0: float, sign_term: float | None = None,
                          uniform_sampling: bool = True, variant: str = "corrected",
@@ -143,6 +148,7 @@ def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float,
     return make_result(value, a, reference=_REF, variant=variant, terms=terms, strict=strict)
 
 
+@checked_arguments
 def elasticnet_theorem31_from_constants(constants: Any, T: int, **kw: Any) -> BoundResult:
     """:func:`elasticnet_theorem31` with beta = max_k L_k (every L_k beta-smooth) read
     from a ProblemConstants-like object (``client_L``, else ``beta``/``L``)."""

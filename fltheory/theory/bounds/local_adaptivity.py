@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._validate import checked_arguments
 from ..._validate import choice, per_client, positive
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
@@ -42,6 +43,7 @@ __all__ = ["sgd_operator_constants", "fedopt_theorem1", "fedopt_theorem1_quadrat
 _REF = "seed 001 (Local Adaptivity) Theorem 1, derived recursion (THEORY.md section 3)"
 
 
+@checked_arguments
 def sgd_operator_constants(lr: Any, local_steps: Any, mu: Any, L: Any, sigma2: Any, *,
                            form: str = "squared") -> tuple[np.ndarray, np.ndarray, tuple[Assumption, ...]]:
     """(rho_i, phi_i, assumptions) of SGD clients for A1/A2 of seed 001.
@@ -79,6 +81,7 @@ def sgd_operator_constants(lr: Any, local_steps: Any, mu: Any, L: Any, sigma2: A
     return rho, phi, (a_rate, a_phi)
 
 
+@checked_arguments
 def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: Any, server_lr: float,
                     init_dist2: float, extra_assumptions: tuple[Assumption, ...] = (),
                     strict: bool = False) -> BoundResult:
@@ -118,6 +121,7 @@ def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: Any, server_lr:
                        strict=strict)
 
 
+@checked_arguments
 def fedopt_theorem1_quadratic(fed: Any, rounds: int, *, lr: Any, local_steps: Any,
                               sigma2: Any, server_lr: float, x0: Any, form: str = "squared",
                               strict: bool = False) -> BoundResult:
@@ -138,6 +142,7 @@ def fedopt_theorem1_quadratic(fed: Any, rounds: int, *, lr: Any, local_steps: An
     return res
 
 
+@checked_arguments
 def fedopt_theorem1_from_constants(constants: Any, rounds: int, *, lr: Any, local_steps: Any,
                                    weights: Any, server_lr: float, init_dist2: float,
                                    form: str = "squared", strict: bool = False) -> BoundResult:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from ..._validate import checked_arguments
 from ..result import BoundResult, make_result
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = ["table1_rounds", "table1_rounds_from_constants", "TABLE1_ALGORITHMS"]
 TABLE1_ALGORITHMS = ("SCAFFOLD", "MIME", "VRL-SGD", "FedAMP", "EFL")
 
 
+@checked_arguments
 def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: float | None = None,
                   L: float | None = None, delta: float | None = None, N: int | None = None,
                   sigma2: float | None = None, constant: float = 1.0,
@@ -64,6 +66,7 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
                        variant=f"big_O(constant={constant})", terms=terms, strict=strict)
 
 
+@checked_arguments
 def table1_rounds_from_constants(constants: Any, algorithm: str, *, eps: float, S: int,
                                  N: int | None = None, **kw: Any) -> BoundResult:
     """:func:`table1_rounds` with G = sqrt(G2_max) (bounded client gradients over the
