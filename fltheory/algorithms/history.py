@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import generator, seed_value
+from .._validate import finite_array, generator, integer, seed_value
 from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
 from ..problems.base import Federation
@@ -83,9 +83,8 @@ def check_run_arguments(algorithm: Any, problem: Any, rounds: Any, x0: Any) -> n
             f"algorithm must be an fltheory Algorithm, got {type(algorithm).__name__}")
     if not isinstance(problem, Federation):
         raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
-        raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
-    x = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
+    integer("rounds", rounds, minimum=0)          # at most MAX_STEPS: larger never finishes
+    x = np.zeros(problem.dim) if x0 is None else finite_array("x0", x0).copy()
     if x.shape != (problem.dim,) or not np.all(np.isfinite(x)):
         raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {x.shape}")
     return x
