@@ -382,10 +382,10 @@ class LogisticFederation(Federation):
     @cached_property
     def _optimum_tol(self) -> float:
         """Gradient-norm tolerance of the optima, relative to the gradient scale:
-        OPTIMUM_TOL * (max_ij ||a_ij|| + reg), since each loss derivative is at most
-        1 in absolute value.  An absolute 1e-10 is below float64 rounding at
-        feature scale 1e8 and meaningless (1e-4 relative) at scale 1e-6."""
-        scale = float(np.sqrt(np.max(np.einsum("inf,inf->in", self._A, self._A)))) + self.reg
+        OPTIMUM_TOL * max_ij ||a_ij||, since each loss derivative is at most 1 in
+        absolute value.  An absolute 1e-10 is below float64 rounding at feature
+        scale 1e8 and meaningless (1e-4 relative) at scale 1e-6."""
+        scale = float(np.sqrt(np.max(np.einsum("inf,inf->in", self._A, self._A))))
         return OPTIMUM_TOL * scale if scale > 0 else OPTIMUM_TOL
 
     @cached_property
@@ -398,7 +398,7 @@ class LogisticFederation(Federation):
         return X[0]
 
     def optimum(self) -> np.ndarray:
-        """x* = argmin F by damped Newton to ||grad F(x*)|| <= 1e-10 (max_ij ||a_ij|| + reg).
+        """x* = argmin F by damped Newton to ||grad F(x*)|| <= 1e-10 max_ij ||a_ij||.
 
         Raises InvalidProblemError when reg = 0 and the pooled data are
         (quasi-)separable (no minimiser), DivergenceError when Newton stalls."""
