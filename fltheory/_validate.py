@@ -217,3 +217,11 @@ def checked_arguments(fn: Any) -> Any:
         return result
 
     return wrapper
+
+
+def instance(name: str, value: Any, cls: type | tuple[type, ...], expected: str,
+             error: type[Exception] = InvalidProblemError) -> Any:
+    """``value`` if it is an instance of ``cls``; else a typed error saying what is expected."""
+    if not isinstance(value, cls):
+        raise error(f"{name} must be {expected}, got {_short(value)} ({type(value).__name__})")
+    return value

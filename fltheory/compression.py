@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ._validate import choice, finite_array, in_unit_interval, positive
+from ._validate import choice, finite_array, in_unit_interval, integer, positive
 from .errors import InvalidHyperparameterError, InvalidProblemError
 
 __all__ = ["st", "top_k", "threshold", "ef_compress", "entropy", "Communication",
@@ -194,7 +194,13 @@ def entropy(values: Any, bin_width: float = 0.01) -> float:
     arr = finite_array("entropy: values", values).ravel()
     if arr.size == 0:
         return 0.0
-    _, counts = np.unique(np.rint(arr / w), return_counts=True)
+    with np.errstate(over="ignore"):
+        bins = np.rint(arr / w)
+    if not np.all(np.isfinite(bins)):
+        raise InvalidHyperparameterError(
+            f"entropy: bin_width = {w!r} is too small for values up to {float(np.max(np.abs(arr))):.3g} "
+            "(v / bin_width overflows float64)")
+    _, counts = np.unique(bins, return_counts=True)
     p = counts / arr.size
     return float(max(-(p * np.log2(p)).sum(), 0.0))
 
@@ -248,6 +254,12 @@ class Communication:
     bits_down: int = 0
     entropy_up: float = 0.0
     entries_up: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("floats_up", "floats_down", "nonzeros_up", "nonzeros_down", "bits_up", "bits_down",
+                     "entries_up"):
+            integer(f"Communication: {name}", getattr(self, name), minimum=0, maximum=None)
+        positive("Communication: entropy_up", self.entropy_up, allow_zero=True)
 
     @property
     def entropy_bits_up(self) -> float:

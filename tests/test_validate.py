@@ -86,3 +86,36 @@ def test_bound_arguments() -> None:
         fedavg_lower_bound(G="a", mu=1.0, R=10, K=2)
     with pytest.raises(OutOfRangeError):
         fedavg_lower_bound(G=1e300, mu=1e-300, R=1, K=2)
+
+
+def test_more_issue16_reproducers() -> None:
+    from fltheory import compression as C
+    from fltheory import nn, optim
+    from fltheory.algorithms import FedAvg as _FedAvg
+    from fltheory.errors import InvalidProblemError, NonFinitePointError
+    from fltheory.problems import LogisticFederation, lognormal_sizes
+    from fltheory.theory import (fedopt_operator, fedopt_quadratic_fixed_point, fedprox_exact_fixed_point,
+                                 operator_fixed_point)
+    with pytest.raises(InvalidHyperparameterError, match="floats_up"):
+        C.Communication(floats_up=-5)
+    for shape in [(0,), (-2,), ()]:
+        with pytest.raises(InvalidProblemError, match="input_shape"):
+            nn.Sequential([nn.Dense(2)], input_shape=shape)
+    with pytest.raises(OutOfRangeError, match="mean"):
+        lognormal_sizes(5, mean=1e3, seed=0)
+    adam = optim.adam(0.1)
+    with pytest.raises(NonFinitePointError, match="grads"):
+        adam.update(np.full((1, 3), np.nan), adam.init(np.zeros((1, 3))), np.zeros((1, 3)))
+    with pytest.raises(InvalidHyperparameterError, match="bin_width"):
+        C.entropy(np.ones(5), bin_width=1e-320)
+    with pytest.raises(InvalidHyperparameterError, match="rng"):
+        nn.iid_partition(10, 2, rng=None)
+    with pytest.raises(InvalidHyperparameterError, match="method"):
+        operator_fixed_point(fedopt_operator(_FedAvg(lr=0.1, local_steps=2), FED), method="bogus")
+    with pytest.raises(OutOfRangeError, match="overflows"):
+        fedopt_quadratic_fixed_point(FED, 1e3, 200)
+    logistic = LogisticFederation([np.ones((3, 2))] * 2, [np.array([1.0, -1.0, 1.0])] * 2, reg=0.1)
+    with pytest.raises(InvalidProblemError, match="QuadraticFederation"):
+        fedprox_exact_fixed_point(logistic, 0.1)
+    with pytest.raises(InvalidProblemError, match="numeric"):
+        C.st(np.ones((3, 2)) * 1j, 0.1)

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._validate import in_unit_interval, per_client
+from .._validate import generator, in_unit_interval, per_client
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .federation import NeuralFederation
 from .losses import Loss, SoftmaxCrossEntropy
@@ -48,6 +48,7 @@ def iid_partition(n: int, n_clients: int, rng: np.random.Generator) -> list[np.n
     differing by at most one."""
     n = per_client("n", n, None, integer=True)
     n_clients = per_client("n_clients", n_clients, None, integer=True)
+    generator("rng", rng)
     if n_clients > n:
         raise InvalidHyperparameterError(f"cannot split {n} samples over {n_clients} clients")
     return [np.sort(p) for p in np.array_split(rng.permutation(n), n_clients)]

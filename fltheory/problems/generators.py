@@ -242,4 +242,14 @@ def lognormal_sizes(n_clients: int, *, mean: float = 4.0, sigma: float = 2.0, mi
     mean = float(finite_array("mean", mean, ndim=0, error=InvalidHyperparameterError))
     minimum = count("minimum", minimum, minimum=0)
     rng = as_generator(seed)
-    return np.floor(rng.lognormal(mean, sigma, N)).astype(np.int64) + minimum
+    with np.errstate(over="ignore"):
+        draws = np.floor(rng.lognormal(mean, sigma, N))
+    if not np.all(draws <= _MAX_CLIENT_SIZE):
+        raise OutOfRangeError(
+            f"lognormal_sizes: a drawn size {float(np.max(draws)):.3g} exceeds {_MAX_CLIENT_SIZE:.0e} "
+            f"(mean = {mean!r}, sigma = {sigma!r} are log-scale parameters: e^mean is the median size)")
+    return draws.astype(np.int64) + minimum
+
+
+#: Largest client size lognormal_sizes returns (a larger draw is a typed error).
+_MAX_CLIENT_SIZE = 1e9

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice, per_client, positive
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .._validate import choice, instance, per_client, positive
+from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ..problems.quadratic import QuadraticFederation
 
 __all__ = [
@@ -246,7 +246,12 @@ def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps:
     InvalidHyperparameterError
         When sum p_i B_i (or sum p_i M_i B_i) is singular: no unique fixed point.
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     A, b, radii = _round_map(fed, lr, local_steps, preconditioners, 1.0, correction)
+    if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
+        raise OutOfRangeError(
+            f"the FedOpt round map overflows float64 at lr={lr!r}, local_steps={local_steps!r} "
+            "(the local iteration expands faster than 1e308 over the local steps)")
     K = np.eye(fed.dim) - A
     cond = np.linalg.cond(K)
     if not np.isfinite(cond) or cond > 1e14:  # beyond ~1e14 the solve has no correct digit
@@ -319,6 +324,7 @@ def fedprox_exact_fixed_point(fed: QuadraticFederation, mu_prox: float) -> np.nd
 
     (THEORY.md section 3; local solution y_i = (H_i + mu_p I)^{-1}(e_i + mu_p x).)
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     mu = positive("mu_prox", mu_prox)
     d = fed.dim
     R = np.linalg.inv(fed.H + mu * np.eye(d))                          # (N, d, d)

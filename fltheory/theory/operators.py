@@ -47,7 +47,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import scipy.optimize
 
-from .._validate import per_client
+from .._validate import choice, in_unit_interval, per_client
 from ..algorithms.base import Algorithm, resolve_per_client
 from ..errors import AssumptionError, DivergenceError, InvalidHyperparameterError, InvalidProblemError
 from ..problems.base import Federation
@@ -292,6 +292,11 @@ class OperatorFixedPoint:
     cross_check_message: str = ""
 
 
+#: The methods of scipy.optimize.root.
+_ROOT_METHODS = ("hybr", "lm", "broyden1", "broyden2", "anderson", "linearmixing", "diagbroyden",
+                 "excitingmixing", "krylov", "df-sane")
+
+
 def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray], x0: Any = None, *,
                          method: str = "hybr", tol: float = 1e-12, cross_check: bool = True,
                          damping: float = 0.5, strict_cross_check: bool = True,
@@ -322,9 +327,8 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
     InvalidHyperparameterError
         ``damping`` outside (0, 1].
     """
-    a = float(damping)
-    if not (0.0 < a <= 1.0):
-        raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
+    choice("method", method, _ROOT_METHODS)
+    a = in_unit_interval("damping", damping)
     d = T.dim if isinstance(T, FedOptOperator) else np.asarray(x0).shape[0]
     x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
     fun = lambda x: np.asarray(T(x)) - x  # noqa: E731
