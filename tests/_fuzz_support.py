@@ -220,13 +220,26 @@ class Call:
     detail: str = ""
 
 
+@contextlib.contextmanager
+def registries_restored() -> Iterator[None]:
+    """Undo what a fuzzed call registers globally (``register_run_method``
+    accepts any string name: a fuzzed "abc" must not outlive the call)."""
+    run_module = importlib.import_module("fltheory.algorithms.run")
+    saved = dict(run_module._METHODS)
+    try:
+        yield
+    finally:
+        run_module._METHODS.clear()
+        run_module._METHODS.update(saved)
+
+
 def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, value: Any) -> Call:
     """Call ``fn`` with its base arguments and ``parameter=value``; classify."""
     kwargs, _ = base_arguments(fn)
     kwargs[parameter] = value
     INPUTS.add(f"{target}|{parameter}|{kind}")
     try:
-        with time_limit(TIME_LIMIT), warnings.catch_warnings():
+        with registries_restored(), time_limit(TIME_LIMIT), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
                 result = fn(**kwargs)
