@@ -69,10 +69,11 @@ def top_k_mask(A: np.ndarray, k: int, ties: str = "index") -> np.ndarray:
 
 
 def _k_of(d: int, k: Any, where: str) -> int:
-    try:
-        kk = int(k)
-    except (TypeError, ValueError) as exc:
-        raise InvalidHyperparameterError(f"{where}: k must be an integer, got {k!r}") from exc
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer, float, np.floating)):
+        raise InvalidHyperparameterError(f"{where}: k must be an integer, got {k!r}")
+    if not np.isfinite(k):
+        raise InvalidHyperparameterError(f"{where}: k must be a finite integer, got {k!r}")
+    kk = int(k)
     if kk != k or kk < 1 or kk > d:
         raise InvalidHyperparameterError(f"{where}: k must be an integer in [1, d = {d}], got {k!r}")
     return kk

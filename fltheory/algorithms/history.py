@@ -109,6 +109,8 @@ def check_run_options(participation: Any, seed: Any, callback: Any, rng: Any) ->
 
 def known_optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:
     """(x*, F*) when the federation can compute them, else (None, None)."""
+    if not isinstance(problem, Federation):
+        raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
     try:
         x_star = problem.optimum()
     except (FLTheoryError, NotImplementedError):
