@@ -131,6 +131,13 @@ def per_client(name: str, value: Any, n_clients: int | None, *, integer: bool = 
     return arr.astype(np.int64 if integer else np.float64)
 
 
+def flag(name: str, value: Any, error: type[Exception] = InvalidHyperparameterError) -> bool:
+    """A boolean switch: True/False (numpy bools included), never an array or a string."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise error(f"{name} must be True or False, got {_short(value)} ({type(value).__name__})")
+    return bool(value)
+
+
 def choice(name: str, value: Any, options: tuple[Any, ...],
            error: type[Exception] = InvalidHyperparameterError) -> str:
     """One of the named options."""
@@ -158,6 +165,7 @@ def generator(name: str, value: Any, error: type[Exception] = InvalidHyperparame
 
 _REAL_ANNOTATIONS = {"float", "float | None", "Optional[float]"}
 _INT_ANNOTATIONS = {"int", "int | None", "Optional[int]"}
+_BOOL_ANNOTATIONS = {"bool"}
 _CONSTANT_NAMES = {"constant"}
 
 
@@ -188,6 +196,8 @@ def checked_arguments(fn: Any) -> Any:
             kinds[name] = ("real", optional)
         elif text in _INT_ANNOTATIONS:
             kinds[name] = ("int", optional)
+        elif text in _BOOL_ANNOTATIONS:
+            kinds[name] = ("bool", False)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -199,7 +209,9 @@ def checked_arguments(fn: Any) -> Any:
             if name not in kinds or (value is None and kinds[name][1]):
                 continue
             kind = kinds[name][0]
-            if kind == "int":
+            if kind == "bool":
+                flag(f"{fn.__name__}: {name}", value)
+            elif kind == "int":
                 integer(f"{fn.__name__}: {name}", value, minimum=-(2**62), maximum=None)
             elif name in _CONSTANT_NAMES:
                 positive(f"{fn.__name__}: {name}", value)
