@@ -152,6 +152,7 @@ def client_contraction_matrices(fed: QuadraticFederation, lr: Any, local_steps: 
     the radius is max |1 - eta lam| over the (symmetric) eigenvalues lam of
     D H_i D; for full P_i, eigenvalues of I - eta P_i H_i.
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     if not isinstance(fed, QuadraticFederation):
         raise InvalidProblemError(f"closed forms need a QuadraticFederation, got {type(fed).__name__}")
     N, d = fed.n_clients, fed.dim
@@ -190,6 +191,7 @@ def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Any, local_steps: A
 
     (Seed 001 eq. 6 with THEORY.md section 2 local/global correction [derived].)
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     A, b, _ = _round_map(fed, lr, local_steps, preconditioners, server_lr, correction)
     return A, b
 
@@ -270,6 +272,7 @@ def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps:
 def mann_rate(fp: QuadraticFixedPoint, server_lr: float) -> float:
     """Exact asymptotic rate of x <- (1 - eta_s) x + eta_s T(x): the spectral
     radius of (1 - eta_s) I + eta_s A (THEORY.md section 3)."""
+    instance("fp", fp, QuadraticFixedPoint, "a QuadraticFixedPoint (from fedopt_quadratic_fixed_point)")
     eta_s = positive("server_lr", server_lr)
     d = fp.operator.shape[0]
     return float(np.abs(np.linalg.eigvals((1 - eta_s) * np.eye(d) + eta_s * fp.operator)).max())
@@ -285,6 +288,7 @@ def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_st
     It equals x* only when c_i tau_i P_i is the same for every client.  With
     local/joint correction the limit is (sum p_i c_i H_i)^{-1} sum p_i c_i e_i.
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     correction = choice("correction", correction, ("none", "local", "joint"))
     N = fed.n_clients
     c = np.broadcast_to(np.asarray(per_client("rate_ratios", rate_ratios, N), dtype=np.float64), (N,))
@@ -307,6 +311,7 @@ def fedavg_first_order_bias(fed: QuadraticFederation, lr: float, local_steps: in
 
     Returns the first-order approximation of x~ (not the exact fixed point).
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     eta = positive("lr", lr)
     K = per_client("local_steps", local_steps, None, integer=True, minimum=1, strict=False)
     if not isinstance(K, int):

@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice
+from .._validate import choice, instance
+from ..problems import Federation
 from ..errors import InvalidProblemError
 from .result import Assumption, BoundResult, make_result
 
@@ -93,6 +94,7 @@ def suboptimality_gaps(fed: Any, W: Any, clients: Any = None) -> np.ndarray:
     negative one raising InvalidProblemError (the client minimiser is then not
     a minimiser).
     """
+    instance("fed", fed, Federation, "a Federation")
     idx = np.arange(fed.n_clients) if clients is None else np.atleast_1d(np.asarray(clients))
     W = np.broadcast_to(np.atleast_2d(np.asarray(W, dtype=np.float64)), (idx.shape[0], fed.dim))
     return fed.client_gaps(W, idx)

@@ -64,9 +64,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..._validate import checked_arguments
-from ..._validate import choice, per_client, positive
-from ...errors import InvalidHyperparameterError
+from ..._validate import checked_arguments, choice, instance, per_client, positive
+from ...errors import InvalidHyperparameterError, InvalidProblemError
+from ...problems import Federation
 from ..result import Assumption, BoundResult, make_result
 from ._common import constant_from, uniform_convexity, uniform_smoothness
 
@@ -140,6 +140,7 @@ def efl_step_moments(weights: Any, step_probs: Any, E: int, *,
 @checked_arguments
 def efl_heterogeneity(fed: Any) -> np.ndarray:
     """D_k = F_k(w*) - F_k* for every client, with lambda = 0 (F~_k = F_k)."""
+    instance("fed", fed, Federation, "a Federation", InvalidProblemError)
     from ..objective_shift import suboptimality_gaps
     return suboptimality_gaps(fed, fed.optimum())
 
