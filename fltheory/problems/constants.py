@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from .._validate import finite_array, instance, positive
+from .._validate import finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ._trust_region import max_convex_quadratic_on_ball
 
@@ -230,8 +230,8 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
     scaffold_B2 : float, optional
         B^2 of the (G, B) pair; default by the rule in the module docstring.
     """
-    from .base import Federation      # base imports this module: resolved at call time
-    instance("fed", fed, Federation, "a Federation")
+    if not all(hasattr(fed, a) for a in ("optimum", "client_grad", "client_loss", "n_clients", "dim")):
+        raise InvalidProblemError(f"fed must be a Federation, got {type(fed).__name__}")
     x_star = fed.optimum()
     d, N = fed.dim, fed.n_clients
     p = fed.weights
