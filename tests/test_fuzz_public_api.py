@@ -25,7 +25,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests._fuzz_support import BAD_VALUES, Outcome, base_arguments, fuzz_call, public_callables, sweep
+from tests._fuzz_support import (
+    BAD_VALUES,
+    Outcome,
+    base_arguments,
+    fuzz_call,
+    public_callables,
+    sweep,
+)
 
 CALLABLES = dict(public_callables())
 

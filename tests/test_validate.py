@@ -94,8 +94,12 @@ def test_more_issue16_reproducers() -> None:
     from fltheory.algorithms import FedAvg as _FedAvg
     from fltheory.errors import InvalidProblemError, NonFinitePointError
     from fltheory.problems import LogisticFederation, lognormal_sizes
-    from fltheory.theory import (fedopt_operator, fedopt_quadratic_fixed_point, fedprox_exact_fixed_point,
-                                 operator_fixed_point)
+    from fltheory.theory import (
+        fedopt_operator,
+        fedopt_quadratic_fixed_point,
+        fedprox_exact_fixed_point,
+        operator_fixed_point,
+    )
     with pytest.raises(InvalidHyperparameterError, match="floats_up"):
         C.Communication(floats_up=-5)
     for shape in [(0,), (-2,), ()]:
