@@ -56,7 +56,7 @@ def register_run_method(name: str, runner: RunMethod, provider: str) -> None:
     """Make ``run(..., method=name)`` call ``runner(algorithm, problem, rounds, x0=,
     participation=, seed=)``; ``provider`` names it in messages (e.g.
     ``"fltheory.theory.run_affine"``).  "simulate" cannot be replaced."""
-    if name == "simulate" or not isinstance(name, str):
+    if not isinstance(name, str) or name == "simulate":
         raise InvalidHyperparameterError(f"method name must be a str other than 'simulate', got {name!r}")
     _METHODS[name] = (runner, provider)
 
@@ -93,6 +93,9 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         Simulate every round, or a registered runner (``register_run_method``).
     """
     check_run_options(participation, seed, callback, rng)
+    if not isinstance(method, str):
+        raise InvalidHyperparameterError(f"method must be a string ('simulate' or a registered name), "
+                                         f"got {method!r}")
     if method != "simulate":
         return _run_registered(method, algorithm, problem, rounds, participation=participation,
                                seed=seed, x0=x0, callback=callback, rng=rng)
