@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import Algorithm, History, check_run_arguments, known_optimum, run_record
+from ..algorithms import Algorithm, History, check_run_arguments, check_run_options, known_optimum, run_record
 from ..errors import (
     DivergenceError,
     InvalidHyperparameterError,
@@ -100,6 +100,7 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: An
     -------
     History
     """
+    check_run_options(participation, seed, None, None)
     x0 = check_run_arguments(algorithm, problem, rounds, x0)
     if communication not in ("copy", "recompute"):
         raise InvalidHyperparameterError(
