@@ -123,3 +123,17 @@ def test_more_issue16_reproducers() -> None:
         fedprox_exact_fixed_point(logistic, 0.1)
     with pytest.raises(InvalidProblemError, match="numeric"):
         C.st(np.ones((3, 2)) * 1j, 0.1)
+
+
+def test_nan_inputs_of_theory_routines_are_typed_errors() -> None:
+    from fltheory.errors import InvalidProblemError
+    from fltheory.theory import suboptimality_gaps
+    from fltheory.theory.bounds import elasticnet_C0, sgd_operator_constants
+    with pytest.raises(InvalidProblemError, match="W"):
+        suboptimality_gaps(FED, np.full((3, 2), np.nan))
+    with pytest.raises(InvalidHyperparameterError, match="lr"):
+        sgd_operator_constants(np.nan, 2, 0.5, 1.0, 0.0)
+    with pytest.raises(InvalidHyperparameterError, match="grads_opt"):
+        elasticnet_C0(None, np.full((3, 2), np.nan))
+    # the exact values are unchanged on good input: gaps at x_k* are 0
+    np.testing.assert_allclose(suboptimality_gaps(FED, FED.client_optima()), 0.0, atol=1e-15)

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._validate import checked_arguments
+from ..._validate import checked_arguments, finite_array
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, positive_check, uniform_smoothness
@@ -63,8 +63,9 @@ def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected"
     ``grads_init`` are the initial gradient states of Algorithm 3 (its input:
     all zero, with h^0 = 0); ``None`` means exactly that, so C_0 =
     (1/m) sum_k ||grad L_k(theta*)||(^2) (see the module docstring)."""
-    gs = np.asarray(grads_opt, dtype=np.float64)
-    g0 = np.zeros_like(gs) if grads_init is None else np.asarray(grads_init, dtype=np.float64)
+    gs = finite_array("grads_opt", grads_opt, error=InvalidHyperparameterError)
+    g0 = np.zeros_like(gs) if grads_init is None else finite_array("grads_init", grads_init,
+                                                                     error=InvalidHyperparameterError)
     if g0.shape != gs.shape or g0.ndim != 2:
         raise InvalidHyperparameterError(f"grads must be two (m, d) arrays, got {g0.shape} and {gs.shape}")
     sq = np.sum((g0 - gs) ** 2, axis=1)

@@ -32,8 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._validate import checked_arguments
-from ..._validate import choice, per_client, positive
+from ..._validate import checked_arguments, choice, finite_array, per_client, positive
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 
@@ -54,7 +53,8 @@ def sgd_operator_constants(lr: Any, local_steps: Any, mu: Any, L: Any, sigma2: A
     All arguments are scalars or per-client arrays of one common length.
     """
     form = choice("form", form, ("squared", "paper"))
-    arrs = [np.atleast_1d(np.asarray(v, dtype=np.float64)) for v in (lr, local_steps, mu, L, sigma2)]
+    arrs = [np.atleast_1d(finite_array(name, v, error=InvalidHyperparameterError))
+            for name, v in zip(("lr", "local_steps", "mu", "L", "sigma2"), (lr, local_steps, mu, L, sigma2))]
     try:
         eta, tau, mu_, L_, s2 = np.broadcast_arrays(*arrs)
     except ValueError as exc:
