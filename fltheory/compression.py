@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import choice, finite_array, in_unit_interval, positive
+from ._validate import choice, finite_array, in_unit_interval, integer, positive
 from .errors import InvalidHyperparameterError, InvalidProblemError
 
 __all__ = ["st", "top_k", "threshold", "ef_compress", "entropy", "Communication",
@@ -71,10 +71,11 @@ def top_k_mask(A: np.ndarray, k: int, ties: str = "index") -> np.ndarray:
 
 
 def _k_of(d: int, k: Any, where: str) -> int:
-    try:
-        kk = int(k)
-    except (TypeError, ValueError) as exc:
-        raise InvalidHyperparameterError(f"{where}: k must be an integer, got {k!r}") from exc
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer, float, np.floating)):
+        raise InvalidHyperparameterError(f"{where}: k must be an integer, got {k!r}")
+    if not np.isfinite(k):
+        raise InvalidHyperparameterError(f"{where}: k must be a finite integer, got {k!r}")
+    kk = int(k)
     if kk != k or kk < 1 or kk > d:
         raise InvalidHyperparameterError(f"{where}: k must be an integer in [1, d = {d}], got {k!r}")
     return kk
@@ -200,7 +201,13 @@ def _entropy(arr: np.ndarray, w: float) -> float:
     """:func:`entropy` of a validated flat float array ``arr`` at a validated ``w``."""
     if arr.size == 0:
         return 0.0
-    p = _bin_counts(np.rint(arr / w)) / arr.size
+    with np.errstate(over="ignore"):
+        bins = np.rint(arr / w)
+    if not np.all(np.isfinite(bins)):
+        raise InvalidHyperparameterError(
+            f"entropy: bin_width = {w!r} is too small for values up to {float(np.max(np.abs(arr))):.3g} "
+            "(v / bin_width overflows float64)")
+    p = _bin_counts(bins) / arr.size
     return float(max(-(p * np.log2(p)).sum(), 0.0))
 
 
@@ -284,6 +291,12 @@ class Communication:
     bits_down: int = 0
     entropy_up: float = 0.0
     entries_up: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("floats_up", "floats_down", "nonzeros_up", "nonzeros_down", "bits_up", "bits_down",
+                     "entries_up"):
+            integer(f"Communication: {name}", getattr(self, name), minimum=0, maximum=None)
+        positive("Communication: entropy_up", self.entropy_up, allow_zero=True)
 
     @property
     def entropy_bits_up(self) -> float:

@@ -11,16 +11,18 @@ from __future__ import annotations
 __all__ = [
     "AssumptionError",
     "DivergenceError",
-    "UnclassifiedDirectionError",
     "ExperimentDefinitionError",
     "FLTheoryError",
     "InvalidHyperparameterError",
     "InvalidProblemError",
     "MixedResultsError",
+    "NonFinitePointError",
     "NotAffineError",
     "OptionalDependencyError",
+    "OutOfRangeError",
     "OutputDirectoryError",
     "ResultsFileError",
+    "UnclassifiedDirectionError",
 ]
 
 
@@ -83,3 +85,16 @@ class OutputDirectoryError(FLTheoryError, OSError):
 class MixedResultsError(FLTheoryError, ValueError):
     """Results in one directory were computed with different sources, library
     versions or data sources, and would be summarised together."""
+
+
+class NonFinitePointError(InvalidProblemError):
+    """An oracle was asked about a point with NaN or inf entries.  Inside
+    :func:`fltheory.algorithms.run` this means the iterates overflowed, and the
+    run reports it as a :class:`DivergenceError`."""
+
+
+class OutOfRangeError(FLTheoryError, ArithmeticError):
+    """The instance lies outside the range where the routine can return a
+    correct float64 answer (overflow, a condition number beyond what double
+    precision resolves, a solver that cannot reach the requested accuracy).
+    Raised instead of returning a wrong or non-finite number."""

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import in_unit_interval
+from ._validate import in_unit_interval, real_array
 from .errors import InvalidHyperparameterError
 
 __all__ = ["Participants", "Participation", "FullParticipation", "UniformSampling", "Bernoulli",
@@ -188,7 +188,8 @@ class Bernoulli(_Restrictable):
     """
 
     def __init__(self, p: ArrayLike) -> None:
-        arr = np.asarray(p, dtype=np.float64) if np.ndim(p) else None
+        arr = real_array("Bernoulli: p", p, InvalidHyperparameterError).astype(np.float64) \
+            if np.ndim(p) else None
         if arr is None:
             self.p: float | np.ndarray = in_unit_interval("Bernoulli: p", p)
         else:

@@ -25,3 +25,15 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    """Print the fuzz suite's tally (tests/test_fuzz_public_api.py) when it ran."""
+    import sys
+    support = sys.modules.get("tests._fuzz_support")
+    if support is None or not support.TALLY:
+        return
+    terminalreporter.section("fuzz suite of the public API")
+    terminalreporter.write_line(f"distinct inputs tried: {len(support.INPUTS)}")
+    for outcome, count in sorted(support.TALLY.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"  {outcome}: {count}")

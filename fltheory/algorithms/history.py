@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._validate import finite_array, generator, integer, seed_value
 from ..display import HistoryDisplay
 from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
@@ -84,16 +85,34 @@ def check_run_arguments(algorithm: Algorithm, problem: Federation, rounds: Any, 
             f"algorithm must be an fltheory Algorithm, got {type(algorithm).__name__}")
     if not isinstance(problem, Federation):
         raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
-        raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
-    x = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
+    integer("rounds", rounds, minimum=0)          # at most MAX_STEPS: larger never finishes
+    x = np.zeros(problem.dim) if x0 is None else finite_array("x0", x0).copy()
     if x.shape != (problem.dim,) or not np.all(np.isfinite(x)):
         raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {x.shape}")
     return x
 
 
+def check_run_options(participation: Any, seed: Any, callback: Any, rng: Any) -> None:
+    """Validate the keyword options of :func:`run`: a Participation (or None), a
+    non-negative integer seed or SeedSequence, a callable callback (or None) and a
+    numpy Generator (or None).  Raises InvalidHyperparameterError naming the
+    argument, the value and what is expected."""
+    if participation is not None and not isinstance(participation, Participation):
+        raise InvalidHyperparameterError(
+            f"participation must be an fltheory.participation.Participation or None (full "
+            f"participation), got {participation!r}")
+    seed_value("seed", seed)
+    if callback is not None and not callable(callback):
+        raise InvalidHyperparameterError(
+            f"callback must be callable(t, state, info) or None, got {callback!r}")
+    if rng is not None:
+        generator("rng", rng)
+
+
 def known_optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:
     """(x*, F*) when the federation can compute them, else (None, None)."""
+    if not isinstance(problem, Federation):
+        raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
     try:
         x_star = problem.optimum()
     except (FLTheoryError, NotImplementedError):

@@ -29,11 +29,22 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._threads import pinned_blas
-from ..errors import DivergenceError, FLTheoryError, InvalidHyperparameterError
+from ..errors import (
+    DivergenceError,
+    FLTheoryError,
+    InvalidHyperparameterError,
+    NonFinitePointError,
+    OutOfRangeError,
+)
 from ..participation import Participation
 from ..problems.base import Federation
 from .base import Algorithm, RoundInfo
-from .history import History, check_run_arguments, run_record
+from .history import (
+    History,
+    check_run_arguments,
+    check_run_options,
+    run_record,
+)
 
 __all__ = ["METRICS", "History", "register_run_method", "run"]
 
@@ -54,7 +65,7 @@ def register_run_method(name: str, runner: RunMethod, provider: str) -> None:
     """Make ``run(..., method=name)`` call ``runner(algorithm, problem, rounds, x0=,
     participation=, seed=)``; ``provider`` names it in messages (e.g.
     ``"fltheory.theory.run_affine"``).  "simulate" cannot be replaced."""
-    if name == "simulate" or not isinstance(name, str):
+    if not isinstance(name, str) or name == "simulate":
         raise InvalidHyperparameterError(f"method name must be a str other than 'simulate', got {name!r}")
     _METHODS[name] = (runner, provider)
 
@@ -101,6 +112,10 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         the same bits whatever is asked.  A finite model with a non-finite F or
         gradient raises DivergenceError only when they are computed.
     """
+    check_run_options(participation, seed, callback, rng)
+    if not isinstance(method, str):
+        raise InvalidHyperparameterError(f"method must be a string ('simulate' or a registered name), "
+                                         f"got {method!r}")
     if method != "simulate":
         if metrics is not None:
             raise InvalidHyperparameterError(
@@ -131,13 +146,19 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
             raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
         except FloatingPointError as exc:     # under np.errstate(all="raise")
             raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
+        except (NonFinitePointError, OutOfRangeError) as exc:   # local iterates overflowed
+            raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
         x = np.asarray(state.x)
         if not np.all(np.isfinite(x)):
             raise DivergenceError(
                 f"{algorithm.name} diverged in round {t}: the server model has non-finite entries")
         if track:
             with np.errstate(over="ignore", invalid="ignore"):   # non-finite is reported below
-                _record_objective(problem, x, losses, grads)
+                try:
+                    _record_objective(problem, x, losses, grads)
+                except OutOfRangeError:                       # the oracles overflowed at x
+                    losses.append(float("inf"))
+                    grads.append(float("inf"))
             if not (np.isfinite(losses[-1]) and np.isfinite(grads[-1])):
                 raise DivergenceError(
                     f"{algorithm.name} diverged in round {t}: F(x) = {losses[-1]!r}, "

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import flag
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from . import kernels as K
 from . import recurrent_kernels as R
@@ -57,7 +58,7 @@ def _int(name: str, value: Any, minimum: int) -> int:
 
 
 def _scheme(init: str) -> str:
-    if init not in INIT_SCHEMES[:2]:
+    if not isinstance(init, str) or init not in INIT_SCHEMES[:2]:
         raise InvalidHyperparameterError(f"init must be one of {INIT_SCHEMES[:2]}, got {init!r}")
     return init
 
@@ -409,7 +410,7 @@ class _Recurrent(Layer):
 
     def __init__(self, hidden: int, *, return_sequences: bool = False, init: str = "glorot") -> None:
         self.hidden = _int("hidden", hidden, 1)
-        self.return_sequences = bool(return_sequences)
+        self.return_sequences = flag("return_sequences", return_sequences)
         self.init = _scheme(init)
 
     def _output_shape(self, s: tuple[int, ...]) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import in_unit_interval, scalar_int
+from .._validate import generator, in_unit_interval, scalar_int
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 
 __all__ = ["iid_partition", "split_clients"]
@@ -21,6 +21,7 @@ def iid_partition(n: int, n_clients: int, rng: np.random.Generator) -> list[np.n
     differing by at most one."""
     n = scalar_int("n", n)
     n_clients = scalar_int("n_clients", n_clients)
+    generator("rng", rng)
     if n_clients > n:
         raise InvalidHyperparameterError(f"cannot split {n} samples over {n_clients} clients")
     return [np.sort(p) for p in np.array_split(rng.permutation(n), n_clients)]

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._validate import integer
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .layers import MODES, Dense, Layer
 from .losses import Loss
@@ -50,7 +51,12 @@ class Sequential:
             if not isinstance(layer, Layer):
                 raise InvalidProblemError(f"layers[{i}] must be a Layer, got {type(layer).__name__}")
         self.layers = list(layers)
-        self.input_shape = tuple(int(s) for s in input_shape)
+        if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):
+            raise InvalidProblemError(f"input_shape must be a tuple of positive integers, got {input_shape!r}")
+        self.input_shape = tuple(integer("input_shape entry", s, minimum=1, maximum=None,
+                                         error=InvalidProblemError) for s in input_shape)
+        if not self.input_shape:
+            raise InvalidProblemError("input_shape must have at least one entry, got ()")
         shape = self.input_shape
         for layer in self.layers:
             shape = layer.build(shape)

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import in_unit_interval, positive
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .._validate import in_unit_interval, positive, real_array
+from ..errors import InvalidHyperparameterError, InvalidProblemError, NonFinitePointError
 
 __all__ = ["learning_rate", "decay", "stability", "accumulator", "rows", "grads_like",
            "client_index"]
@@ -46,10 +46,13 @@ def rows(params: Any, where: str) -> np.ndarray:
 
 def grads_like(grads: Any, m: int, where: str) -> np.ndarray:
     """``grads`` as a float64 (m, d) array whose row count matches the state."""
-    g = np.asarray(grads, dtype=np.float64)
+    g = real_array(f"{where}: grads", grads, InvalidProblemError).astype(np.float64, copy=False)
     if g.ndim != 2 or g.shape[0] != m:
         raise InvalidProblemError(
             f"{where}: grads must be an ({m}, d) array matching the state's {m} rows, got shape {g.shape}")
+    if not np.all(np.isfinite(g)):
+        raise NonFinitePointError(f"{where}: grads contain NaN or inf (an update would spread them "
+                                  "into the optimizer state)")
     return g
 
 

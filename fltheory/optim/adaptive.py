@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._validate import flag
 from . import _checks
 from .base import Optimizer
 
@@ -72,6 +73,7 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
     "adagrad", "adam" or "yogi".  Use :func:`adagrad`, :func:`adam`,
     :func:`yogi` or the server helpers instead of calling this directly."""
     lr = _checks.learning_rate(f"{name}: lr", lr)
+    bias_correction = flag(f"{name}: bias_correction", bias_correction)
     b1 = _checks.decay(f"{name}: b1", b1)
     b2 = _checks.decay(f"{name}: b2", b2)
     eps = _checks.stability(f"{name}: eps", eps)

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._validate import flag
 from . import _checks
 from .base import Optimizer
 
@@ -134,7 +135,7 @@ def momentum(lr: float, beta: float = 0.9, nesterov: bool = False) -> Optimizer:
     """
     lr = _checks.learning_rate("momentum: lr", lr)
     beta = _checks.decay("momentum: beta", beta)
-    nesterov = bool(nesterov)
+    nesterov = flag("momentum: nesterov", nesterov)
 
     def init(params: Any, clients: Any = None) -> MomentumState:
         x = _checks.rows(params, "momentum.init")

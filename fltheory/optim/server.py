@@ -24,6 +24,7 @@ g = -sum_i p_i Delta_i (Delta_i = y_i - x); it applies x <- x + u with
 
 from __future__ import annotations
 
+from .._validate import positive
 from .adaptive import adaptive
 from .base import Optimizer
 from .first_order import momentum, sgd
@@ -58,6 +59,7 @@ def fedadagrad(lr: float, tau: float = 1e-3, b1: float = 0.0,
     bias_correction : bool
         Divide m_t by (1 - b1^t) (default False, as in Algorithm 2).
     """
+    tau = positive("tau (the eps of the update)", tau)
     return adaptive("adagrad", lr, b1, 0.0, tau, tau * tau, bias_correction,
                     f"fedadagrad(lr={lr}, tau={tau}, b1={b1})")
 
@@ -66,6 +68,7 @@ def fedadam(lr: float, b1: float = 0.9, b2: float = 0.99, tau: float = 1e-3,
             bias_correction: bool = False) -> Optimizer:
     """FedAdam (Reddi et al. 2021, Algorithm 2); defaults b1 = 0.9, b2 = 0.99,
     tau = 1e-3, v_{-1} = tau^2, no bias correction (see module doc)."""
+    tau = positive("tau (the eps of the update)", tau)
     return adaptive("adam", lr, b1, b2, tau, tau * tau, bias_correction,
                     f"fedadam(lr={lr}, b1={b1}, b2={b2}, tau={tau}, bias_correction={bias_correction})")
 
@@ -73,5 +76,6 @@ def fedadam(lr: float, b1: float = 0.9, b2: float = 0.99, tau: float = 1e-3,
 def fedyogi(lr: float, b1: float = 0.9, b2: float = 0.99, tau: float = 1e-3,
             bias_correction: bool = False) -> Optimizer:
     """FedYogi (Reddi et al. 2021, Algorithm 2); defaults as :func:`fedadam`."""
+    tau = positive("tau (the eps of the update)", tau)
     return adaptive("yogi", lr, b1, b2, tau, tau * tau, bias_correction,
                     f"fedyogi(lr={lr}, b1={b1}, b2={b2}, tau={tau}, bias_correction={bias_correction})")

@@ -41,7 +41,8 @@ def _rmatvec(A: np.ndarray, R: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- binary
 def binary_loss(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float) -> np.ndarray:
     z = y * _matvec(A, X)
-    return np.einsum("mn,mn->m", rw, np.logaddexp(0.0, -z)) + 0.5 * reg * np.einsum("md,md->m", X, X)
+    out = np.einsum("mn,mn->m", rw, np.logaddexp(0.0, -z))
+    return out + 0.5 * reg * np.einsum("md,md->m", X, X) if reg else out   # no 0 * inf at huge x
 
 
 def binary_coef(A: np.ndarray, y: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,8 +114,9 @@ def multi_loss(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg:
     top = Z.max(axis=1)
     Z -= top[:, None, :]
     np.exp(Z, out=Z)
-    rows = top + np.log(Z.sum(axis=1)) - picked
-    return np.einsum("mn,mn->m", rw, rows) + 0.5 * reg * np.einsum("md,md->m", X, X)
+    rows = (top - picked) + np.log(Z.sum(axis=1))     # margin first: exact at large logits
+    out = np.einsum("mn,mn->m", rw, rows)
+    return out + 0.5 * reg * np.einsum("md,md->m", X, X) if reg else out   # no 0 * inf at huge x
 
 
 def multi_residual(A: np.ndarray, y: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:

@@ -20,10 +20,16 @@ def as_generator(seed: Any, name: str = "seed") -> np.random.Generator:
 
 
 def count(name: str, value: Any, minimum: int = 1) -> int:
-    """An integer >= minimum (bools rejected)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidHyperparameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    """An integer in [minimum, MAX_SIZE] (bools and floats rejected; larger sizes
+    cannot be allocated)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not minimum <= value <= MAX_SIZE:
+        raise InvalidHyperparameterError(
+            f"{name} must be an integer in [{minimum}, {MAX_SIZE}], got {value!r}")
     return int(value)
+
+
+#: Largest client count / dimension / sample count a generator accepts.
+MAX_SIZE = 10**6
 
 
 def int_labels(labels: Any) -> np.ndarray:

@@ -29,13 +29,30 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import finite_array, per_client
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .._validate import finite_array, per_client, real_array
+from ..errors import (
+    InvalidHyperparameterError,
+    InvalidProblemError,
+    NonFinitePointError,
+    OutOfRangeError,
+)
 from .constants import CurvatureBounds, ProblemConstants, problem_constants
 from .newton import shifted_newton
 from ..aliases import ClientSelection
 
 __all__ = ["Federation", "normalize_weights"]
+
+
+def finite_output(what: str, values: np.ndarray) -> np.ndarray:
+    """Return ``values`` if finite, else raise OutOfRangeError: an oracle asked
+    about a finite point whose value overflows float64 (e.g. a logistic margin
+    a^T x or a quadratic form beyond 1e308) says so instead of returning inf/NaN."""
+    if not np.all(np.isfinite(values)):
+        raise OutOfRangeError(
+            f"{what} overflows float64 at the given point (a result entry is "
+            f"{float(values.flat[int(np.argmin(np.isfinite(values)))])!r}); the point or the data are out of "
+            "the representable range")
+    return values
 
 
 def normalize_weights(n_clients: int, n_samples: ArrayLike | None = None, weights: ArrayLike | None = None
@@ -138,15 +155,21 @@ class Federation(ABC):
         return idx
 
     def _points(self, X: Any, m: int) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
+        X = real_array("X", X, InvalidProblemError).astype(np.float64, copy=False)
         if X.ndim == 1:
             if X.shape[0] != self.dim:
                 raise InvalidProblemError(
                     f"point must have length dim={self.dim}, got shape {X.shape}")
+            if not np.all(np.isfinite(X)):
+                raise NonFinitePointError("point contains non-finite values (NaN or inf); the "
+                                          "oracles take finite points only")
             return np.broadcast_to(X, (m, self.dim))
         if X.shape != (m, self.dim):
             raise InvalidProblemError(
                 f"X must have shape ({m}, {self.dim}) (one row per listed client), got {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise NonFinitePointError("X contains non-finite values (NaN or inf); the oracles "
+                                      "take finite points only")
         return X
 
     def _is_all(self, idx: np.ndarray) -> bool:
@@ -243,9 +266,11 @@ class Federation(ABC):
 
     # --- global objective --------------------------------------------------
     def _check_point(self, x: Any) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+        x = real_array("x", x, InvalidProblemError).astype(np.float64, copy=False)
         if x.shape != (self.dim,):
             raise InvalidProblemError(f"x must have shape ({self.dim},), got {x.shape}")
+        if not np.all(np.isfinite(x)):
+            raise NonFinitePointError(f"x must be finite, got {x!r}")
         return x
 
     def loss(self, x: ArrayLike) -> float:

@@ -53,7 +53,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ._trust_region import max_convex_quadratic_on_ball
 
 if TYPE_CHECKING:
@@ -130,6 +130,29 @@ class ProblemConstants:
 
 
 _N_DIRECTIONS = 16   # eigenvector directions taken from each end of the spectrum
+
+
+#: Relative size of a negative D_k taken for round-off (D_k >= 0 holds exactly
+#: because x_k* minimises f_k); larger negative values raise OutOfRangeError.
+_GAP_ROUNDOFF = 1e-12
+
+
+def _clamped_gaps(f_at_star: np.ndarray, f_at_own: np.ndarray) -> np.ndarray:
+    """D_k = f_k(x*) - f_k(x_k*) with round-off below zero clamped to 0.
+
+    D_k >= 0 exactly, so a computed D_k in [-tol_k, 0) with
+    tol_k = _GAP_ROUNDOFF * max(1, |f_k(x*)|, |f_k(x_k*)|) is cancellation error
+    and becomes 0 (the bounds refuse D < 0).  A D_k below -tol_k means x_k* is
+    not a minimiser of f_k to working accuracy: OutOfRangeError.
+    """
+    gaps = f_at_star - f_at_own
+    tol = _GAP_ROUNDOFF * np.maximum(1.0, np.maximum(np.abs(f_at_star), np.abs(f_at_own)))
+    if np.any(gaps < -tol):
+        k = int(np.argmin(gaps + tol))
+        raise OutOfRangeError(
+            f"D_k = f_k(x*) - f_k(x_k*) = {gaps[k]:.3e} < 0 for client {k}: the client optimum is "
+            f"not accurate enough to compute D_k (round-off allowance {tol[k]:.1e})")
+    return np.maximum(gaps, 0.0)
 
 
 def _evaluation_points(x_star: np.ndarray, center: np.ndarray, r: float, Hbar: np.ndarray,
@@ -209,6 +232,8 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
     scaffold_B2 : float, optional
         B^2 of the (G, B) pair; default by the rule in the module docstring.
     """
+    if not all(hasattr(fed, a) for a in ("optimum", "client_grad", "client_loss", "n_clients", "dim")):
+        raise InvalidProblemError(f"fed must be a Federation, got {type(fed).__name__}")
     x_star = fed.optimum()
     d, N = fed.dim, fed.n_clients
     p = fed.weights
@@ -251,11 +276,12 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
     gstar = fed.client_grad(x_star)
     zeta2 = float(p @ np.einsum("ij,ij->i", gstar, gstar))
     X_i = fed.client_optima()
-    D_k = fed.client_loss(x_star) - fed.client_loss(X_i, np.arange(N))
+    D_k = _clamped_gaps(fed.client_loss(x_star), fed.client_loss(X_i, np.arange(N)))
     D = float(p @ D_k)
     delta = float(np.abs(np.linalg.eigvalsh(Hs - Hbar)).max())
     notes["delta"] = "Hessians are constant" if is_quad else "Hessians evaluated at x*"
-    notes["D_k"] = "f_k(x*) - f_k(x_k*), plain client objectives"
+    notes["D_k"] = ("f_k(x*) - f_k(x_k*), plain client objectives; round-off below 0 "
+                    f"(at most {_GAP_ROUNDOFF:g} x max(1, |f_k|)) clamped to 0")
 
     # evaluation points for the estimated constants
     r_eval = radius if radius is not None else max(1.0, float(np.linalg.norm(x_star)))

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validate import choice, finite_array, positive
-from ..errors import InvalidHyperparameterError
+from ..errors import InvalidHyperparameterError, OutOfRangeError
 from ._seeding import as_generator, count
 from ..aliases import Seed
 from .base import normalize_weights
@@ -48,7 +48,43 @@ def _spectra(rng: np.random.Generator, n: int, d: int, L: float, mu: float) -> n
 
 def _psd_power(S: np.ndarray, power: float) -> np.ndarray:
     lam, V = np.linalg.eigh(S)
-    return (V * lam ** power) @ V.T
+    with np.errstate(invalid="ignore", divide="ignore"):   # rounding below 0: caught by _reliably_spd
+        return (V * lam ** power) @ V.T
+
+
+#: Largest condition number L/mu random_quadratic accepts: beyond it float64
+#: cannot place the smallest eigenvalue to within 1% (measured: 1e-3 relative at
+#: 1e13..1e14, 10% at 1e15).
+MAX_CONDITION = 1e14
+
+
+def _reliably_spd(H: np.ndarray, L: float) -> bool:
+    """Every H_i finite with smallest eigenvalue well above float64 rounding of L."""
+    if not np.all(np.isfinite(H)):
+        return False
+    return bool(np.min(np.linalg.eigvalsh(H)) > _SPD_MARGIN * L)
+
+
+#: Smallest client eigenvalue, relative to L, that the congruence construction may
+#: produce before random_quadratic switches to the balanced split.
+_SPD_MARGIN = 1e-12
+
+
+def _balanced_split(p: np.ndarray, H0: np.ndarray, Qs: np.ndarray,
+                    s_target: np.ndarray) -> np.ndarray:
+    """Client Hessians H_i = S^{1/2} (I + B_i) S^{1/2} with sum_i p_i B_i = 0 and
+    ||B_i||_2 <= 1/2, so sum_i p_i H_i = S exactly in exact arithmetic and every
+    H_i has its eigenvalues in [mu/2, 3L/2]: SPD at any condition number.
+    S^{1/2} = Q_s diag(sqrt(s)) Q_s^T comes from the drawn spectrum, not from an
+    eigendecomposition.  The directions of B_i are the drawn client Hessians H0."""
+    d = H0.shape[1]
+    G = H0 / np.linalg.norm(H0, ord=2, axis=(1, 2))[:, None, None]
+    B = G - np.einsum("i,ijk->jk", p, G)
+    scale = np.max(np.linalg.norm(B, ord=2, axis=(1, 2)))
+    B = 0.5 * B / scale if scale > 0 else B
+    root = (Qs * np.sqrt(s_target)) @ Qs.T
+    H = np.matmul(np.matmul(root, np.eye(d) + B), root)
+    return 0.5 * (H + np.swapaxes(H, 1, 2))
 
 
 def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogeneity: float,
@@ -88,6 +124,15 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     replace H_i by M^T H_i M with M = Hbar^{-1/2} S^{1/2}, so that
     sum p_i M^T H_i M = S (a congruence keeps every H_i SPD).  The offsets
     c_i = 1/2 e_i^T x_i* make min f_i = 0, so D_i = f_i(x*) = 1/2 u_i^T H_i u_i.
+
+    At large L/mu the congruence can leave a client Hessian with eigenvalues
+    near mu^2/L, below float64 rounding (singular or indefinite).  When a client's
+    smallest eigenvalue falls below 1e-12 L the "global" family is built instead
+    as H_i = S^{1/2} (I + B_i) S^{1/2} with sum_i p_i B_i = 0 and ||B_i|| <= 1/2
+    (so every H_i lies between S/2 and 3S/2), which is SPD at every condition
+    number.  The global mu is then hit to about 1e-16 L/mu relative (measured
+    2e-3 at L/mu = 1e13).  L/mu above :data:`MAX_CONDITION` = 1e14 raises
+    :class:`~fltheory.errors.OutOfRangeError`.
     """
     N = count("n_clients", n_clients)
     d = count("dim", dim)
@@ -97,6 +142,10 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     constants = choice("constants", constants, ("global", "clients"))
     if mu > L:
         raise InvalidHyperparameterError(f"need L >= mu, got L = {L!r} < mu = {mu!r}")
+    if L / mu > MAX_CONDITION:
+        raise OutOfRangeError(
+            f"condition number L/mu = {L / mu:.3g} (L = {L!r}, mu = {mu!r}) exceeds {MAX_CONDITION:.0e}: "
+            f"float64 rounding of about 1e-16 L would move mu by more than 1% of itself")
     if d == 1 and L != mu:
         raise InvalidHyperparameterError(
             f"in dimension 1 the extreme eigenvalues coincide: need L == mu, got L = {L!r}, mu = {mu!r}")
@@ -109,13 +158,21 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     H = np.matmul(Q * _spectra(rng, N, d, L, mu)[:, None, :], np.swapaxes(Q, 1, 2))   # Q diag(s) Q^T
     if constants == "global":
         Qs = _orthogonal(rng, 1, d)[0]
-        S = (Qs * _spectra(rng, 1, d, L, mu)[0]) @ Qs.T
+        s_target = _spectra(rng, 1, d, L, mu)[0]
+        S = (Qs * s_target) @ Qs.T
         S = 0.5 * (S + S.T)
-        for _ in range(2):       # second pass removes the rounding of the first
-            Hbar = np.einsum("i,ijk->jk", p, H)
-            M = _psd_power(Hbar, -0.5) @ _psd_power(S, 0.5)
-            H = np.matmul(np.matmul(M.T, H), M)      # M^T H_i M for every client
-            H = 0.5 * (H + np.swapaxes(H, 1, 2))
+        H0 = H
+        try:
+            for _ in range(2):       # second pass removes the rounding of the first
+                Hbar = np.einsum("i,ijk->jk", p, H)
+                M = _psd_power(Hbar, -0.5) @ _psd_power(S, 0.5)
+                H = np.matmul(np.matmul(M.T, H), M)      # M^T H_i M for every client
+                H = 0.5 * (H + np.swapaxes(H, 1, 2))
+            spd = _reliably_spd(H, L)
+        except np.linalg.LinAlgError:                     # eigh of a matrix spoilt by rounding
+            spd = False
+        if not spd:
+            H = _balanced_split(p, H0, Qs, s_target)
     if optimum is None:
         x_star = rng.standard_normal(d) / np.sqrt(d)
     else:
@@ -186,4 +243,14 @@ def lognormal_sizes(n_clients: int, *, mean: float = 4.0, sigma: float = 2.0, mi
     mean = float(finite_array("mean", mean, ndim=0, error=InvalidHyperparameterError))
     minimum = count("minimum", minimum, minimum=0)
     rng = as_generator(seed)
-    return np.floor(rng.lognormal(mean, sigma, N)).astype(np.int64) + minimum
+    with np.errstate(over="ignore"):
+        draws = np.floor(rng.lognormal(mean, sigma, N))
+    if not np.all(draws <= _MAX_CLIENT_SIZE):
+        raise OutOfRangeError(
+            f"lognormal_sizes: a drawn size {float(np.max(draws)):.3g} exceeds {_MAX_CLIENT_SIZE:.0e} "
+            f"(mean = {mean!r}, sigma = {sigma!r} are log-scale parameters: e^mean is the median size)")
+    return draws.astype(np.int64) + minimum
+
+
+#: Largest client size lognormal_sizes returns (a larger draw is a typed error).
+_MAX_CLIENT_SIZE = 1e9

@@ -48,7 +48,7 @@ from ..errors import InvalidProblemError
 from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, make_plan
 from ._separation import is_separable
-from .base import Federation, normalize_weights
+from .base import Federation, finite_output, normalize_weights
 from .constants import CurvatureBounds
 from .newton import newton
 from ..aliases import ClientSelection
@@ -202,9 +202,10 @@ class LogisticFederation(Federation):
         else:
             fn = {"loss": lo.multi_loss, "grad": lo.multi_grad, "hess": lo.multi_hess}[which]
         args = (self.reg,) if C is None else (self.reg, C)
-        if which == "hess":
-            return self._bucketed(fn, X, idx, args)
-        return self._planned(fn, X, idx, args)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if which == "hess":
+                return finite_output(f"client {which}", self._bucketed(fn, X, idx, args))
+            return finite_output(f"client {which}", self._planned(fn, X, idx, args))
 
     def _planned(self, fn: Callable[..., np.ndarray], X: np.ndarray, idx: np.ndarray,
                  args: tuple = ()) -> np.ndarray:
@@ -385,16 +386,25 @@ class LogisticFederation(Federation):
                 "so the loss decreases forever along a separating direction; use reg > 0")
 
     @cached_property
+    def _optimum_tol(self) -> float:
+        """Gradient-norm tolerance of the optima, relative to the gradient scale:
+        OPTIMUM_TOL * max_ij ||a_ij||, since each loss derivative is at most 1 in
+        absolute value.  An absolute 1e-10 is below float64 rounding at feature
+        scale 1e8 and meaningless (1e-4 relative) at scale 1e-6."""
+        scale = float(np.sqrt(np.max(np.einsum("inf,inf->in", self._A, self._A))))
+        return OPTIMUM_TOL * scale if scale > 0 else OPTIMUM_TOL
+
+    @cached_property
     def _optimum(self) -> np.ndarray:
         A, y, _ = self._pooled
         self._check_existence(A[0], y[0], "the global logistic objective F")
         loss, grad, hess = self._pooled_fns()
-        X = newton(loss, grad, hess, np.zeros((1, self.dim)), tol=OPTIMUM_TOL,
+        X = newton(loss, grad, hess, np.zeros((1, self.dim)), tol=self._optimum_tol,
                    null_projector=self._null_projector(), what="Newton on F")
         return X[0]
 
     def optimum(self) -> np.ndarray:
-        """x* = argmin F by damped Newton to ||grad F(x*)|| <= 1e-10.
+        """x* = argmin F by damped Newton to ||grad F(x*)|| <= 1e-10 max_ij ||a_ij||.
 
         Raises InvalidProblemError when reg = 0 and the pooled data are
         (quasi-)separable (no minimiser), DivergenceError when Newton stalls."""
@@ -409,7 +419,7 @@ class LogisticFederation(Federation):
         N = self.n_clients
         return newton(lambda X, r: self.client_loss(X, r), lambda X, r: self.client_grad(X, r),
                       lambda X, r: self.client_hess(X, r), np.zeros((N, self.dim)),
-                      tol=OPTIMUM_TOL, null_projector=self._null_projector(),
+                      tol=self._optimum_tol, null_projector=self._null_projector(),
                       what="Newton on the client objectives")
 
     def client_optima(self) -> np.ndarray:

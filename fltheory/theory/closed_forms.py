@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import choice, per_client, positive
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .._validate import choice, instance, per_client, positive
+from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ..problems.quadratic import QuadraticFederation
 from ..aliases import Rate, Steps
 from .fixed_points import FixedPoint
@@ -120,6 +120,7 @@ def client_contraction_matrices(fed: QuadraticFederation, lr: Rate, local_steps:
     the radius is max |1 - eta lam| over the (symmetric) eigenvalues lam of
     D H_i D; for full P_i, eigenvalues of I - eta P_i H_i.
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     if not isinstance(fed, QuadraticFederation):
         raise InvalidProblemError(f"closed forms need a QuadraticFederation, got {type(fed).__name__}")
     N, d = fed.n_clients, fed.dim
@@ -158,6 +159,7 @@ def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Rate, local_steps: 
 
     (Seed 001 eq. 6 with THEORY.md section 2 local/global correction [derived].)
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     A, b, _ = _round_map(fed, lr, local_steps, preconditioners, server_lr, correction)
     return A, b
 
@@ -214,7 +216,12 @@ def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps:
     InvalidHyperparameterError
         When sum p_i B_i (or sum p_i M_i B_i) is singular: no unique fixed point.
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     A, b, radii = _round_map(fed, lr, local_steps, preconditioners, 1.0, correction)
+    if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
+        raise OutOfRangeError(
+            f"the FedOpt round map overflows float64 at lr={lr!r}, local_steps={local_steps!r} "
+            "(the local iteration expands faster than 1e308 over the local steps)")
     K = np.eye(fed.dim) - A
     cond = np.linalg.cond(K)
     if not np.isfinite(cond) or cond > 1e14:  # beyond ~1e14 the solve has no correct digit
@@ -235,6 +242,7 @@ def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps:
 def mann_rate(fp: FixedPoint, server_lr: float) -> float:
     """Exact asymptotic rate of x <- (1 - eta_s) x + eta_s T(x): the spectral
     radius of (1 - eta_s) I + eta_s A (THEORY.md section 3)."""
+    instance("fp", fp, QuadraticFixedPoint, "a QuadraticFixedPoint (from fedopt_quadratic_fixed_point)")
     eta_s = positive("server_lr", server_lr)
     if fp.operator is None:
         raise InvalidHyperparameterError(
@@ -254,6 +262,7 @@ def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_st
     It equals x* only when c_i tau_i P_i is the same for every client.  With
     local/joint correction the limit is (sum p_i c_i H_i)^{-1} sum p_i c_i e_i.
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     correction = choice("correction", correction, ("none", "local", "joint"))
     N = fed.n_clients
     c = np.broadcast_to(np.asarray(per_client("rate_ratios", rate_ratios, N), dtype=np.float64), (N,))
@@ -276,6 +285,7 @@ def fedavg_first_order_bias(fed: QuadraticFederation, lr: float, local_steps: in
 
     Returns the first-order approximation of x~ (not the exact fixed point).
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     eta = positive("lr", lr)
     K = per_client("local_steps", local_steps, None, integer=True, minimum=1, strict=False)
     if not isinstance(K, int):
@@ -293,6 +303,7 @@ def fedprox_exact_fixed_point(fed: QuadraticFederation, mu_prox: float) -> np.nd
 
     (THEORY.md section 3; local solution y_i = (H_i + mu_p I)^{-1}(e_i + mu_p x).)
     """
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     mu = positive("mu_prox", mu_prox)
     d = fed.dim
     R = np.linalg.inv(fed.H + mu * np.eye(d))                          # (N, d, d)

@@ -43,11 +43,11 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice
+from .._validate import choice, finite_array, instance
+from ..problems import Federation
 from ..errors import InvalidProblemError
 from .result import Assumption, BoundResult, make_result
 from ..aliases import ClientSelection
-from ..problems.base import Federation
 
 __all__ = ["objective_shift", "suboptimality_gaps"]
 
@@ -95,8 +95,12 @@ def suboptimality_gaps(fed: Federation, W: Any, clients: ClientSelection = None)
     negative one raising InvalidProblemError (the client minimiser is then not
     a minimiser).
     """
+    instance("fed", fed, Federation, "a Federation")
     idx = np.arange(fed.n_clients) if clients is None else np.atleast_1d(np.asarray(clients))
-    W = np.broadcast_to(np.atleast_2d(np.asarray(W, dtype=np.float64)), (idx.shape[0], fed.dim))
+    W = finite_array("W", W, error=InvalidProblemError)
+    if W.ndim not in (1, 2) or W.shape[-1] != fed.dim:
+        raise InvalidProblemError(f"W must be a point (d,) or rows (m, d) with d = {fed.dim}, got shape {W.shape}")
+    W = np.broadcast_to(np.atleast_2d(W), (idx.shape[0], fed.dim))
     return fed.client_gaps(W, idx)
 
 

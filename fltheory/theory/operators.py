@@ -49,7 +49,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 import scipy.optimize
 
-from .._validate import per_client
+from .._validate import choice, in_unit_interval, instance, per_client
 from ..algorithms.base import Algorithm, resolve_per_client
 from ..errors import AssumptionError, DivergenceError, InvalidHyperparameterError, InvalidProblemError
 from ..problems.base import Federation
@@ -172,6 +172,8 @@ def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: ArrayLike, *,
     h_j = step * max(1, |x_j|), step = eps^(1/3) by default (2 d evaluations).
 
     Raises DivergenceError when a column is non-finite (never returns NaN)."""
+    if not callable(T):
+        raise InvalidHyperparameterError(f"T must be a FedOptOperator or a callable x -> T(x), got {T!r}")
     x = np.asarray(x, dtype=np.float64)
     s = _FD_STEP if step is None else float(step)
     if not (np.isfinite(s) and s > 0):
@@ -222,6 +224,8 @@ def anderson_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *
     DivergenceError on non-finite iterates or when it does not converge in
     ``max_iter`` steps.
     """
+    if not callable(T):
+        raise InvalidHyperparameterError(f"T must be a FedOptOperator or a callable x -> T(x), got {T!r}")
     a = float(damping)
     if not (0.0 < a <= 1.0):
         raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
@@ -267,6 +271,11 @@ OperatorFixedPoint = FixedPoint
 (``spectral_radius`` and ``spectral_norm`` remain as property aliases)."""
 
 
+#: The methods of scipy.optimize.root.
+_ROOT_METHODS = ("hybr", "lm", "broyden1", "broyden2", "anderson", "linearmixing", "diagbroyden",
+                 "excitingmixing", "krylov", "df-sane")
+
+
 def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray], x0: ArrayLike | None = None, *,
                          method: str = "hybr", tol: float = 1e-12, cross_check: bool = True,
                          damping: float = 0.5, strict_cross_check: bool = True,
@@ -297,9 +306,10 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
     InvalidHyperparameterError
         ``damping`` outside (0, 1].
     """
-    a = float(damping)
-    if not (0.0 < a <= 1.0):
-        raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
+    if not callable(T):
+        raise InvalidHyperparameterError(f"T must be a FedOptOperator or a callable x -> T(x), got {T!r}")
+    choice("method", method, _ROOT_METHODS)
+    a = in_unit_interval("damping", damping)
     d = T.dim if isinstance(T, FedOptOperator) else np.asarray(x0).shape[0]
     x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
     fun = lambda x: np.asarray(T(x)) - x
@@ -365,6 +375,7 @@ def lipschitz_ratios(T: FedOptOperator, rng: np.random.Generator, *, n_pairs: in
     """Ratios over ``n_pairs`` pairs x, y = center + radius * N(0, I) (each client
     sees the same pairs; clients are processed together).  ``center`` defaults
     to x* of the federation when available, else 0."""
+    instance("T", T, FedOptOperator, "a FedOptOperator (from fedopt_operator)", InvalidHyperparameterError)
     if not isinstance(rng, np.random.Generator):
         raise InvalidHyperparameterError(f"rng must be a numpy Generator, got {type(rng).__name__}")
     if isinstance(n_pairs, bool) or not isinstance(n_pairs, (int, np.integer)) or n_pairs < 1:
@@ -408,6 +419,7 @@ def sgd_contraction_bound(problem: Federation, lr: Rate, local_steps: Steps) -> 
 
     Raises AssumptionError when eta_i > 1/L_i for some client (the bound's
     hypothesis fails)."""
+    instance("problem", problem, Federation, "a Federation")
     N = problem.n_clients
     eta = np.broadcast_to(np.asarray(per_client("lr", lr, N), dtype=np.float64), (N,))
     tau = np.broadcast_to(np.asarray(per_client("local_steps", local_steps, N, integer=True,

@@ -51,8 +51,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..algorithms import Algorithm, History, check_run_arguments, known_optimum, run_record
-from ..errors import DivergenceError, InvalidHyperparameterError, InvalidProblemError
+from ..algorithms import Algorithm, History, check_run_arguments, check_run_options, known_optimum, run_record
+from ..errors import (
+    DivergenceError,
+    InvalidHyperparameterError,
+    InvalidProblemError,
+    NonFinitePointError,
+    OutOfRangeError,
+)
 from ..participation import Participation
 from ..problems import Federation
 from .affine import AffineRoundMap, affine_round_map
@@ -96,6 +102,7 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Ar
     -------
     History
     """
+    check_run_options(participation, seed, None, None)
     x0 = check_run_arguments(algorithm, problem, rounds, x0)
     if communication not in ("copy", "recompute"):
         raise InvalidHyperparameterError(
@@ -169,7 +176,10 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Ar
         final = state
 
     with np.errstate(over="ignore", invalid="ignore"):
-        loss, g2 = problem.loss_and_grad_norm2(X)
+        try:
+            loss, g2 = problem.loss_and_grad_norm2(X)
+        except (NonFinitePointError, OutOfRangeError):     # an oracle refused a diverged row
+            loss = g2 = np.full(X.shape[0], np.inf)
     bad = ~(np.all(np.isfinite(X), axis=1) & np.isfinite(loss) & np.isfinite(g2))
     if np.any(bad):
         t = int(np.argmax(bad))

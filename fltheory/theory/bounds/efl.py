@@ -65,8 +65,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..._validate import choice, per_client, positive, scalar_int
-from ...errors import InvalidHyperparameterError
+from ..._validate import checked_arguments, choice, instance, per_client, positive, scalar_int
+from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ..result import Assumption, BoundResult, make_result
 from ._common import constant_from, uniform_convexity, uniform_smoothness
 from ...problems.base import Federation
@@ -91,6 +91,7 @@ class StepMoments(NamedTuple):
     max_ratio: float
 
 
+@checked_arguments
 def efl_step_moments(weights: ArrayLike, step_probs: ArrayLike, E: int, *,
                      weighting: str = "plain") -> StepMoments:
     """Moments of the aggregation weights from step distributions.
@@ -137,12 +138,15 @@ def efl_step_moments(weights: ArrayLike, step_probs: ArrayLike, E: int, *,
     return StepMoments(ps, pe, p2s, max_ratio)
 
 
+@checked_arguments
 def efl_heterogeneity(fed: Federation) -> np.ndarray:
     """D_k = F_k(w*) - F_k* for every client, with lambda = 0 (F~_k = F_k)."""
+    instance("fed", fed, Federation, "a Federation", InvalidProblemError)
     from ..objective_shift import suboptimality_gaps
     return suboptimality_gaps(fed, fed.optimum())
 
 
+@checked_arguments
 def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2: ArrayLike,
                  D: ArrayLike, G2: float, weights: ArrayLike, init_dist2: float,
                  step_probs: ArrayLike | None = None, weighting: str = "plain",
@@ -250,6 +254,7 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
                        strict=strict)
 
 
+@checked_arguments
 def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: float,
                                 weights: ArrayLike, init_dist2: float, G2: float | None = None,
                                 **kwargs: Any) -> BoundResult:
@@ -277,6 +282,7 @@ def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: floa
         D=constant_from(constants, "D_k", "D"), G2=G2, **kwargs)
 
 
+@checked_arguments
 def efl_inactive_rate(tau: int, inactive: ArrayLike, J: float, E: int, *, constant: float = 1.0) -> float:
     """Section 4.1: the rate with inactive clients, constant * sum_{t<tau} y_t J / (tau E + E^2).
 
@@ -292,6 +298,7 @@ def efl_inactive_rate(tau: int, inactive: ArrayLike, J: float, E: int, *, consta
     return float(constant * y.sum() * J / (tau * E + E ** 2))
 
 
+@checked_arguments
 def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
                     gamma: float, *, constant: float = 1.0) -> BoundResult:
     """Corollary 1 (seed 000 eq. 8-9): abandon an inactive client a when
@@ -316,6 +323,7 @@ def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
                        variant="as_printed", terms=terms, measured=kept)
 
 
+@checked_arguments
 def efl_incomplete_rate(tau: int, E: int, weights: ArrayLike, sigma2: ArrayLike, inv_steps: ArrayLike, *,
                         constant: float = 1.0) -> float:
     """Section 4.2 rate with adaptive weights p_t^k = E p^k / s_t^k::

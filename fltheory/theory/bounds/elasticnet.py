@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..._validate import checked_arguments, finite_array
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, positive_check, uniform_smoothness
@@ -42,6 +43,7 @@ __all__ = ["elasticnet_constants", "elasticnet_C0", "elasticnet_sign_term",
 _REF = "seed 003 (FedElasticNet) Theorem 3.1, eq. (13)"
 
 
+@checked_arguments
 def elasticnet_constants(beta: float, lambda2: float, m: int, P: int) -> dict[str, float]:
     """kappa, kappa_0, kappa' of Theorem 3.1 (formulas in the module docstring)."""
     b, l2 = as_float("beta", beta), as_float("lambda2", lambda2)
@@ -54,6 +56,7 @@ def elasticnet_constants(beta: float, lambda2: float, m: int, P: int) -> dict[st
     return {"kappa": kappa, "kappa_0": kappa0, "kappa_prime": kappa_p}
 
 
+@checked_arguments
 def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected") -> float:
     """C_0 from (m, d) arrays of grad L_k(theta_k^0) and grad L_k(theta*):
     mean of the norms (as printed) or of the squared norms (corrected).
@@ -61,8 +64,9 @@ def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected"
     ``grads_init`` are the initial gradient states of Algorithm 3 (its input:
     all zero, with h^0 = 0); ``None`` means exactly that, so C_0 =
     (1/m) sum_k ||grad L_k(theta*)||(^2) (see the module docstring)."""
-    gs = np.asarray(grads_opt, dtype=np.float64)
-    g0 = np.zeros_like(gs) if grads_init is None else np.asarray(grads_init, dtype=np.float64)
+    gs = finite_array("grads_opt", grads_opt, error=InvalidHyperparameterError)
+    g0 = np.zeros_like(gs) if grads_init is None else finite_array("grads_init", grads_init,
+                                                                     error=InvalidHyperparameterError)
     if g0.shape != gs.shape or g0.ndim != 2:
         raise InvalidHyperparameterError(f"grads must be two (m, d) arrays, got {g0.shape} and {gs.shape}")
     sq = np.sum((g0 - gs) ** 2, axis=1)
@@ -73,6 +77,7 @@ def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected"
     raise InvalidHyperparameterError(f"variant must be 'as_printed' or 'corrected', got {variant!r}")
 
 
+@checked_arguments
 def elasticnet_sign_term(gammas: Any, theta_star: ArrayLike, mean_signs: Any, *, lambda1: float,
                          lambda2: float) -> float:
     """Trajectory term -(1/T)(2 lambda_1/lambda_2) sum_{t=1}^T <gamma_{t-1} - theta*, s_t>.
@@ -101,6 +106,7 @@ def elasticnet_sign_term(gammas: Any, theta_star: ArrayLike, mean_signs: Any, *,
     return float(-(2 * lambda1 / lambda2) * np.einsum("td,td->", G - th, Sg) / T)
 
 
+@checked_arguments
 def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float, m: int, P: int,
                          d: int, init_dist2: float, C0: float, sign_term: float | None = None,
                          uniform_sampling: bool = True, variant: str = "corrected",
@@ -144,6 +150,7 @@ def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float,
     return make_result(value, a, reference=_REF, variant=variant, terms=terms, strict=strict)
 
 
+@checked_arguments
 def elasticnet_theorem31_from_constants(constants: Any, T: int, **kw: Any) -> BoundResult:
     """:func:`elasticnet_theorem31` with beta = max_k L_k (every L_k beta-smooth) read
     from a ProblemConstants-like object (``client_L``, else ``beta``/``L``)."""

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..._validate import choice, per_client, positive
+from ..._validate import checked_arguments, choice, finite_array, per_client, positive
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 from ...aliases import Rate, Steps
@@ -46,6 +46,7 @@ __all__ = ["sgd_operator_constants", "fedopt_theorem1", "fedopt_theorem1_quadrat
 _REF = "seed 001 (Local Adaptivity) Theorem 1, derived recursion (THEORY.md section 3)"
 
 
+@checked_arguments
 def sgd_operator_constants(lr: Rate, local_steps: Steps, mu: Any, L: Any, sigma2: ArrayLike, *,
                            form: str = "squared") -> tuple[np.ndarray, np.ndarray, tuple[Assumption, ...]]:
     """(rho_i, phi_i, assumptions) of SGD clients for A1/A2 of seed 001.
@@ -60,7 +61,8 @@ def sgd_operator_constants(lr: Rate, local_steps: Steps, mu: Any, L: Any, sigma2
     All arguments are scalars or per-client arrays of one common length.
     """
     form = choice("form", form, ("squared", "paper"))
-    arrs = [np.atleast_1d(np.asarray(v, dtype=np.float64)) for v in (lr, local_steps, mu, L, sigma2)]
+    arrs = [np.atleast_1d(finite_array(name, v, error=InvalidHyperparameterError))
+            for name, v in zip(("lr", "local_steps", "mu", "L", "sigma2"), (lr, local_steps, mu, L, sigma2))]
     try:
         eta, tau, mu_, L_, s2 = np.broadcast_arrays(*arrs)
     except ValueError as exc:
@@ -89,6 +91,7 @@ def sgd_operator_constants(lr: Rate, local_steps: Steps, mu: Any, L: Any, sigma2
     return rho, phi, (a_rate, a_phi)
 
 
+@checked_arguments
 def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike, server_lr: float,
                     init_dist2: float, extra_assumptions: tuple[Assumption, ...] = (),
                     strict: bool = False) -> BoundResult:
@@ -128,6 +131,7 @@ def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike, serv
                        strict=strict)
 
 
+@checked_arguments
 def fedopt_theorem1_quadratic(fed: QuadraticFederation, rounds: int, *, lr: Rate, local_steps: Steps,
                               sigma2: ArrayLike, server_lr: float, x0: ArrayLike, form: str = "squared",
                               strict: bool = False) -> BoundResult:
@@ -148,6 +152,7 @@ def fedopt_theorem1_quadratic(fed: QuadraticFederation, rounds: int, *, lr: Rate
     return res
 
 
+@checked_arguments
 def fedopt_theorem1_from_constants(constants: Any, rounds: int, *, lr: Rate, local_steps: Steps,
                                    weights: ArrayLike, server_lr: float, init_dist2: float,
                                    form: str = "squared", strict: bool = False) -> BoundResult:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..._validate import checked_arguments
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, constant_from, positive_check, uniform_convexity, uniform_smoothness
@@ -46,6 +47,7 @@ def _checks(**values: float) -> list[Assumption]:
     return [positive_check(k, v) for k, v in values.items()]
 
 
+@checked_arguments
 def scaffold_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: float,
                     beta: float, constant: float = 1.0, strict: bool = False) -> BoundResult:
     """SCAFFOLD rounds to eps accuracy, strongly convex (ICML 2020 Theorem III; the
@@ -67,6 +69,7 @@ def scaffold_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: fl
                        variant=f"big_O(constant={constant})", terms=terms, strict=strict)
 
 
+@checked_arguments
 def scaffold_rounds_from_constants(constants: Any, *, K: int, S: int, N: int, eps: float,
                                    **kw: Any) -> BoundResult:
     """:func:`scaffold_rounds` with sigma2, mu = min_i mu_i and beta = max_i L_i read from a
@@ -77,6 +80,7 @@ def scaffold_rounds_from_constants(constants: Any, *, K: int, S: int, N: int, ep
                            beta=uniform_smoothness(constants), K=K, S=S, N=N, eps=eps, **kw)
 
 
+@checked_arguments
 def scaffold_quadratic_rounds(*, beta: float, sigma2: float, mu: float, K: int, N: int,
                               eps: float, delta: float, constant: float = 1.0,
                               strict: bool = False) -> BoundResult:
@@ -94,6 +98,7 @@ def scaffold_quadratic_rounds(*, beta: float, sigma2: float, mu: float, K: int, 
                        variant=f"big_O(constant={constant})", terms=terms, strict=strict)
 
 
+@checked_arguments
 def fedavg_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: float,
                   G: float, B: float, beta: float, constant: float = 1.0,
                   strict: bool = False) -> BoundResult:
@@ -118,6 +123,7 @@ def fedavg_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: floa
                        variant=f"big_O(constant={constant})", terms=terms, strict=strict)
 
 
+@checked_arguments
 def fedavg_lower_bound(*, G: float, mu: float, R: int, K: int, sigma2: float = 0.0,
                        constant: float = 1.0, strict: bool = False) -> BoundResult:
     """FedAvg lower bound (ICML 2020 Theorem II, not in seed 004): F(x_R) - F* >= c G^2 / (mu R^2)
@@ -131,6 +137,7 @@ def fedavg_lower_bound(*, G: float, mu: float, R: int, K: int, sigma2: float = 0
                        variant=f"big_Omega(constant={constant})", terms={}, strict=strict)
 
 
+@checked_arguments
 def scaffold_step_conditions(*, eta_l: float, eta_g: float, beta: float, K: int, R: int,
                              mu: float, N: int, S: int, strict: bool = False) -> BoundResult:
     """Check SCAFFOLD's step-size conditions (strongly convex, with sampling;
@@ -165,6 +172,7 @@ def scaffold_step_conditions(*, eta_l: float, eta_g: float, beta: float, K: int,
                        measured=float(eta_l), strict=strict)
 
 
+@checked_arguments
 def fedavg_rounds_from_constants(constants: Any, *, K: int, S: int, N: int, eps: float,
                                  **kw: Any) -> BoundResult:
     """:func:`fedavg_rounds` with sigma2, mu = min_i mu_i, beta = max_i L_i (each f_i, as

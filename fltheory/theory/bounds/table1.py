@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..._validate import checked_arguments
 from ..result import BoundResult, make_result
 from ._common import constant_from, positive_check, uniform_convexity, uniform_smoothness
 
@@ -28,6 +29,7 @@ __all__ = ["table1_rounds", "table1_rounds_from_constants", "TABLE1_ALGORITHMS"]
 TABLE1_ALGORITHMS = ("SCAFFOLD", "MIME", "VRL-SGD", "FedAMP", "EFL")
 
 
+@checked_arguments
 def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: float | None = None,
                   L: float | None = None, delta: float | None = None, N: int | None = None,
                   sigma2: float | None = None, constant: float = 1.0,
@@ -71,6 +73,7 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
                        variant=f"big_O(constant={constant})", terms=terms, strict=strict)
 
 
+@checked_arguments
 def table1_rounds_from_constants(constants: Any, algorithm: str, *, eps: float, S: int,
                                  N: int | None = None, **kw: Any) -> BoundResult:
     """:func:`table1_rounds` with G = sqrt(G2_max) (bounded client gradients over the
