@@ -83,6 +83,16 @@ KNOWN_VIOLATIONS: dict[str, str] = {
     'fltheory.optim.put_rows': "57 of 57 (RAW 57); e.g. full=nan: TypeError: 'float' object is not iterable",
     'fltheory.optim.mean_rows': "38 of 38 (RAW 38); e.g. state=nan: TypeError: 'float' object is not iterable",
     'fltheory.compression.ef_compress': "5 of 57 (RAW 5); e.g. V=negative: TypeError: 'float' object is not callable",
+    'fltheory.algorithms.run': "4 of 190 (RAW 4); e.g. metrics=nan array: ValueError: The truth value of an array with more than one element is ",
+    'fltheory.theory.bound_result': "132 of 133 (RAW 132); e.g. value=nan: TypeError: 'float' object is not iterable",
+    'fltheory.theory.matrix_free_affine_map': "51 of 133 (RAW 51); e.g. x0=string: ValueError: could not convert string to float: 'abc'",
+    'fltheory.theory.bounds.gd_contraction_factor': "18 of 76 (NONFINITE 2, RAW 16); e.g. lr=huge float: array([inf])",
+    'fltheory.theory.bounds.gd_rate_threshold': "8 of 38 (RAW 8); e.g. mu=string: ValueError: could not convert string to float: 'abc'",
+    'fltheory.theory.bounds.gd_step_factor': "12 of 57 (RAW 12); e.g. lr=string: ValueError: could not convert string to float: 'abc'",
+    'fltheory.theory.bounds.table1_efl_comparison': "1 of 114 (NONFINITE 1); e.g. delta=zero: {'SCAFFOLD': {'efl': 16.324555320336756, 'other': 18.324555320336756, ",
+    'fltheory.nn.image_federation': "209 of 209 (RAW 209); e.g. model=nan: AttributeError: 'float' object has no attribute 'images'",
+    'fltheory.nn.load_image_dataset': "6 of 19 (RAW 6); e.g. name=empty array: ValueError: The truth value of an empty array is ambiguous. Use `array",
+    'fltheory.nn.trajectory_constants': "19 of 114 (RAW 19); e.g. fed=nan: AttributeError: 'float' object has no attribute 'dim'",
     'fltheory.compression.top_k_mask': "54 of 57 (RAW 54); e.g. A=nan: AttributeError: 'float' object has no attribute 'shape'",
 }
 
