@@ -16,7 +16,7 @@ Budgets: QUICK 1000 evaluations per bound (300 for efl_theorem1, 10x costlier), 
 express the certified worst ratio over the whole class is reported
 (``fltheory.search.pep``): for the objective shifts, the worst over
 L-smooth mu-strongly convex aggregate and moving client at the worst
-instance's data share (class constants ``pep_L``, ``pep_mu``); for seed 001,
+instance's data share (class constants ``pep_L``, ``pep_mu``); for LocalAdaptivity,
 the worst contraction of tau gradient steps against the rho_i the bound uses.
 
 The other functions of ``fltheory.theory.bounds`` are listed with the reason
@@ -41,7 +41,7 @@ TITLE = "Counterexample search (Sobol + Nelder-Mead + shrinking) on every exactl
 _TARGETS = registered_targets()
 TARGET_NAMES = ["efl_eq10_depart", "efl_eq11_join", "efl_eq11_join_derived", "efl_theorem1",
                 "fedopt_theorem1"]
-_EFL, _WANG = "seed 000 (EFL, Ma et al.)", "seed 001 (Local Adaptivity, Wang et al.)"
+_EFL, _WANG = "EFL (EFL, Ma et al.)", "LocalAdaptivity (Local Adaptivity, Wang et al.)"
 THEOREMS = [
     Theorem("efl_eq10_depart", _EFL, "Theorem 2, client departure (as printed)", "eq. 10"),
     Theorem("efl_eq11_join", _EFL, "Theorem 2, client arrival (as printed)", "eq. 11"),

@@ -1,12 +1,12 @@
 """Contraction of the client operators and seed-001 Theorem 1 on a heterogeneous quadratic.
 
-Seed 001 (Wang et al., "Local Adaptivity in Federated Learning"), section 4,
-restated in THEORY.md section 3:
+LocalAdaptivity (Wang et al., "Local Adaptivity in Federated Learning"), section 4,
+restated in docs/theory/fixed-points.md:
 
 * Assumption 1: ||O_i(x) - O_i(y)||^2 <= rho_i ||x - y||^2, where O_i(x) is the
   model after tau_i ClientOpt steps from x (restarted state).  For SGD with
   eta <= 1/L_i one step contracts by 1 - eta mu_i, so the *unsquared* Lipschitz
-  constant of O_i is at most (1 - eta mu_i)^{tau_i}; THEORY.md's squared form
+  constant of O_i is at most (1 - eta mu_i)^{tau_i}; docs/theory/index.md's squared form
   uses rho_i = (1 - eta mu_i)^{tau_i} (weaker).  Both are checked against the
   empirical ratios ||O_i(x) - O_i(y)|| / ||x - y|| over sampled pairs
   (``fltheory.theory.operators.lipschitz_ratios``); for AdaGrad and Adam
@@ -22,7 +22,7 @@ restated in THEORY.md section 3:
   clients the local rate is the spectral radius of (1 - eta_s) I + eta_s J,
   J the Jacobian of T at its fixed point (``operator_fixed_point``), compared
   with the measured asymptotic decay.
-* Theorem 1 [derived recursion, THEORY.md sec. 3]: with rho_bar = sum p_i rho_i < 1
+* Theorem 1 [derived recursion, docs/theory/fixed-points.md]: with rho_bar = sum p_i rho_i < 1
   and phi_i = tau_i eta^2 sigma^2 (Gaussian gradient noise of variance sigma^2),
   E||x_{t+1} - x~||^2 <= (1 - eta_s (1 - rho_bar)) E||x_t - x~||^2 + eta_s^2 sum p_i^2 phi_i
   (``fltheory.theory.bounds.local_adaptivity.fedopt_theorem1_quadratic``, both
@@ -80,20 +80,21 @@ from fltheory.theory.operators import (fedopt_operator, lipschitz_ratios, operat
 
 NAME = "contraction"
 TITLE = "Assumption-1 constants, Mann-iteration rates and seed-001 Theorem 1 vs Monte Carlo"
-_PAPER = "seed 001 (Local Adaptivity, Wang et al.)"
+_PAPER = "LocalAdaptivity (Local Adaptivity, Wang et al.)"
 THEOREMS = [
     Theorem("a1-sgd", _PAPER, "Assumption 1 for SGD: Lip(O_i) <= (1 - eta mu_i)^tau_i, eta <= 1/L_i",
-            "THEORY.md sec. 3 (unsquared and squared forms)"),
-    Theorem("a1-sgd-tight", "textbook (Nesterov 2004, Thm 2.1.15 setting) for seed 001 A1",
+            "docs/theory/fixed-points.md (unsquared and squared forms)"),
+    Theorem("a1-sgd-tight", "textbook (Nesterov 2004, Thm 2.1.15 setting) for LocalAdaptivity A1",
             "Lip(tau GD steps) <= max(|1 - eta mu_i|, |1 - eta L_i|)^tau_i for every eta < 2/L_i",
             "attained by quadratics"),
     Theorem("a1-adaptive", _PAPER, "Assumption 1 (rho_i < 1) for AdaGrad / Adam clients, swept over "
-            "AdaGrad's initial accumulator and Adam's eps", "THEORY.md sec. 3"),
+            "AdaGrad's initial accumulator and Adam's eps", "docs/theory/fixed-points.md"),
     Theorem("a2-sgd", _PAPER, "Assumption 2 for SGD: E||O_i(x) - E O_i(x)||^2 <= phi_i = tau eta^2 sigma^2",
-            "THEORY.md sec. 3 [derived]"),
+            "docs/theory/fixed-points.md [derived]"),
     Theorem("mann-rate", _PAPER, "Mann iteration of T: ||x_t - x~|| <= rho^t ||x_0 - x~|| (SGD, exact); "
             "local rate rho((1-eta_s) I + eta_s J) (AdaGrad)", "eq. 6"),
-    Theorem("theorem1", _PAPER, "Theorem 1, derived recursion form", "eq. 7 as restated in THEORY.md sec. 3"),
+    Theorem("theorem1", _PAPER, "Theorem 1, derived recursion form",
+            "eq. 7 as restated in docs/theory/fixed-points.md"),
 ]
 QUICK: dict[str, Any] = {
     "n_clients": 4, "dim": 3, "L": 4.0, "mu": 0.5, "heterogeneity": 1.0,

@@ -1,6 +1,6 @@
-"""Monte Carlo E||w_{tau E} - w*||^2 of EFL against its Theorem 1 (seed 000, eq. 7).
+"""Monte Carlo E||w_{tau E} - w*||^2 of EFL against its Theorem 1 (EFL, eq. 7).
 
-Seed 000 (EFL, Ma et al.), section 4, Theorem 1: under Assumptions 1-5
+EFL (EFL, Ma et al.), section 4, Theorem 1: under Assumptions 1-5
 (every F~_k L-smooth and mu-strongly convex, gradient noise E||g - grad||^2 <=
 sigma_k^2, E||g||^2 <= G^2, aggregation weights p_tau^k <= theta p^k) and with
 the decreasing step size
@@ -10,11 +10,11 @@ the decreasing step size
     E||w_{tau E} - w*||^2 <= C_tau / (tau E + gamma)^2 + H_tau J / (tau E + gamma).
 
 The bound is ``fltheory.theory.bounds.efl_theorem1`` in both readings of
-THEORY.md section 4 (``"corrected"``: J with D_k inside its sum, s_t^k in
+docs/theory/index.md#bounds (``"corrected"``: J with D_k inside its sum, s_t^k in
 B_t; ``"as_printed"``: the literal J with D outside and inverted units, s_t^K
 read as E).
 
-Protocol (THEORY.md section 5).  One random quadratic federation (every
+Protocol (docs/theory/checks.md).  One random quadratic federation (every
 client exactly L-smooth and mu-strongly convex, ``random_quadratic(...,
 constants="clients")``) with Gaussian gradient noise of known per-client
 variance sigma_k^2 (``with_gradient_noise``).  EFL (``fltheory.algorithms.EFL``)
@@ -118,9 +118,9 @@ from fltheory.theory.moments import AdditiveNoise, averaging_moments
 
 NAME = "efl_convergence"
 TITLE = "Monte Carlo E||w - w*||^2 of EFL vs Theorem 1 (eq. 7), incomplete/inactive clients, compression"
-_PAPER = "seed 000 (EFL, Ma et al.)"
+_PAPER = "EFL (EFL, Ma et al.)"
 THEOREMS = [
-    Theorem("t1-corrected", _PAPER, "Theorem 1, corrected reading (THEORY.md sec. 4)", "eq. 7"),
+    Theorem("t1-corrected", _PAPER, "Theorem 1, corrected reading (docs/theory/index.md#bounds)", "eq. 7"),
     Theorem("t1-as-printed", _PAPER, "Theorem 1, as printed (J with D outside its sum, s^K = E)", "eq. 7"),
     Theorem("t1-corrected-exact", _PAPER,
             "Theorem 1, corrected reading, on exact two-client instances meeting its hypotheses", "eq. 7"),
@@ -329,7 +329,7 @@ def exact_scalar_efl(h: Any, c: Any, weights: Any, sigma2: Any, step_probs: Any,
     """Exact E[w_tau] and E(w_tau - w*)^2 of EFL on one-dimensional quadratic clients.
 
     Clients f_k(x) = h_k/2 (x - c_k)^2 with stochastic gradients h_k (y - c_k) + xi, E xi = 0,
-    E xi^2 = sigma_k^2, independent; EFL (seed 000 Alg. 1 / eq. 6) with lambda = 0, plain weights
+    E xi^2 = sigma_k^2, independent; EFL (EFL Alg. 1 / eq. 6) with lambda = 0, plain weights
     and no compression: in round t client k takes s_t^k local steps y <- y - eta_t g (s_t^k
     drawn from ``step_probs[k]``, independently across clients and rounds, independent of the
     noise), and the server sets w_{t+1} = w_t + sum_k p_t^k (y_k - w_t) with p_t^k = p^k if

@@ -1,5 +1,5 @@
 """EFL with a client departure and a client arrival: trajectories with and without the learning-rate
-restart seed 000 prescribes (sections 4.3 and 4.4).
+restart EFL prescribes (sections 4.3 and 4.4).
 
 Ma et al. (arXiv:2106.09433), section 4.3: when client a quits at round tau_0
 the objective becomes F^ = sum_{k != a} p^k F_k (renormalised) and the
@@ -37,7 +37,7 @@ from fltheory.problems.generators import random_quadratic
 
 NAME = "efl_departure_arrival"
 TITLE = "EFL after a client departure / arrival: learning-rate restart vs continued decay (sec. 4.3-4.4)"
-_PAPER = "seed 000 (EFL, Ma et al.)"
+_PAPER = "EFL (EFL, Ma et al.)"
 THEOREMS = [
     Theorem("restart-departure", _PAPER,
     "sec. 4.3: after a departure the learning rate restarts (error to the "

@@ -1,4 +1,4 @@
-"""Seed 000 (EFL) Table 1: does EFL's row "improve the optimization" over SCAFFOLD's and MIME's?
+"""EFL (EFL) Table 1: does EFL's row "improve the optimization" over SCAFFOLD's and MIME's?
 
 Ma et al., Table 1 (arXiv:2106.09433; constants hidden, each row taken with
 constant 1): SCAFFOLD G^2/(mu S eps) + G/(mu sqrt(eps)) + L/mu, MIME
@@ -28,7 +28,7 @@ from fltheory.theory.bounds import table1_efl_comparison
 
 NAME = "efl_table1"
 TITLE = "EFL Table 1: EFL's round complexity against SCAFFOLD's and MIME's rows for given constants"
-_PAPER = "seed 000 (EFL, Ma et al.)"
+_PAPER = "EFL (EFL, Ma et al.)"
 THEOREMS = [
     Theorem("improves-vs-scaffold", _PAPER, "Table 1 caption: EFL improves the optimization term over "
             "SCAFFOLD's row (EFL rounds <= SCAFFOLD rounds)", "Table 1"),

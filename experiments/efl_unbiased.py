@@ -1,4 +1,4 @@
-"""Is EFL "unbiased" under incomplete local work?  Exact expectation of one aggregation (seed 000).
+"""Is EFL "unbiased" under incomplete local work?  Exact expectation of one aggregation (EFL).
 
 Ma et al. (arXiv:2106.09433) call EFL "an unbiased algorithm" and, in section
 4.2, give incomplete clients the adaptive weight p_tau^k = E p^k / s_tau^k.
@@ -36,7 +36,7 @@ from fltheory.problems.generators import random_quadratic
 
 NAME = "efl_unbiased"
 TITLE = "EFL's expected update under incomplete local work vs full work (exact, adaptive and plain weights)"
-_PAPER = "seed 000 (EFL, Ma et al.)"
+_PAPER = "EFL (EFL, Ma et al.)"
 THEOREMS = [
     Theorem("unbiased-first-order", _PAPER,
     "abstract / sec. 4.2: with p_tau^k = E p^k / s_tau^k the expected "

@@ -1,6 +1,6 @@
-"""FedElasticNet Algorithm 2 (with SCAFFOLD): model-change and control-change non-zeros apart (seed 003).
+"""FedElasticNet Algorithm 2 (with SCAFFOLD): model-change and control-change non-zeros apart (FedElasticNet).
 
-Seed 003 (FedElasticNet, ICLR 2023 submission), section 3.2: the l1 term
+FedElasticNet (FedElasticNet, ICLR 2023 submission), section 3.2: the l1 term
 lambda_1 sign(theta - theta^{t-1}) of eq. 7 "sparsifies the local update
 Delta_k = theta_k^t - theta^{t-1}; hence, reduces the communication cost", and
 section 4 / Table 2: Algorithm 2 transmits fewer non-zeros than SCAFFOLD.
@@ -40,7 +40,7 @@ from fltheory.problems.generators import random_quadratic
 
 NAME = "elasticnet_alg2_split"
 TITLE = "FedElasticNet Alg. 2: model-change vs control-change non-zeros against lambda_1"
-_PAPER = "seed 003 (FedElasticNet)"
+_PAPER = "FedElasticNet (FedElasticNet)"
 THEOREMS = [
     Theorem("alg2-model-sparsity", _PAPER, "sec. 3.2: the l1 term sparsifies the transmitted model change "
             "Delta_k of Algorithm 2 (every lambda_1 > 0 vs lambda_1 = 0, same eps)", "eq. 7"),

@@ -1,6 +1,6 @@
-"""FedElasticNet: communication against lambda_1 and suboptimality against Theorem 3.1 (seed 003).
+"""FedElasticNet: communication against lambda_1 and suboptimality against Theorem 3.1 (FedElasticNet).
 
-Seed 003 (FedElasticNet, ICLR 2023 submission):
+FedElasticNet (FedElasticNet, ICLR 2023 submission):
 
 * Section 4 metrics: the l1 term lambda_1 ||theta - x||_1 of the local
   objective sparsifies the transmitted change Delta_k = theta_k - x; the paper
@@ -69,7 +69,7 @@ from fltheory.theory.moments import moment_operator
 
 NAME = "elasticnet_communication"
 TITLE = "FedElasticNet: non-zeros/entropy vs lambda_1 (3 variants) and Theorem 3.1 (eq. 13)"
-_PAPER = "seed 003 (FedElasticNet)"
+_PAPER = "FedElasticNet (FedElasticNet)"
 THEOREMS = [
     Theorem("t31-corrected", _PAPER, "Theorem 3.1 with C_0 squared (as C_t in the proof)", "eq. 13"),
     Theorem("t31-as-printed", _PAPER, "Theorem 3.1 with C_0 as printed (mean of norms)", "eq. 13"),

@@ -1,7 +1,7 @@
-"""FedElasticNet with FedDyn (seed 003, Algorithm 3): Lemma B.3 by exact enumeration of the client
+"""FedElasticNet with FedDyn (FedElasticNet, Algorithm 3): Lemma B.3 by exact enumeration of the client
 sampling, FedDyn's theta-vs-Delta entropy comparison, and the update histograms of Figure 2.
 
-Seed 003 (FedElasticNet, ICLR 2023 submission):
+FedElasticNet (FedElasticNet, ICLR 2023 submission):
 
 * Lemma B.3 (App. B.2): with P of the m clients drawn uniformly without
   replacement each round and gamma_t = (1/P) sum_{k in P_t} theta_k^t,
@@ -70,7 +70,7 @@ from fltheory.problems.generators import random_quadratic
 
 NAME = "elasticnet_lemmas"
 TITLE = "FedElasticNet Alg. 3: Lemma B.3 by exact enumeration, theta-vs-Delta entropy, update histograms"
-_PAPER = "seed 003 (FedElasticNet)"
+_PAPER = "FedElasticNet (FedElasticNet)"
 THEOREMS = [
     Theorem("lemma-b3", _PAPER, "Lemma B.3 with the KKT subgradient (Algorithm 3, subgradient='kkt'), exact "
             "expectation over the sampling", "eqs. 23-26"),

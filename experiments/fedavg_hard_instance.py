@@ -1,6 +1,6 @@
 """FedAvg's lower bound (Karimireddy et al., SCAFFOLD, ICML 2020 Theorem II) on a hard instance.
 
-Theorem II of the ICML 2020 version (seed 004, arXiv v1, does not contain it):
+Theorem II of the ICML 2020 version (SCAFFOLD-v1, arXiv v1, does not contain it):
 with K >= 2 local steps and exact gradients there are mu-strongly convex
 objectives on which FedAvg has F(x_R) - F* >= Omega(G^2/(mu R^2)) for *every*
 step size.  The ``scaffold_drift`` experiment compares the bound with generic
@@ -30,7 +30,7 @@ from fltheory.theory.bounds.fedavg_hard_instance import hard_instance_best_error
 
 NAME = "fedavg_hard_instance"
 TITLE = "FedAvg lower bound (SCAFFOLD ICML 2020 Theorem II) on a hard two-client instance, best step per R"
-_PAPER = "Karimireddy et al., SCAFFOLD, ICML 2020 (not in seed 004 = arXiv v1)"
+_PAPER = "Karimireddy et al., SCAFFOLD, ICML 2020 (not in SCAFFOLD-v1 = arXiv v1)"
 THEOREMS = [
     Theorem("order", _PAPER, "Theorem II: for K >= 2, sigma = 0, min over steps of F(x_R) - F* >= "
             "Omega(G^2/(mu R^2)) (log-log slope in R not below -2)", "Theorem II"),

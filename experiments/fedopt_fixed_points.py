@@ -1,7 +1,7 @@
 """Fixed points of FedOpt with local adaptivity on a 2-D heterogeneous quadratic.
 
-Seed 001 (Wang et al., "Local Adaptivity in Federated Learning"), Figure 1 and
-Theorem 2 as restated in THEORY.md section 3: FedOpt with server GD is the Mann
+LocalAdaptivity (Wang et al., "Local Adaptivity in Federated Learning"), Figure 1 and
+Theorem 2 as restated in docs/theory/fixed-points.md: FedOpt with server GD is the Mann
 iteration x <- (1 - eta_s) x + eta_s T(x) of the operator T(x) = sum_i p_i O_i(x)
 (eq. 6), so it converges to a fixed point x~ = T(x~), which for quadratic
 clients f_i(x) = 1/2 x^T H_i x - e_i^T x with a *fixed* preconditioner P_i is
@@ -54,10 +54,10 @@ from fltheory.theory.operators import fedopt_operator, operator_fixed_point
 
 NAME = "fedopt_fixed_points"
 TITLE = "FedOpt with local GD / preconditioned GD / AdaGrad converges to the fixed point of T, not to x*"
-_PAPER = "seed 001 (Local Adaptivity, Wang et al.)"
+_PAPER = "LocalAdaptivity (Local Adaptivity, Wang et al.)"
 THEOREMS = [
     Theorem("closed-form", _PAPER, "Theorem 2 (quadratic example), fixed preconditioners",
-            "eq. 8-10 as restated in THEORY.md sec. 3"),
+            "eq. 8-10 as restated in docs/theory/fixed-points.md"),
     Theorem("operator-root", _PAPER, "Theorem 1: FedOpt = Mann iteration of T, converges to T(x~) = x~",
             "eq. 6"),
     Theorem("correction", _PAPER, "Section 5: local / joint correction move the fixed point towards x*",

@@ -1,4 +1,4 @@
-"""Seed 001 Figure 1 (client-state policies) and one-round convergence with ideal preconditioners.
+"""LocalAdaptivity Figure 1 (client-state policies) and one-round convergence with ideal preconditioners.
 
 Wang et al., "Local Adaptivity in Federated Learning" (arXiv:2106.02305):
 
@@ -41,8 +41,8 @@ from fltheory.problems.generators import random_quadratic
 from fltheory.theory import fedopt_quadratic_fixed_point, mann_rate
 
 NAME = "local_adaptivity_policies"
-TITLE = "Seed 001: restart / persist / synchronise client states (Fig. 1) and ideal preconditioners"
-_PAPER = "seed 001 (Local Adaptivity, Wang et al.)"
+TITLE = "LocalAdaptivity: restart / persist / synchronise client states (Fig. 1) and ideal preconditioners"
+_PAPER = "LocalAdaptivity (Local Adaptivity, Wang et al.)"
 THEOREMS = [
     Theorem("restart-faster", _PAPER, "Figure 1(b): restarted local AdaGrad reaches a loose tolerance in "
             "fewer rounds than FedAvg (each rate tuned on a grid)", "sec. 3"),

@@ -1,7 +1,7 @@
-"""Minimizer inconsistency ||x~(eta) - x*|| against the client rate (seed 001, Theorem 2).
+"""Minimizer inconsistency ||x~(eta) - x*|| against the client rate (LocalAdaptivity, Theorem 2).
 
-Seed 001 (Wang et al., "Local Adaptivity in Federated Learning"), section 4,
-as restated in THEORY.md section 3: on quadratic clients
+LocalAdaptivity (Wang et al., "Local Adaptivity in Federated Learning"), section 4,
+as restated in docs/theory/fixed-points.md: on quadratic clients
 f_i(x) = 1/2 x^T H_i x - e_i^T x with fixed preconditioners P_i, rates
 eta_i = c_i eta and tau_i local steps, FedOpt (server GD) converges to
 
@@ -62,13 +62,13 @@ from fltheory.theory.operators import minimizer_inconsistency as operator_incons
 
 NAME = "minimizer_inconsistency"
 TITLE = "Non-vanishing bias of heterogeneous local steps / local AdaGrad, and O(eta) after correction"
-_PAPER = "seed 001 (Local Adaptivity, Wang et al.)"
+_PAPER = "LocalAdaptivity (Local Adaptivity, Wang et al.)"
 THEOREMS = [
     Theorem("closed-vs-root", _PAPER, "Theorem 2 (quadratic example): closed-form fixed point",
-            "eq. 8-10 as restated in THEORY.md sec. 3"),
+            "eq. 8-10 as restated in docs/theory/fixed-points.md"),
     Theorem("eq8-limit", _PAPER, "Theorem 2: non-vanishing bias unless c_i tau_i P_i are equal", "eq. 8"),
     Theorem("correction-O(eta)", _PAPER, "Section 5, local correction: bias O(eta)", "eq. 11"),
-    Theorem("fedavg-first-order", "THEORY.md sec. 3 (seed 001 sec. 4, refs [19, 20])",
+    Theorem("fedavg-first-order", "docs/theory/fixed-points.md (LocalAdaptivity sec. 4, refs [19, 20])",
             "FedAvg equal steps: bias (eta (K-1)/2) Hbar^{-1} sum p_i H_i grad f_i(x*) + O(eta^2)", ""),
 ]
 QUICK: dict[str, Any] = {

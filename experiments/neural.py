@@ -6,11 +6,11 @@ passes, full-batch client gradients):
 **(a) Accuracy against rounds.**  FedAvg, FedProx, FedCurv, FedOpt with client
 AdaGrad (restarted every round, server SGD rate 1, no correction), SCAFFOLD
 (option II), FedDyn (gradient-step local solver), FedElasticNet (on FedProx,
-seed 003 Alg. 1) and EFL (seed 000, ST compression with error feedback) train
-the 2-hidden-layer MLP of seed 003 and the CNN of seed 002 Table 1, both in
+FedElasticNet Alg. 1) and EFL (EFL, ST compression with error feedback) train
+the 2-hidden-layer MLP of FedElasticNet and the CNN of BetterObjects Table 1, both in
 miniature (:func:`fltheory.nn.mlp`, :func:`fltheory.nn.cnn`; widths in the
 config), on the scikit-learn 8x8 digits with a Dirichlet label skew
-q ~ Dir(gamma p) over clients (seed 002 section 4.1.1, eq. 4;
+q ~ Dir(gamma p) over clients (BetterObjects section 4.1.1, eq. 4;
 :func:`fltheory.problems.dirichlet_partition`).  scikit-learn is an optional
 extra (``pip install 'fltheory[data]'``): without it the experiment stops with
 the install command (no synthetic stand-in); ``results["data_provenance"]``
@@ -26,7 +26,7 @@ they started with (the QUICK budget is a smoke test: a few rounds on 240
 samples, too short for every algorithm to learn); ``macros`` give every
 final accuracy and training-loss ratio F(x_T)/F(x_0).
 
-**(b) Stationarity of local correction** (seed 001, section 5 and Appendix F,
+**(b) Stationarity of local correction** (LocalAdaptivity, section 5 and Appendix F,
 Theorem 3, eqs. 96-100: with the corrected changes of eq. 97 and the server
 update of eq. 98, FedOpt with an adaptive client optimizer converges to a
 stationary point of F, "there is no non-vanishing solution bias", whereas
@@ -47,10 +47,10 @@ a run is its smallest value over the last ``window`` rounds (the level it
 settles at).
 
 Why a sweep over eta: with a fixed eta the corrected fixed point is
-stationary only up to O(eta) (THEORY.md section 3, "corrected fixed point ->
-x* at rate O(eta)"; seed 001's eq. 99 lets the client rate shrink with the
+stationary only up to O(eta) (docs/theory/fixed-points.md, "corrected fixed point ->
+x* at rate O(eta)"; LocalAdaptivity's eq. 99 lets the client rate shrink with the
 horizon T), so the corrected runs also level off, at a residual ~ eta^2; the
-uncorrected fixed point keeps a bias as eta -> 0 (seed 001 eq. 8).
+uncorrected fixed point keeps a bias as eta -> 0 (LocalAdaptivity eq. 8).
 
 Checks (b): ``"local-correction-stationary"`` / ``"joint-correction-stationary"``:
 ratio = residual with the correction / residual without, at the smallest
@@ -59,7 +59,7 @@ rate (<= 1: the corrected run ends closer to stationarity).
 correction (the worse of local and joint) / the same quotient without
 correction (<= 1: the corrected residual shrinks faster with eta); the
 fitted exponents p of residual ~ eta^p are in the detail and the macros.
-Seed 001's rate (eq. 100) has constants the text extraction lost, so no
+LocalAdaptivity's rate (eq. 100) has constants the text extraction lost, so no
 absolute threshold is claimed.
 """
 
@@ -100,15 +100,15 @@ from fltheory.problems import dirichlet_partition
 NAME = "neural"
 TITLE = "All algorithms on a small MLP and CNN (Dirichlet digits); local AdaGrad with correction reaches stationarity"
 THEOREMS = [
-    Theorem("learns", "seed 003 sec. 4 (MLP) / seed 002 sec. 4 (CNN) / seed 001 sec. 6",
+    Theorem("learns", "FedElasticNet sec. 4 (MLP) / BetterObjects sec. 4 (CNN) / LocalAdaptivity sec. 6",
             "accuracy reached: the best final test error is below the majority-class predictor's",
-            "Table 1 (seed 002)"),
-    Theorem("local-correction-stationary", "seed 001 (Wang et al., local adaptivity)",
+            "Table 1 (BetterObjects)"),
+    Theorem("local-correction-stationary", "LocalAdaptivity (Wang et al., local adaptivity)",
             "Theorem 3 (App. F): local correction reaches a stationary point of F (no non-vanishing bias), "
             "so it ends closer to stationarity than uncorrected client AdaGrad (sec. 4, eq. 8)", "eqs. 97-100"),
-    Theorem("joint-correction-stationary", "seed 001 (Wang et al., local adaptivity)",
+    Theorem("joint-correction-stationary", "LocalAdaptivity (Wang et al., local adaptivity)",
             "sec. 5: global (joint) correction keeps the corrected, stationary fixed point", "sec. 5"),
-    Theorem("bias-vanishes", "seed 001 (Wang et al.) + THEORY.md sec. 3",
+    Theorem("bias-vanishes", "LocalAdaptivity (Wang et al.) + docs/theory/fixed-points.md",
             "the corrected residual vanishes as the client rate eta -> 0 (O(eta) bias), the uncorrected "
             "does not (non-vanishing bias, eq. 8): it shrinks faster with eta than the uncorrected one",
             "eq. 8, eqs. 97-100"),

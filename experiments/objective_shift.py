@@ -1,12 +1,12 @@
 """Exact objective shift against EFL Theorem 2 when a client departs or joins.
 
-Seed 000 (EFL, Ma et al.), section 4.3-4.4, Theorem 2: with F = sum_k (n_k/n) F_k
+EFL (EFL, Ma et al.), section 4.3-4.4, Theorem 2: with F = sum_k (n_k/n) F_k
 mu-strongly convex, every F_k L-smooth and D^_a = F_a(w^*) - F_a*,
 
 * client a departs:  ||w* - w^*||^2 <= 8 L n_a^2 D^_a / (mu^2 n^2)          (eq. 10)
 * client a joins:    ||w* - w^*||^2 <= 8 L n_a^2 D^_a / (mu^2 (n + n_a)^2)  (eq. 11)
 
-where w* is the optimum before and w^* after the shift (THEORY.md section 4).
+where w* is the optimum before and w^* after the shift (docs/theory/index.md#bounds).
 Both optima are exact (closed form for quadratics, Newton for logistic), so
 the left-hand side is computed, not estimated; ``fltheory.theory.objective_shift``
 evaluates both the bound as printed and the bound the standard argument
@@ -38,8 +38,8 @@ from fltheory.theory import objective_shift as shift
 
 NAME = "objective_shift"
 TITLE = "Exact objective shift vs EFL Theorem 2 when a client departs or joins"
-_PAPER = "seed 000 (EFL, Ma et al.)"
-_DERIVED = "THEORY.md sec. 4 / fltheory.theory.objective_shift"
+_PAPER = "EFL (EFL, Ma et al.)"
+_DERIVED = "docs/theory/index.md#bounds / fltheory.theory.objective_shift"
 THEOREMS = [
     Theorem("depart", _PAPER, "Theorem 2, client departure (as printed)", "eq. 10"),
     Theorem("join", _PAPER, "Theorem 2, client arrival (as printed)", "eq. 11"),

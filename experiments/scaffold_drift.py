@@ -1,8 +1,8 @@
-"""Client drift as heterogeneity grows: SCAFFOLD vs FedAvg vs FedProx vs FedDyn (seed 004).
+"""Client drift as heterogeneity grows: SCAFFOLD vs FedAvg vs FedProx vs FedDyn (SCAFFOLD-v1).
 
-Seed 004 (SCAFFOLD, Karimireddy et al., arXiv:1910.06378v1; statements restated in THEORY.md
-sections 2 and 4, the seed lost its equations).  Theorems I, II and III below are
-those of the ICML 2020 version (seed 004 has only the strongly convex Theorems 4
+SCAFFOLD-v1 (SCAFFOLD, Karimireddy et al., arXiv:1910.06378v1; statements restated in
+docs/theory/scaffold.md, the seed lost its equations).  Theorems I, II and III below are
+those of the ICML 2020 version (SCAFFOLD-v1 has only the strongly convex Theorems 4
 and 6, whose order Theorem III shares):
 
 * SCAFFOLD's fixed point is x* for any heterogeneity (exact gradients), and
@@ -82,12 +82,13 @@ from fltheory.theory.moments import moment_operator
 
 NAME = "scaffold_drift"
 TITLE = "Client drift vs heterogeneity: SCAFFOLD, FedAvg, FedProx, FedDyn (exact affine maps)"
-_PAPER = "seed 004 (SCAFFOLD, Karimireddy et al.)"
-# Theorems I-III are those of the ICML 2020 version; seed 004 (arXiv v1) has only Theorems 4 and 6
-_ICML = "Karimireddy et al., SCAFFOLD, ICML 2020 (not in seed 004 = arXiv v1)"
+_PAPER = "SCAFFOLD-v1 (SCAFFOLD, Karimireddy et al.)"
+# Theorems I-III are those of the ICML 2020 version; SCAFFOLD-v1 (arXiv v1) has only Theorems 4 and 6
+_ICML = "Karimireddy et al., SCAFFOLD, ICML 2020 (not in SCAFFOLD-v1 = arXiv v1)"
 THEOREMS = [
-    Theorem("scaffold-fixed-point", _PAPER, "SCAFFOLD has no drift: fixed point x* (THEORY.md sec. 2)"),
-    Theorem("feddyn-fixed-point", "THEORY.md sec. 2 (FedDyn, Acar et al.; seed 003 Alg. 3 with lambda_1 = 0)",
+    Theorem("scaffold-fixed-point", _PAPER, "SCAFFOLD has no drift: fixed point x* (docs/theory/index.md#algorithms)"),
+    Theorem("feddyn-fixed-point",
+            "docs/theory/index.md#algorithms (FedDyn, Acar et al.; FedElasticNet Alg. 3 with lambda_1 = 0)",
             "FedDyn has no drift: fixed point = minimiser of the uniform average (x*, uniform weights)"),
     Theorem("scaffold-rounds", _ICML, "Theorem III: rounds O~(beta/mu + N/S) independent of heterogeneity"),
     Theorem("fedavg-drift", _PAPER, "FedAvg drift: fixed-point distance grows as h^2 (affine in offsets)"),

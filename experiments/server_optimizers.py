@@ -1,7 +1,7 @@
 """Server optimizers change the iteration, not the fixed point of the client operator T.
 
-Seed 001 (Wang et al., "Local Adaptivity in Federated Learning"), section 4
-(after eq. 6) and THEORY.md section 3: FedOpt with server GD is the Mann
+LocalAdaptivity (Wang et al., "Local Adaptivity in Federated Learning"), section 4
+(after eq. 6) and docs/theory/fixed-points.md: FedOpt with server GD is the Mann
 iteration of T(x) = sum_i p_i O_i(x); "replacing server GD with another server
 optimizer can accelerate the convergence but it will not influence the
 properties and the fixed points of the operator T".  A server optimizer sees
@@ -49,7 +49,7 @@ from fltheory.theory.operators import fedopt_operator, operator_fixed_point
 NAME = "server_optimizers"
 TITLE = "FedAvg / FedAvgM / FedAdagrad / FedAdam / FedYogi all converge to the same fixed point of T"
 THEOREMS = [
-    Theorem("server-fixed-point", "seed 001 (Local Adaptivity, Wang et al.)",
+    Theorem("server-fixed-point", "LocalAdaptivity (Local Adaptivity, Wang et al.)",
             "Section 4: server optimizers change the iteration, not the fixed points of T", "eq. 6"),
 ]
 QUICK: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""Seed 002 (Zhu and Ye): every (alpha, beta) row of Table 2, with the 0.99 per-round learning-rate decay.
+"""BetterObjects (Zhu and Ye): every (alpha, beta) row of Table 2, with the 0.99 per-round learning-rate decay.
 
 Zhu and Ye, "Towards More Efficient Federated Learning with Better
 Optimization Objects" (arXiv:2108.08577), section 4.1: SGD with learning rate
@@ -11,7 +11,7 @@ decrease in the performance of the algorithm in the worst case".  The
 distinct row runs with eta_t = eta_0 0.99^t (the algorithm's rate replaced
 each round, its state carried over) on the same kind of instance (FedProx's
 Synthetic(1, 1), pooled and re-split by Dir(gamma p), multinomial logistic
-clients, 2 of 10 clients per round; FedCL is run as FedCurv, which seed 002
+clients, 2 of 10 clients per round; FedCL is run as FedCurv, which BetterObjects
 calls essentially the same).  Per row: final training loss gap F - F* (mean of
 the last ``window`` rounds) of TE over its base for ``seeds`` sampling seeds,
 geometric mean and one-sided 95% Student-t bounds of the paired log ratios.
@@ -35,8 +35,8 @@ from fltheory.participation import UniformSampling
 from fltheory.problems import LogisticFederation, dirichlet_partition, synthetic_fedprox
 
 NAME = "te_table2_rows"
-TITLE = "Seed 002 Table 2: every (alpha, beta) row of FedProx(-TE) and FedCL(-TE) with the 0.99 rate decay"
-_PAPER = "seed 002 (Zhu and Ye, temporal-ensembling targets)"
+TITLE = "BetterObjects Table 2: every (alpha, beta) row of FedProx(-TE) and FedCL(-TE) with the 0.99 rate decay"
+_PAPER = "BetterObjects (Zhu and Ye, temporal-ensembling targets)"
 THEOREMS = [
     Theorem("prox-rows", _PAPER, "sec. 4.2 with Table 2's FedProx(-TE) rows and the 0.99 decay: FedProx-TE "
             "is not worse than FedProx (final training loss gap)", "Table 2"),
@@ -85,7 +85,7 @@ def run_decayed(alg: Any, fed: Any, rounds: int, *, participation: Any, seed: in
 def _pair(kind: str, alpha: float, beta: float, cfg: dict[str, Any], L_max: float) -> tuple[Any, Any]:
     E = cfg["local_steps"]
     if kind == "prox":
-        mu = 2.0 * alpha                                         # seed 002 eq. 1: alpha ||w - w_g||^2
+        mu = 2.0 * alpha                                         # BetterObjects eq. 1: alpha ||w - w_g||^2
         lr = 1.0 / (L_max + mu)
         return FedProx(lr=lr, local_steps=E, mu=mu), FedProxTE(beta=beta, lr=lr, local_steps=E, mu=mu)
     lr = 1.0 / (L_max * (1.0 + 2.0 * alpha * (cfg["sampled"] - 1)))

@@ -1,6 +1,6 @@
-"""Temporal-ensembling targets (seed 002, Zhu and Ye, Alg. 2) against their base algorithms.
+"""Temporal-ensembling targets (BetterObjects, Zhu and Ye, Alg. 2) against their base algorithms.
 
-Seed 002 (file ``002_d16cbc7bc28131c7.txt``) centres the local penalty of
+BetterObjects (file ``002_d16cbc7bc28131c7.txt``) centres the local penalty of
 FedProx (eq. 1) and FedCurv/FedCL (eq. 2) at the bias-corrected exponential
 average of the past global models,
 
@@ -16,16 +16,16 @@ optimum F* is exact, and the exact reduction beta = 0 == base.
 **Problem.**  FedProx's Synthetic(alpha, beta) data
 (:func:`fltheory.problems.synthetic_fedprox`, alpha = beta = 1, its own
 device-level heterogeneity, 90/10 train/test split per device) pooled and
-re-split over ``n_clients`` clients with the Dirichlet label skew seed 002
+re-split over ``n_clients`` clients with the Dirichlet label skew BetterObjects
 uses (section 4.1.1, eq. 4, Hsu et al.: q ~ Dir(gamma p), gamma = 1 for
 MNIST; :func:`fltheory.problems.dirichlet_partition`).  The model is the
 multinomial logistic regression of Synthetic (weights and intercept, ridge
 ``reg`` > 0 so that F* exists), a :class:`~fltheory.problems.LogisticFederation`.
 Test accuracy and test loss are measured on the pooled test split.
 
-**Protocol** (seed 002 section 4.1): ``sampled`` of ``n_clients`` clients per
-round uniformly without replacement (seed 002: 2 of 10), ``local_steps``
-full-batch gradient steps.  Penalty weights from seed 002 Table 2 (MNIST row,
+**Protocol** (BetterObjects section 4.1): ``sampled`` of ``n_clients`` clients per
+round uniformly without replacement (BetterObjects: 2 of 10), ``local_steps``
+full-batch gradient steps.  Penalty weights from BetterObjects Table 2 (MNIST row,
 chosen there for the base algorithm, not tuned here): FedProx alpha = 1
 (mu = 2 alpha, eq. 1), FedCurv alpha = 0.1, beta = 0.2 for both TE variants.
 FedCurv uses the client Fisher (eq. 2); FedCurv-TE ensembles the *global*
@@ -44,7 +44,7 @@ TE is at most ``margin`` worse than its base (the claim "no decrease",
 lower confidence bound of geomean(r_s) exceeds 1 + margin (TE significantly
 worse), otherwise "not checkable" (inconclusive with this many seeds).
 
-**Reduction** (THEORY.md section 2: "beta = 0 must reproduce the base
+**Reduction** (docs/theory/index.md#algorithms: "beta = 0 must reproduce the base
 algorithm exactly").  FedProx-TE(beta = 0) vs FedProx, and FedCurv-TE(beta = 0,
 ``of="local"``: per-client ensembles of the previous local models, the reading
 under which FedCurv's centres w_j are kept) vs FedCurv, same seed: the largest
@@ -67,8 +67,9 @@ from fltheory.participation import UniformSampling
 from fltheory.problems import LogisticFederation, dirichlet_partition, synthetic_fedprox
 
 NAME = "te_targets"
-TITLE = "FedProx/FedCurv vs their temporal-ensembling variants (seed 002 Alg. 2) on Dirichlet-skewed Synthetic(1,1)"
-_PAPER = "seed 002 (Zhu and Ye, temporal-ensembling targets)"
+TITLE = ("FedProx/FedCurv vs their temporal-ensembling variants (BetterObjects Alg. 2) "
+         "on Dirichlet-skewed Synthetic(1,1)")
+_PAPER = "BetterObjects (Zhu and Ye, temporal-ensembling targets)"
 THEOREMS = [
     Theorem("prox-te-not-worse", _PAPER,
             "empirical claim, sec. 4.2: FedProx-TE is not worse than FedProx (final training loss gap)",
@@ -125,7 +126,7 @@ def _instance(cfg: dict[str, Any], seed: int) -> tuple[LogisticFederation, np.nd
 
 
 def _algorithms(cfg: dict[str, Any], L_max: float, beta: float, curv_of: str = "global") -> dict[str, Any]:
-    mu = 2.0 * cfg["prox_alpha"]                                   # seed 002 eq. 1: alpha ||.||^2
+    mu = 2.0 * cfg["prox_alpha"]                                   # BetterObjects eq. 1: alpha ||.||^2
     lr_prox = 1.0 / (L_max + mu)
     lr_curv = 1.0 / (L_max * (1.0 + 2.0 * cfg["curv_alpha"] * (cfg["sampled"] - 1)))
     E = cfg["local_steps"]

@@ -3,19 +3,19 @@
 Every compressor acts row-wise on an (m, d) array (one row per message; a
 (d,) array is one message and keeps its shape) and is vectorised over rows.
 
-* :func:`st` -- EFL's top-k ternary compression (seed 000, Algorithm 2).
+* :func:`st` -- EFL's top-k ternary compression (EFL, Algorithm 2).
 * :func:`top_k` -- keep the k largest magnitudes at full precision.
-* :func:`threshold` -- FedElasticNet's epsilon-thresholding (seed 003,
+* :func:`threshold` -- FedElasticNet's epsilon-thresholding (FedElasticNet,
   section 3): zero every entry with |v| <= eps.
-* :func:`ef_compress` -- error feedback (seed 000, Algorithm 1): compress
+* :func:`ef_compress` -- error feedback (EFL, Algorithm 1): compress
   V + residual and keep what was not sent.
 * :class:`Communication` and :func:`entropy` -- floats, non-zeros, bits and
-  the Shannon entropy of the transmitted values (seed 003, section 4).
+  the Shannon entropy of the transmitted values (FedElasticNet, section 4).
 
 Ties among equal magnitudes (rule ``ties="index"``, the default): the k
 entries kept are the first k of the row in the order "larger |v| first, and
 among equal |v| smaller index first" -- a deterministic rule that keeps
-exactly k entries.  ``ties="keep_all"`` is Algorithm 2 of seed 000 as
+exactly k entries.  ``ties="keep_all"`` is Algorithm 2 of EFL as
 printed: keep every entry with |v| >= the k-th largest magnitude (possibly
 more than k).
 """
@@ -82,7 +82,7 @@ def _k_of(d: int, k: Any, where: str) -> int:
 
 
 def st(V: ArrayLike, q: float, *, ties: str = "index") -> np.ndarray:
-    r"""EFL's sparse ternary compression ST (seed 000, Algorithm 2), per row.
+    r"""EFL's sparse ternary compression ST (EFL, Algorithm 2), per row.
 
     k = max(floor(d q), 1); keep the k largest |V_i| (``ties``, module doc);
     mu = (1/k) sum_{kept} |V_i|; return mu sign(V_i) on the kept set and 0
@@ -137,7 +137,7 @@ def top_k(V: ArrayLike, k: int, *, ties: str = "index") -> np.ndarray:
 
 
 def threshold(V: ArrayLike, eps: float) -> np.ndarray:
-    """FedElasticNet's thresholding (seed 003, section 3): v -> 0 where |v| <= eps.
+    """FedElasticNet's thresholding (FedElasticNet, section 3): v -> 0 where |v| <= eps.
 
     Parameters
     ----------
@@ -152,7 +152,7 @@ def threshold(V: ArrayLike, eps: float) -> np.ndarray:
 
 def ef_compress(V: ArrayLike, residual: ArrayLike, compressor: Callable[[np.ndarray], np.ndarray]
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Error feedback (seed 000, Algorithm 1 and eq. 6): send C(V + R), keep the rest.
+    """Error feedback (EFL, Algorithm 1 and eq. 6): send C(V + R), keep the rest.
 
     total = V + residual; sent = compressor(total);
     new_residual = total - sent, so sent + new_residual = V + residual up to
@@ -186,7 +186,7 @@ def ef_compress(V: ArrayLike, residual: ArrayLike, compressor: Callable[[np.ndar
 def entropy(values: ArrayLike, bin_width: float = 0.01) -> float:
     """Shannon entropy, in bits per value, of ``values`` discretised at ``bin_width``.
 
-    Seed 003, section 4: "the entropy of discretized values with the bin size
+    FedElasticNet, section 4: "the entropy of discretized values with the bin size
     of 0.01".  Bin of v: j = rint(v / bin_width), i.e. bins
     [(j - 1/2) w, (j + 1/2) w) centred on the multiples of w (0 has its own
     central bin).  H = -sum_j p_j log2 p_j with p_j the fraction of values in
@@ -264,7 +264,7 @@ class Communication:
         Real numbers transmitted: dense, every entry; sparse, the non-zero
         values; ternary, one magnitude mu per message.
     nonzeros_up, nonzeros_down : int
-        Non-zero entries transmitted (seed 003, section 4, Table 2).
+        Non-zero entries transmitted (FedElasticNet, section 4, Table 2).
     bits_up, bits_down : int
         Raw bits at 32 bits per real: dense 32 d per message; sparse
         nnz (32 + ceil(log2 d)) (value plus index); ternary
@@ -272,8 +272,8 @@ class Communication:
         non-zero, and mu).  ceil(log2 d) is 0 when d = 1.
     entropy_up : float
         Shannon entropy in bits per value of the uplink values (every entry,
-        zeros included) discretised at bin width 0.01 (:func:`entropy`; seed
-        003 section 4).  After ``+`` it is the entry-weighted mean of the
+        zeros included) discretised at bin width 0.01 (:func:`entropy`; FedElasticNet section 4).
+        After ``+`` it is the entry-weighted mean of the
         per-round entropies.
     entries_up : int
         Number of uplink entries the entropy was computed over (m d).

@@ -3,7 +3,7 @@
 A participation model answers ``draw(rng, t, local_steps) -> Participants``:
 ``local_steps`` is the (N,) array of nominal local steps E_i; the result lists
 the participating clients (sorted ascending) and the number of local steps
-s_k in {0, ..., E_k} each completes (0 = inactive, < E_k = incomplete; seed 000
+s_k in {0, ..., E_k} each completes (0 = inactive, < E_k = incomplete; EFL
 section 4).  Models that draw nothing (``FullParticipation``) leave the
 generator untouched, so deterministic runs consume no randomness.
 
@@ -27,7 +27,7 @@ decays); clients with s_k = 0 are listed as participants with 0 steps
   callable ``(rng, t, E) -> s`` or ``(rng, t, E, clients) -> s`` works.
 * :class:`Schedule` (base, departures, arrivals) -- client a leaves at round
   t_a (absent for t >= t_a), client b arrives at round t_b (absent for
-  t < t_b); ``base`` draws among the clients present (seed 000 sections 4.3
+  t < t_b); ``base`` draws among the clients present (EFL sections 4.3
   and 4.4).
 
 **Draw order** (so that a reference loop calling the same object reproduces a
@@ -341,8 +341,7 @@ class IncompleteSteps(_Restrictable):
         in [0, E_k] (checked; a violation raises InvalidHyperparameterError).
         Default :class:`FullSteps`.
     inactive_prob : float or (N,) array
-        y_k in [0, 1): probability that a selected client does no step (seed
-        000 section 4.1).  Default 0.
+        y_k in [0, 1): probability that a selected client does no step (EFL section 4.1).  Default 0.
     """
 
     def __init__(self, base: Participation, distribution: Any = None, *,
@@ -397,7 +396,7 @@ class IncompleteSteps(_Restrictable):
 
 
 class Schedule(_Restrictable):
-    """Client departure and arrival (seed 000 sections 4.3 and 4.4).
+    """Client departure and arrival (EFL sections 4.3 and 4.4).
 
     Client a in ``departures`` (mapping a -> t_a) is present only for
     t < t_a; client b in ``arrivals`` (b -> t_b) only for t >= t_b; a client

@@ -15,8 +15,8 @@ statements in fltheory's words (``docs/theory/<page>.md``).
 >>> docs_page("SCAFFOLD-v1")
 'docs/theory/scaffold.md'
 
-Older code and output cite the papers as "seed 000" ... "seed 004" and a
-maths note as "THEORY.md section N".  :func:`rewrite_legacy_citations`
+Older code and output cite the papers as "EFL" ... "SCAFFOLD-v1" and a
+maths note as "docs/theory/index.md section N".  :func:`rewrite_legacy_citations`
 rewrites such text to citation keys and documentation pages;
 ``python -m fltheory.references FILE...`` shows the rewrite of files (and
 applies it with ``--write``).
@@ -233,8 +233,8 @@ LEGACY_CITATION_PATTERN = re.compile(
     r"|THEORY\.md,?\s+sec(?:tion|s?\.)s?\s+(?P<sec>[1-5])"
     r"|(?P<seedword>[Ss]eeds?)\s+(?P<seed>00[0-4](?:\s*(?:/|,|and)\s*00[0-4])*)"
     r"|THEORY\.md")
-"""Matches "seed 004 Theorem I/II/III" (SCAFFOLD-ICML numbering), "THEORY.md section N" /
-"sec. N", "seed 00N" (and lists like "seeds 002/003") and a bare "THEORY.md"."""
+"""Matches "SCAFFOLD-ICML Theorem I/II/III" (SCAFFOLD-ICML numbering), "docs/theory/index.md section N" /
+"sec. N", "seed 00N" (and lists like "BetterObjects/FedElasticNet") and a bare "docs/theory/index.md"."""
 
 
 def _replace(match: re.Match[str]) -> str:
@@ -251,13 +251,13 @@ def _replace(match: re.Match[str]) -> str:
 
 
 def rewrite_legacy_citations(text: str) -> str:
-    """Replace "seed 00N" by the citation key and "THEORY.md section N" by its docs page.
+    """Replace "seed 00N" by the citation key and "docs/theory/index.md section N" by its docs page.
 
-    >>> rewrite_legacy_citations("seed 000 Theorem 2 (THEORY.md section 4)")
+    >>> rewrite_legacy_citations("EFL Theorem 2 (docs/theory/index.md#bounds)")
     'EFL Theorem 2 (docs/theory/index.md#bounds)'
-    >>> rewrite_legacy_citations("seeds 002/003 models")
+    >>> rewrite_legacy_citations("BetterObjects/FedElasticNet models")
     'BetterObjects/FedElasticNet models'
-    >>> rewrite_legacy_citations("seed 004 Theorem II; seed 004 Alg. 1")
+    >>> rewrite_legacy_citations("SCAFFOLD-ICML Theorem II; SCAFFOLD-v1 Alg. 1")
     'SCAFFOLD-ICML Theorem II; SCAFFOLD-v1 Alg. 1'
     """
     return LEGACY_CITATION_PATTERN.sub(_replace, text)
@@ -266,7 +266,7 @@ def rewrite_legacy_citations(text: str) -> str:
 def main(argv: Sequence[str] | None = None, echo: Callable[[str], None] = print) -> int:
     """``python -m fltheory.references [--write] FILE...``: show or apply the rewrite."""
     parser = argparse.ArgumentParser(prog="python -m fltheory.references",
-                                     description="Rewrite legacy seed/THEORY.md citations.")
+                                     description="Rewrite legacy seed/docs/theory/index.md citations.")
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--write", action="store_true", help="rewrite the files in place")
     args = parser.parse_args(argv)

@@ -110,11 +110,6 @@ def test_dry_run_changes_nothing(tmp_path):
     assert not LEGACY_CITATION_PATTERN.search(target.read_text())
 
 
-PENDING = ("pending: the coordinator runs `python -m fltheory.references --write "
-           "$(git ls-files 'fltheory/*.py' 'experiments/*.py')` at merge, then makes this test strict")
-
-
-@pytest.mark.xfail(strict=False, reason=PENDING)
 def test_no_legacy_citations_remain_in_code():
     offenders = {str(p.relative_to(ROOT)): LEGACY.findall(p.read_text(encoding="utf-8"))[:3]
                  for p in code_files() if LEGACY.search(p.read_text(encoding="utf-8"))}

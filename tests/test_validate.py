@@ -147,7 +147,8 @@ def test_scalar_int_returns_a_python_int(value):
 
 
 @pytest.mark.parametrize(("value", "message"), [
-    (0, "E must be >= 1"), (2.5, "must be an integer"), (3.0, "must be an integer"), (np.inf, "finite"), ("3", "numeric"),
+    (0, "E must be >= 1"), (2.5, "must be an integer"), (3.0, "must be an integer"), (np.inf, "finite"),
+    ("3", "numeric"),
     ([2, 3], "scalar integer"),
 ])
 def test_scalar_int_rejects_with_the_argument_named(value, message):

@@ -66,8 +66,8 @@ def resolve_per_client(name: str, value: Any, n_clients: int, *, integer: bool =
 def aggregation_weights(problem: Federation, clients: np.ndarray, scheme: str) -> np.ndarray:
     """Server weights w_i of the participating clients, summing to 1.
 
-    ``"weights"``: w_i = p_i / sum_{j in S} p_j (THEORY.md section 2, FedAvg);
-    ``"samples"``: w_i = n_i / sum_{j in S} n_j (seed 002 Alg. 1; needs n_i);
+    ``"weights"``: w_i = p_i / sum_{j in S} p_j (docs/theory/index.md#algorithms, FedAvg);
+    ``"samples"``: w_i = n_i / sum_{j in S} n_j (BetterObjects Alg. 1; needs n_i);
     ``"uniform"``: w_i = 1 / |S| (SCAFFOLD, FedDyn).
     """
     if clients.size == 0:
@@ -113,7 +113,7 @@ class Algorithm(ABC):
 
         One round of the result from server model x is the operator
         T(x) = x + sum_i w_i Delta_i(x) of Wang et al., *Local Adaptivity in
-        Federated Learning* (seed 001, eq. 6) whose fixed points are those of
+        Federated Learning* (LocalAdaptivity, eq. 6) whose fixed points are those of
         the algorithm with any server step (``fltheory.theory.fedopt_operator``).
         Every algorithm answers for itself (its server rate or optimizer may
         have any name); raises InvalidHyperparameterError when a round of the

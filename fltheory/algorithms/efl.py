@@ -1,4 +1,4 @@
-"""EFL, Elastic Federated Learning (Ma et al.; seed 000 Alg. 1 and 2, eq. 2-6, sections 4.1-4.3).
+"""EFL, Elastic Federated Learning (Ma et al.; EFL Alg. 1 and 2, eq. 2-6, sections 4.1-4.3).
 
 State [x, x_client, R^G, R^k, u^k, v^k]: the server copy x of the global
 model, the client copy x_client (what clients hold after applying the
@@ -23,7 +23,7 @@ Round tau, participants P with completed steps s_k in {0..E_k}:
 Conventions of this implementation:
 
 * Alg. 1 prints the aggregation with the client's uncompressed Delta^k; the
-  server only receives ST(Delta^k), so it aggregates ST(Delta^k) (THEORY.md).
+  server only receives ST(Delta^k), so it aggregates ST(Delta^k) (docs/theory/index.md).
 * Inactive clients (s_k = 0, or not drawn) cannot respond (section 4): they
   send nothing, keep R^k and their previous (u^k, v^k), and get no weight.
   The server step runs every round, also when nobody is active (then
@@ -143,7 +143,7 @@ class EFL(Algorithm):
     error_feedback : bool
         Keep the residuals R^k and R^G and add them to the next message (Alg. 1,
         the default).  ``False`` sends ST(Delta^k) and ST(Delta^G) with the
-        residuals discarded (R^k = R^G = 0): the ablation of seed 000's
+        residuals discarded (R^k = R^G = 0): the ablation of EFL's
         error-feedback design.
     q : float in (0, 1]
         ST sparsity (fraction of entries kept).

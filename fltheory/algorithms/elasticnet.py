@@ -1,10 +1,10 @@
-"""FedElasticNet (seed 003, Alg. 1-3; THEORY.md section 2): elastic-net local penalties
+"""FedElasticNet (FedElasticNet, Alg. 1-3; docs/theory/index.md#algorithms): elastic-net local penalties
 lambda_2/2 ||theta - x||^2 + lambda_1 ||theta - x||_1 and eps-thresholding of transmitted
 changes, on top of FedAvg/FedProx, SCAFFOLD or FedDyn.
 
 One class, :class:`FedElasticNet`, with ``base`` selecting the algorithm:
 
-``base="fedprox"`` (alias ``"fedavg"``; seed 003 Alg. 1, eq. 4)
+``base="fedprox"`` (alias ``"fedavg"``; FedElasticNet Alg. 1, eq. 4)
     theta_k = argmin_theta f_k(theta) + lambda_2/2 ||theta - x||^2 + lambda_1 ||theta - x||_1,
     x <- x + eta_g sum_{k in P} w_k Delta~_k.
     The argmin is exact (``solver="exact"``: accelerated proximal gradient
@@ -17,16 +17,16 @@ One class, :class:`FedElasticNet`, with ``base`` selecting the algorithm:
     (``aggregation="as_printed"``: w_k = n_k/n with n the samples of all
     clients, or p_k when the federation has no sample counts); the default is the package's
     w_k = p_k / sum_P p_j, and both coincide under full participation
-    with p_k = n_k/n.  Seed 003 treats "FedAvg + elastic net"
+    with p_k = n_k/n.  FedElasticNet treats "FedAvg + elastic net"
     and "FedProx + elastic net" as the same algorithm (lambda_2 is FedProx's
     mu); both names select it.
 
-``base="scaffold"`` (seed 003 Alg. 2, eq. 7)
+``base="scaffold"`` (FedElasticNet Alg. 2, eq. 7)
     SCAFFOLD (see ``scaffold.py``) whose local step adds
     lambda_2 (theta - x) + lambda_1 sign(theta - x) to the corrected gradient;
     the control update is option II of Alg. 2 (or option I on request).
 
-``base="feddyn"`` (seed 003 Alg. 3, eq. 10)
+``base="feddyn"`` (FedElasticNet Alg. 3, eq. 10)
     FedDyn (see ``feddyn.py``) with alpha = lambda_2 and the l1 term in the
     local objective; grad_k <- grad_k - lambda_2 Delta_k - lambda_1 sign(Delta_k),
     h <- h - (lambda_2/m) sum Delta~_k - (lambda_1/m) sum sign(Delta~_k),
@@ -40,7 +40,7 @@ One class, :class:`FedElasticNet`, with ``base`` selecting the algorithm:
     also sends that subgradient on its pinned coordinates), which restores
     both (see ``feddyn.feddyn_round``).
 
-Thresholding (seed 003 section 3): the transmitted change is
+Thresholding (FedElasticNet section 3): the transmitted change is
 Delta~_k(j) = 0 where |Delta_k(j)| <= eps, else Delta_k(j); the server uses
 Delta~_k.  Communication is measured with ``up_kind="sparse"`` when eps > 0
 (non-zeros, entropy at bin width 0.01, bits) on the transmitted values.
@@ -78,7 +78,7 @@ _SOLVERS = {"fedavg": ("exact", "cvxpy", "gd"), "fedprox": ("exact", "cvxpy", "g
 
 
 def printed_weights(problem: Federation, clients: np.ndarray) -> np.ndarray:
-    """Seed 003 Alg. 1 line 7 weights n_k / n (n = sum over *all* clients), not
+    """FedElasticNet Alg. 1 line 7 weights n_k / n (n = sum over *all* clients), not
     renormalised over the participants; the federation weights p_k when it
     has no sample counts."""
     if problem.n_samples is not None:
@@ -174,7 +174,7 @@ class FedElasticNet(Algorithm):
         choice("aggregation", self.aggregation, AGGREGATIONS + ("as_printed",))
         if self.base == "feddyn" and self.server_lr != 1.0:
             raise InvalidHyperparameterError(
-                f"base='feddyn' (seed 003 Alg. 3) has no server rate; got server_lr={self.server_lr!r}, "
+                f"base='feddyn' (FedElasticNet Alg. 3) has no server rate; got server_lr={self.server_lr!r}, "
                 "expected 1.0")
         check_solver_settings(self._solver, self.lr, self.local_steps, _SOLVERS[self.base])
         choice("subgradient", self.subgradient, SUBGRADIENTS)

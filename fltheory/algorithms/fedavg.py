@@ -1,4 +1,4 @@
-"""FedAvg (McMahan et al.; seed 002 Alg. 1; THEORY.md section 2).
+"""FedAvg (McMahan et al.; BetterObjects Alg. 1; docs/theory/index.md#algorithms).
 
 Round t with participants S (from the participation model), each completing
 s_i local steps:
@@ -8,7 +8,7 @@ s_i local steps:
     x_{t+1} = x_t + eta_g sum_{i in S} w_i Delta_i,
 
 with w_i = p_i / sum_{j in S} p_j (``aggregation="weights"``), n_i / n_S
-(``"samples"``, seed 002 Alg. 1) or 1/|S| (``"uniform"``).  g_i is the
+(``"samples"``, BetterObjects Alg. 1) or 1/|S| (``"uniform"``).  g_i is the
 federation's configured oracle (exact or stochastic).  A participant with
 s_i = 0 sends Delta_i = 0 and keeps its weight.  An empty round leaves x.
 """

@@ -1,9 +1,9 @@
-"""FedCurv (Shoham et al.; seed 002 eq. 2), FedCL (seed 002 section 2.1) and their
-temporal-ensembling variants (seed 002 Alg. 2); THEORY.md section 2.
+"""FedCurv (Shoham et al.; BetterObjects eq. 2), FedCL (BetterObjects section 2.1) and their
+temporal-ensembling variants (BetterObjects Alg. 2); docs/theory/index.md#algorithms.
 
 **FedCurv** (``fisher="client"``).  Participant s of round t minimises
 
-    h_s(y) = f_s(y) + alpha sum_{j in S_t \\ s} (y - w_j)^T diag(I_j) (y - w_j)   (seed 002 eq. 2)
+    h_s(y) = f_s(y) + alpha sum_{j in S_t \\ s} (y - w_j)^T diag(I_j) (y - w_j)   (BetterObjects eq. 2)
 
 where w_j is the local model client j obtained the last time it trained and
 I_j the Fisher diagonal at w_j (the federation's ``fisher_diag``: for
@@ -20,7 +20,7 @@ D = 2 alpha (U - u_s), b = 2 alpha (V - v_s) of
 participant stores w_s = y_s and I_s = fisher_diag(y_s) (a participant that
 completed no step stores the received model).
 
-**FedCL** (``fisher="proxy"``).  Seed 002: FedCL "keeps a proxy dataset at the
+**FedCL** (``fisher="proxy"``).  BetterObjects: FedCL "keeps a proxy dataset at the
 central node so that the calculation of the Fisher information matrix can be
 completed in the center".  The server computes I_P = Fisher diagonal of the
 proxy at the global model it sends, and every participant minimises
@@ -28,7 +28,7 @@ proxy at the global model it sends, and every participant minimises
     h_s(y) = f_s(y) + alpha (y - c)^T diag(I_P) (y - c),   c = x_t,
 
 the single-term form of eq. 2 centred at the global model (as in Yao and
-Sun's FedCL, the paper seed 002 cites; seed 002 prints no FedCL formula, so
+Sun's FedCL, the paper BetterObjects cites; BetterObjects prints no FedCL formula, so
 the weight is eq. 2's alpha with one Fisher term).  ``proxy`` is a Federation
 (I_P = sum_i p_i fisher_diag_i(x_t) over its clients) or a callable
 x -> (d,) Fisher diagonal.
@@ -95,7 +95,7 @@ def sum_of_others(a: np.ndarray) -> np.ndarray:
     Mathematically U - a_r with U = sum_j a_j, which is what a client computes
     from the server's broadcast U; the subtraction, however, cancels
     catastrophically when a_r dominates (|a_r| = 1e6, the others 1e-10: the
-    difference is pure rounding), so the sum over j in S \\ s of seed 002 eq. 2
+    difference is pure rounding), so the sum over j in S \\ s of BetterObjects eq. 2
     is formed without it."""
     m = a.shape[0]
     out = np.zeros_like(a)
@@ -129,7 +129,7 @@ class FedCurv(Algorithm):
     local_steps : int or (N,) array
         Nominal local steps E_i >= 1 (the exact solver uses 1).
     alpha : float >= 0
-        Penalty weight of seed 002 eq. 2.
+        Penalty weight of BetterObjects eq. 2.
     fisher : {"client", "proxy"}
         FedCurv (client Fisher at the previous local models) or FedCL (proxy
         Fisher at the server model).
@@ -273,14 +273,14 @@ def FedCL(*, proxy: Any, **kwargs: Any) -> FedCurv:
 
 
 def FedCurvTE(*, beta: float, of: str | None = None, **kwargs: Any) -> FedCurv:
-    """FedCurv-TE / FedCL-TE (seed 002 Alg. 2):
+    """FedCurv-TE / FedCL-TE (BetterObjects Alg. 2):
     ``FedCurv(target=TemporalEnsemble(beta=beta, of=of), **kwargs)``.
 
     ``of`` defaults to the reading under which beta = 0 is the base algorithm
     exactly: ``"local"`` for client Fisher (FedCurv centres each penalty at the
     previous local model w_j, so those are ensembled) and ``"global"`` for the
     proxy Fisher (FedCL centres at the global model: Alg. 2 as printed, the
-    variant seed 002 evaluates).  Pass ``of="global"`` with client Fisher for
+    variant BetterObjects evaluates).  Pass ``of="global"`` with client Fisher for
     Alg. 2's literal replacement of every w_j by T (then beta = 0 is not
     FedCurv)."""
     if "target" in kwargs:

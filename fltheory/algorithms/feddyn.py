@@ -1,4 +1,4 @@
-"""FedDyn (Acar et al., 2021; THEORY.md section 2; seed 003 eq. 8-9 and Alg. 3 with lambda_1 = 0).
+"""FedDyn (Acar et al., 2021; docs/theory/index.md#algorithms; FedElasticNet eq. 8-9 and Alg. 3 with lambda_1 = 0).
 
 State [x, h, grad_k]: server model x, server correction h (d,) and the
 client gradient states grad_k (N, d), all corrections starting at 0.
@@ -9,9 +9,9 @@ Round t with participants P, m = N the total number of clients:
     h      <- h - (alpha/m) sum_{k in P} (theta_k - x),
     x      <- (1/|P|) sum_{k in P} theta_k - h / alpha.
 
-Clients outside P keep theta_k and grad_k (seed 003 Alg. 3 lines 8-9).  With
+Clients outside P keep theta_k and grad_k (FedElasticNet Alg. 3 lines 8-9).  With
 the exact solver grad_k becomes grad f_k(theta_k) (the first-order condition,
-seed 003 eq. 9).  ``solver="gd"`` replaces the argmin by ``local_steps``
+FedElasticNet eq. 9).  ``solver="gd"`` replaces the argmin by ``local_steps``
 gradient steps of rate ``lr`` from theta = x on the same local objective;
 ``solver="exact"`` solves it exactly (closed form on quadratics, Newton
 otherwise; ``algorithms.local.exact_local_solve``).
@@ -66,7 +66,7 @@ class FedDynState:
 
 
 def feddyn_init(problem: Federation, x0: np.ndarray) -> FedDynState:
-    """h = 0 and grad_k = 0 (seed 003 Alg. 3 input)."""
+    """h = 0 and grad_k = 0 (FedElasticNet Alg. 3 input)."""
     d = problem.dim
     return FedDynState(x=np.array(x0, dtype=np.float64), h=np.zeros(d),
                        grads=np.zeros((problem.n_clients, d)), t=0)
@@ -110,7 +110,7 @@ def feddyn_round(state: FedDynState, problem: Federation, part: Participants,
     """One FedDyn round (shared with FedElasticNet Alg. 3, where alpha = lambda_2).
 
     With ``lambda1 > 0`` the local objective gains lambda1 ||theta - x||_1 and
-    (seed 003 Alg. 3 lines 5 and 11)
+    (FedElasticNet Alg. 3 lines 5 and 11)
         grad_k <- grad_k - alpha Delta_k - lambda1 s_k,
         h <- h - (alpha/m) sum Delta~_k - (lambda1/m) sum s~_k,
     with Delta_k = theta_k - x.  ``eps > 0`` thresholds the transmitted change

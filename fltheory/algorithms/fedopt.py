@@ -1,11 +1,11 @@
-"""FedOpt with local adaptivity and local / joint correction (seed 001, sections 3 and 5;
-THEORY.md section 2).
+"""FedOpt with local adaptivity and local / joint correction (LocalAdaptivity, sections 3 and 5;
+docs/theory/index.md#algorithms).
 
 Round t with participants S, each completing s_i local steps:
 
 1. Client i runs ClientOpt from y^0 = x_t with the optimizer state chosen by
    ``client_state``:
-   ``"restart"`` (seed 001 section 3: ``init`` again every round),
+   ``"restart"`` (LocalAdaptivity section 3: ``init`` again every round),
    ``"persist"`` (the client's own state from the last round it took part in),
    ``"synchronise"`` (the state shared by all clients: after every round the
    float fields of the participants' final states are averaged uniformly and
@@ -14,13 +14,13 @@ Round t with participants S, each completing s_i local steps:
        (u, state) = update(g_i(y^k), state, y^k),   y^{k+1} = y^k + s_i u,
    where s_i = ``client_lr_scale`` (so eta_i = s_i * the optimizer's rate).
 2. Delta_i = y_i^{s_i} - x_t.
-3. Local correction (seed 001 section 5, "Local Correction", eq. 11 and
-   appendix F eq. 97 [derived in THEORY.md]): the client keeps
+3. Local correction (LocalAdaptivity section 5, "Local Correction", eq. 11 and
+   appendix F eq. 97 [derived in docs/theory/index.md]): the client keeps
    G_i = s_i sum_k m_k, m_k = ``precond`` after step k (AdaGrad: P^(k); SGD: I;
    momentum methods: the EMA-weighted sum the optimizer defines), and sends
        Delta~_i = G_i^{-1} Delta_i        (elementwise for diagonal m_k)
    and M_i = G_i^{-1}.  Scaling choice: G_i includes the per-client rate scale
-   s_i (seed 001: the correction "automatically avoids the invalid solution by
+   s_i (LocalAdaptivity: the correction "automatically avoids the invalid solution by
    dividing the client learning rate") but not the optimizer's base rate eta,
    which is common to all clients and does not move the fixed point; to first
    order Delta~_i = -eta g_i(x_t), so server SGD with rate 1 moves by
@@ -29,7 +29,7 @@ Round t with participants S, each completing s_i local steps:
 4. Pseudo-gradient (weights w_i of ``aggregation``):
        ``"none"``:  g = -sum w_i Delta_i,
        ``"local"``: g = -sum w_i Delta~_i,
-       ``"joint"``: g = -(sum w_i M_i)^{-1} sum w_i Delta~_i  (seed 001
+       ``"joint"``: g = -(sum w_i M_i)^{-1} sum w_i Delta~_i  (LocalAdaptivity
        section 5, "Global Correction"; entries/rows with sum w_i M_i = 0,
        i.e. nobody stepped, give g = 0).
 5. ServerOpt: (u, server_state) = update(g, server_state, x_t);
@@ -197,7 +197,7 @@ class FedOpt(Algorithm):
         (persisted client state makes a round depend on more than x)."""
         if self.client_state != "restart":
             raise InvalidHyperparameterError(
-                f"the operator T of seed 001 needs client_state='restart', got "
+                f"the operator T of LocalAdaptivity needs client_state='restart', got "
                 f"{self.client_state!r}: with persisted client state a round is not a function of x")
         return dataclasses.replace(self, server_optimizer=sgd(1.0))
 

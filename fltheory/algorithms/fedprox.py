@@ -1,4 +1,4 @@
-"""FedProx (Li et al.; seed 002 eq. 1; THEORY.md section 2) and FedProx-TE (seed 002 Alg. 2).
+"""FedProx (Li et al.; BetterObjects eq. 1; docs/theory/index.md#algorithms) and FedProx-TE (BetterObjects Alg. 2).
 
 Round t with participants S, each completing s_i local steps, centre c (the
 received model x_t, or the temporal-ensembling target T of
@@ -15,11 +15,11 @@ received model x_t, or the temporal-ensembling target T of
 then Delta_i = y_i - x_t and x_{t+1} = x_t + eta_g sum_{i in S} w_i Delta_i with
 the weights of :func:`~fltheory.algorithms.base.aggregation_weights`.
 
-Seed 002 eq. 1 writes the penalty alpha ||w - w_g||^2, i.e. mu = 2 alpha.
+BetterObjects eq. 1 writes the penalty alpha ||w - w_g||^2, i.e. mu = 2 alpha.
 With mu = 0 and ``solver="gd"`` this is FedAvg exactly.  On quadratic clients
 with the exact solver and full participation the fixed point is
 (sum p_i (H_i + mu I)^{-1} H_i)^{-1} sum p_i (H_i + mu I)^{-1} e_i
-(THEORY.md section 3).
+(docs/theory/fixed-points.md).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class FedProx(Algorithm):
     local_steps : int or (N,) array
         Nominal local steps E_i >= 1 (``solver="gd"``; the exact solver uses 1).
     mu : float >= 0
-        Proximal coefficient (seed 002 eq. 1: mu = 2 alpha).
+        Proximal coefficient (BetterObjects eq. 1: mu = 2 alpha).
     solver : {"gd", "exact"}
     aggregation : {"weights", "samples", "uniform"}
     server_lr : float > 0
@@ -180,7 +180,7 @@ class FedProx(Algorithm):
 
 
 def FedProxTE(*, beta: float, **kwargs: Any) -> FedProx:
-    """FedProx-TE (seed 002 Alg. 2): ``FedProx(target=TemporalEnsemble(beta=beta), **kwargs)``."""
+    """FedProx-TE (BetterObjects Alg. 2): ``FedProx(target=TemporalEnsemble(beta=beta), **kwargs)``."""
     if "target" in kwargs:
         raise InvalidHyperparameterError("FedProxTE sets target itself; pass beta only")
     return FedProx(target=TemporalEnsemble(beta=beta), **kwargs)

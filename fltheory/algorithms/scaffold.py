@@ -1,4 +1,4 @@
-"""SCAFFOLD (Karimireddy et al.; seed 004, equations restated in THEORY.md section 2).
+"""SCAFFOLD (Karimireddy et al.; SCAFFOLD-v1, equations restated in docs/theory/index.md#algorithms).
 
 State [x, c, c_i]: server model x, global control c and client controls c_i
 (N, d), with c = (1/N) sum_i c_i kept as an invariant (all start at 0).
@@ -20,7 +20,7 @@ completes K steps):
   the average, as in FedAvg) and leaves its control unchanged, in both options;
 * option I's oracle calls are drawn *after* all local steps of the round, one
   batched call over the participants with s_i > 0 in ascending client order
-  (THEORY.md RNG order: participation, local steps, algorithm draws).
+  (docs/theory/index.md RNG order: participation, local steps, algorithm draws).
 
 Averaging is uniform (1/|S| and 1/N, as in the paper), so the fixed point is
 the minimiser of the uniform average (1/N) sum_i f_i; it equals x* of
@@ -77,8 +77,8 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
 
     ``lr`` is the (N,) array of client rates.  ``lambda2`` and ``lambda1`` add
     lambda2 (y - x) + lambda1 sign(y - x) to the corrected local gradient
-    (seed 003 Alg. 2, eq. 7); ``eps > 0`` zeroes transmitted model-change
-    entries with |Delta(j)| <= eps (seed 003 section 3; the control change
+    (FedElasticNet Alg. 2, eq. 7); ``eps > 0`` zeroes transmitted model-change
+    entries with |Delta(j)| <= eps (FedElasticNet section 3; the control change
     c_i^+ - c_i is sent dense).  With all three zero this is SCAFFOLD.
     """
     d = problem.dim

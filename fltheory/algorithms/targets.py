@@ -1,6 +1,6 @@
-"""Temporal-ensembling constraint targets (seed 002, Alg. 2; THEORY.md section 2).
+"""Temporal-ensembling constraint targets (BetterObjects, Alg. 2; docs/theory/index.md#algorithms).
 
-Seed 002 (Zhu and Ye) replaces the centre of a local penalty (FedProx's
+BetterObjects (Zhu and Ye) replaces the centre of a local penalty (FedProx's
 proximal term, FedCL/FedCurv's Fisher term) by an exponential average of the
 past global models G_1, G_2, ... with the bias correction of Adam:
 
@@ -20,7 +20,7 @@ receives in round t + 1: the base algorithm, bit for bit.
 * ``"local"`` (FedCurv only): the same recursion run per client on the
   previous local models w_j that FedCurv uses as centres, each client with its
   own counter (number of its models ensembled).  This is the reading under
-  which beta = 0 reproduces FedCurv exactly; seed 002 only evaluates FedCL-TE
+  which beta = 0 reproduces FedCurv exactly; BetterObjects only evaluates FedCL-TE
   ("FedCL and FedCurv are essentially the same"), so both are offered.
 """
 
@@ -59,12 +59,12 @@ def require_ensemble(state: EnsembleState | None) -> EnsembleState:
 
 @dataclass(frozen=True, kw_only=True)
 class TemporalEnsemble:
-    """Temporal-ensembling target of seed 002 Alg. 2.
+    """Temporal-ensembling target of BetterObjects Alg. 2.
 
     Parameters
     ----------
     beta : float in [0, 1)
-        Momentum of the ensemble (seed 002 Table 2 uses 0.2-0.6).
+        Momentum of the ensemble (BetterObjects Table 2 uses 0.2-0.6).
     of : {"global", "local"}
         Ensemble the global models (Alg. 2 as printed) or, for FedCurv only,
         each client's previous local models (see the module docstring).

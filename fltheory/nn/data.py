@@ -97,7 +97,7 @@ def digits_federation(model: Sequential, n_clients: int, rng: np.random.Generato
 
 def synthetic_fedprox_federation(model: Sequential, alpha: float, beta: float, *, seed: Seed,
                                  iid: bool = False, **kwargs: Any) -> NeuralFederation:
-    """Synthetic(alpha, beta) of FedProx (THEORY.md section 1) for a network:
+    """Synthetic(alpha, beta) of FedProx (docs/theory/problems.md) for a network:
     the raw features (no intercept column; the network has biases) and
     labels of ``synthetic_fedprox(alpha, beta, iid=iid, seed=seed, **kwargs)``
     with its per-device 90/10 train/test split.  The model must take inputs

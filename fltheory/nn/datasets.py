@@ -13,7 +13,7 @@ no synthetic stand-in.  Pixels are scaled to [0, 1]; every loaded
 the experiments' JSON records.
 
 :func:`image_federation` turns a data set into a NeuralFederation: an "iid",
-Dirichlet label-skew (Hsu, Qi and Brown 2019; seed 002 section 4.1.1, eq. 4)
+Dirichlet label-skew (Hsu, Qi and Brown 2019; BetterObjects section 4.1.1, eq. 4)
 or m-class partition over clients (``fltheory.problems.partitions``), then a
 per-client train/test split.
 """
@@ -138,7 +138,7 @@ def partition_labels(labels: np.ndarray, n_clients: int, rng: np.random.Generato
                      partition: str = "dirichlet", gamma: float = 0.5,
                      classes_per_client: int = 2) -> list[np.ndarray]:
     """Sample indices per client: "iid" (uniform split, sizes differing by at
-    most one), "dirichlet" (label skew q_c ~ Dir(gamma p), seed 002 eq. 4) or
+    most one), "dirichlet" (label skew q_c ~ Dir(gamma p), BetterObjects eq. 4) or
     "m_class" (``classes_per_client`` labels per client)."""
     from ..problems.partitions import dirichlet_partition, m_class_partition
     if partition == "iid":

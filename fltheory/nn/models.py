@@ -1,14 +1,14 @@
 """Miniature versions of the seed papers' networks.
 
 * :func:`mlp`: the fully connected network with two hidden layers of 200 and
-  100 ReLU units used for MNIST/EMNIST-L in seed 003 (FedElasticNet, section 4
+  100 ReLU units used for MNIST/EMNIST-L in FedElasticNet (FedElasticNet, section 4
   "Experimental Setup", after Acar et al. 2021 and McMahan et al. 2017).
-* :func:`cnn`: seed 002 Table 1 (Conv 5x5 16 ReLU, MaxPool 2x2/2, Conv 5x5 32
+* :func:`cnn`: BetterObjects Table 1 (Conv 5x5 16 ReLU, MaxPool 2x2/2, Conv 5x5 32
   ReLU, MaxPool 2x2/2, FC 512 ReLU, output 10 with softmax), sized to the data:
   the convolutions use padding 2 ("same") so 8x8 digits give 8 -> 4 -> 2, and
   the FC width is a parameter (512 in the paper).
 * :func:`char_lstm`: a small character-level LSTM (one-hot characters -> LSTM
-  -> Dense over the vocabulary), the shape of seed 003's Shakespeare model in
+  -> Dense over the vocabulary), the shape of FedElasticNet's Shakespeare model in
   miniature (a single LSTM layer instead of a stacked one).
 
 The softmax of the output layer lives in the loss (SoftmaxCrossEntropy).
@@ -27,7 +27,7 @@ __all__ = ["mlp", "cnn", "char_lstm"]
 
 
 def mlp(input_dim: int, n_classes: int, hidden: Sequence[int] = (200, 100)) -> Sequential:
-    """Dense(h_1) ReLU ... Dense(h_k) ReLU Dense(n_classes); seed 003 uses (200, 100)."""
+    """Dense(h_1) ReLU ... Dense(h_k) ReLU Dense(n_classes); FedElasticNet uses (200, 100)."""
     input_dim = scalar_int("input_dim", input_dim)
     n_classes = scalar_int("n_classes", n_classes)
     layers = []
@@ -38,7 +38,7 @@ def mlp(input_dim: int, n_classes: int, hidden: Sequence[int] = (200, 100)) -> S
 
 def cnn(input_shape: tuple[int, int, int], n_classes: int, *, channels: tuple[int, int] = (16, 32),
         kernel: int = 5, fc: int = 512) -> Sequential:
-    """Seed 002 Table 1: Conv(k, c1, pad k//2) ReLU MaxPool(2) Conv(k, c2, pad k//2)
+    """BetterObjects Table 1: Conv(k, c1, pad k//2) ReLU MaxPool(2) Conv(k, c2, pad k//2)
     ReLU MaxPool(2) Flatten Dense(fc) ReLU Dense(n_classes).  Needs H, W >= 4."""
     if len(channels) != 2:
         raise InvalidHyperparameterError(f"channels must be two integers, got {channels!r}")

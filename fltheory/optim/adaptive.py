@@ -14,9 +14,9 @@ mu_hat = mu / (1 - b1^k), nu_hat = nu / (1 - b2^k), k the optimizer's own
 step counter ``count`` (never the round number); without it mu_hat = mu,
 nu_hat = nu.  (Reddi et al. 2021, "Adaptive Federated Optimization",
 Algorithm 2; Kingma and Ba 2015, Algorithm 1; Zaheer et al. 2018, Yogi,
-Algorithm 2; seed 001 section 3 for their use as client optimizers.)
+Algorithm 2; LocalAdaptivity section 3 for their use as client optimizers.)
 
-Local-correction weight (seed 001 section 5: "if the client optimizer is Adam
+Local-correction weight (LocalAdaptivity section 5: "if the client optimizer is Adam
 then [the matrix] is a weighted summation of local pre-conditioners").  With
 D_k = s_k / (sqrt(nu_hat_k) + eps), s_k = 1/(1 - b1^k) (bias correction) or 1,
 a gradient g_j enters every later step through mu, so over K restarted steps
@@ -138,8 +138,8 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
 def adagrad(lr: float, eps: float = 1e-8, initial_accumulator: float = 0.0) -> Optimizer:
     r"""AdaGrad: nu <- nu + g*g, u = -lr g / (sqrt(nu) + eps).
 
-    Seed 001 section 3 (client AdaGrad, P = diag(1/(sqrt(v)+eps)), THEORY.md
-    section 2); Duchi et al. 2011 (diagonal version).
+    LocalAdaptivity section 3 (client AdaGrad, P = diag(1/(sqrt(v)+eps)),
+    docs/theory/index.md#algorithms); Duchi et al. 2011 (diagonal version).
 
     Parameters
     ----------

@@ -10,7 +10,7 @@ client; a server optimizer uses m = 1):
   ``params + updates``.  Updates are linear in the learning rate, so a
   per-client rate scale s_i may be applied to the rows of ``updates``.
 * ``precond(state) -> (m, d) or (m, d, d)``: the preconditioner m_k applied at
-  the last update, used by local correction (THEORY.md section 2, FedOpt):
+  the last update, used by local correction (docs/theory/index.md#algorithms, FedOpt):
   the client sends Delta / sum_k m_k.  It excludes the learning rate, is 0
   before the first update, and for optimizers with memory (momentum, Adam,
   Yogi) is the weight that makes sum_k m_k equal the total weight of the

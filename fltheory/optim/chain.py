@@ -20,7 +20,7 @@ sum_k m_k = sum_j A^(j) when at most one stage carries memory (momentum, Adam,
 Yogi) and every stage applied *before* it has a step-independent
 preconditioner (sgd, preconditioned); stages after the memory stage may be
 adaptive.  Otherwise it is the first-order (frozen-preconditioner) reading
-of seed 001 section 5.
+of LocalAdaptivity section 5.
 """
 
 from __future__ import annotations

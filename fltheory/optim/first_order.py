@@ -4,14 +4,14 @@ Conventions (see :mod:`fltheory.optim.base`): ``update`` returns the step u
 with the caller applying y + u; u is linear in ``lr``.
 
 ``precond(state)`` returns m_k, the diagonal weight of the last update in the
-local-correction sum G = sum_k m_k of seed 001 (section 5, "Local
-Correction"; THEORY.md section 2).  It is defined so that, for a round that
+local-correction sum G = sum_k m_k of LocalAdaptivity (section 5, "Local
+Correction"; docs/theory/index.md#algorithms).  It is defined so that, for a round that
 starts from a freshly initialised state and takes K steps,
 
     y_K - y_0 = -lr sum_j A^(j) g_j   with   sum_j A^(j) = sum_k m_k,
 
 which is the normalisation that makes Delta / G a weighted average of the
-gradients used (seed 001, appendix F).  Before any update (count = 0) it is 0.
+gradients used (LocalAdaptivity, appendix F).  Before any update (count = 0) it is 0.
 The weights are computed from the optimizer's own counter, so they stay exact
 for a state persisted across rounds (Delta / G is then a weighted average of
 every gradient still held in the buffers, earlier rounds' included); after
@@ -52,9 +52,9 @@ def _started(count: np.ndarray) -> np.ndarray:
 def sgd(lr: float) -> Optimizer:
     r"""Gradient descent, y <- y - lr g.
 
-    The ClientOpt with P = I of seed 001 (section 3, eq. 2 with P = I) and,
+    The ClientOpt with P = I of LocalAdaptivity (section 3, eq. 2 with P = I) and,
     as a server optimizer on the pseudo-gradient g = -sum p_i Delta_i with
-    lr = 1, FedAvg (THEORY.md section 2).
+    lr = 1, FedAvg (docs/theory/index.md#algorithms).
 
     Parameters
     ----------
@@ -119,8 +119,8 @@ def momentum(lr: float, beta: float = 0.9, nesterov: bool = False) -> Optimizer:
 
     Notes
     -----
-    Local-correction weight (seed 001 section 5 and appendix A.3: "an EMA with
-    the momentum coefficient", THEORY.md section 2).  Gradient g_j enters the
+    Local-correction weight (LocalAdaptivity section 5 and appendix A.3: "an EMA with
+    the momentum coefficient", docs/theory/index.md#algorithms).  Gradient g_j enters the
     buffers b_j, b_{j+1}, ... with weights beta^(k-j), so over K restarted
     steps Delta = -lr sum_j A^(j) g_j with
     A^(j) = sum_{k=j}^{K} beta^(k-j) (heavy ball).  The running sum of the

@@ -1,8 +1,8 @@
 """Gradient descent with a fixed preconditioner, y <- y - lr P_i g.
 
-Seed 001 section 4 (the quadratic example: ClientOpt with a fixed
+LocalAdaptivity section 4 (the quadratic example: ClientOpt with a fixed
 client-specific preconditioner P_i, whose fixed point moves with P_i;
-THEORY.md section 2, "fixed-preconditioner GD").
+docs/theory/index.md#algorithms, "fixed-preconditioner GD").
 """
 
 from __future__ import annotations

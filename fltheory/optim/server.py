@@ -18,8 +18,8 @@ g = -sum_i p_i Delta_i (Delta_i = y_i - x); it applies x <- x + u with
   with v_{-1} = tau^2 (Algorithm 2 asks v_{-1} >= tau^2) and the adaptivity
   constant tau in the role of eps.  Algorithm 2 has no bias correction, so
   ``bias_correction`` defaults to False; when switched on, the moments are
-  divided by (1 - b^t) with t the optimizer's own step counter (THEORY.md
-  section 2), never the round number.
+  divided by (1 - b^t) with t the optimizer's own step counter
+  (docs/theory/index.md#algorithms), never the round number.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Analytic federations with exact oracles, vectorized over clients.
 
-Quadratic and logistic clients (THEORY.md section 1), the random families
+Quadratic and logistic clients (docs/theory/problems.md), the random families
 and FedProx's synthetic data that generate them, label partitions, and the
 problem constants the bounds consume.
 """

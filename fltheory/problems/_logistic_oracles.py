@@ -11,7 +11,7 @@ and sums row terms weighted by ``rw``, so a client's objective is the
 mean over its n_i rows, and pooling all clients of a federation in one row
 block with rw = p_i / n_i gives the global objective F = sum_i p_i f_i.
 
-Binary (THEORY.md section 1): l(x; a, y) = log(1 + exp(-y a^T x)) computed as
+Binary (docs/theory/problems.md): l(x; a, y) = log(1 + exp(-y a^T x)) computed as
 logaddexp(0, -z); gradient -y s(-z) a; Hessian s(z) s(-z) a a^T, with s the
 logistic sigmoid (scipy.special.expit, stable for |z| up to 1e4 and beyond).
 

@@ -9,7 +9,7 @@ Stochastic gradients come from the *configured oracle* of the federation:
 
 * exact (default): ``stochastic_grad`` returns ``client_grad`` and draws nothing;
 * ``with_gradient_noise(sigma2)``: g = grad f_i(x) + xi, xi ~ N(0, sigma2_i/d I),
-  so E||g - grad f_i(x)||^2 = sigma2_i exactly (THEORY.md section 1);
+  so E||g - grad f_i(x)||^2 = sigma2_i exactly (docs/theory/problems.md);
 * ``with_minibatch(b)`` (federations with per-sample data): the mean of b
   per-sample gradients drawn uniformly with replacement, index
   j = floor(u n_i) with u ~ U[0, 1) (one ``rng.random`` call per oracle call,

@@ -1,4 +1,4 @@
-"""Problem constants used by the bounds (THEORY.md sections 1 and 4).
+"""Problem constants used by the bounds (docs/theory/problems.md and 4).
 
 :func:`problem_constants` returns a :class:`ProblemConstants` whose fields are
 

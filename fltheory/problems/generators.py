@@ -1,4 +1,4 @@
-"""Random problem families with controlled constants (THEORY.md section 1).
+"""Random problem families with controlled constants (docs/theory/problems.md).
 
 * :func:`random_quadratic`: quadratic clients whose smoothness and strong
   convexity are hit exactly (globally or per client) and whose optima are

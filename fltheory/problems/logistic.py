@@ -1,4 +1,4 @@
-"""Logistic-regression clients, binary and multinomial (THEORY.md section 1).
+"""Logistic-regression clients, binary and multinomial (docs/theory/problems.md).
 
 Binary (labels y in {-1, +1}, parameter x in R^f):
 

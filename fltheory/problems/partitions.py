@@ -1,4 +1,4 @@
-"""Label-skewed partitions of a labelled data set over clients (THEORY.md section 1).
+"""Label-skewed partitions of a labelled data set over clients (docs/theory/problems.md).
 
 Both functions return a list of N int64 index arrays (sorted), disjoint,
 into the given ``labels``.

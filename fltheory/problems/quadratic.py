@@ -1,4 +1,4 @@
-"""Quadratic clients f_i(x) = 1/2 x^T H_i x - e_i^T x + c_i (THEORY.md section 1).
+"""Quadratic clients f_i(x) = 1/2 x^T H_i x - e_i^T x + c_i (docs/theory/problems.md).
 
 grad f_i = H_i x - e_i, Hessian H_i, x_i* = H_i^{-1} e_i,
 L_i = lambda_max(H_i), mu_i = lambda_min(H_i); x* = (sum p_i H_i)^{-1} sum p_i e_i.

@@ -1,4 +1,4 @@
-"""FedProx Synthetic(alpha, beta) data (THEORY.md section 1).
+"""FedProx Synthetic(alpha, beta) data (docs/theory/problems.md).
 
 Li et al., *Federated Optimization in Heterogeneous Networks*, as coded in
 their repository (generate_synthetic): K devices, d features, C classes;
@@ -12,7 +12,7 @@ their repository (generate_synthetic): K devices, d features, C classes;
 alpha and beta are *standard deviations* (numpy's ``normal(0, alpha)``), and
 each device's samples are shuffled and split 90/10 into train
 (int(0.9 n_k) rows) and test.  IID variant: one W, b ~ N(0, 1) for all
-devices and v_k = 0 (THEORY.md; their code uses v_k = B_k 1 and is called
+devices and v_k = 0 (docs/theory/index.md; their code uses v_k = B_k 1 and is called
 with beta = 0, where the two agree; alpha and beta are unused here).
 """
 

@@ -55,7 +55,7 @@ class Theorem:
     key : str
         Short identifier used by :class:`Check` (e.g. ``"efl-t2-depart"``).
     paper : str
-        Seed file and short name, e.g. ``"seed 000 (EFL, Ma et al.)"``.
+        Seed file and short name, e.g. ``"EFL (EFL, Ma et al.)"``.
     theorem : str
         e.g. ``"Theorem 2"``.
     equation : str
@@ -68,7 +68,7 @@ class Theorem:
     equation: str = ""
 
     def label(self) -> str:
-        """``"Theorem 2, eq. 10 (seed 000 (EFL))"``."""
+        """``"Theorem 2, eq. 10 (EFL (EFL))"``."""
         eq = f", {self.equation}" if self.equation else ""
         return f"{self.theorem}{eq} ({self.paper})"
 

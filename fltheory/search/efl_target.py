@@ -1,4 +1,4 @@
-"""Search target ``efl_theorem1``: EFL Theorem 1 (Ma et al., seed 000, eq. (7),
+"""Search target ``efl_theorem1``: EFL Theorem 1 (Ma et al., EFL, eq. (7),
 corrected reading) against the exact mean squared error of EFL.
 
 The instance: EFL with lambda = 0 (so F~_k = F_k and D_k = F_k(w*) - F_k*), no
@@ -187,6 +187,6 @@ def known_failure_modes(res: BoundResult) -> dict[str, bool]:
 
 register(SearchTarget(
     "efl_theorem1", efl_theorem1, efl_theorem1_space(),
-    "Ma et al., EFL (seed 000), Theorem 1, eq. (7), corrected reading",
+    "Ma et al., EFL (EFL), Theorem 1, eq. (7), corrected reading",
     "exact E||w_tau - w*||^2 of EFL with random incomplete/inactive clients, against eq. (7)",
     annotate=known_failure_modes))

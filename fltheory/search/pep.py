@@ -6,7 +6,7 @@ estimation, Drori & Teboulle 2014; Taylor, Hendrickx & Glineur 2017), solved
 here with PEPit (Goujaud et al.) through cvxpy/Clarabel.  Two classes:
 
 * :func:`pep_objective_shift`: the minimiser shift between two objectives of
-  EFL Theorem 2 (Ma et al., seed 000, eq. (10)/(11)).  The other clients'
+  EFL Theorem 2 (Ma et al., EFL, eq. (10)/(11)).  The other clients'
   aggregate G and the moving client f_a are both L-smooth and mu-strongly
   convex (the family the search samples: every client's spectrum in [mu, L]).
   Depart: w* = argmin (1 - p) G + p f_a, w^* = argmin G, p = n_a/n.  Join:
@@ -18,7 +18,7 @@ here with PEPit (Goujaud et al.) through cvxpy/Clarabel.  Two classes:
   worst measured/bound over the class, with the class constants L and mu.
 * :func:`pep_gradient_steps`: tau gradient steps of rate eta on an L-smooth
   mu-strongly convex function, sup ||x_tau - x*||^2 / ||x_0 - x*||^2 -- the
-  per-client contraction rho_i that seed 001 Theorem 1 (Wang et al., Local
+  per-client contraction rho_i that LocalAdaptivity Theorem 1 (Wang et al., Local
   Adaptivity) uses ("squared" form: max(|1 - eta mu|, |1 - eta L|)^(2 tau)).
 """
 
@@ -119,7 +119,7 @@ def pep_objective_shift(kind: str, share: float, L: float, mu: float,
 def pep_gradient_steps(L: float, mu: float, lr: float, steps: int) -> PepResult:
     """Certified worst ||x_tau - x*||^2 / ||x_0 - x*||^2 of ``steps`` gradient steps
     x <- x - lr grad f(x) over L-smooth mu-strongly convex f, against the
-    contraction max(|1 - lr mu|, |1 - lr L|)^(2 steps) of seed 001's squared form."""
+    contraction max(|1 - lr mu|, |1 - lr L|)^(2 steps) of LocalAdaptivity's squared form."""
     PEP, SSC = _pep()
     _check(mu, L)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:

@@ -3,10 +3,10 @@ computable exactly, each with a default space that does not single out any
 failing region.
 
 * ``efl_eq10_depart``, ``efl_eq11_join``, ``efl_eq11_join_derived``: the
-  objective shift of EFL (Ma et al., seed 000, Theorem 2, eq. (10)/(11)) as
+  objective shift of EFL (Ma et al., EFL, Theorem 2, eq. (10)/(11)) as
   :func:`fltheory.theory.objective_shift` computes it (exact minimisers of
   random quadratic federations; measured = ||w* - w^*||^2).
-* ``fedopt_theorem1``: Wang et al., Local Adaptivity in FL (seed 001),
+* ``fedopt_theorem1``: Wang et al., Local Adaptivity in FL (LocalAdaptivity),
   Theorem 1 in its unrolled recursion form
   (:func:`fltheory.theory.bounds.fedopt_theorem1_quadratic`) against the exact
   E||x_t - x~||^2 of FedAvg with noisy SGD clients, by second-moment
@@ -200,7 +200,7 @@ def fedopt_theorem1_exact_errors(fed: QuadraticFederation, lr: np.ndarray, tau: 
 
 
 def fedopt_theorem1(point: Mapping[str, Any], seed: int) -> BoundResult:
-    """Seed 001 Theorem 1 (unrolled) against the exact mean squared error; the
+    """LocalAdaptivity Theorem 1 (unrolled) against the exact mean squared error; the
     result's value/measured are the bound and the exact error at the round
     t* = argmax_{t >= 1} exact_t / bound_t (``terms["round"]``; at t = 0 both are e_0)."""
     N, d = int(point["N"]), int(point["d"])
@@ -226,17 +226,17 @@ def fedopt_theorem1(point: Mapping[str, Any], seed: int) -> BoundResult:
 
 register(SearchTarget(
     "efl_eq10_depart", efl_eq10_depart, objective_shift_space("depart"),
-    "Ma et al., EFL (seed 000), Theorem 2, eq. (10), as printed",
+    "Ma et al., EFL (EFL), Theorem 2, eq. (10), as printed",
     "||w* - w^*||^2 when client 0 departs, against 8 L (n_a/n)^2 D^_a / mu^2", shift_slack))
 register(SearchTarget(
     "efl_eq11_join", efl_eq11_join, objective_shift_space("join"),
-    "Ma et al., EFL (seed 000), Theorem 2, eq. (11), as printed",
+    "Ma et al., EFL (EFL), Theorem 2, eq. (11), as printed",
     "||w* - w^*||^2 when a client joins, against 8 L (n_a/(n+n_a))^2 D^_a / mu^2", shift_slack))
 register(SearchTarget(
     "efl_eq11_join_derived", efl_eq11_join_derived, objective_shift_space("join"),
-    "Ma et al., EFL (seed 000), Theorem 2, eq. (11), derived reading (constant 2, D_a at the old optimum)",
+    "Ma et al., EFL (EFL), Theorem 2, eq. (11), derived reading (constant 2, D_a at the old optimum)",
     "||w* - w^*||^2 when a client joins, against 2 L (n_a/(n+n_a))^2 D~_a / mu_new^2", shift_slack))
 register(SearchTarget(
     "fedopt_theorem1", fedopt_theorem1, fedopt_space(),
-    "Wang et al., Local Adaptivity in FL (seed 001), Theorem 1, unrolled recursion",
+    "Wang et al., Local Adaptivity in FL (LocalAdaptivity), Theorem 1, unrolled recursion",
     "exact E||x_t - x~||^2 of FedAvg with noisy SGD clients, against a^t e_0 + V (1 - a^t)/(1 - a)"))

@@ -1,6 +1,6 @@
-"""Exact affine round maps S -> M S + c, their fixed points and rates (THEORY.md section 3).
+"""Exact affine round maps S -> M S + c, their fixed points and rates (docs/theory/fixed-points.md).
 
-"General rule worth building on" (THEORY.md section 3): on quadratic clients
+"General rule worth building on" (docs/theory/fixed-points.md): on quadratic clients
 with linear local updates (FedAvg, FedProx gd/exact, FedOpt with fixed
 preconditioners, SCAFFOLD, FedDyn, FedCurv with its constant Fisher diag(H_i),
 under full participation with exact gradients) the round map on the full state

@@ -1,17 +1,17 @@
 """Closed-form fixed points and rates of FedOpt-type algorithms on quadratic clients.
 
-Clients are f_i(x) = 1/2 x^T H_i x - e_i^T x (THEORY.md section 1).  A client
+Clients are f_i(x) = 1/2 x^T H_i x - e_i^T x (docs/theory/problems.md).  A client
 running ``tau_i`` steps of preconditioned gradient descent
 y <- y - eta_i P_i (H_i y - e_i) from y = x (fixed preconditioner P_i,
 restarted every round) ends at
 
     O_i(x) = (I - B_i) x + B_i x_i*,   B_i = I - (I - eta_i P_i H_i)^{tau_i}
 
-(seed 001, Theorem 2, as restated in THEORY.md section 3 [derived]).  The server
+(LocalAdaptivity, Theorem 2, as restated in docs/theory/fixed-points.md [derived]).  The server
 operator T(x) = sum_i p_i O_i(x) is affine; FedOpt with server GD of rate
 eta_s is the Mann iteration x <- (1 - eta_s) x + eta_s T(x).
 
-Local correction (THEORY.md section 2, "Local correction" [derived]): with a
+Local correction (docs/theory/index.md#algorithms, "Local correction" [derived]): with a
 fixed preconditioner the running sum over the tau_i steps is G_i = tau_i P_i,
 the client sends Delta~_i = G_i^{-1} Delta_i and M_i = G_i^{-1}.  Since
 Delta_i = O_i(x) - x = -B_i (x - x_i*),
@@ -157,7 +157,7 @@ def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Rate, local_steps: 
     * ``"local"``: x+ = x + eta_s sum p_i M_i Delta_i, M_i = (tau_i P_i)^{-1}.
     * ``"joint"``: x+ = x + eta_s (sum p_i M_i)^{-1} sum p_i M_i Delta_i.
 
-    (Seed 001 eq. 6 with THEORY.md section 2 local/global correction [derived].)
+    (LocalAdaptivity eq. 6 with docs/theory/index.md#algorithms local/global correction [derived].)
     """
     instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     A, b, _ = _round_map(fed, lr, local_steps, preconditioners, server_lr, correction)
@@ -197,7 +197,7 @@ def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps:
                                  correction: str = "none") -> FixedPoint:
     """Fixed point of FedOpt with fixed client preconditioners on quadratic clients.
 
-    Seed 001 Theorem 2 (THEORY.md section 3 [derived])::
+    LocalAdaptivity Theorem 2 (docs/theory/fixed-points.md [derived])::
 
         B_i = I - (I - eta_i P_i H_i)^{tau_i}
         x~  = (sum_i p_i B_i)^{-1} sum_i p_i B_i x_i*
@@ -234,14 +234,14 @@ def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps:
     return FixedPoint(
         x=x, residual=float(np.abs(A @ x + b - x).max()), spectral_rate=rho,
         contraction_factor=float(np.linalg.norm(A, 2)), success=True,
-        message=f"closed form (seed 001 Theorem 2), correction={correction!r}", method="closed form",
+        message=f"closed form (LocalAdaptivity Theorem 2), correction={correction!r}", method="closed form",
         condition=float(cond), optimum=xstar, bias=float(np.linalg.norm(x - xstar)), operator=A,
         offset=b, contractive=rho < 1, client_spectral_radii=radii)
 
 
 def mann_rate(fp: FixedPoint, server_lr: float) -> float:
     """Exact asymptotic rate of x <- (1 - eta_s) x + eta_s T(x): the spectral
-    radius of (1 - eta_s) I + eta_s A (THEORY.md section 3)."""
+    radius of (1 - eta_s) I + eta_s A (docs/theory/fixed-points.md)."""
     instance("fp", fp, QuadraticFixedPoint, "a QuadraticFixedPoint (from fedopt_quadratic_fixed_point)")
     eta_s = positive("server_lr", server_lr)
     if fp.operator is None:
@@ -255,7 +255,7 @@ def mann_rate(fp: FixedPoint, server_lr: float) -> float:
 def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_steps: Steps,
                             preconditioners: ArrayLike | None = None, *,
                             correction: str = "none") -> np.ndarray:
-    """Limit of the fixed point as eta_i = c_i h, h -> 0 (seed 001 eq. 8)::
+    """Limit of the fixed point as eta_i = c_i h, h -> 0 (LocalAdaptivity eq. 8)::
 
         x~ -> (sum_i p_i c_i tau_i P_i H_i)^{-1} sum_i p_i c_i tau_i P_i e_i
 
@@ -279,7 +279,7 @@ def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_st
 
 
 def fedavg_first_order_bias(fed: QuadraticFederation, lr: float, local_steps: int) -> np.ndarray:
-    """First-order expansion of the FedAvg fixed point (equal eta, K; THEORY.md section 3)::
+    """First-order expansion of the FedAvg fixed point (equal eta, K; docs/theory/fixed-points.md)::
 
         x~ = x* + (eta (K - 1) / 2) (sum p_i H_i)^{-1} sum p_i H_i grad f_i(x*) + O(eta^2)
 
@@ -301,7 +301,7 @@ def fedprox_exact_fixed_point(fed: QuadraticFederation, mu_prox: float) -> np.nd
 
         x~ = (sum p_i (H_i + mu_p I)^{-1} H_i)^{-1} sum p_i (H_i + mu_p I)^{-1} e_i
 
-    (THEORY.md section 3; local solution y_i = (H_i + mu_p I)^{-1}(e_i + mu_p x).)
+    (docs/theory/fixed-points.md; local solution y_i = (H_i + mu_p I)^{-1}(e_i + mu_p x).)
     """
     instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     mu = positive("mu_prox", mu_prox)

@@ -1,6 +1,6 @@
-"""Objective shift when a client departs or joins (seed 000, EFL, Theorem 2, eq. 10-11).
+"""Objective shift when a client departs or joins (EFL, EFL, Theorem 2, eq. 10-11).
 
-Seed 000 section 4.3-4.4 / Theorem 2: the global objective shifts F -> F^ and
+EFL section 4.3-4.4 / Theorem 2: the global objective shifts F -> F^ and
 its minimiser w* -> w^*; D^_k = F_k(w^*) - F_k* is measured "with respect to
 the new objective".  We therefore define, per direction:
 
@@ -11,7 +11,7 @@ the new objective".  We therefore define, per direction:
   n = samples before the shift (a excluded).
   Eq. (11): ||w* - w^*||^2 <= 8 L n_a^2 D^_a / (mu^2 (n + n_a)^2).
 
-Hypotheses (Assumptions 1-2 of seed 000, with lambda = 0: the elastic term is
+Hypotheses (Assumptions 1-2 of EFL, with lambda = 0: the elastic term is
 not part of F_k here): every F_k is L-smooth and F is mu-strongly convex.  We
 take L = max_k L_k over all clients involved and mu = min of the strong-
 convexity constants of the objective before and after the shift (both are
@@ -51,8 +51,8 @@ from ..aliases import ClientSelection
 
 __all__ = ["objective_shift", "suboptimality_gaps"]
 
-_REF = {"depart": "seed 000 (EFL) Theorem 2, eq. (10)",
-        "join": "seed 000 (EFL) Theorem 2, eq. (11)"}
+_REF = {"depart": "EFL (EFL) Theorem 2, eq. (10)",
+        "join": "EFL (EFL) Theorem 2, eq. (11)"}
 
 
 def _smoothness(fed: Any) -> np.ndarray:

@@ -1,6 +1,6 @@
-"""The FedOpt operator T and its fixed points when T is not affine (THEORY.md section 3).
+"""The FedOpt operator T and its fixed points when T is not affine (docs/theory/fixed-points.md).
 
-Seed 001, eq. 6 (restated in THEORY.md section 3): O_i(x) is the model after
+LocalAdaptivity, eq. 6 (restated in docs/theory/fixed-points.md): O_i(x) is the model after
 tau_i ClientOpt steps from x with a restarted optimizer state, and
 
     T(x) = sum_i p_i O_i(x);
@@ -16,7 +16,7 @@ full participation, exact gradients):
     T(x) = x + (sum w_i M_i)^{-1} sum w_i Delta~_i  ("joint"),
 
 so the fixed points of T are those of the algorithm with any server
-optimizer; with correction "none" T is sum p_i O_i (seed 001 eq. 6).  This is
+optimizer; with correction "none" T is sum p_i O_i (LocalAdaptivity eq. 6).  This is
 non-linear for logistic clients, adaptive client optimizers (AdaGrad, Adam,
 Yogi) and l1 terms.
 
@@ -30,10 +30,10 @@ Yogi) and l1 terms.
   (truncation O(h^2) balanced against rounding eps/h); local contraction
   factor ||J||_2 and spectral radius rho(J).
 * :func:`lipschitz_ratios`: ||O_i(x) - O_i(y)|| / ||x - y|| over sampled
-  pairs (Assumption 1 of seed 001), next to the SGD bound (1 - eta_i mu_i)^tau_i
+  pairs (Assumption 1 of LocalAdaptivity), next to the SGD bound (1 - eta_i mu_i)^tau_i
   of :func:`sgd_contraction_bound`.
 * :func:`minimizer_inconsistency`: ||x~(eta) - x*|| as a function of the
-  client rate (seed 001 section 4: the non-vanishing bias of local adaptivity
+  client rate (LocalAdaptivity section 4: the non-vanishing bias of local adaptivity
   and its removal by local correction).
 """
 
@@ -111,7 +111,7 @@ class FedOptOperator:
         """O_i(X[r]) for the listed clients (all by default), vectorized -> (m, d).
 
         FedAvg: tau_i SGD steps of rate eta_i; FedOpt: tau_i steps of the client
-        optimizer from a fresh ``init`` with rate scale s_i (seed 001 eq. 3).
+        optimizer from a fresh ``init`` with rate scale s_i (LocalAdaptivity eq. 3).
         The uncorrected client models (Assumption 1 is about O_i)."""
         from ..algorithms.fedavg import FedAvg
         from ..algorithms.fedopt import FedOpt
@@ -134,7 +134,7 @@ class FedOptOperator:
 
 
 def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike | None = None) -> FedOptOperator:
-    """The operator T of seed 001 eq. 6 for ``algorithm`` on ``problem`` (module docstring).
+    """The operator T of LocalAdaptivity eq. 6 for ``algorithm`` on ``problem`` (module docstring).
 
     The algorithm's state must be its server model (plus server-optimizer
     state without float fields after the switch to plain averaging); the
@@ -356,7 +356,7 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
 
 @dataclass(frozen=True)
 class LipschitzRatios:
-    """Empirical Lipschitz ratios of the client maps (Assumption 1 of seed 001).
+    """Empirical Lipschitz ratios of the client maps (Assumption 1 of LocalAdaptivity).
 
     ratios : (n_pairs, N) ||O_i(x) - O_i(y)|| / ||x - y|| (unsquared).
     squared : (n_pairs, N) ratios ** 2 (the squared-norm form of A1).
@@ -405,7 +405,7 @@ def lipschitz_ratios(T: FedOptOperator, rng: np.random.Generator, *, n_pairs: in
 
 
 def sgd_contraction_bound(problem: Federation, lr: Rate, local_steps: Steps) -> np.ndarray:
-    """Assumption 1 for local GD (seed 001; THEORY.md section 3): (1 - eta_i mu_i)^{tau_i} per client.
+    """Assumption 1 for local GD (LocalAdaptivity; docs/theory/fixed-points.md): (1 - eta_i mu_i)^{tau_i} per client.
 
     For mu_i-strongly convex, L_i-smooth f_i and eta_i <= 1/L_i, one gradient
     step is a contraction with factor max(|1 - eta mu|, |1 - eta L|) =
@@ -413,7 +413,7 @@ def sgd_contraction_bound(problem: Federation, lr: Rate, local_steps: Steps) -> 
 
         ||O_i(x) - O_i(y)|| <= (1 - eta_i mu_i)^{tau_i} ||x - y||.
 
-    THEORY.md states A1 in squared form, ||O_i(x) - O_i(y)||^2 <= rho_i ||x - y||^2
+    docs/theory/index.md states A1 in squared form, ||O_i(x) - O_i(y)||^2 <= rho_i ||x - y||^2
     with rho_i = (1 - eta_i mu_i)^{tau_i}; it follows from the unsquared form
     (squared ratio <= rho_i^2 <= rho_i) and is weaker.
 
@@ -476,7 +476,7 @@ def minimizer_inconsistency(make_algorithm: Callable[[float], Algorithm], proble
                             rates: Sequence[float], *, x0: ArrayLike | None = None, tol: float = 1e-12,
                             warm_start: bool = True) -> Inconsistency:
     """||x~(h) - x*|| for each rate h, x~(h) the fixed point of the operator of
-    ``make_algorithm(h)`` (seed 001 section 4; THEORY.md section 3, "non-vanishing
+    ``make_algorithm(h)`` (LocalAdaptivity section 4; docs/theory/fixed-points.md, "non-vanishing
     bias").
 
     Rates are processed from the largest down.  The first root solve starts at

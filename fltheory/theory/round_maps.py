@@ -1,4 +1,4 @@
-"""The deterministic round map of an algorithm on its full state (THEORY.md section 3).
+"""The deterministic round map of an algorithm on its full state (docs/theory/fixed-points.md).
 
 Under full participation and exact gradients one round of an algorithm is a
 deterministic map of its *state* (server model x plus control variates, h,
@@ -7,7 +7,7 @@ client gradient states, previous local models, optimizer states, ...).
 
     S_{t+1} = Phi(S_t),   Phi(S) = vec(round(unvec(S)))
 
-"General rule worth building on" in THEORY.md section 3: on quadratic clients
+"General rule worth building on" in docs/theory/fixed-points.md: on quadratic clients
 Phi is affine for every algorithm without sign/l1 terms, adaptive
 preconditioners or compression; ``fltheory.theory.affine`` recovers it.
 

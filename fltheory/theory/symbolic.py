@@ -4,7 +4,7 @@ Each function returns sympy expressions; tests in tests/theory/test_symbolic.py
 lambdify them and hold them against the numeric routines of
 :mod:`fltheory.theory.closed_forms` and :mod:`fltheory.theory.bounds`.
 
-* :func:`scalar_fixed_point` - seed 001 Theorem 2 for scalar quadratic clients
+* :func:`scalar_fixed_point` - LocalAdaptivity Theorem 2 for scalar quadratic clients
   f_i = h_i x^2/2 - e_i x with rates eta_i = c_i h, preconditioners P_i and
   tau_i steps: x~ = sum p_i b_i e_i/h_i / sum p_i b_i, b_i = 1 - (1 - c_i h P_i h_i)^tau_i;
   :func:`fixed_point_series` expands it in h (eq. 8 is the h^0 term).
@@ -31,7 +31,7 @@ __all__ = ["scalar_fixed_point", "fixed_point_series", "diagonal_fixed_point",
 
 
 def scalar_fixed_point(n_clients: int) -> tuple[sp.Expr, dict[str, Any]]:
-    """x~(h) for ``n_clients`` scalar quadratic clients (seed 001 Theorem 2).
+    """x~(h) for ``n_clients`` scalar quadratic clients (LocalAdaptivity Theorem 2).
 
     Returns (expr, symbols) with symbols p_i, hess_i (h_i), e_i, c_i, P_i,
     tau_i (positive integers) and the common rate scale h.
@@ -54,7 +54,7 @@ def fixed_point_series(n_clients: int, order: int = 2, tau: tuple[int, ...] | No
     """Series of the scalar fixed point in h up to (excluding) h^order.
 
     ``tau`` fixes the local steps (needed for a closed-form series); default
-    tau_i = i + 2.  The h^0 term is seed 001 eq. (8):
+    tau_i = i + 2.  The h^0 term is LocalAdaptivity eq. (8):
     sum p_i c_i tau_i P_i e_i / sum p_i c_i tau_i P_i h_i.
     """
     expr, sym = scalar_fixed_point(n_clients)
@@ -100,7 +100,7 @@ def sgd_contraction_factor() -> tuple[sp.Expr, sp.Expr, dict[str, Any]]:
 
 
 def elasticnet_kappa_identity() -> dict[str, Any]:
-    """Check kappa' = kappa P/(2m) (seed 003) and the lambda_2 threshold.
+    """Check kappa' = kappa P/(2m) (FedElasticNet) and the lambda_2 threshold.
 
     Returns a dict with ``difference`` (kappa' - kappa P/(2m), simplified),
     ``identity_holds`` (bool), ``kappa0_threshold`` (the positive root

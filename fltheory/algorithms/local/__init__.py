@@ -46,10 +46,10 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
                   record_precond: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
     """Run ``steps[r]`` local steps on every row r, all rows together.
 
-    Plain steps (``optimizer is None``), seed 002 Alg. 1 / THEORY.md section 2:
+    Plain steps (``optimizer is None``), BetterObjects Alg. 1 / docs/theory/index.md#algorithms:
         y <- y - lr_r (g_i(y) + grad of the extra terms),
     with g_i from ``problem.stochastic_grad`` (exact unless the federation has a
-    stochastic oracle).  With an ``optimizer`` (FedOpt, seed 001 eq. 3):
+    stochastic oracle).  With an ``optimizer`` (FedOpt, LocalAdaptivity eq. 3):
         (u, state) = update(g, state, y);  y <- y + lr_r u,
     where ``lr`` is the per-row rate *scale* (1 for the optimizer's own rate).
 

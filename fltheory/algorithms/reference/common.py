@@ -125,7 +125,7 @@ def solve_one(problem, i, D, b, y0):
 
 
 def te_push(beta, hat, count, G):
-    """Seed 002 Alg. 2: T_hat <- (1 - beta) G + beta T_hat; returns (hat, count + 1)."""
+    """BetterObjects Alg. 2: T_hat <- (1 - beta) G + beta T_hat; returns (hat, count + 1)."""
     return (1.0 - beta) * G + beta * hat, count + 1
 
 
@@ -135,7 +135,7 @@ def te_value(beta, hat, count):
 
 
 def reference_threshold(v: np.ndarray, eps: float) -> np.ndarray:
-    """Seed 003 section 3: entries with |v(j)| <= eps are sent as 0."""
+    """FedElasticNet section 3: entries with |v(j)| <= eps are sent as 0."""
     if eps <= 0:
         return v.copy()
     out = v.copy()
@@ -146,7 +146,7 @@ def reference_threshold(v: np.ndarray, eps: float) -> np.ndarray:
 
 
 def reference_st(T: np.ndarray, q: float) -> np.ndarray:
-    """Seed 000 Alg. 2 as printed: k = max(floor(n q), 1); e = the k-th largest |T|;
+    """EFL Alg. 2 as printed: k = max(floor(n q), 1); e = the k-th largest |T|;
     mask = |T| >= e; mu = (1/k) sum |T * mask|; return mu sign(T * mask)."""
     n = T.shape[0]
     k = max(int(np.floor(n * q)), 1)

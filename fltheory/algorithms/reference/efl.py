@@ -1,4 +1,4 @@
-"""EFL (seed 000 Alg. 1 with Alg. 2 compression) one client at a time
+"""EFL (EFL Alg. 1 with Alg. 2 compression) one client at a time
 (conventions: ``algorithms.efl``).
 """
 
@@ -17,7 +17,7 @@ from .common import client_gradient, draw_participants, per_client_value, refere
 @register(EFL)
 def _efl_loop(alg: Any, problem: Federation, rounds: int, participation: Participation | None,
               rng: np.random.Generator, x0: np.ndarray) -> np.ndarray:
-    """Seed 000 Alg. 1 with Alg. 2 compression, per client (conventions: efl.py)."""
+    """EFL Alg. 1 with Alg. 2 compression, per client (conventions: efl.py)."""
     N, d = problem.n_clients, problem.dim
     E = [int(per_client_value(alg.local_steps, i)) for i in range(N)]
     theta = float(max(E)) if alg.theta is None else float(alg.theta)
@@ -58,7 +58,7 @@ def _efl_loop(alg: Any, problem: Federation, rounds: int, participation: Partici
             v[i] = u[i] * w[i]
         broadcast = compress(delta_G)
         if alg.server_update == "as_printed":
-            x_server = x_server + delta_G              # seed 000 Alg. 1 / eq. 6
+            x_server = x_server + delta_G              # EFL Alg. 1 / eq. 6
         else:
             x_server = x_server + (delta_G - R_G)      # R_G is still the previous residual here
         R_G = delta_G - broadcast if alg.error_feedback else np.zeros(d)

@@ -1,4 +1,4 @@
-"""FedElasticNet (seed 003 Alg. 1-3) one client at a time; the SCAFFOLD and
+"""FedElasticNet (FedElasticNet Alg. 1-3) one client at a time; the SCAFFOLD and
 FedDyn bases reuse those algorithms' loops with the elastic-net terms.
 """
 
@@ -20,7 +20,7 @@ from .scaffold import scaffold_loop
 def _elasticnet_avg_loop(alg: Any, problem: Federation, rounds: int,
                          participation: Participation | None, rng: np.random.Generator,
                          x0: np.ndarray) -> np.ndarray:
-    """Seed 003 Alg. 1: exact or gradient-step elastic-net local solve, weighted average."""
+    """FedElasticNet Alg. 1: exact or gradient-step elastic-net local solve, weighted average."""
     d = problem.dim
     solver = alg.solver or "exact"
     x = x0.copy()

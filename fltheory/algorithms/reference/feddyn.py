@@ -1,5 +1,5 @@
 """FedDyn one client at a time (gradient steps or the exact local solve),
-also the loop of FedElasticNet's FedDyn base (seed 003 Alg. 3).
+also the loop of FedElasticNet's FedDyn base (FedElasticNet Alg. 3).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def feddyn_loop(alg: Algorithm, problem: Federation, rounds: int, participation:
                  rng: np.random.Generator, x0: np.ndarray, *, alpha: float, solver: str, lr: Rate,
                  local_steps: Steps, lambda1: float = 0.0, eps: float = 0.0,
                  subgradient: str = "sign") -> np.ndarray:
-    """FedDyn (THEORY.md section 2) / FedElasticNet Alg. 3 (seed 003), per client."""
+    """FedDyn (docs/theory/index.md#algorithms) / FedElasticNet Alg. 3 (FedElasticNet), per client."""
     N, d = problem.n_clients, problem.dim
     x = x0.copy()
     h = np.zeros(d)

@@ -1,5 +1,5 @@
 """SCAFFOLD (Karimireddy et al., arXiv:1910.06378v1, Algorithm 1) one client at
-a time, also the loop of FedElasticNet's SCAFFOLD base (seed 003 eq. 7).
+a time, also the loop of FedElasticNet's SCAFFOLD base (FedElasticNet eq. 7).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .common import client_gradient, draw_participants, per_client_value, refere
 def scaffold_loop(alg: Any, problem: Federation, rounds: int, participation: Participation | None,
                    rng: np.random.Generator, x0: np.ndarray, *, lambda1: float = 0.0,
                    lambda2: float = 0.0, eps: float = 0.0) -> np.ndarray:
-    """SCAFFOLD (THEORY.md section 2) / FedElasticNet Alg. 2 (seed 003 eq. 7), per client."""
+    """SCAFFOLD (docs/theory/index.md#algorithms) / FedElasticNet Alg. 2 (FedElasticNet eq. 7), per client."""
     N, d = problem.n_clients, problem.dim
     x = x0.copy()
     c = np.zeros(d)

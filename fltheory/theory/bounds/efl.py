@@ -1,4 +1,4 @@
-"""EFL (seed 000, Ma et al.) Theorem 1 (eq. 7), its corollaries (eq. 8-9,
+"""EFL (EFL, Ma et al.) Theorem 1 (eq. 7), its corollaries (eq. 8-9,
 section 4.1) and the incomplete-client rate (section 4.2).
 
 Notation: N clients with base weights p^k, E local steps per round, client k
@@ -19,7 +19,7 @@ Theorem 1 (eq. 7)::
           + (2 + mu / (2 (1 + theta) L)) E (E - 1) G^2 (sum p s + theta (sum p - 2) + sum p s^K)
           + 2 E G^2 sum ((p_t^k)^2 / p^k) s_t^k
 
-Readings (THEORY.md section 4), ``variant="corrected"`` (default) vs ``"as_printed"``:
+Readings (docs/theory/index.md#bounds), ``variant="corrected"`` (default) vs ``"as_printed"``:
 
 * J.  Printed: max_tau 32 E sum_k E[p s] / (D_k / mu E[sum p s]) with D_k
   outside its sum; as printed we evaluate the unbound D_k as D = sum p^k D_k,
@@ -75,7 +75,7 @@ __all__ = ["StepMoments", "efl_step_moments", "efl_heterogeneity", "efl_theorem1
            "efl_theorem1_from_constants", "efl_inactive_rate", "efl_abandonment",
            "efl_incomplete_rate"]
 
-_REF = "seed 000 (EFL) Theorem 1, eq. (7)"
+_REF = "EFL (EFL) Theorem 1, eq. (7)"
 
 
 class StepMoments(NamedTuple):
@@ -106,7 +106,7 @@ def efl_step_moments(weights: ArrayLike, step_probs: ArrayLike, E: int, *,
     E : int
         Local steps of a complete client.
     weighting : {"plain", "adaptive"}
-        p_t^k = p^k, or E p^k / s_t^k (seed 000 section 4.2), for s_t^k > 0;
+        p_t^k = p^k, or E p^k / s_t^k (EFL section 4.2), for s_t^k > 0;
         p_t^k = 0 when s_t^k = 0.
     """
     weighting = choice("weighting", weighting, ("plain", "adaptive"))
@@ -152,7 +152,7 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
                  step_probs: ArrayLike | None = None, weighting: str = "plain",
                  moments: StepMoments | None = None, variant: str = "corrected",
                  strict: bool = False) -> BoundResult:
-    """EFL Theorem 1 (seed 000 eq. 7) after ``tau`` rounds; see the module docstring.
+    """EFL Theorem 1 (EFL eq. 7) after ``tau`` rounds; see the module docstring.
 
     Parameters
     ----------
@@ -260,7 +260,7 @@ def efl_theorem1_from_constants(constants: Any, tau: int, *, E: int, theta: floa
                                 **kwargs: Any) -> BoundResult:
     """:func:`efl_theorem1` with the constants read from a ProblemConstants-like object.
 
-    Assumptions 1-2 of seed 000 ask every F~_k (and F) to be L-smooth and
+    Assumptions 1-2 of EFL ask every F~_k (and F) to be L-smooth and
     mu-strongly convex: L = max ``client_L`` and mu = min ``client_mu`` when
     those attributes exist (else ``L``, ``mu``).  sigma_k^2 from
     ``sigma2_clients`` (else ``sigma2``, else 0); D_k from ``D_k``.
@@ -301,7 +301,7 @@ def efl_inactive_rate(tau: int, inactive: ArrayLike, J: float, E: int, *, consta
 @checked_arguments
 def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
                     gamma: float, *, constant: float = 1.0) -> BoundResult:
-    """Corollary 1 (seed 000 eq. 8-9): abandon an inactive client a when
+    """Corollary 1 (EFL eq. 8-9): abandon an inactive client a when
     y^a J > f_1(T) = C~_T / (E (T - tau0) + gamma~)^2 with C~_T = T C and
     gamma~ = gamma (the paper's approximations C_tau ~ C~_tau = tau C).
 
@@ -319,7 +319,7 @@ def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
     kept = y_a * J
     terms = {"f0": kept, "f1": f1, "abandon": kept > f1,
              "eq9_threshold": constant * (C / J) / (T * E) if J > 0 else None}
-    return make_result(f1, assumptions, reference="seed 000 (EFL) Corollary 1, eq. (8)-(9)",
+    return make_result(f1, assumptions, reference="EFL (EFL) Corollary 1, eq. (8)-(9)",
                        variant="as_printed", terms=terms, measured=kept)
 
 

@@ -1,4 +1,4 @@
-"""FedElasticNet (seed 003) Theorem 3.1, eq. (13) (proof: Appendix B, Theorem B.6 and eq. 42).
+"""FedElasticNet (FedElasticNet) Theorem 3.1, eq. (13) (proof: Appendix B, Theorem B.6 and eq. 42).
 
 For convex beta-smooth client losses L_k, uniform sampling of P of m clients
 per round and lambda_2 > 27 beta (FedElasticNet with FedDyn, Alg. 3)::
@@ -40,7 +40,7 @@ from ._common import as_float, positive_check, uniform_smoothness
 __all__ = ["elasticnet_constants", "elasticnet_C0", "elasticnet_sign_term",
            "elasticnet_theorem31", "elasticnet_theorem31_from_constants"]
 
-_REF = "seed 003 (FedElasticNet) Theorem 3.1, eq. (13)"
+_REF = "FedElasticNet (FedElasticNet) Theorem 3.1, eq. (13)"
 
 
 @checked_arguments

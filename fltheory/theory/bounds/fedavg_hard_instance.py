@@ -1,6 +1,6 @@
 """A hard instance for FedAvg's lower bound (Karimireddy et al., SCAFFOLD, ICML 2020, Theorem II).
 
-Theorem II of the ICML 2020 version of SCAFFOLD (not in seed 004, arXiv v1)
+Theorem II of the ICML 2020 version of SCAFFOLD (not in SCAFFOLD-v1, arXiv v1)
 says that for K >= 2 local steps and exact gradients there are mu-strongly
 convex objectives with (G, B)-bounded gradient dissimilarity on which FedAvg,
 whatever its step size, has F(x_R) - F* >= Omega(G^2 / (mu R^2)).  The instance

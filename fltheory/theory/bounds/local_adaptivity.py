@@ -1,7 +1,7 @@
-"""Seed 001 (Wang et al., Local Adaptivity in FL), Theorem 1 in the derived
-recursion form of THEORY.md section 3.
+"""LocalAdaptivity (Wang et al., Local Adaptivity in FL), Theorem 1 in the derived
+recursion form of docs/theory/fixed-points.md.
 
-Assumptions (restated, THEORY.md section 3):
+Assumptions (restated, docs/theory/fixed-points.md):
 
 * A1: ||E O_i(x) - E O_i(y)||^2 <= rho_i ||x - y||^2, rho_bar = sum p_i rho_i < 1;
 * A2: E||O_i(x) - E O_i(x)||^2 <= phi_i, client noises independent;
@@ -43,13 +43,13 @@ from .gd_contraction import gd_contraction_factor
 __all__ = ["sgd_operator_constants", "fedopt_theorem1", "fedopt_theorem1_quadratic",
            "fedopt_theorem1_from_constants"]
 
-_REF = "seed 001 (Local Adaptivity) Theorem 1, derived recursion (THEORY.md section 3)"
+_REF = "LocalAdaptivity (Local Adaptivity) Theorem 1, derived recursion (docs/theory/fixed-points.md)"
 
 
 @checked_arguments
 def sgd_operator_constants(lr: Rate, local_steps: Steps, mu: Any, L: Any, sigma2: ArrayLike, *,
                            form: str = "squared") -> tuple[np.ndarray, np.ndarray, tuple[Assumption, ...]]:
-    """(rho_i, phi_i, assumptions) of SGD clients for A1/A2 of seed 001.
+    """(rho_i, phi_i, assumptions) of SGD clients for A1/A2 of LocalAdaptivity.
 
     ``form="squared"``: rho_i = max(|1 - eta_i mu_i|, |1 - eta_i L_i|)^{2 tau_i}.
     ``form="paper"``: rho_i = q_i^{tau_i}, the unsquared Lipschitz constant of the
@@ -95,7 +95,7 @@ def sgd_operator_constants(lr: Rate, local_steps: Steps, mu: Any, L: Any, sigma2
 def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike, server_lr: float,
                     init_dist2: float, extra_assumptions: tuple[Assumption, ...] = (),
                     strict: bool = False) -> BoundResult:
-    """Unrolled seed-001 Theorem 1 bound on E||x_R - x~||^2 (THEORY.md section 3).
+    """Unrolled seed-001 Theorem 1 bound on E||x_R - x~||^2 (docs/theory/fixed-points.md).
 
     value = a^R e_0 + V (1 - a^R)/(1 - a), a = 1 - eta_s (1 - sum p_i rho_i),
     V = eta_s^2 sum p_i^2 phi_i.  ``terms["per_round"]`` holds the bound for

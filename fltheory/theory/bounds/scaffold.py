@@ -1,6 +1,6 @@
 """SCAFFOLD (Karimireddy et al.) round complexities and step-size conditions.
 
-Seed 004 is arXiv:1910.06378v1, which states only the strongly convex
+SCAFFOLD-v1 is arXiv:1910.06378v1, which states only the strongly convex
 SCAFFOLD rates (its Theorems 4 and 6).  The FedAvg bounds (Theorem I), the
 FedAvg lower bound (Theorem II), SCAFFOLD's Theorem III with its step-size
 conditions and the quadratic delta-similarity result (Theorem IV) are those of
@@ -22,7 +22,7 @@ comparing slopes and orders, not absolute values.
   more: the global rate eta_g >= 1, and a second local-rate cap depending on
   the sampling, eta_l <= S/(15 mu N K eta_g) (the seed text keeps only the
   remark "there is an additional bound on the step-size depending on the
-  number of clients sampled", its constant was lost; THEORY.md section 4
+  number of clients sampled", its constant was lost; docs/theory/index.md#bounds
   omits it).  :func:`scaffold_step_conditions` checks all of them.
 """
 
@@ -40,7 +40,7 @@ __all__ = ["scaffold_rounds", "scaffold_quadratic_rounds", "fedavg_rounds",
            "fedavg_lower_bound", "scaffold_step_conditions", "scaffold_rounds_from_constants",
            "fedavg_rounds_from_constants"]
 
-_REF = "Karimireddy et al., SCAFFOLD (ICML 2020 version; not in seed 004 = arXiv:1910.06378v1)"
+_REF = "Karimireddy et al., SCAFFOLD (ICML 2020 version; not in SCAFFOLD-v1 = arXiv:1910.06378v1)"
 
 
 def _checks(**values: float) -> list[Assumption]:
@@ -51,7 +51,7 @@ def _checks(**values: float) -> list[Assumption]:
 def scaffold_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: float,
                     beta: float, constant: float = 1.0, strict: bool = False) -> BoundResult:
     """SCAFFOLD rounds to eps accuracy, strongly convex (ICML 2020 Theorem III; the
-    same order as seed 004's Theorem 6): c (sigma^2/(mu K S eps) + beta/mu + N/S)."""
+    same order as SCAFFOLD-v1's Theorem 6): c (sigma^2/(mu K S eps) + beta/mu + N/S)."""
     v = {k: as_float(k, x) for k, x in dict(sigma2=sigma2, mu=mu, K=K, S=S, N=N, eps=eps,
                                             beta=beta, constant=constant).items()}
     a = _checks(mu=v["mu"], K=v["K"], S=v["S"], N=v["N"], eps=v["eps"], beta=v["beta"])
@@ -73,7 +73,7 @@ def scaffold_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: fl
 def scaffold_rounds_from_constants(constants: Any, *, K: int, S: int, N: int, eps: float,
                                    **kw: Any) -> BoundResult:
     """:func:`scaffold_rounds` with sigma2, mu = min_i mu_i and beta = max_i L_i read from a
-    ProblemConstants-like object (seed 004 Assumptions: *each* f_i is beta-smooth and
+    ProblemConstants-like object (SCAFFOLD-v1 Assumptions: *each* f_i is beta-smooth and
     mu-strongly convex; ``mu``/``L`` when there are no ``client_mu``/``client_L``)."""
     return scaffold_rounds(sigma2=constant_from(constants, "sigma2", default=0.0, required=False),
                            mu=uniform_convexity(constants),
@@ -102,7 +102,7 @@ def scaffold_quadratic_rounds(*, beta: float, sigma2: float, mu: float, K: int, 
 def fedavg_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: float,
                   G: float, B: float, beta: float, constant: float = 1.0,
                   strict: bool = False) -> BoundResult:
-    """FedAvg rounds, strongly convex, (G, B)-BGD (ICML 2020 Theorem I, not in seed 004):
+    """FedAvg rounds, strongly convex, (G, B)-BGD (ICML 2020 Theorem I, not in SCAFFOLD-v1):
     c (sigma^2/(mu K S eps) + (1 - S/N) G^2/(mu S eps) + sqrt(beta) G/(mu sqrt(eps)) + B^2 beta/mu)."""
     a = _checks(mu=mu, K=K, S=S, N=N, eps=eps, beta=beta) + [
         positive_check("sigma2", sigma2, allow_zero=True), positive_check("G", G, allow_zero=True),
@@ -126,7 +126,7 @@ def fedavg_rounds(*, sigma2: float, mu: float, K: int, S: int, N: int, eps: floa
 @checked_arguments
 def fedavg_lower_bound(*, G: float, mu: float, R: int, K: int, sigma2: float = 0.0,
                        constant: float = 1.0, strict: bool = False) -> BoundResult:
-    """FedAvg lower bound (ICML 2020 Theorem II, not in seed 004): F(x_R) - F* >= c G^2 / (mu R^2)
+    """FedAvg lower bound (ICML 2020 Theorem II, not in SCAFFOLD-v1): F(x_R) - F* >= c G^2 / (mu R^2)
     for K >= 2 and sigma = 0.  ``value`` is a lower bound here."""
     a = [positive_check("mu", mu), positive_check("R", R), positive_check("G", G, allow_zero=True),
          Assumption("K >= 2", K >= 2, f"K = {K}"),
@@ -176,7 +176,7 @@ def scaffold_step_conditions(*, eta_l: float, eta_g: float, beta: float, K: int,
 def fedavg_rounds_from_constants(constants: Any, *, K: int, S: int, N: int, eps: float,
                                  **kw: Any) -> BoundResult:
     """:func:`fedavg_rounds` with sigma2, mu = min_i mu_i, beta = max_i L_i (each f_i, as
-    seed 004 assumes) and the (G, B)-BGD pair G = sqrt(scaffold_G2), B = sqrt(scaffold_B2)
+    SCAFFOLD-v1 assumes) and the (G, B)-BGD pair G = sqrt(scaffold_G2), B = sqrt(scaffold_B2)
     read from a ProblemConstants-like object."""
     return fedavg_rounds(sigma2=constant_from(constants, "sigma2", default=0.0, required=False),
                          mu=uniform_convexity(constants), beta=uniform_smoothness(constants),

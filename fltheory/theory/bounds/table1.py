@@ -1,4 +1,4 @@
-"""Seed 000 (EFL) Table 1: rounds to eps accuracy as tabulated (constants
+"""EFL (EFL) Table 1: rounds to eps accuracy as tabulated (constants
 hidden: each formula is multiplied by an explicit ``constant``, default 1).
 
 | algorithm | convexity | rounds |
@@ -34,7 +34,7 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
                   L: float | None = None, delta: float | None = None, N: int | None = None,
                   sigma2: float | None = None, constant: float = 1.0,
                   strict: bool = False) -> BoundResult:
-    """Evaluate one row of seed 000 Table 1; ``terms`` holds each summand."""
+    """Evaluate one row of EFL Table 1; ``terms`` holds each summand."""
     from ...errors import InvalidHyperparameterError
     if algorithm not in TABLE1_ALGORITHMS:
         raise InvalidHyperparameterError(f"algorithm must be one of {TABLE1_ALGORITHMS}, got {algorithm!r}")
@@ -69,7 +69,7 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
             assert mu is not None and L is not None
             terms = {"G2/(mu S eps)": G ** 2 / (mu * S * eps), "L/(mu sqrt eps)": L / (mu * math.sqrt(eps))}
     value = constant * sum(terms.values()) if terms else None
-    return make_result(value, checks, reference=f"seed 000 (EFL) Table 1, row {algorithm}",
+    return make_result(value, checks, reference=f"EFL (EFL) Table 1, row {algorithm}",
                        variant=f"big_O(constant={constant})", terms=terms, strict=strict)
 
 

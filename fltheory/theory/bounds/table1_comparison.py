@@ -1,4 +1,4 @@
-"""Seed 000 (EFL) Table 1's comparison of EFL with the other strongly convex rows, in closed form.
+"""EFL (EFL) Table 1's comparison of EFL with the other strongly convex rows, in closed form.
 
 Table 1 of Ma et al., "Towards Heterogeneous Clients with Elastic Federated
 Learning" (arXiv:2106.09433) lists rounds to eps-accuracy (constants hidden)

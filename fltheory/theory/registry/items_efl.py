@@ -1,4 +1,4 @@
-"""Items of seed 000: Ma et al., "Towards Heterogeneous Clients with Elastic Federated Learning" (EFL)."""
+"""Items of EFL: Ma et al., "Towards Heterogeneous Clients with Elastic Federated Learning" (EFL)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Items of seed 003: "Communication-Efficient and Drift-Robust Federated Learning via Elastic Net"
+"""Items of FedElasticNet: "Communication-Efficient and Drift-Robust Federated Learning via Elastic Net"
 (FedElasticNet, ICLR 2023 submission)."""
 
 from __future__ import annotations

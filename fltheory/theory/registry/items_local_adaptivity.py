@@ -1,4 +1,4 @@
-"""Items of seed 001: Wang et al., "Local Adaptivity in Federated Learning: Convergence and Consistency"."""
+"""Items of LocalAdaptivity: Wang et al., "Local Adaptivity in Federated Learning: Convergence and Consistency"."""
 
 from __future__ import annotations
 

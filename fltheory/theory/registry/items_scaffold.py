@@ -1,4 +1,4 @@
-"""Items of SCAFFOLD (Karimireddy et al.): seed 004 is arXiv v1 (1910.06378v1); the FedAvg bounds, the
+"""Items of SCAFFOLD (Karimireddy et al.): SCAFFOLD-v1 is arXiv v1 (1910.06378v1); the FedAvg bounds, the
 lower bound, the convex / non-convex rates and the delta-similarity result exist only in the ICML 2020
 version and are entries of that version."""
 

@@ -1,4 +1,4 @@
-"""Items of seed 002: Zhu and Ye, "
+"""Items of BetterObjects: Zhu and Ye, "
   ""Towards More Efficient Federated Learning with Better Optimization Objects"."""
 
 from __future__ import annotations

@@ -10,26 +10,26 @@ _PAPERS = (
     Paper("efl", "000", "Towards Heterogeneous Clients with Elastic Federated Learning",
           "Zichen Ma, Yu Lu, Zihan Lu, Wenye Li, Jinfeng Yi, Shuguang Cui", "arXiv preprint", 2021,
           "2106.09433", "version not printed",
-          "Seed 000 (text with LaTeX alt-text); the text prints no arXiv id or version: the id is the "
+          "EFL (text with LaTeX alt-text); the text prints no arXiv id or version: the id is the "
           "one listed for this title and author list; which version the seed is was not established."),
     Paper("local-adaptivity", "001", "Local Adaptivity in Federated Learning: Convergence and Consistency",
           "Jianyu Wang, Zheng Xu, Zachary Garrett, Zachary Charles, Luyang Liu, Gauri Joshi",
           "arXiv preprint", 2021, "2106.02305", "version not printed",
-          "Seed 001; a draft with the authors' inline review notes and its equations lost in extraction "
+          "LocalAdaptivity; a draft with the authors' inline review notes and its equations lost in extraction "
           "(restated in our own notes); the text prints no arXiv id or version."),
     Paper("te-targets", "002", "Towards More Efficient Federated Learning with Better Optimization Objects",
           "Zirui Zhu, Ziyi Ye", "arXiv preprint", 2021, "2108.08577", "version not printed",
-          "Seed 002; the text prints no arXiv id or version: the id is the one listed for this title."),
+          "BetterObjects; the text prints no arXiv id or version: the id is the one listed for this title."),
     Paper("elasticnet", "003", "Communication-Efficient and Drift-Robust Federated Learning via Elastic Net",
           "anonymous authors", "ICLR 2023 submission (OpenReview -59_mb1lOf4, rejected)",
           2022, "", "OpenReview submission",
-          "Seed 003 is the OpenReview record (sections as JSON plus the reviews); item numbers are those of "
+          "FedElasticNet is the OpenReview record (sections as JSON plus the reviews); item numbers are those of "
           "that submission. A later arXiv version exists but was not read."),
     Paper("scaffold-v1", "004",
           "SCAFFOLD: Stochastic Controlled Averaging for On-Device Federated Learning",
           "Sai Praneeth Karimireddy, Satyen Kale, Mehryar Mohri, Sashank J. Reddi, Sebastian U. Stich, "
           "Ananda Theertha Suresh", "arXiv preprint", 2019, "1910.06378", "v1",
-          "Seed 004 is arXiv v1 (14 Oct 2019): Theorems 4 and 6 (strongly convex, without and with client "
+          "SCAFFOLD-v1 is arXiv v1 (14 Oct 2019): Theorems 4 and 6 (strongly convex, without and with client "
           "sampling), Lemmas 1-5; the convex and non-convex cases are only announced as 'similar "
           "extensions'; "
           "equations lost in extraction."),
