@@ -267,7 +267,10 @@ def _noise_sampling(cfg: dict[str, Any], seed: int, rng: np.random.Generator) ->
         for name, alg in algs.items():
             op = moment_operator(alg, fed, participation=part, x0=x0)
             gap, _ = op.iterate(nc["rounds"])
-            floor, floor_dist2, settle = op.stationary(rtol=1e-11)
+            # settled to 1e-9 relative: E[F] - F* ~ 1e-4 is a difference of O(1) numbers, so
+            # rounding alone moves it by ~1e-11 relative per round (1e-11 was at that floor);
+            # the heterogeneity check compares floors to floor_rtol = 1e-6
+            floor, floor_dist2, settle = op.stationary(rtol=1e-9)
             row[name] = {"gap": gap.tolist(), "floor": floor, "floor_dist2": floor_dist2, "settle_rounds": settle,
                          "gap_long": op.iterate(nc["exact_rounds"])[0].tolist()}
             if name == "SCAFFOLD":
