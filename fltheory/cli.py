@@ -115,6 +115,14 @@ def _overrides(args: argparse.Namespace, chosen: list[Any]) -> dict[str, Any]:
     return merged
 
 
+def _remote(args: argparse.Namespace) -> Any:
+    """The Dask task runner of ``--scheduler ADDR`` (None: local processes)."""
+    if args.scheduler is None:
+        return None
+    from fltheory.search import task_runner
+    return task_runner(args.scheduler)
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from fltheory.errors import (
         ExperimentDefinitionError,
@@ -153,7 +161,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         outcomes = reproduce(chosen, args.out, mode=args.mode, seed=args.seed, jobs=args.jobs,
                              force=args.force, echo=say, registry=registry, overrides=overrides,
-                             allow_mixed=args.allow_mixed, scheduler=args.scheduler)
+                             allow_mixed=args.allow_mixed, run_remote=_remote(args))
     except (ExperimentDefinitionError, InvalidHyperparameterError, OutputDirectoryError,
             ConnectionError) as exc:
         say(f"error: {exc}")

@@ -250,22 +250,13 @@ def _run_pool(todo: list[_Job], jobs: int, display: ProgressDisplay,
 
 # --------------------------------------------------------------------------- reproduce
 
+#: ``run_remote(tasks, report)``: runs zero-argument tasks somewhere and calls ``report`` on each result.
+RemoteRunner = Callable[[list[Callable[[], Outcome]], Callable[[Outcome], Any]], None]
+
+
 def _execute_quietly(job: _Job) -> Outcome:
     """:func:`_execute` on a cluster worker (no progress channel back to the display)."""
     return _execute(job, lambda event: None)
-
-
-def _run_on_cluster(todo: list[_Job], scheduler: str, timeout: float,
-                    report: Callable[[Outcome], bool]) -> None:
-    """Run ``todo`` as Dask tasks on the cluster at ``scheduler``; outcomes are
-    reported as they complete (each task writes its own results)."""
-    from fltheory.search import run_tasks
-
-    def on_result(index: int, outcome: Outcome) -> None:
-        report(outcome)
-
-    run_tasks([functools.partial(_execute_quietly, job) for job in todo], scheduler=scheduler,
-              timeout=timeout, on_result=on_result)
 
 
 def _check_arguments(mode: str, seed: Any, jobs: Any) -> None:
@@ -290,7 +281,7 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
               echo: Callable[[str], Any] = logger.info, show_progress: bool = True,
               registry: Sequence[Experiment] | None = None,
               overrides: Mapping[str, Any] | None = None, allow_mixed: bool = False,
-              scheduler: str | None = None, scheduler_timeout: float = 10.0) -> list[Outcome]:
+              run_remote: RemoteRunner | None = None) -> list[Outcome]:
     """Bring the results of ``experiments`` under ``out`` up to date.
 
     Stale or missing results are recomputed (all of them with ``force``);
@@ -301,14 +292,15 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
     over ``registry`` (default ``experiments``; the CLI passes every
     registered experiment, so running one keeps the others' lines).
 
-    ``scheduler`` (a Dask scheduler address, ``"tcp://host:8786"``) runs the
-    stale experiments as tasks on that cluster (``fltheory.search.run_tasks``,
-    the engine of the counterexample search) instead of local processes.  The
-    workers write the results themselves, under the same per-experiment locks,
-    so they must see ``out`` at the same path (one machine, or a shared file
-    system) and have fltheory installed; an address that does not answer within
-    ``scheduler_timeout`` seconds raises
-    :class:`~fltheory.search.ClusterUnavailableError` before anything is run.
+    ``run_remote(tasks, report)`` runs the stale experiments elsewhere instead
+    of local processes: ``tasks`` are picklable zero-argument callables (one per
+    experiment, each locking, computing and writing its own results) and
+    ``report`` is to be called with each returned outcome.  ``fltheory
+    reproduce --scheduler ADDR`` passes ``fltheory.search.task_runner(ADDR)``,
+    which runs them on a Dask cluster; its workers must see ``out`` at the same
+    path (one machine or a shared file system).  The runner is passed in rather
+    than imported here so that no experiment's cache key depends on the
+    distributed engine's source.
 
     Returns one :class:`Outcome` per experiment, in the order given;
     experiment failures are returned, not raised.  Raises
@@ -361,8 +353,8 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
         ensure_writable(directory)
         display = ProgressDisplay(len(todo), enabled=None if show_progress else False, echo=echo)
         try:
-            if scheduler is not None:
-                _run_on_cluster(todo, scheduler, scheduler_timeout, report)
+            if run_remote is not None:
+                run_remote([functools.partial(_execute_quietly, job) for job in todo], report)
             elif jobs <= 1 or len(todo) == 1:
                 for job in todo:
                     if report(_execute(job, display)):

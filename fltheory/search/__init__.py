@@ -17,7 +17,7 @@ Needs the ``search`` extra (dask[distributed], pyarrow) for Dask and Parquet.
 """
 
 from .engine import SearchResult, candidate_seed, exploration_points, search
-from .execution import ClusterUnavailableError, open_executor, run_tasks
+from .execution import ClusterUnavailableError, open_executor, run_tasks, task_runner
 from .report import counterexample_snippet, instance_document
 from .space import Categorical, Integer, Real, Space, StrategySpace, space_from_dict
 from .store import read_table
@@ -43,7 +43,7 @@ __all__ = [
     "read_table",
     "register",
     "registered_targets",
-    "run_tasks",
+    "run_tasks", "task_runner",
     "search",
     "space_from_dict",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import FLTheoryError, InvalidHyperparameterError
 
 __all__ = ["ClusterUnavailableError", "DaskExecutor", "Executor", "InProcessExecutor", "open_executor",
+           "task_runner",
            "run_tasks"]
 
 Task = tuple[str, Callable[..., Any], tuple[Any, ...]]
@@ -153,6 +154,18 @@ def run_tasks(tasks: Sequence[Callable[[], Any]], *, processes: int | None = Non
             if on_result is not None:
                 on_result(i, value)
     return [results[i] for i in range(len(tasks))]
+
+
+def task_runner(scheduler: str | None = None, *, processes: int | None = None,
+                timeout: float = 10.0) -> Callable[[Sequence[Callable[[], Any]], Callable[[Any], Any]], None]:
+    """A ``run_remote(tasks, report)`` for ``fltheory.reproduce.reproduce``: runs the
+    tasks with :func:`run_tasks` on the Dask scheduler at ``scheduler`` (or a local
+    cluster of ``processes`` workers) and calls ``report`` on each result as it
+    completes.  Nothing is contacted until it is called."""
+    def run_remote(tasks: Sequence[Callable[[], Any]], report: Callable[[Any], Any]) -> None:
+        run_tasks(tasks, processes=processes, scheduler=scheduler, timeout=timeout,
+                  on_result=lambda index, result: report(result))
+    return run_remote
 
 
 def _call(fn: Callable[[], Any]) -> Any:

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from fltheory.reproduce import discover, reproduce
+from fltheory.search import task_runner
 
 distributed = pytest.importorskip("distributed")
 
@@ -26,7 +27,7 @@ def test_cluster_run_equals_in_process_run(tmp_path):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
         remote = reproduce(exp, tmp_path / "cluster", show_progress=False,
-                           scheduler=cluster.scheduler_address)
+                           run_remote=task_runner(cluster.scheduler_address))
     assert [o.action for o in local] == [o.action for o in remote] == ["computed"]
     a, b = _doc(tmp_path / "local", NAME), _doc(tmp_path / "cluster", NAME)
     assert a["data"] == b["data"] and a["macros"] == b["macros"] and a["checks"] == b["checks"]
@@ -37,7 +38,7 @@ def test_unreachable_scheduler_is_a_clear_error_and_writes_nothing(tmp_path):
     exp = [e for e in discover() if e.name == NAME]
     start = time.perf_counter()
     with pytest.raises(ConnectionError, match=r"127\.0\.0\.1:9"):
-        reproduce(exp, tmp_path / "out", show_progress=False, scheduler="tcp://127.0.0.1:9",
-                  scheduler_timeout=2.0)
+        reproduce(exp, tmp_path / "out", show_progress=False,
+                  run_remote=task_runner("tcp://127.0.0.1:9", timeout=2.0))
     assert time.perf_counter() - start < 30
     assert not any(p.suffix in (".json", ".png", ".pdf") for p in (tmp_path / "out").rglob("*"))
