@@ -8,6 +8,7 @@ order: each task's rows are filed under its id.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import logging
 import os
@@ -27,13 +28,15 @@ class ClusterUnavailableError(FLTheoryError, ConnectionError):
     """The Dask scheduler could not be reached (address and timeout in the message)."""
 
 
-class Executor:
-    """Runs tasks; yields (task_id, result) in completion order."""
+class Executor(abc.ABC):
+    """Runs tasks; yields (task_id, result) in completion order (each executor
+    below implements :meth:`run`)."""
 
     workers: int = 1
 
+    @abc.abstractmethod
     def run(self, tasks: Sequence[Task]) -> Iterator[tuple[str, Any]]:
-        raise NotImplementedError
+        """Run ``tasks``; yield (task_id, result) as each completes."""
 
 
 class InProcessExecutor(Executor):
