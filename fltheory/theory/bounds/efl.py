@@ -29,9 +29,28 @@ Readings (docs/theory/index.md#bounds), ``variant="corrected"`` (default) vs ``"
   local step count E (its usual meaning), i.e. the last sum is E sum_k p_t^k.
 * r_t (both variants): 0 when E[p_t^k s_t^k] / p^k is the same for every k,
   1 otherwise (section 4.3 uses r = 1 after a departure).
-* D_k = F~_k(w*) - F~_k* must be supplied by the caller; the elastic objective
-  F~_k changes every round, and :func:`efl_heterogeneity` evaluates it with
-  lambda = 0 (F~_k = F_k), which is the convention of this module.
+* D_k = F~_k(w*) - F~_k* (EFL section 3.2, below eq. 3) is supplied by the
+  caller.  With lambda = 0, F~_k = F_k and :func:`efl_heterogeneity` gives it.
+  With lambda > 0 the elastic objective of round tau (eq. 2-3),
+      F~_{tau,k}(w) = f_k(w) + (lambda/2) sum_i (w - w_{tau-1}^i)^T diag(I_{tau-1,i}) (w - w_{tau-1}^i),
+  depends on the clients' previous models, so it is random and changes every
+  round; :func:`efl_elastic_constants` evaluates the reading we take from the
+  paper.  (i) w* is the minimiser of F = sum_k p^k f_k: it is the only point
+  that minimises F = sum_k p^k F~_{tau,k} (eq. 1) whenever the anchors sit at
+  it (the elastic gradient vanishes there), the point EFL converges to, and
+  the theorem's left side has one fixed w*.  (ii) D_k enters the proof through
+  the one-round inequality of every round tau, inside the expectation over
+  the anchors (the step counts are independent of them), so the constant the
+  theorem needs is D_k = max_tau E[F~_{tau,k}(w*) - F~_{tau,k}*], the maximum
+  over the rounds of the run of the exact expectation over the anchors'
+  law; on quadratic clients F~_{tau,k}(w*) - F~_{tau,k}* =
+  1/2 grad^T (H_k + lambda diag U)^{-1} grad with grad = grad f_k(w*) +
+  lambda (U * w* - V), U = sum_i diag(I_i), V = sum_i diag(I_i) w^i, whose
+  expectation needs only E[V] and E[V V^T] per value of U (exact moments).
+  (iii) mu and L of Assumptions 1-2 range over every F~_{tau,k} and F that
+  occurs: the extreme eigenvalues of H_k + lambda diag U and
+  sum_k p^k H_k + lambda diag U.  In round 0 nobody has reported (U = 0), so
+  D_k is never below its lambda = 0 value and mu never above it.
 * Eq. (6) sums j = 0..s, the update has s terms (j = 0..s-1); this concerns the
   algorithm, not the value of the bound.
 
@@ -71,7 +90,8 @@ from ..result import Assumption, BoundResult, make_result
 from ._common import constant_from, uniform_convexity, uniform_smoothness
 from ...problems.base import Federation
 
-__all__ = ["StepMoments", "efl_step_moments", "efl_heterogeneity", "efl_theorem1",
+__all__ = ["ElasticConstants", "StepMoments", "efl_step_moments", "efl_heterogeneity", "efl_elastic_constants",
+           "efl_theorem1",
            "efl_theorem1_from_constants", "efl_inactive_rate", "efl_abandonment",
            "efl_incomplete_rate"]
 
@@ -144,6 +164,94 @@ def efl_heterogeneity(fed: Federation) -> np.ndarray:
     instance("fed", fed, Federation, "a Federation", InvalidProblemError)
     from ..objective_shift import suboptimality_gaps
     return suboptimality_gaps(fed, fed.optimum())
+
+
+class ElasticConstants(NamedTuple):
+    """Constants of EFL Theorem 1 with the elastic term (module docstring, reading (i)-(iii)).
+
+    D : (T, N) E[F~_{t,k}(w*) - F~_{t,k}*] per round t and client k;
+    D_k : (N,) their maximum over the rounds (the theorem's constant);
+    mu, L : smallest / largest eigenvalue of every H_k + lambda diag U and
+    sum_k p^k H_k + lambda diag U that occurs with positive probability.
+    """
+
+    D: np.ndarray
+    D_k: np.ndarray
+    mu: float
+    L: float
+
+
+@checked_arguments
+def efl_elastic_constants(fed: Federation, lam: float, anchor_laws: Any) -> ElasticConstants:
+    """Exact D_k, mu and L of EFL Theorem 1 for lambda >= 0 on quadratic clients.
+
+    Parameters
+    ----------
+    fed : Federation with constant client Hessians (quadratic clients)
+    lam : float >= 0
+        The elastic coefficient lambda of EFL eq. 2.
+    anchor_laws : sequence over rounds t of sequences of components, each with attributes
+        ``weight``, ``U`` (d,), ``V_mean`` (d,), ``V_second`` (d, d): the law of the anchors
+        U = sum_i diag(I_i), V = sum_i diag(I_i) w^i at the start of round t
+        (``fltheory.theory.moments.elastic_anchor_laws``).
+
+    Returns
+    -------
+    ElasticConstants.  For each component, with A_k = H_k + lambda diag U and
+    a_k = grad f_k(w*) + lambda U * w*:
+        E[D_{t,k} | U] = 1/2 (a_k^T A_k^{-1} a_k - 2 lambda a_k^T A_k^{-1} E[V]
+                              + lambda^2 tr(A_k^{-1} E[V V^T])),
+    averaged with the component weights.
+    """
+    instance("fed", fed, Federation, "a Federation", InvalidProblemError)
+    lam = positive("lam", lam, allow_zero=True)
+    N, d = fed.n_clients, fed.dim
+    w_star = fed.optimum()
+    X = np.broadcast_to(w_star, (N, d))
+    H = fed.client_hess(X)
+    if not np.allclose(H, fed.client_hess(X + 1.0), rtol=1e-12, atol=1e-12):
+        raise InvalidProblemError("efl_elastic_constants needs quadratic clients (constant Hessians)")
+    g = fed.client_grad(X)
+    Hbar = np.einsum("k,kij->ij", fed.weights, H)
+    try:
+        rounds = [list(r) for r in anchor_laws]
+    except TypeError as exc:
+        raise InvalidHyperparameterError(
+            f"anchor_laws must be a sequence over rounds of sequences of components, got {anchor_laws!r}") from exc
+    if not rounds or any(not r for r in rounds):
+        raise InvalidHyperparameterError("anchor_laws needs at least one round, each with at least one component")
+    D = np.zeros((len(rounds), N))
+    mu, L = np.inf, 0.0
+    for t, comps in enumerate(rounds):
+        total = 0.0
+        for c in comps:
+            try:
+                w = float(c.weight)
+                U = np.asarray(c.U, dtype=np.float64)
+                Vm = np.asarray(c.V_mean, dtype=np.float64)
+                Vs = np.asarray(c.V_second, dtype=np.float64)
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise InvalidHyperparameterError(
+                    f"anchor law components need weight, U, V_mean, V_second; got {c!r}") from exc
+            if U.shape != (d,) or Vm.shape != (d,) or Vs.shape != (d, d) or not (0.0 <= w <= 1.0) \
+                    or not (np.all(np.isfinite(U)) and np.all(np.isfinite(Vm)) and np.all(np.isfinite(Vs))):
+                raise InvalidHyperparameterError(
+                    f"round {t}: a component needs weight in [0, 1], U ({d},), V_mean ({d},), V_second "
+                    f"({d}, {d}), all finite; got weight {w!r}, shapes {U.shape}, {Vm.shape}, {Vs.shape}")
+            if w == 0.0:
+                continue
+            total += w
+            A = H + lam * np.diag(U)[None]                              # (N, d, d)
+            a = g + lam * (U * w_star)[None]                            # (N, d)
+            Ainv = np.linalg.inv(A)
+            Aa = np.einsum("kij,kj->ki", Ainv, a)
+            D[t] += w * 0.5 * (np.einsum("ki,ki->k", a, Aa) - 2 * lam * Aa @ Vm
+                               + lam ** 2 * np.einsum("kij,ji->k", Ainv, Vs))
+            eig = np.concatenate([np.linalg.eigvalsh(A).ravel(), np.linalg.eigvalsh(Hbar + lam * np.diag(U))])
+            mu, L = min(mu, float(eig.min())), max(L, float(eig.max()))
+        if abs(total - 1.0) > 1e-9:
+            raise InvalidHyperparameterError(f"round {t}: component weights sum to {total!r}, not 1")
+    return ElasticConstants(D=D, D_k=D.max(axis=0), mu=mu, L=L)
 
 
 @checked_arguments

@@ -10,12 +10,15 @@
   under uniform / Bernoulli sampling (``fedavg_fast``);
 * :func:`averaging_moments` -- FedAvg / EFL (lambda = 0) averaging rounds with
   independent per-client step laws or uniform sampling and a per-round rate
-  (``averaging``).
+  (``averaging``);
+* :func:`efl_elastic_moments`, :func:`elastic_anchor_laws` -- EFL with the Fisher-elastic
+  term (lambda >= 0, no compression) and the law of its anchors (``efl_elastic``).
 """
 
 from .averaging import averaging_moments
+from .efl_elastic import AnchorLaw, ElasticState, efl_elastic_moments, elastic_anchor_laws
 from .conditional import ConditionalMap, conditional_round_map
-from .engine import ExactMoments, exact_moments, refuse_non_affine
+from .engine import ExactMoments, StateComponent, exact_moments, refuse_non_affine
 from .fedavg_fast import fedavg_client_maps, fedavg_sampling_moments
 from .noise import AdditiveNoise, MinibatchNoise, noise_of
 from .operator import MomentOperator, moment_operator
@@ -23,12 +26,17 @@ from .support import Outcome, inclusion_probabilities, participation_support
 
 __all__ = [
            "AdditiveNoise",
+           "AnchorLaw",
            "ConditionalMap",
+           "ElasticState",
            "ExactMoments",
            "MinibatchNoise",
            "MomentOperator",
            "Outcome",
+           "StateComponent",
            "averaging_moments",
+           "efl_elastic_moments",
+           "elastic_anchor_laws",
            "conditional_round_map",
            "exact_moments",
            "fedavg_client_maps",

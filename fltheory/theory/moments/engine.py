@@ -68,7 +68,7 @@ from .conditional import (
 from .noise import AdditiveNoise, NoiseModel, noise_of
 from .support import participation_support
 
-__all__ = ["ExactMoments", "exact_moments", "refuse_non_affine"]
+__all__ = ["ExactMoments", "StateComponent", "exact_moments", "refuse_non_affine"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,8 @@ class ExactMoments:
     components : (R+1,) number of mixture components per round;
     clip : largest negative rounding residue clipped to 0 in dist2 / loss_gap;
     info : what was computed how (participation support sizes, noise model, seconds).
+    states : with ``keep_states=True``, for t = 0..R the mixture components of the whole state law
+        at the start of round t (:class:`StateComponent`); None otherwise.
     """
 
     mean: np.ndarray
@@ -93,6 +95,7 @@ class ExactMoments:
     components: np.ndarray
     clip: float
     info: dict[str, Any] = field(default_factory=dict)
+    states: tuple[tuple[StateComponent, ...], ...] | None = None
 
     @property
     def variance(self) -> np.ndarray:
@@ -126,6 +129,22 @@ def refuse_non_affine(algorithm: Algorithm) -> None:
             f"FedElasticNet with lambda1={algorithm.lambda1!r}: the l1 term makes the local solution a "  # type: ignore[attr-defined]
             "soft-thresholding, piecewise affine with draw-dependent pieces; exact moments need lambda1=0 "
             "(the l1 case stays Monte Carlo)")
+
+
+@dataclass(frozen=True)
+class StateComponent:
+    """One mixture component of the law of the whole state S_t.
+
+    weight : its probability;  state : the state with the component's counters, flags and frozen
+    coordinates (exact) and its mean in the free coordinates;  mean : (n,) E[S | component];
+    second : (n, n) E[S S^T | component];  layout : where each state field sits in S.
+    """
+
+    weight: float
+    state: Any
+    mean: np.ndarray
+    second: np.ndarray
+    layout: Any
 
 
 @dataclass
@@ -229,7 +248,8 @@ def _revalidated(cm: ConditionalMap, algorithm: Algorithm, problem: Federation, 
 
 def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
                   participation: Participation | None = None, noise: Any = None, x0: Any = None,
-                  max_components: int = 256, max_outcomes: int = 20_000, rtol: float = 1e-8) -> ExactMoments:
+                  max_components: int = 256, max_outcomes: int = 20_000, rtol: float = 1e-8,
+                  keep_states: bool = False) -> ExactMoments:
     """Exact first and second moments of ``run(algorithm, problem, rounds, participation=...)``.
 
     Parameters
@@ -247,6 +267,8 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     x0 : (d,) initial model (zeros by default)
     max_components, max_outcomes : limits of the exact mixture and of the enumerated support.
     rtol : tolerance of the affinity check of every recovered conditional map.
+    keep_states : also return the mixture components of the whole state law at every round
+        (``ExactMoments.states``; e.g. the moments of EFL's reported models for its D_k).
 
     Returns
     -------
@@ -275,6 +297,14 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     frozen = _frozen_mask(algorithm, exact, state0, layout, np.random.default_rng(1))
     S0 = state_to_vector(state0, layout)
     comps = {(_discrete(state0), S0[frozen].tobytes()): _Component(1.0, state0, S0, np.outer(S0, S0))}
+    kept: list[tuple[StateComponent, ...]] = []
+
+    def snapshot() -> None:
+        if keep_states:
+            kept.append(tuple(StateComponent(c.weight, vector_to_state(c.mu, c.template, layout), c.mu.copy(),
+                                             c.second.copy(), layout) for c in comps.values()))
+
+    snapshot()
     E = algorithm.nominal_steps(exact)
     means, seconds, ncomp = [S0[xs]], [np.outer(S0[xs], S0[xs])], [1]
     n_outcomes = []
@@ -338,6 +368,7 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
         means.append(np.asarray(mu_all)[xs])
         seconds.append(np.asarray(sec_all)[xs, xs])
         ncomp.append(len(comps))
+        snapshot()
     mu_all = sum(c.weight * c.mu for c in comps.values())
     sec_all = sum(c.weight * c.second for c in comps.values())
     mean = np.array(means)
@@ -357,4 +388,5 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
             "method": "enumerated outcomes x conditional affine maps read off the round"}
     return ExactMoments(mean=mean, dist2=np.maximum(dist2, 0.0), loss_gap=np.maximum(gap, 0.0),
                         second=second, x_star=x_star, state_mean=np.asarray(mu_all),
-                        state_second=np.asarray(sec_all), components=np.array(ncomp), clip=clip, info=info)
+                        state_second=np.asarray(sec_all), components=np.array(ncomp), clip=clip, info=info,
+                        states=tuple(kept) if keep_states else None)
