@@ -37,7 +37,21 @@ schedule of the theorem.  Variants (each a row of ``config["variants"]``):
   with its compression; its hypotheses say nothing about it;
 * ``st-no-ef``: the same compression with error feedback switched off
   (``EFL(error_feedback=False)``: residuals discarded), the ablation that
-  shows what the residual memory buys.
+  shows what the residual memory buys;
+* ``complete-elastic``, ``incomplete-adaptive-elastic``, ``inactive-elastic``,
+  ``sampled-elastic``: the same step laws with the Fisher-elastic term of
+  eq. 2-3, lambda = ``config["lam"]`` > 0, no compression (theorem keys
+  ``t1-corrected-elastic`` / ``t1-as-printed-elastic``).  F~_{tau,k} then
+  depends on the clients' previous models; the constants follow the reading
+  documented in ``fltheory.theory.bounds.efl``: w* minimises sum_k p^k f_k,
+  D_k = max over the rounds t < tau of the exact E[F~_{t,k}(w*) - F~_{t,k}*]
+  over the law of the anchors (``efl_elastic_constants`` on
+  ``efl_elastic_moments``), mu and L the extreme eigenvalues of every
+  H_k + lambda diag U (U = 0 in round 0, at most the sum of all Fisher
+  diagonals), and G^2 the largest exact E||g||^2 of any local step taken in
+  rounds t < tau (``efl_elastic_gradient_moments``), the convention of the
+  exact instances below.  The error is the exact expectation; Monte Carlo
+  replicates of the real runs give the bands and a z-score cross-check.
 
 Constants come from the problem (``fed.constants``): mu = min_k mu_k,
 L = max_k L_k, sigma_k^2 exact, D_k exact, theta = max p_tau^k / p^k over the
@@ -106,15 +120,23 @@ from fltheory.participation import (
     FullParticipation,
     FullSteps,
     IncompleteSteps,
+    Participation,
     UniformSampling,
 )
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.bounds import (
+    efl_elastic_constants,
     efl_step_moments,
     efl_theorem1,
     efl_theorem1_from_constants,
 )
-from fltheory.theory.moments import AdditiveNoise, averaging_moments
+from fltheory.theory.moments import (
+    AdditiveNoise,
+    averaging_moments,
+    efl_elastic_gradient_moments,
+    efl_elastic_moments,
+    elastic_anchor_laws,
+)
 
 NAME = "efl_convergence"
 TITLE = "Monte Carlo E||w - w*||^2 of EFL vs Theorem 1 (eq. 7), incomplete/inactive clients, compression"
@@ -126,7 +148,13 @@ THEOREMS = [
             "Theorem 1, corrected reading, on exact two-client instances meeting its hypotheses", "eq. 7"),
     Theorem("t1-as-printed-exact", _PAPER,
             "Theorem 1, as printed, on exact two-client instances meeting its hypotheses", "eq. 7"),
+    Theorem("t1-corrected-elastic", _PAPER,
+            "Theorem 1, corrected reading, EFL with the Fisher-elastic term lambda > 0 (exact expectation)",
+            "eq. 7"),
+    Theorem("t1-as-printed-elastic", _PAPER,
+            "Theorem 1, as printed, EFL with the Fisher-elastic term lambda > 0 (exact expectation)", "eq. 7"),
 ]
+ELASTIC_KEYS = {"corrected": "t1-corrected-elastic", "as_printed": "t1-as-printed-elastic"}
 READINGS = {"corrected": "t1-corrected-exact", "as_printed": "t1-as-printed-exact"}
 # One-dimensional clients f_k(x) = h_k/2 (x - c_k)^2 (min value 0), EFL with lambda = 0, plain
 # weights, theta = 1, no compression; step_probs[k, j] = P(s_k = j), the same every round.
@@ -161,6 +189,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
                          "server_update": "consistent"},
     "st-no-ef": {"steps": "full", "weights": "plain", "compression": "st", "server_update": "as_printed",
                  "error_feedback": False},
+    # lambda = config["lam"] > 0: the elastic term of eq. 2-3, exact expectation (no compression)
+    "complete-elastic": {"steps": "full", "weights": "plain", "compression": None, "server_update": "as_printed",
+                         "elastic": True},
+    "incomplete-adaptive-elastic": {"steps": "incomplete", "weights": "adaptive", "compression": None,
+                                    "server_update": "as_printed", "elastic": True},
+    "inactive-elastic": {"steps": "inactive", "weights": "plain", "compression": None,
+                         "server_update": "as_printed", "elastic": True},
+    "sampled-elastic": {"steps": "sampled", "weights": "plain", "compression": None,
+                        "server_update": "as_printed", "elastic": True},
 }
 QUICK: dict[str, Any] = {
     "n_clients": 4, "dim": 4, "L": 4.0, "mu": 1.0, "heterogeneity": 1.0,
@@ -169,12 +206,16 @@ QUICK: dict[str, Any] = {
     "inactive_prob": [0.0, 0.2, 0.4, 0.6],    # y_k of the "inactive" variant
     "q": 0.5,                                 # ST sparsity: k = floor(d q) entries
     "sampled": 2,                             # S clients per round in the "sampled" variant
+    "lam": 0.5,                               # lambda of the "-elastic" variants (EFL eq. 2)
     "variants": list(VARIANTS),
     "confidence_z": 1.96,                     # two-sided 95 % normal interval
 }
 FULL: dict[str, Any] = {**QUICK, "n_clients": 8, "dim": 10, "rounds": 60, "replicates": 400,
                         "sigma2": [0.5 + 0.25 * k for k in range(8)],
-                        "inactive_prob": [0.1 * k for k in range(8)], "q": 0.3, "sampled": 3}
+                        "inactive_prob": [0.1 * k for k in range(8)], "q": 0.3, "sampled": 3,
+                        # the exact elastic path enumerates outcomes x reported sets with (N+1) d = 90 states:
+                        # at N = 8 only the complete variant (one outcome, one set) stays within minutes
+                        "variants": [v for v, sp in VARIANTS.items() if not sp.get("elastic")] + ["complete-elastic"]}
 EXPECTED_AXES = 3
 
 
@@ -191,7 +232,7 @@ class _TableSteps:
         return np.diff(np.concatenate([[0.0], self.cdf[client]]))[: E + 1]
 
     def __call__(self, rng: np.random.Generator, t: int, E: np.ndarray, clients: np.ndarray) -> np.ndarray:
-        u = rng.random(clients.shape[0])
+        u = np.asarray(rng.random(clients.shape[0]))
         return (u[:, None] >= self.cdf[clients]).sum(axis=1).astype(np.int64)
 
 
@@ -222,7 +263,7 @@ def _step_table(kind: str, N: int, E: int, inactive: np.ndarray, sample_share: f
     return probs
 
 
-def _participation(kind: str, probs: np.ndarray, inactive: np.ndarray, S: int):
+def _participation(kind: str, probs: np.ndarray, inactive: np.ndarray, S: int) -> Participation | None:
     if kind == "full":
         return None
     if kind == "sampled":
@@ -234,6 +275,8 @@ def _participation(kind: str, probs: np.ndarray, inactive: np.ndarray, S: int):
 
 def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0: np.ndarray,
              seeds: np.ndarray) -> dict[str, Any]:
+    if spec.get("elastic"):
+        return _elastic_variant(name, spec, fed, cfg, x0, seeds)
     N, E, T = fed.n_clients, cfg["E"], cfg["rounds"]
     inactive = np.asarray(cfg["inactive_prob"], dtype=np.float64)
     S = int(cfg["sampled"])
@@ -281,7 +324,8 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
         zs = np.abs(server.mean(axis=0) - ex)[1:] / np.maximum(series_se[1:], 1e-300)
         out["mc_exact_max_z"] = float(zs.max())
     for variant in ("corrected", "as_printed"):
-        bound, unmet = [], []
+        bound: list[float | None] = []
+        unmet: list[str] = []
         for tau in range(1, T + 1):
             res = efl_theorem1_from_constants(consts, tau, E=E, theta=theta, weights=fed.weights,
                                               init_dist2=init_dist2, moments=mom, variant=variant)
@@ -298,6 +342,97 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
     out["bound_corrected_G2_at_optimum"] = [
         efl_theorem1_from_constants(at_opt, tau, E=E, theta=theta, weights=fed.weights, init_dist2=init_dist2,
                                     moments=mom).value for tau in range(1, T + 1)]
+    return out
+
+
+def _elastic_smoothness(fed: Any, lam: float) -> tuple[float, float]:
+    """(mu, L) over every F~_{tau,k} and F = sum p^k F~_{tau,k} a run can meet (Assumptions 1-2):
+    their Hessians are H_k + lambda diag U and Hbar + lambda diag U with U = 0 before any report
+    (round 0) up to U_all = sum_i diag(I_i); adding a PSD diagonal only raises eigenvalues, so the
+    extremes sit at U = 0 (mu) and U = U_all (L)."""
+    N, d = fed.n_clients, fed.dim
+    U_all = fed.fisher_diag(np.zeros((N, d))).sum(axis=0)
+    Hbar = np.einsum("k,kij->ij", fed.weights, fed.H)
+    mats = np.concatenate([fed.H, fed.H + lam * np.diag(U_all)[None], Hbar[None], (Hbar + lam * np.diag(U_all))[None]])
+    eig = np.linalg.eigvalsh(mats)
+    return float(eig.min()), float(eig.max())
+
+
+def _elastic_variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0: np.ndarray,
+                     seeds: np.ndarray) -> dict[str, Any]:
+    """EFL with lambda = cfg["lam"] > 0 (no compression) against Theorem 1 with the constants of the
+    elastic objective (``efl_elastic_constants``: D_k = max over the rounds before tau of the exact
+    E[F~_{t,k}(w*) - F~_{t,k}*], mu and L over every F~ the run meets), the exact expectation
+    (``efl_elastic_moments``) and Monte Carlo replicates of the real rounds beside it."""
+    N, E, T = fed.n_clients, cfg["E"], cfg["rounds"]
+    lam = float(cfg["lam"])
+    if not lam > 0:
+        raise InvalidHyperparameterError(f"{name}: the elastic variants need lam > 0, got {cfg['lam']!r}")
+    inactive = np.asarray(cfg["inactive_prob"], dtype=np.float64)
+    S = int(cfg["sampled"])
+    if not 1 <= S <= N:
+        raise InvalidHyperparameterError(f"sampled must be in [1, N = {N}], got {S}")
+    probs = _step_table(spec["steps"], N, E, inactive, S / N)
+    mom = efl_step_moments(fed.weights, probs, E, weighting=spec["weights"])
+    theta = max(mom.max_ratio, 1.0)
+    exact_fed = fed.exact()
+    x_star = fed.optimum()
+    init_dist2 = float(np.sum((x0 - x_star) ** 2))
+    sig = np.asarray(fed.noise_sigma2, dtype=np.float64)
+    mu_el, L_el = _elastic_smoothness(exact_fed, lam)
+    # eta_tau depends on mu, L, theta and the step law only: take the theorem's schedule before the runs.
+    pre = efl_theorem1(T, E=E, theta=theta, mu=mu_el, L=L_el, sigma2=sig, D=0.0, G2=0.0, weights=fed.weights,
+                       init_dist2=init_dist2, moments=mom)
+    if pre.terms.get("eta") is None:
+        raise InvalidHyperparameterError(f"{name}: Theorem 1 step size undefined: {pre}")
+    eta = np.asarray(pre.terms["eta"])
+    alg = EFL(lr=1.0, local_steps=E, lam=lam, weights=spec["weights"], theta=theta, compression=None,
+              lr_schedule=_Schedule(eta))
+    part = _participation(spec["steps"], probs, inactive, S)
+    server = np.array([run_algorithm(alg, fed, T, participation=part, seed=int(sd), x0=x0).dist2 for sd in seeds])
+    ex = efl_elastic_moments(alg, fed, T, participation=part, x0=x0)
+    ec = efl_elastic_constants(exact_fed, lam, elastic_anchor_laws(ex))
+    # Assumption 4, the smallest constant for the rounds before tau: the largest exact E||g||^2 of any local
+    # step a client takes with positive probability (g = grad F~_{t,k} + noise at the local iterate), the
+    # convention of the exact instances; like D_k, a maximum over the rounds t < tau
+    grads = efl_elastic_gradient_moments(alg, fed, ex)                       # (T, N, E)
+    takes = probs[:, 1:][:, ::-1].cumsum(axis=1)[:, ::-1] > 0                 # P(s_k > j) > 0
+    G2_rounds = np.nanmax(np.where(takes[None], grads, np.nan), axis=(1, 2))  # (T,)
+    G2 = float(G2_rounds.max())
+    if ec.mu < mu_el * (1 - 1e-12) or ec.L > L_el * (1 + 1e-12):
+        raise InvalidHyperparameterError(
+            f"{name}: the run meets mu = {ec.mu}, L = {ec.L} outside the schedule's [{mu_el}, {L_el}]")
+    z, M = cfg["confidence_z"], seeds.shape[0]
+    mean = server.mean(axis=0)
+    se = server.std(axis=0, ddof=1) / np.sqrt(M)
+    out: dict[str, Any] = {"spec": spec, "lam": lam, "theta": theta, "eta": eta, "S": np.asarray(pre.terms["S"]),
+                           "radius": None, "G2": G2, "seeds": seeds, "mu_elastic": mu_el, "L_elastic": L_el,
+                           "D_rounds": ec.D, "D_k_elastic": ec.D[:T].max(axis=0),
+                           "D_k_lambda0": ec.D[0], "exact": [float(v) for v in ex.dist2], "G2_rounds": G2_rounds,
+                           "server_se": se}
+    for label in ("server", "client"):                # no compression: the client copy is the server model
+        out[f"{label}_mean"], out[f"{label}_low"], out[f"{label}_high"] = mean, mean - z * se, mean + z * se
+    out["mc_exact_max_z"] = float((np.abs(mean - ex.dist2)[1:] / np.maximum(se[1:], 1e-300)).max())
+    for variant in ("corrected", "as_printed"):
+        bound: list[float | None] = []
+        unmet: list[str] = []
+        for tau in range(1, T + 1):
+            res = efl_theorem1(tau, E=E, theta=theta, mu=mu_el, L=L_el, sigma2=sig, D=ec.D[:tau].max(axis=0),
+                               G2=float(G2_rounds[:tau].max()), weights=fed.weights, init_dist2=init_dist2,
+                               moments=mom, variant=variant)
+            bound.append(res.value)
+            unmet.extend(f"{a.name} ({a.detail})" for a in res.violated)
+        out[f"bound_{variant}"] = bound
+        out[f"unmet_{variant}"] = sorted(set(unmet))
+        if variant == "corrected" and res.value is not None:
+            out["gamma"], out["J"], out["H_final"] = res.terms["gamma"], res.terms["J"], res.terms["H"]
+    # sensitivity (not a check): G^2 at w* with the anchors at w* (elastic gradient 0 there)
+    at_opt = fed.constants(radius=0.0)
+    out["G2_at_optimum"] = float(at_opt.G2_max + sig.max())
+    out["bound_corrected_G2_at_optimum"] = [
+        efl_theorem1(tau, E=E, theta=theta, mu=mu_el, L=L_el, sigma2=sig, D=ec.D[:tau].max(axis=0),
+                     G2=out["G2_at_optimum"], weights=fed.weights, init_dist2=init_dist2, moments=mom).value
+        for tau in range(1, T + 1)]
     return out
 
 
@@ -408,7 +543,9 @@ def _counterexample(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         out["companion"] = _counterexample(f"{name} from w_0 = {spec['companion_w0']}",
                                            {**twin, "w0": spec["companion_w0"]})
     for reading in READINGS:
-        vals, unmet, B = [], [], None
+        vals: list[float | None] = []
+        unmet: list[str] = []
+        B = None
         for tau in range(1, T + 1):
             res = efl_theorem1(tau, D=ex["D"], G2=ex["G2"], init_dist2=init_dist2, variant=reading, **base)
             vals.append(res.value)
@@ -463,9 +600,10 @@ def checks(results: dict[str, Any]) -> list[Check]:
             f"mu = {results['mu']:.4g}, L = {results['L']:.4g}, E = {results['E']}, "
             f"sigma_k^2 = {results['sigma2']}, M = {results['replicates']} replicates")
     out: list[Check] = []
-    for key, variant in (("t1-corrected", "corrected"), ("t1-as-printed", "as_printed")):
+    for base_key, variant in (("t1-corrected", "corrected"), ("t1-as-printed", "as_printed")):
         for name in results["variants"]:
             r = results["runs"][name]
+            key = ELASTIC_KEYS[variant] if r.get("lam") else base_key
             ratios = _ratios(r, variant)
             valid = [(i, x) for i, x in enumerate(ratios) if x is not None]
             if not valid:
@@ -475,7 +613,14 @@ def checks(results: dict[str, Any]) -> list[Check]:
             i, worst = max(valid, key=lambda p: p[1])
             tau = i + 1
             b = r[f"bound_{variant}"][i]
-            consts = f"theta = {r['theta']:.3g}, G^2 = {r['G2']:.4g} (radius {r['radius']:.4g})"
+            consts = f"theta = {r['theta']:.3g}, G^2 = {r['G2']:.4g} (radius {r['radius']:.4g})" \
+                if r.get("radius") is not None else \
+                f"theta = {r['theta']:.3g}, G^2 = {r['G2']:.4g} (exact largest E||g||^2 of the run)"
+            if r.get("lam"):
+                consts += (f"; lambda = {r['lam']:g}: D_k = max_t E[F~_(t,k)(w*) - F~_(t,k)*] = "
+                           f"{[round(float(v), 5) for v in r['D_k_elastic']]} (round 0, U = 0: "
+                           f"{[round(float(v), 5) for v in r['D_k_lambda0']]}), mu = {r['mu_elastic']:.4g}, "
+                           f"L = {r['L_elastic']:.4g} over every F~ the run meets")
             if r.get("exact") is not None:
                 how = (f"exact E||w-w*||^2 = {r['exact'][tau]:.6g} (computed, not sampled); Monte Carlo "
                        f"cross-check: max |MC mean - exact| = {r['mc_exact_max_z']:.2f} standard errors")
@@ -574,7 +719,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Any:
     """(a) exact E||w - w*||^2 (solid; Monte Carlo mean dash-dot for the compressed variants, which have
     no exact expectation) with the Monte Carlo 95% bands and the corrected bound (dashed) per variant;
     (b) exact (or MC) / bound per round, corrected (solid) and as printed (dotted); (c) the exact

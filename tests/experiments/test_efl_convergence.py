@@ -210,3 +210,51 @@ def test_checks_use_the_exact_expectation_and_say_which_variants_stay_monte_carl
     assert "computed, not sampled" in details["inactive"] and "standard errors" in details["inactive"]
     assert "Monte Carlo only (ST compression is not affine" in details["st-ef"]
     assert res["runs"]["inactive"]["mc_exact_max_z"] < 4
+
+
+@pytest.mark.parametrize("variant", ["inactive-elastic", "sampled-elastic"])
+def test_elastic_variant_is_the_exact_expectation_of_the_real_run_with_the_theorem_constants(variant):
+    """lambda > 0: the exact curve equals exact_moments reading EFL's own round (maps off the
+    implementation); the bound at tau is Theorem 1 with D_k the prefix maximum of the exact
+    E[F~_{t,k}(w*) - F~_{t,k}*], G^2 the prefix maximum of the exact E||g||^2 and mu, L over
+    H_k + lambda diag U from U = 0 to the sum of all Fisher diagonals."""
+    from fltheory.theory.bounds import efl_theorem1
+    from fltheory.theory.moments import exact_moments
+
+    fed = random_quadratic(3, 2, L=3.0, mu=0.5, heterogeneity=1.0, seed=5, constants="clients") \
+        .with_gradient_noise([0.5, 1.0, 0.2])
+    cfg = {"E": 2, "rounds": 3, "sampled": 2, "q": 0.5, "lam": 0.8, "inactive_prob": [0.2, 0.5, 0.0],
+           "confidence_z": 1.96}
+    spec = exp.VARIANTS[variant]
+    x0 = np.array([1.0, -1.0])
+    r = exp._variant(variant, spec, fed, cfg, x0, np.arange(30))
+    inactive = np.asarray(cfg["inactive_prob"])
+    probs = exp._step_table(spec["steps"], 3, 2, inactive, 2 / 3)
+    alg = EFL(lr=1.0, local_steps=2, lam=0.8, weights=spec["weights"], theta=r["theta"], compression=None,
+              lr_schedule=exp._Schedule(r["eta"]))
+    ref = exact_moments(alg, fed, 3, participation=exp._participation(spec["steps"], probs, inactive, 2), x0=x0)
+    np.testing.assert_allclose(r["exact"], ref.dist2, rtol=1e-11, atol=1e-13)
+    H = fed.H
+    U_all = np.einsum("kii->i", H)
+    Hbar = np.einsum("k,kij->ij", fed.weights, H)
+    eig = np.linalg.eigvalsh(np.concatenate([H, H + 0.8 * np.diag(U_all), [Hbar, Hbar + 0.8 * np.diag(U_all)]]))
+    assert r["mu_elastic"] == pytest.approx(eig.min()) and r["L_elastic"] == pytest.approx(eig.max())
+    np.testing.assert_allclose(r["D_k_lambda0"], fed.constants().D_k, rtol=1e-10)
+    assert np.all(r["D_k_elastic"] >= r["D_k_lambda0"])
+    mom = efl_step_moments(fed.weights, probs, 2, weighting=spec["weights"])
+    for tau in (1, 3):
+        res = efl_theorem1(tau, E=2, theta=r["theta"], mu=eig.min(), L=eig.max(), sigma2=[0.5, 1.0, 0.2],
+                           D=r["D_rounds"][:tau].max(axis=0), G2=float(r["G2_rounds"][:tau].max()),
+                           weights=fed.weights, init_dist2=float(np.sum((x0 - fed.optimum()) ** 2)), moments=mom)
+        assert r["bound_corrected"][tau - 1] == pytest.approx(res.value, rel=1e-12)
+    assert r["mc_exact_max_z"] < 4
+    assert float(np.max(r["G2_rounds"])) >= 1.0          # at least max sigma_k^2 plus a gradient
+
+
+def test_elastic_checks_have_their_own_theorem_keys():
+    cfg = {**exp.QUICK, "rounds": 3, "replicates": 8, "variants": ["complete-elastic"]}
+    res = exp.run(cfg, np.random.default_rng(3))
+    keys = {c.theorem for c in exp.checks(res)}
+    assert {"t1-corrected-elastic", "t1-as-printed-elastic"} <= keys
+    detail = next(c.detail for c in exp.checks(res) if c.theorem == "t1-corrected-elastic")
+    assert "lambda = 0.5" in detail and "computed, not sampled" in detail

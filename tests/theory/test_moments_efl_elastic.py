@@ -22,6 +22,7 @@ from fltheory.theory.bounds import efl_elastic_constants, efl_heterogeneity
 from fltheory.theory.moments import (
     AdditiveNoise,
     averaging_moments,
+    efl_elastic_gradient_moments,
     efl_elastic_moments,
     elastic_anchor_laws,
     exact_moments,
@@ -176,3 +177,54 @@ def test_bad_input_is_refused():
                                                          "V_second": np.zeros((2, 2))})()]])
     with pytest.raises(InvalidHyperparameterError, match="lam"):
         efl_elastic_constants(fed, -1.0, [])
+
+
+def test_gradient_second_moments_along_the_deterministic_local_steps():
+    """No noise, full participation: E||g||^2 is ||grad F~_k(w_j)||^2 at the local iterates of a hand loop."""
+    fed = _fed(3, 2).exact()
+    lam = 0.6
+    alg = EFL(lr=[0.2, 0.1, 0.15], local_steps=[3, 2, 3], lam=lam, compression=None)
+    x0 = np.array([1.5, -1.0])
+    mom = efl_elastic_moments(alg, fed, 3, x0=x0)
+    G = efl_elastic_gradient_moments(alg, fed, mom)
+    state = alg.init(fed, x0, np.random.default_rng(0))
+    for t in range(3):
+        for k in range(3):
+            A = fed.H[k] + lam * np.diag(state.U)
+            w = state.x.copy()
+            for j in range(alg.local_steps[k]):                            # type: ignore[index]
+                g = A @ w - fed.e[k] - lam * state.V
+                assert G[t, k, j] == pytest.approx(float(g @ g), rel=1e-11, abs=1e-13)
+                w = w - alg.lr[k] * g                                     # type: ignore[index]
+            assert np.all(np.isnan(G[t, k, alg.local_steps[k]:]))         # type: ignore[index]
+        state, _ = alg.round(state, fed, None, np.random.default_rng(0))
+
+
+def test_gradient_second_moments_match_monte_carlo():
+    """Random anchors and gradient noise: E||g||^2 of the first and second local step against samples
+    of the real state with sampled noise (the noise of step 1 carried into step 2)."""
+    fed = _fed(3, 2)
+    lam, eta = 0.7, 0.15
+    part = IncompleteSteps(FullParticipation(), FullSteps(), inactive_prob=np.array([0.0, 0.3, 0.5]))
+    alg = EFL(lr=eta, local_steps=2, lam=lam, compression=None)
+    x0 = np.ones(2)
+    mom = efl_elastic_moments(alg, fed, 3, participation=part, x0=x0)
+    G = efl_elastic_gradient_moments(alg, fed, mom)
+    root = np.sqrt(fed.noise_sigma2 / 2)                                  # isotropic: sigma_k^2 / d per entry
+    M = 1500
+    samples = np.zeros((M, 3, 3, 2))
+    for s in range(M):
+        rng = np.random.default_rng(s)
+        state = alg.init(fed, x0, rng)
+        for t in range(3):
+            for k in range(3):
+                A = fed.H[k] + lam * np.diag(state.U)
+                w = state.x.copy()
+                for j in range(2):
+                    g = A @ w - fed.e[k] - lam * state.V + root[k] * rng.standard_normal(2)
+                    samples[s, t, k, j] = g @ g
+                    w = w - eta * g
+            state, _ = alg.round(state, fed, part, rng)
+    se = samples.std(axis=0, ddof=1) / np.sqrt(M)
+    z = np.abs(samples.mean(axis=0) - G) / se
+    assert np.all(z < 4.0), z

@@ -233,7 +233,7 @@ def efl_elastic_constants(fed: Federation, lam: float, anchor_laws: Any) -> Elas
             except (AttributeError, TypeError, ValueError) as exc:
                 raise InvalidHyperparameterError(
                     f"anchor law components need weight, U, V_mean, V_second; got {c!r}") from exc
-            if U.shape != (d,) or Vm.shape != (d,) or Vs.shape != (d, d) or not (0.0 <= w <= 1.0) \
+            if U.shape != (d,) or Vm.shape != (d,) or Vs.shape != (d, d) or not (0.0 <= w <= 1.0 + 1e-9) \
                     or not (np.all(np.isfinite(U)) and np.all(np.isfinite(Vm)) and np.all(np.isfinite(Vs))):
                 raise InvalidHyperparameterError(
                     f"round {t}: a component needs weight in [0, 1], U ({d},), V_mean ({d},), V_second "

@@ -16,7 +16,13 @@
 """
 
 from .averaging import averaging_moments
-from .efl_elastic import AnchorLaw, ElasticState, efl_elastic_moments, elastic_anchor_laws
+from .efl_elastic import (
+    AnchorLaw,
+    ElasticState,
+    efl_elastic_gradient_moments,
+    efl_elastic_moments,
+    elastic_anchor_laws,
+)
 from .conditional import ConditionalMap, conditional_round_map
 from .engine import ExactMoments, StateComponent, exact_moments, refuse_non_affine
 from .fedavg_fast import fedavg_client_maps, fedavg_sampling_moments
@@ -35,6 +41,7 @@ __all__ = [
            "Outcome",
            "StateComponent",
            "averaging_moments",
+           "efl_elastic_gradient_moments",
            "efl_elastic_moments",
            "elastic_anchor_laws",
            "conditional_round_map",

@@ -51,7 +51,8 @@ from .engine import ExactMoments, StateComponent
 from .noise import AdditiveNoise, noise_of
 from .support import participation_support
 
-__all__ = ["AnchorLaw", "ElasticState", "efl_elastic_moments", "elastic_anchor_laws"]
+__all__ = ["AnchorLaw", "ElasticState", "efl_elastic_gradient_moments", "efl_elastic_moments",
+           "elastic_anchor_laws"]
 
 
 @dataclass(frozen=True)
@@ -278,4 +279,70 @@ def elastic_anchor_laws(moments: ExactMoments) -> list[list[AnchorLaw]]:
             Vs = L @ comp.second @ L.T
             laws.append(AnchorLaw(float(comp.weight), np.asarray(st.U, dtype=np.float64), Vm, 0.5 * (Vs + Vs.T)))
         out.append(laws)
+    return out
+
+
+def efl_elastic_gradient_moments(algorithm: EFL, problem: QuadraticFederation, moments: ExactMoments, *,
+                                 noise: Any = None) -> np.ndarray:
+    """Exact E||g||^2 of every stochastic gradient an EFL client computes (EFL Assumption 4).
+
+    Client k's j-th local step of round t (j < s_k) queries w_j = B_k^j x + P_{k,j} (e_k + lambda V) + n_j
+    (module docstring, with P_{k,j} = eta sum_{i<j} B_k^i) and receives g = A w_j - e_k - lambda V + eps,
+    A = H_k + lambda diag U, E||eps||^2 = tr C_k.  With V = L_V z this is linear in z:
+    g = K z + kappa + A n_j + eps, K = A B_k^j L_x + lambda (A P_{k,j} - I) L_V, kappa = A P_{k,j} e_k - e_k, so
+
+        E||g||^2 = tr(K Sigma K^T) + 2 kappa^T K mu + ||kappa||^2 + tr(A Cov(n_j) A^T) + tr C_k
+
+    per reported set, averaged with the component weights (the step counts are independent of z).
+
+    Parameters
+    ----------
+    algorithm, problem, noise : as given to :func:`efl_elastic_moments`.
+    moments : its result.
+
+    Returns
+    -------
+    (R, N, E_max) array: round t < R, client k, step j (NaN where j >= E_k).
+    """
+    if not isinstance(algorithm, EFL) or not isinstance(problem, QuadraticFederation):
+        raise InvalidHyperparameterError("efl_elastic_gradient_moments needs an EFL and a QuadraticFederation")
+    if moments.states is None or not all(isinstance(c.state, ElasticState) for r in moments.states for c in r):
+        raise InvalidHyperparameterError("moments must come from efl_elastic_moments")
+    model = noise_of(problem, noise)
+    if model is not None and not isinstance(model, AdditiveNoise):
+        raise InvalidHyperparameterError("efl_elastic_gradient_moments handles additive noise only")
+    exact = problem.exact()
+    if not isinstance(exact, QuadraticFederation):
+        raise InvalidProblemError(f"{type(problem).__name__}.exact() is not a QuadraticFederation")
+    N, d = problem.n_clients, problem.dim
+    E = algorithm.nominal_steps(exact)
+    Emax = int(E.max())
+    lr = resolve_per_client("lr", algorithm.lr, N)
+    lam = float(algorithm.lam)
+    cov = np.zeros((N, d, d)) if model is None else model.cov
+    trC = np.einsum("kii->k", cov)
+    R = len(moments.states) - 1
+    out = np.full((R, N, Emax), np.nan)
+    Lx = np.zeros((d, (N + 1) * d))
+    Lx[:, :d] = np.eye(d)
+    for t in range(R):
+        eta = lr * algorithm.rate_factor(t)
+        acc = np.zeros((N, Emax))
+        for comp in moments.states[t]:
+            st = comp.state
+            U = st.U
+            Bpow, P, Vn = _client_pieces(exact, eta, lam, U, Emax, cov)
+            A = exact.H + lam * np.diag(U)[None]                                  # (N, d, d)
+            LV = np.zeros((d, (N + 1) * d))
+            LV[:, d:] = np.concatenate([np.diag(ui) for ui in st.u], axis=1)
+            for j in range(Emax):
+                K = np.einsum("kab,kbc->kac", A, Bpow[:, j]) @ Lx \
+                    + lam * (np.einsum("kab,kbc->kac", A, P[:, j]) - np.eye(d)[None]) @ LV    # (N, d, n)
+                kappa = np.einsum("kab,kbc,kc->ka", A, P[:, j], exact.e) - exact.e
+                Km = K @ comp.mean
+                val = np.einsum("kan,nm,kam->k", K, comp.second, K) + 2 * np.einsum("ka,ka->k", kappa, Km) \
+                    + np.einsum("ka,ka->k", kappa, kappa) + np.einsum("kab,kbc,kac->k", A, Vn[:, j], A) + trC
+                acc[:, j] += comp.weight * val
+        acc[np.arange(Emax)[None, :] >= E[:, None]] = np.nan
+        out[t] = acc
     return out

@@ -84,10 +84,15 @@ ITEMS: tuple[Item, ...] = (
        coverage="full"),
     _i(key=f"{P}:heterogeneity", number="sec. 3.1 (D_k)", kind="definition",
        statement="Heterogeneity D_k = F~_k(w*) - F~_k*, D = sum_k p^k D_k.",
-       code=("fltheory.theory.bounds.efl_heterogeneity",),
-       tests=(TB + "test_heterogeneity_with_lambda_zero",),
-       coverage="partial",
-       note="evaluated with lambda = 0 only: F~_k contains the round-dependent Fisher term for lambda > 0"),
+       code=("fltheory.theory.bounds.efl_heterogeneity", "fltheory.theory.bounds.efl_elastic_constants",
+             "fltheory.theory.moments.elastic_anchor_laws"),
+       tests=(TB + "test_heterogeneity_with_lambda_zero",
+              "tests/theory/test_moments_efl_elastic.py::test_elastic_D_against_its_definition_along_the_"
+              "deterministic_run",
+              "tests/theory/test_moments_efl_elastic.py::test_elastic_D_matches_monte_carlo_of_the_random_anchors"),
+       coverage="full", coverage_before="partial",
+       note="lambda > 0: F~_k depends on the previous round's models; D_k is taken as the maximum over rounds "
+            "of the exact expectation over their law (reading in fltheory.theory.bounds.efl)"),
     _i(key=f"{P}:irregular-clients", number="sec. 3.1 (inactive/incomplete)", kind="definition",
        statement="Client k is inactive in round tau if s_tau^k = 0 and incomplete if 0 < s_tau^k < E.",
        code=("fltheory.participation.IncompleteSteps", "fltheory.participation.BinomialSteps"),
@@ -128,15 +133,19 @@ ITEMS: tuple[Item, ...] = (
        hypotheses=("Assumptions 1-5", "learning rate schedule of the theorem"),
        code=("fltheory.theory.bounds.efl_theorem1", "fltheory.theory.bounds.efl_step_moments"),
        tests=(TB + "test_theorem1_by_hand_corrected_and_as_printed",
+              TX + "test_elastic_variant_is_the_exact_expectation_of_the_real_run_with_the_theorem_constants",
               TB + "test_theorem1_counterexample_low_participation",
               TB + "test_theorem1_counterexample_noise_in_the_first_round",
               "tests/properties/test_efl_theorem1_properties.py::test_efl_theorem1_bounds_the_exact_error",
               TX + "test_counterexamples_reproduce_the_closed_forms"),
        checks=("efl_convergence:t1-corrected", "efl_convergence:t1-as-printed",
-               "efl_convergence:t1-corrected-exact", "efl_convergence:t1-as-printed-exact"),
+               "efl_convergence:t1-corrected-exact", "efl_convergence:t1-as-printed-exact",
+               "efl_convergence:t1-corrected-elastic", "efl_convergence:t1-as-printed-elastic"),
        coverage="partial",
-       note="only with lambda = 0: the elastic term the theorem is about never enters a bound check "
-            "(lambda > 0 is the exact-moments work)"),
+       note="lambda > 0 is checked against the exact expectation (efl_elastic_moments; D_k, G^2, mu, L of the "
+            "elastic objective computed exactly) for complete, incomplete-adaptive, inactive and sampled "
+            "clients without compression; ST compression is not affine, so the compressed variants are "
+            "Monte Carlo only and run with lambda = 0"),
     _i(key=f"{P}:thm1-stepsize", number="Theorem 1 (eta_tau, gamma)", kind="equation",
        statement="The step eta_tau and gamma = max{4E^2 theta/min E[sum p s], 32E(1+theta)L/(mu min E[sum p "
                  "s])} "
