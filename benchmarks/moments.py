@@ -5,9 +5,12 @@
 1. Largest (N, d) for which ``rounds`` rounds of exact moments take under ``budget`` seconds,
    for FedAvg (``fedavg_sampling_moments``: closed form in the inclusion probabilities,
    per-client d x d blocks batched, O(N d^3) per round; S = N/2) and for SCAFFOLD (option II,
-   ``moment_operator``: the C(N, 2) conditional maps of S = 2 sampled clients read off the real round
-   once, then the moment recursion on the (N + 2) d state), isotropic gradient noise.  For each d
-   of a list, N doubles while the time stays under budget (the frontier is printed).
+   ``scaffold_sampling_moments``: closed form in pi_1, pi_2 on the blocks E[x x^T], E[x c_j^T],
+   E[c_i c_j^T], O(N^2 d^3) per round; S = N/2), isotropic gradient noise.  For each d of a list,
+   N doubles while the time stays under budget (the frontier is printed).  Beside it, at N = 8
+   (the largest size the dense path handles), the block path against the dense ``moment_operator``
+   (the C(N, S) conditional maps read off the real round, recursion on the (N + 2) d state), same
+   instance, same process: the ratio of their times.
 2. Time to the exact E||x_R - x*||^2 against the time Monte Carlo (``run`` with the real
    stochastic oracle) needs to reach a relative standard error of 1e-3 on the same instance:
    runs needed = (std / mean / 1e-3)^2, estimated from a pilot of ``--pilot`` runs; the ratio
@@ -26,9 +29,9 @@ from fltheory.algorithms import FedAvg, Scaffold, run
 from fltheory.participation import UniformSampling
 from fltheory.problems import random_quadratic
 from fltheory.theory.moments import (
-    exact_moments,
     fedavg_sampling_moments,
     moment_operator,
+    scaffold_sampling_moments,
 )
 
 
@@ -50,13 +53,28 @@ def time_fedavg(N: int, d: int, rounds: int) -> float:
 
 
 def time_scaffold(N: int, d: int, rounds: int) -> float:
-    """SCAFFOLD option II, S = 2 of N: maps of the C(N, 2) outcomes read off the real round once
-    (``moment_operator``), then ``rounds`` exact moment rounds on the (N + 2) d state."""
+    """SCAFFOLD option II, K = 2, S = N/2 of N: the block-structured closed form."""
     fed = instance(N, d)
     alg = Scaffold(lr=0.2, local_steps=2)
     t0 = time.perf_counter()
-    moment_operator(alg, fed, participation=UniformSampling(2), x0=np.ones(d)).iterate(rounds)
+    scaffold_sampling_moments(alg, fed, rounds, participation=UniformSampling(max(1, N // 2)), x0=np.ones(d))
     return time.perf_counter() - t0
+
+
+def scaffold_block_vs_dense(N: int, d: int, S: int, rounds: int) -> None:
+    """Same instance, same process: the dense moment operator against the block path (and their gap)."""
+    fed = instance(N, d)
+    alg = Scaffold(lr=0.2, local_steps=2)
+    part = UniformSampling(S)
+    t0 = time.perf_counter()
+    gaps, _ = moment_operator(alg, fed, participation=part, x0=np.ones(d)).iterate(rounds)
+    t_dense = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ex = scaffold_sampling_moments(alg, fed, rounds, participation=part, x0=np.ones(d))
+    t_block = time.perf_counter() - t0
+    print(f"SCAFFOLD N={N} d={d} S={S} R={rounds}: dense moment_operator {t_dense:.3f} s, block path "
+          f"{t_block:.4f} s, ratio {t_dense / t_block:.3g}; max |gap difference| "
+          f"{np.abs(gaps - ex.loss_gap).max():.2e} ({load()})", flush=True)
 
 
 def frontier(timer, name: str, dims: list[int], start_N: int, rounds: int,
@@ -107,11 +125,12 @@ def main() -> None:
     args = ap.parse_args()
     print(f"start ({load()})")
     for name, timer, dims, start in (("FedAvg", time_fedavg, [2, 8, 32, 100], 64),
-                                     ("SCAFFOLD", time_scaffold, [2, 4, 8], 4)):
+                                     ("SCAFFOLD", time_scaffold, [2, 4, 8, 16], 16)):
         for N, d, t in frontier(timer, name, dims, start, args.rounds, args.budget):
             print(f"{name} largest N under {args.budget:g} s for {args.rounds} rounds at d = {d}: N = {N} ({t:.2f} s)")
     mc_ratio(FedAvg(lr=0.2, local_steps=5, aggregation="uniform"), 20, 5, 20, args.pilot, fedavg_sampling_moments)
-    mc_ratio(Scaffold(lr=0.2, local_steps=2), 4, 2, 20, args.pilot, exact_moments)
+    scaffold_block_vs_dense(8, 2, 4, args.rounds)
+    mc_ratio(Scaffold(lr=0.2, local_steps=2), 20, 5, 20, args.pilot, scaffold_sampling_moments)
 
 
 if __name__ == "__main__":
