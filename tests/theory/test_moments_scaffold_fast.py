@@ -10,7 +10,12 @@ from fltheory.algorithms import Scaffold, run
 from fltheory.errors import InvalidHyperparameterError
 from fltheory.participation import Bernoulli, UniformSampling
 from fltheory.problems.generators import random_quadratic
-from fltheory.theory.moments import exact_moments, moment_operator, scaffold_sampling_moments
+from fltheory.theory.moments import (
+    exact_moments,
+    moment_operator,
+    scaffold_rounds_to_accuracy,
+    scaffold_sampling_moments,
+)
 
 
 def _fed(N: int = 4, d: int = 2, seed: int = 3):
@@ -82,3 +87,23 @@ def test_bad_input_is_refused():
         scaffold_sampling_moments("FedAvg", fed, 2)  # type: ignore[arg-type]
     with pytest.raises(InvalidHyperparameterError, match="rounds"):
         scaffold_sampling_moments(alg, fed, 2.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("S", [None, 2])
+def test_rounds_to_accuracy_read_off_the_exact_gaps(S):
+    """The linearised moment map gives the same gaps as the block recursion: the first round below
+    each eps is the one read off ``scaffold_sampling_moments`` (eps between consecutive gaps)."""
+    fed = _fed(4, 2)
+    alg = Scaffold(lr=0.05, local_steps=3, option="II")
+    part = None if S is None else UniformSampling(S)
+    ex = scaffold_sampling_moments(alg, fed, 300, participation=part, x0=np.ones(2))
+    gap = ex.loss_gap
+    lowest = np.minimum.accumulate(gap)
+    targets = [float(lowest[t]) * (1 + 1e-9) for t in (0, 3, 17, 60, 299)]
+    got = scaffold_rounds_to_accuracy(alg, fed, targets, participation=part, x0=np.ones(2), max_rounds=300)
+    expect = [int(np.flatnonzero(gap <= e)[0]) for e in targets]
+    np.testing.assert_array_equal(got, expect)
+    far = scaffold_rounds_to_accuracy(alg, fed, [1e-30], participation=part, x0=np.ones(2), max_rounds=50)
+    assert np.isnan(far[0])
+    with pytest.raises(InvalidHyperparameterError, match="eps"):
+        scaffold_rounds_to_accuracy(alg, fed, [-1.0])

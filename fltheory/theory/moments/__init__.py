@@ -14,7 +14,8 @@
 * :func:`efl_elastic_moments`, :func:`elastic_anchor_laws` -- EFL with the Fisher-elastic
   term (lambda >= 0, no compression) and the law of its anchors (``efl_elastic``);
 * :func:`scaffold_sampling_moments` -- SCAFFOLD (options I, II) under uniform sampling on
-  per-client blocks, O(N^2 d^3) per round (``scaffold_fast``).
+  per-client blocks, O(N^2 d^3) per round, and :func:`scaffold_rounds_to_accuracy` (exact
+  expected rounds to E[F(x_t)] - F* <= eps) (``scaffold_fast``).
 """
 
 from .averaging import averaging_moments
@@ -30,7 +31,7 @@ from .engine import ExactMoments, StateComponent, exact_moments, refuse_non_affi
 from .fedavg_fast import fedavg_client_maps, fedavg_sampling_moments
 from .noise import AdditiveNoise, MinibatchNoise, noise_of
 from .operator import MomentOperator, moment_operator
-from .scaffold_fast import scaffold_sampling_moments
+from .scaffold_fast import scaffold_rounds_to_accuracy, scaffold_sampling_moments
 from .support import Outcome, inclusion_probabilities, participation_support
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
            "moment_operator",
            "noise_of",
            "participation_support",
+           "scaffold_rounds_to_accuracy",
            "scaffold_sampling_moments",
            "refuse_non_affine",
 ]

@@ -39,6 +39,7 @@ formed).  Full participation is S = N (pi_1 = pi_2 = 1).  The tests hold this pa
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,7 @@ from ...problems.quadratic import QuadraticFederation
 from .engine import ExactMoments
 from .noise import AdditiveNoise, noise_of
 
-__all__ = ["scaffold_sampling_moments"]
+__all__ = ["scaffold_rounds_to_accuracy", "scaffold_sampling_moments"]
 
 
 def _client_maps(problem: QuadraticFederation, eta: np.ndarray, K: np.ndarray, cov: np.ndarray
@@ -139,6 +140,46 @@ def _round(mx: np.ndarray, mc: np.ndarray, Sxx: np.ndarray, Sxc: np.ndarray, Scc
             0.5 * (new_Scc + np.transpose(new_Scc, (2, 3, 0, 1))))
 
 
+def _setup(algorithm: Scaffold, problem: QuadraticFederation, participation: Participation | None, noise: Any
+           ) -> tuple[Callable[..., tuple[np.ndarray, ...]], AdditiveNoise | None]:
+    """Validate the inputs and return the one-round map on the blocks (mx, mc, Sxx, Sxc, Scc)."""
+    if not isinstance(algorithm, Scaffold):
+        raise InvalidHyperparameterError(f"the SCAFFOLD block path needs a Scaffold, got {algorithm!r}")
+    if not isinstance(problem, QuadraticFederation):
+        raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
+    model = noise_of(problem, noise)
+    if model is not None and not isinstance(model, AdditiveNoise):
+        raise InvalidHyperparameterError("the SCAFFOLD block path handles additive noise; use exact_moments")
+    exact = problem.exact()
+    if not isinstance(exact, QuadraticFederation):
+        raise InvalidProblemError(f"{type(problem).__name__}.exact() is not a QuadraticFederation")
+    N, d = problem.n_clients, problem.dim
+    S, p1, p2 = _sampling(participation, N)
+    eta = resolve_per_client("lr", algorithm.lr, N)
+    K = algorithm.nominal_steps(exact)
+    cov = np.zeros((N, d, d)) if model is None else model.cov
+    A, P, V = _client_maps(exact, eta, K, cov)
+    I = np.eye(d)
+    e = exact.e
+    Ax, Ag, Ac, b = A - I, -P, P, np.einsum("nij,nj->ni", P, e)          # D_i = Ax x + Ag c + Ac c_i + b
+    if algorithm.option == "II":
+        s = (1.0 / (K * eta))[:, None, None]
+        Fx, Fg, Fc = -s * Ax, -I[None] - s * Ag, -s * Ac
+        h = -s[:, :, 0] * b
+        W, Z = s * s * V, -s * V                                             # Cov m_i, E[n_i m_i^T]
+    else:
+        Fx, Fg, Fc = exact.H.copy(), np.zeros((N, d, d)), -np.broadcast_to(I, (N, d, d)).copy()
+        h = -e
+        W, Z = cov.copy(), np.zeros((N, d, d))
+    g = float(algorithm.server_lr) / S
+
+    def step(mx: np.ndarray, mc: np.ndarray, Sxx: np.ndarray, Sxc: np.ndarray, Scc: np.ndarray
+             ) -> tuple[np.ndarray, ...]:
+        return _round(mx, mc, Sxx, Sxc, Scc, (Ax, Ag, Ac, b), (Fx, Fg, Fc, h), V, W, Z, g, p1, p2)
+
+    return step, model
+
+
 def _sampling(participation: Participation | None, N: int) -> tuple[int, float, float]:
     """(S, pi_1, pi_2) of full participation or uniform sampling."""
     if participation is None or type(participation) is FullParticipation:
@@ -173,38 +214,10 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: QuadraticFederation,
     in the order of ``ScaffoldState``; x* is the minimiser of F = sum_i p_i f_i (as in exact_moments).
     """
     t0 = time.perf_counter()
-    if not isinstance(algorithm, Scaffold):
-        raise InvalidHyperparameterError(f"scaffold_sampling_moments needs a Scaffold, got {algorithm!r}")
-    if not isinstance(problem, QuadraticFederation):
-        raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
         raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
-    model = noise_of(problem, noise)
-    if model is not None and not isinstance(model, AdditiveNoise):
-        raise InvalidHyperparameterError("scaffold_sampling_moments handles additive noise; use exact_moments")
-    exact = problem.exact()
-    if not isinstance(exact, QuadraticFederation):
-        raise InvalidProblemError(f"{type(problem).__name__}.exact() is not a QuadraticFederation")
+    step, model = _setup(algorithm, problem, participation, noise)
     N, d = problem.n_clients, problem.dim
-    S, p1, p2 = _sampling(participation, N)
-    eta = resolve_per_client("lr", algorithm.lr, N)
-    K = algorithm.nominal_steps(exact)
-    cov = np.zeros((N, d, d)) if model is None else model.cov
-    A, P, V = _client_maps(exact, eta, K, cov)
-    I = np.eye(d)
-    e = exact.e
-    Ax, Ag, Ac, b = A - I, -P, P, np.einsum("nij,nj->ni", P, e)          # D_i = Ax x + Ag c + Ac c_i + b
-    if algorithm.option == "II":
-        s = (1.0 / (K * eta))[:, None, None]
-        Fx, Fg, Fc = -s * Ax, -I[None] - s * Ag, -s * Ac
-        h = -s[:, :, 0] * b
-        W, Z = s * s * V, -s * V                                             # Cov m_i, E[n_i m_i^T]
-    else:
-        Fx, Fg, Fc = exact.H.copy(), np.zeros((N, d, d)), -np.broadcast_to(I, (N, d, d)).copy()
-        h = -e
-        W, Z = cov.copy(), np.zeros((N, d, d))
-    g = float(algorithm.server_lr) / S
-
     mx = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64).copy()
     if mx.shape != (d,) or not np.all(np.isfinite(mx)):
         raise InvalidProblemError(f"x0 must be a finite vector of shape ({d},), got {x0!r}")
@@ -214,8 +227,7 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: QuadraticFederation,
     Scc = np.zeros((N, d, N, d))
     means, seconds = [mx.copy()], [Sxx.copy()]
     for _ in range(int(rounds)):
-        mx, mc, Sxx, Sxc, Scc = _round(mx, mc, Sxx, Sxc, Scc, (Ax, Ag, Ac, b), (Fx, Fg, Fc, h), V, W, Z,
-                                       g, p1, p2)
+        mx, mc, Sxx, Sxc, Scc = step(mx, mc, Sxx, Sxc, Scc)
         means.append(mx.copy())
         seconds.append(Sxx.copy())
     mean, second = np.array(means), np.array(seconds)
@@ -242,9 +254,74 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: QuadraticFederation,
     state_second[2 * d:, 2 * d:] = Scc.reshape(N * d, N * d)
     info = {"method": "closed form in pi_1, pi_2 on per-client blocks (O(N^2 d^3) per round)",
             "noise": "none" if model is None else "AdditiveNoise",
-            "participation": "full" if S == N else repr(participation),
+            "participation": "full" if participation is None else repr(participation),
             "seconds": time.perf_counter() - t0, "state_dim": n}
     return ExactMoments(mean=mean, dist2=np.maximum(dist2, 0.0), loss_gap=np.maximum(gap, 0.0),
                         second=second, x_star=x_star, state_mean=state_mean, state_second=state_second,
                         components=np.ones(len(means), dtype=np.int64),
                         clip=float(max(0.0, -dist2.min(), -gap.min())), info=info)
+
+
+def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: QuadraticFederation, eps: Any, *,
+                                participation: Participation | None = None, noise: Any = None, x0: Any = None,
+                                max_rounds: int = 100_000) -> np.ndarray:
+    """Exact expected rounds to accuracy: for each eps, the first t with E[F(x_t)] - F* <= eps.
+
+    The round of :func:`scaffold_sampling_moments` is affine in the packed moments
+    v = (E x, E c_k, E[x x^T], E[x c_j^T], E[c_i c_j^T]) (P = d + N d + d^2 + N d^2 + N^2 d^2 numbers):
+    v' = L v + l.  L and l are read off the block round (l at v = 0, column k as the image of the
+    k-th unit vector minus l; exact, the map is affine), and the recursion is iterated as one
+    (P, P) matrix-vector product per round, E[F(x_t)] - F* = 1/2 tr(Hbar (E[x x^T] - E x x*^T
+    - x* E x^T + x* x*^T)) read off v.  Meant for small N d (P^2 memory).
+
+    Returns
+    -------
+    (len(eps),) float array of rounds (NaN where eps is not reached within ``max_rounds``).
+    """
+    step, _ = _setup(algorithm, problem, participation, noise)
+    targets = np.atleast_1d(np.asarray(eps, dtype=np.float64))
+    if targets.ndim != 1 or not np.all(np.isfinite(targets)) or np.any(targets <= 0):
+        raise InvalidHyperparameterError(f"eps must be positive finite accuracies, got {eps!r}")
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer)) or max_rounds < 0:
+        raise InvalidHyperparameterError(f"max_rounds must be an integer >= 0, got {max_rounds!r}")
+    N, d = problem.n_clients, problem.dim
+    shapes = [(d,), (N, d), (d, d), (d, N, d), (N, d, N, d)]
+    sizes = [int(np.prod(sh)) for sh in shapes]
+    P = sum(sizes)
+    if P > 5000:
+        raise InvalidHyperparameterError(
+            f"scaffold_rounds_to_accuracy forms a ({P}, {P}) matrix; use scaffold_sampling_moments for N = {N}, "
+            f"d = {d}")
+    cuts = np.cumsum(sizes)[:-1]
+
+    def apply(v: np.ndarray) -> np.ndarray:
+        parts = [a.reshape(sh) for a, sh in zip(np.split(v, cuts), shapes)]
+        return np.concatenate([np.ravel(a) for a in step(*parts)])
+
+    lvec = apply(np.zeros(P))
+    L = np.empty((P, P))
+    for k in range(P):
+        unit = np.zeros(P)
+        unit[k] = 1.0
+        L[:, k] = apply(unit) - lvec
+    x0v = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
+    if x0v.shape != (d,) or not np.all(np.isfinite(x0v)):
+        raise InvalidProblemError(f"x0 must be a finite vector of shape ({d},), got {x0!r}")
+    v = np.concatenate([x0v, np.zeros(N * d), np.outer(x0v, x0v).ravel(), np.zeros(N * d * d + (N * d) ** 2)])
+    x_star, Hbar = problem.optimum(), problem.hess()
+    # gap = 1/2 tr(Hbar Sxx) - x*^T Hbar E x + 1/2 x*^T Hbar x*: a linear read-out of v
+    read = np.zeros(P)
+    read[:d] = -Hbar @ x_star
+    read[sizes[0] + sizes[1]:sizes[0] + sizes[1] + d * d] = 0.5 * Hbar.ravel()
+    offset = 0.5 * float(x_star @ Hbar @ x_star)
+    out = np.full(targets.shape[0], np.nan)
+    pending = np.ones(targets.shape[0], dtype=bool)
+    for t in range(int(max_rounds) + 1):
+        gap = float(read @ v) + offset
+        hit = pending & (gap <= targets)
+        out[hit] = t
+        pending &= ~hit
+        if not pending.any() or not np.isfinite(gap):
+            break
+        v = L @ v + lvec
+    return out
