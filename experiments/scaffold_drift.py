@@ -78,7 +78,7 @@ from fltheory.theory.bounds import (
     scaffold_rounds,
     scaffold_step_conditions,
 )
-from fltheory.theory.moments import moment_operator
+from fltheory.theory.moments import moment_operator, scaffold_rounds_to_accuracy
 
 NAME = "scaffold_drift"
 TITLE = "Client drift vs heterogeneity: SCAFFOLD, FedAvg, FedProx, FedDyn (exact affine maps)"
@@ -99,6 +99,11 @@ THEOREMS = [
             "Theorems for the strongly convex case with gradient noise and client sampling (S < N): no "
             "heterogeneity term, so the exact stationary E[F(x)] - F* of SCAFFOLD does not depend on h and "
             "vanishes without noise"),
+    Theorem("scaffold-noise-rounds", _PAPER,
+            "Theorems 4 (all clients) and 6 (S of N sampled, option II) for the strongly convex case: "
+            "rounds to E[F(x_R)] - F* <= eps are O~(sigma^2/(mu K S eps) + beta/mu + N/S): at most of order "
+            "1/eps and without a heterogeneity term, against the exact expected rounds of the best admissible "
+            "step"),
     Theorem("scaffold-step-conditions", _ICML,
             "Theorem III step sizes: eta_g >= 1, 1 <= S <= N, eta_l <= 1/(81 beta K eta_g), "
             "eta_l <= S/(15 mu N K eta_g) (constant 15 from the ICML paper, unverified against the seed), "
@@ -133,13 +138,19 @@ QUICK: dict[str, Any] = {
     "noise": {"n_clients": 4, "dim": 2, "S": 2, "sigma2": 1.0, "heterogeneity": [0.0, 1.0, 10.0],
               "rounds": 60, "mc_runs": 150, "floor_rtol": 1e-6, "zero_noise_tol": 1e-9,
               "exact_rounds": 4000},
+    # exact expected rounds to eps (SCAFFOLD-v1 Theorems 4 and 6): best eta_l = c/(beta K) over a geometric grid
+    # of c in [c_max * grid_span, c_max], c_max = 1/81 (the theorems' cap eta_l <= 1/(81 beta K eta_g), eta_g = 1)
+    "rounds": {"eps": [1e-2, 1e-3, 1e-4], "grid": 6, "grid_span": 1e-2, "max_rounds": 20000,
+               "heterogeneity": [0.0, 10.0], "order_tol": 0.25, "rounds_factor": 1.1},
 }
 FULL: dict[str, Any] = {**QUICK, "n_clients": 20, "dim": 10,
                         "heterogeneity": [0.0, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "max_rounds": 20000,
                         "lower_bound_rounds": [10, 30, 100, 300, 1000, 3000, 10000, 20000],
                         "tuned_grid": 40, "tuned_rounds": 5000,
                         "noise": {**QUICK["noise"], "n_clients": 6, "dim": 3, "S": 3, "rounds": 150,
-                                  "heterogeneity": [0.0, 0.3, 1.0, 3.0, 10.0], "mc_runs": 1000}}
+                                  "heterogeneity": [0.0, 0.3, 1.0, 3.0, 10.0], "mc_runs": 1000},
+                        "rounds": {**QUICK["rounds"], "eps": [1e-2, 1e-3, 1e-4, 1e-5], "grid": 10,
+                                   "grid_span": 1e-3, "max_rounds": 200000, "heterogeneity": [0.0, 1.0, 10.0]}}
 EXPECTED_AXES = 6
 
 
@@ -225,7 +236,7 @@ def run(config: dict[str, Any], rng: np.random.Generator,
             amap = affine_round_map(alg, fed, x0=x0)
             fp = fixed_point(amap)
             hist = run_affine(alg, fed, R, x0=x0, amap=amap)
-            gap = np.maximum(hist.loss_gap, 0.0)
+            gap = np.maximum(np.asarray(hist.loss_gap), 0.0)
             row[name] = {"fp_dist2": float(np.sum((fp.x - x_star) ** 2)),
                          "fp_gap": float(max(fed.loss(fp.x) - fed.loss(x_star), 0.0)),
                          "rate": float(spectral_rate(amap)),
@@ -238,6 +249,52 @@ def run(config: dict[str, Any], rng: np.random.Generator,
         row["theorem1_terms"] = dict(k1.terms)
         out["per_h"].append(row)
     out["noise"] = _noise_sampling(config, seed, rng)
+    out["noise_rounds"] = _noise_rounds(config, seed, direction_for_noise(rng, config["noise"]["dim"]))
+    return out
+
+
+def direction_for_noise(rng: np.random.Generator, d: int) -> np.ndarray:
+    """A unit start direction for the noisy instances (drawn after the sweeps, so earlier draws keep
+    their values)."""
+    v = rng.standard_normal(d)
+    return v / np.linalg.norm(v)
+
+
+def _noise_rounds(cfg: dict[str, Any], seed: int, direction: np.ndarray) -> dict[str, Any]:
+    """Exact expected rounds to E[F(x_t)] - F* <= eps of SCAFFOLD (option II, eta_g = 1) with gradient noise,
+    all clients (S = N, SCAFFOLD-v1 Theorem 4) and S < N sampled (Theorem 6), minimised over the admissible
+    local steps eta_l = c/(beta K), c <= 1/81 (``scaffold_rounds_to_accuracy``: the exact moment map, no
+    sampling), against the theorems' order sigma^2/(mu K S eps) + beta/mu + N/S with constant 1
+    (``scaffold_rounds``)."""
+    nc, rc = cfg["noise"], cfg["rounds"]
+    N, d, K = nc["n_clients"], nc["dim"], cfg["K"]
+    beta, mu, sigma2 = cfg["L"], cfg["mu"], nc["sigma2"]
+    eps = np.asarray(rc["eps"], dtype=np.float64)
+    grid = np.geomspace(rc["grid_span"] / 81.0, 1.0 / 81.0, rc["grid"])
+    out: dict[str, Any] = {"eps": eps.tolist(), "grid_c": grid.tolist(), "K": K, "N": N, "d": d,
+                           "sigma2": sigma2, "max_rounds": rc["max_rounds"], "order_tol": rc["order_tol"],
+                           "rounds_factor": rc["rounds_factor"], "heterogeneity": list(rc["heterogeneity"]),
+                           "settings": {}}
+    for label, S, theorem in (("all clients", N, "Theorem 4"), ("sampled", nc["S"], "Theorem 6")):
+        part = UniformSampling(S)
+        formula = [scaffold_rounds(sigma2=sigma2, mu=mu, K=K, S=S, N=N, eps=float(e), beta=beta).value for e in eps]
+        rows = []
+        for h in rc["heterogeneity"]:
+            base = random_quadratic(N, d, L=beta, mu=mu, heterogeneity=h, seed=seed, constants="clients")
+            fed = base.with_gradient_noise(sigma2)
+            x0 = base.optimum() + cfg["init_distance"] * direction
+            best = np.full(eps.shape[0], np.nan)
+            best_c: list[float | None] = [None] * eps.shape[0]
+            for c in grid:
+                alg = Scaffold(lr=float(c) / (beta * K), local_steps=K, option="II")
+                r = scaffold_rounds_to_accuracy(alg, fed, eps, participation=part, x0=x0,
+                                                max_rounds=rc["max_rounds"])
+                better = np.isfinite(r) & ~(r >= best)
+                best[better] = r[better]
+                for i in np.flatnonzero(better):
+                    best_c[i] = float(c)
+            rows.append({"h": h, "rounds": best.tolist(), "c": best_c})
+        out["settings"][label] = {"S": S, "theorem": theorem, "formula": formula, "per_h": rows}
     return out
 
 
@@ -298,7 +355,7 @@ def _tuned(fed: Any, x0: np.ndarray, cfg: dict[str, Any]) -> dict[str, Any]:
             alg = (FedAvg(lr=lr, local_steps=K) if name == "FedAvg"
                    else Scaffold(lr=lr, local_steps=K, option="II"))
             hist = run_affine(alg, fed, cfg["tuned_rounds"], x0=x0)
-            r = _first_below(np.maximum(hist.loss_gap, 0.0), cfg["tuned_eps"])
+            r = _first_below(np.maximum(np.asarray(hist.loss_gap), 0.0), cfg["tuned_eps"])
             if r is not None and (best is None or r < best[0]):
                 best = (r, float(c))
         out[name] = {"rounds": None if best is None else best[0], "c": None if best is None else best[1]}
@@ -322,7 +379,10 @@ def _order(results: dict[str, Any]) -> tuple[float, float, list[float], list[flo
     if len(pts) < 2:
         return None
     G, meas, form, hs = (list(x) for x in zip(*pts))
-    return (_slope(G, meas), _slope(G, form), [m / f for m, f in zip(meas, form)], hs)
+    measured, predicted = _slope(G, meas), _slope(G, form)
+    if measured is None or predicted is None:
+        return None
+    return (measured, predicted, [m / f for m, f in zip(meas, form)], hs)
 
 
 def _lower_bound_ratios(results: dict[str, Any]) -> list[tuple[float, int, float, float]]:
@@ -411,8 +471,42 @@ def checks(results: dict[str, Any]) -> list[Check]:
                          f"{cfg['order_tol']}); measured / formula = {[round(c, 3) for c in consts]}; tuned "
                          f"SCAFFOLD rounds {[r['tuned']['SCAFFOLD']['rounds'] for r in rows]}; {inst}"))
     out.append(_noise_check(results["noise"]))
+    out.append(_noise_rounds_check(results["noise_rounds"]))
     out.append(_step_check(results["step_conditions"]))
     return out
+
+
+def _noise_rounds_check(nr: dict[str, Any]) -> Check:
+    """SCAFFOLD-v1 Theorems 4 and 6 against the exact expected rounds to eps: the order in 1/eps (log-log
+    slope of the best rounds over the eps list <= 1 + order_tol; the O~ allows log factors) and no
+    heterogeneity term (max/min of the rounds over h <= rounds_factor); ratio = the worse of
+    slope / (1 + order_tol) and spread / rounds_factor.  The measured / formula (constant 1) ratios are the
+    constants and log factors the O~ hides, reported, not judged."""
+    eps = np.asarray(nr["eps"])
+    parts, ratio, failed = [], 0.0, []
+    for label, st in nr["settings"].items():
+        rounds = np.array([r["rounds"] for r in st["per_h"]], dtype=np.float64)        # (h, eps)
+        if not np.all(np.isfinite(rounds)):
+            failed.append(f"{label}: eps not reached within {nr['max_rounds']} rounds at some (h, eps)")
+            continue
+        slopes = [float(np.polyfit(np.log(1 / eps), np.log(r), 1)[0]) for r in rounds]
+        spread = float(np.max(rounds.max(axis=0) / rounds.min(axis=0)))
+        ratio = max(ratio, max(slopes) / (1 + nr["order_tol"]), spread / nr["rounds_factor"])
+        over = rounds.max(axis=0) / np.asarray(st["formula"])
+        parts.append(f"{label} (S = {st['S']}, SCAFFOLD-v1 {st['theorem']}): exact rounds to eps = "
+                     f"{eps.tolist()}: {[int(x) for x in rounds[0]]} at h = {st['per_h'][0]['h']}, max/min over "
+                     f"h = {nr['heterogeneity']}: {spread:.4g}; formula (c = 1) "
+                     f"{[round(f, 1) for f in st['formula']]}, exact / formula {[round(float(o), 3) for o in over]}; "
+                     f"log-log slope in 1/eps {max(slopes):.3f}; best c = eta_l beta K "
+                     f"{[None if c is None else round(c, 5) for c in st['per_h'][0]['c']]}")
+    head = (f"SCAFFOLD option II, K = {nr['K']}, N = {nr['N']}, d = {nr['d']}, sigma^2 = {nr['sigma2']}, best "
+            f"eta_l = c/(beta K) over c in [{min(nr['grid_c']):.3g}, 1/81] ({len(nr['grid_c'])} points), exact "
+            f"E[F(x_t)] - F* from the moment recursion (no sampling of runs); allowed slope 1 + "
+            f"{nr['order_tol']}, allowed spread over h {nr['rounds_factor']}")
+    if failed:
+        return Check("scaffold-noise-rounds", "not checkable", None, f"{head}; " + "; ".join(failed + parts))
+    return Check("scaffold-noise-rounds", "holds" if ratio <= 1 else "violated", ratio,
+                 ("" if ratio <= 1 else "FINDING: ") + f"{head}; " + "; ".join(parts))
 
 
 def _noise_check(nz: dict[str, Any]) -> Check:
@@ -473,7 +567,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Any:
     """(a) rounds to eps vs h (stalls drawn at the top as crosses); (b) exact
     fixed-point distance vs h with an h^2 reference; (c) Theorem II lower
     bound / measured FedAvg gap vs R, per h; (d) step-tuned rounds vs G with

@@ -15,7 +15,8 @@ from experiments import scaffold_drift as exp
 from fltheory.problems.generators import random_quadratic
 
 CFG = dict(exp.QUICK, n_clients=3, dim=2, heterogeneity=[0.0, 0.5, 2.0], max_rounds=700,
-           lower_bound_rounds=[10, 100], tuned_grid=3, tuned_rounds=200)
+           lower_bound_rounds=[10, 100], tuned_grid=3, tuned_rounds=200,
+           rounds={**exp.QUICK["rounds"], "eps": [1e-1, 1e-2], "grid": 2, "heterogeneity": [0.0, 1.0]})
 
 
 def test_fedavg_fixed_point_matches_closed_form():
@@ -87,3 +88,51 @@ def test_noise_check_flags_a_heterogeneity_dependent_floor_and_a_nonzero_noisele
     assert drift.status == "violated" and drift.detail.startswith("FINDING")
     stuck = exp._noise_check(_noise_results([1e-4, 1e-4, 1e-4], [0.0, 1e-6, 0.0]))
     assert stuck.status == "violated"
+
+
+def test_noise_rounds_are_the_first_round_below_eps_of_the_exact_moments():
+    """The best rounds per eps are the first t with exact E[F(x_t)] - F* <= eps (read off
+    scaffold_sampling_moments, an independent recursion on the blocks) minimised over the grid, and the
+    formula is sigma^2/(mu K S eps) + beta/mu + N/S."""
+    from fltheory.algorithms import Scaffold
+    from fltheory.participation import UniformSampling
+    from fltheory.theory.moments import scaffold_sampling_moments
+
+    cfg = dict(exp.QUICK, noise={**exp.QUICK["noise"], "n_clients": 3, "S": 2},
+               rounds={**exp.QUICK["rounds"], "eps": [1e-1, 1e-2], "grid": 2, "max_rounds": 2000,
+                       "heterogeneity": [0.0, 1.0]})
+    direction = np.array([0.6, 0.8])
+    nr = exp._noise_rounds(cfg, 7, direction)
+    beta, mu, K = cfg["L"], cfg["mu"], cfg["K"]
+    for label, S in (("all clients", 3), ("sampled", 2)):
+        st = nr["settings"][label]
+        np.testing.assert_allclose(st["formula"], [1.0 / (mu * K * S * e) + beta / mu + 3 / S for e in (1e-1, 1e-2)])
+        row = st["per_h"][1]
+        base = random_quadratic(3, 2, L=beta, mu=mu, heterogeneity=1.0, seed=7, constants="clients")
+        x0 = base.optimum() + cfg["init_distance"] * direction
+        firsts = []
+        for c in nr["grid_c"]:
+            gap = scaffold_sampling_moments(Scaffold(lr=c / (beta * K), local_steps=K, option="II"),
+                                            base.with_gradient_noise(1.0), 2000, participation=UniformSampling(S),
+                                            x0=x0).loss_gap
+            firsts.append([int(np.flatnonzero(gap <= e)[0]) if np.any(gap <= e) else np.inf for e in (1e-1, 1e-2)])
+        np.testing.assert_array_equal(row["rounds"], np.min(firsts, axis=0))
+
+
+def _rounds_results(rounds_h0, rounds_h1):
+    st = {"S": 2, "theorem": "Theorem 6", "formula": [16.0, 106.0, 1006.0],
+          "per_h": [{"h": 0.0, "rounds": rounds_h0, "c": [0.01] * 3}, {"h": 1.0, "rounds": rounds_h1, "c": [0.01] * 3}]}
+    return {"eps": [1e-2, 1e-3, 1e-4], "grid_c": [1e-4, 1 / 81], "K": 5, "N": 4, "d": 2, "sigma2": 1.0,
+            "max_rounds": 100, "order_tol": 0.25, "rounds_factor": 1.1, "heterogeneity": [0.0, 1.0],
+            "settings": {"sampled": st}}
+
+
+def test_noise_rounds_check_flags_a_wrong_order_a_heterogeneity_term_and_unreached_eps():
+    ok = exp._noise_rounds_check(_rounds_results([400, 700, 2500], [400, 700, 2500]))
+    assert ok.status == "holds" and ok.ratio <= 1
+    steep = exp._noise_rounds_check(_rounds_results([10, 1000, 100000], [10, 1000, 100000]))   # slope 2
+    assert steep.status == "violated" and steep.detail.startswith("FINDING")
+    drift = exp._noise_rounds_check(_rounds_results([400, 700, 2500], [800, 1400, 5000]))
+    assert drift.status == "violated"
+    unreached = exp._noise_rounds_check(_rounds_results([400, 700, float("nan")], [400, 700, 2500]))
+    assert unreached.status == "not checkable"

@@ -46,6 +46,7 @@ from ...algorithms import EFL
 from ...algorithms.base import resolve_per_client
 from ...errors import AssumptionError, InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ...participation import Participation
+from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
 from .engine import ExactMoments, StateComponent
 from .noise import AdditiveNoise, noise_of
@@ -111,7 +112,7 @@ def _weights(alg: EFL, p: np.ndarray, E: np.ndarray, clients: np.ndarray, steps:
     return ratio * p[clients]
 
 
-def efl_elastic_moments(algorithm: EFL, problem: QuadraticFederation, rounds: int, *,
+def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
                         participation: Participation | None = None, noise: Any = None, x0: Any = None,
                         max_components: int = 4096, max_outcomes: int = 20_000) -> ExactMoments:
     """Exact E[x_t], E||x_t - x*||^2, E[F(x_t)] - F* of EFL without compression (module docstring).
@@ -282,7 +283,7 @@ def elastic_anchor_laws(moments: ExactMoments) -> list[list[AnchorLaw]]:
     return out
 
 
-def efl_elastic_gradient_moments(algorithm: EFL, problem: QuadraticFederation, moments: ExactMoments, *,
+def efl_elastic_gradient_moments(algorithm: EFL, problem: Federation, moments: ExactMoments, *,
                                  noise: Any = None) -> np.ndarray:
     """Exact E||g||^2 of every stochastic gradient an EFL client computes (EFL Assumption 4).
 

@@ -48,6 +48,7 @@ from ...algorithms import Scaffold
 from ...algorithms.base import resolve_per_client
 from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ...participation import FullParticipation, Participation, UniformSampling
+from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
 from .engine import ExactMoments
 from .noise import AdditiveNoise, noise_of
@@ -140,8 +141,8 @@ def _round(mx: np.ndarray, mc: np.ndarray, Sxx: np.ndarray, Sxc: np.ndarray, Scc
             0.5 * (new_Scc + np.transpose(new_Scc, (2, 3, 0, 1))))
 
 
-def _setup(algorithm: Scaffold, problem: QuadraticFederation, participation: Participation | None, noise: Any
-           ) -> tuple[Callable[..., tuple[np.ndarray, ...]], AdditiveNoise | None]:
+def _setup(algorithm: Scaffold, problem: Federation, participation: Participation | None, noise: Any
+           ) -> tuple[Callable[..., tuple[np.ndarray, ...]], QuadraticFederation]:
     """Validate the inputs and return the one-round map on the blocks (mx, mc, Sxx, Sxc, Scc)."""
     if not isinstance(algorithm, Scaffold):
         raise InvalidHyperparameterError(f"the SCAFFOLD block path needs a Scaffold, got {algorithm!r}")
@@ -177,7 +178,7 @@ def _setup(algorithm: Scaffold, problem: QuadraticFederation, participation: Par
              ) -> tuple[np.ndarray, ...]:
         return _round(mx, mc, Sxx, Sxc, Scc, (Ax, Ag, Ac, b), (Fx, Fg, Fc, h), V, W, Z, g, p1, p2)
 
-    return step, model
+    return step, exact
 
 
 def _sampling(participation: Participation | None, N: int) -> tuple[int, float, float]:
@@ -194,7 +195,7 @@ def _sampling(participation: Participation | None, N: int) -> tuple[int, float, 
         "use exact_moments")
 
 
-def scaffold_sampling_moments(algorithm: Scaffold, problem: QuadraticFederation, rounds: int, *,
+def scaffold_sampling_moments(algorithm: Scaffold, problem: Federation, rounds: int, *,
                               participation: Participation | None = None, noise: Any = None,
                               x0: Any = None) -> ExactMoments:
     """Exact E[x_t], E||x_t - x*||^2, E[F(x_t)] - F* of SCAFFOLD (module docstring).
@@ -216,7 +217,8 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: QuadraticFederation,
     t0 = time.perf_counter()
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
         raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
-    step, model = _setup(algorithm, problem, participation, noise)
+    step, exact = _setup(algorithm, problem, participation, noise)
+    model = noise_of(problem, noise)
     N, d = problem.n_clients, problem.dim
     mx = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64).copy()
     if mx.shape != (d,) or not np.all(np.isfinite(mx)):
@@ -235,7 +237,7 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: QuadraticFederation,
     dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
         + np.outer(x_star, x_star)
     dist2 = np.einsum("tii->t", dev)
-    gap = 0.5 * np.einsum("ij,tji->t", problem.hess(), dev)
+    gap = 0.5 * np.einsum("ij,tji->t", exact.hess(), dev)
     # whole state (x, c, c_1..c_N): c = mean_k c_k
     mg = mc.mean(axis=0)
     n = (N + 2) * d
@@ -262,7 +264,7 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: QuadraticFederation,
                         clip=float(max(0.0, -dist2.min(), -gap.min())), info=info)
 
 
-def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: QuadraticFederation, eps: Any, *,
+def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: Federation, eps: Any, *,
                                 participation: Participation | None = None, noise: Any = None, x0: Any = None,
                                 max_rounds: int = 100_000) -> np.ndarray:
     """Exact expected rounds to accuracy: for each eps, the first t with E[F(x_t)] - F* <= eps.
@@ -278,7 +280,7 @@ def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: QuadraticFederatio
     -------
     (len(eps),) float array of rounds (NaN where eps is not reached within ``max_rounds``).
     """
-    step, _ = _setup(algorithm, problem, participation, noise)
+    step, exact = _setup(algorithm, problem, participation, noise)
     targets = np.atleast_1d(np.asarray(eps, dtype=np.float64))
     if targets.ndim != 1 or not np.all(np.isfinite(targets)) or np.any(targets <= 0):
         raise InvalidHyperparameterError(f"eps must be positive finite accuracies, got {eps!r}")
@@ -308,7 +310,7 @@ def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: QuadraticFederatio
     if x0v.shape != (d,) or not np.all(np.isfinite(x0v)):
         raise InvalidProblemError(f"x0 must be a finite vector of shape ({d},), got {x0!r}")
     v = np.concatenate([x0v, np.zeros(N * d), np.outer(x0v, x0v).ravel(), np.zeros(N * d * d + (N * d) ** 2)])
-    x_star, Hbar = problem.optimum(), problem.hess()
+    x_star, Hbar = problem.optimum(), exact.hess()
     # gap = 1/2 tr(Hbar Sxx) - x*^T Hbar E x + 1/2 x*^T Hbar x*: a linear read-out of v
     read = np.zeros(P)
     read[:d] = -Hbar @ x_star
