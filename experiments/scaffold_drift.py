@@ -44,6 +44,14 @@ Checks (stated factor and tolerances, computed from the config):
   existential, so on this instance a smaller error is not a violation; the
   ratio is bound / measured (> 1 means this instance beats c G^2/(mu R^2)
   with c = 1), reported "holds" when <= 1 and "not checkable" otherwise;
+* ``scaffold-noise-rounds`` (SCAFFOLD-v1 Theorems 4 and 6, strongly convex, all clients
+  and S of N sampled, option II): with gradient noise sigma^2 the exact expected rounds to
+  E[F(x_t)] - F* <= eps (``scaffold_rounds_to_accuracy``: the moment recursion, no sampled
+  runs), minimised over admissible local steps eta_l = c/(beta K), c <= 1/81, against the
+  order sigma^2/(mu K S eps) + beta/mu + N/S (constant 1): the log-log slope in 1/eps must
+  stay <= 1 + ``order_tol`` (the O~ allows logs) and the rounds may vary with h by at most
+  ``rounds_factor`` (no heterogeneity term); exact / formula is reported (the hidden
+  constants), not judged; ratio = the worse of slope / (1 + order_tol) and spread / factor;
 * ``scaffold-step-conditions``: the hypotheses of Theorem III exactly as
   ``scaffold_step_conditions`` checks them (names in ``STEP_CONDITIONS``):
   eta_g >= 1, 1 <= S <= N, eta_l <= 1/(81 beta K eta_g), the sampling cap
