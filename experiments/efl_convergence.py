@@ -117,12 +117,14 @@ from fltheory.algorithms import EFL
 from fltheory.algorithms import run as run_algorithm
 from fltheory.errors import InvalidHyperparameterError
 from fltheory.participation import (
+    FixedSteps,
     FullParticipation,
     FullSteps,
     IncompleteSteps,
     Participation,
     UniformSampling,
 )
+from fltheory.problems import QuadraticFederation
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.bounds import (
     efl_elastic_constants,
@@ -582,7 +584,33 @@ def run(config: dict[str, Any], rng: np.random.Generator,
         seeds = rng.integers(0, 2**31 - 1, size=config["replicates"])
         out["runs"][name] = _variant(name, VARIANTS[name], fed, config, x0, seeds)
     out["counterexamples"] = {name: _counterexample(name, spec) for name, spec in COUNTEREXAMPLES.items()}
+    out["elastic_counterexample"] = elastic_first_round_noise(float(config["lam"]))
     return out
+
+
+def elastic_first_round_noise(lam: float) -> dict[str, Any]:
+    """The ``first-round-noise`` instance run with the elastic term lambda > 0, through the lambda > 0
+    pipeline (``efl_elastic_moments``, ``efl_elastic_constants``, ``efl_elastic_gradient_moments``):
+    f_1 = x^2 (departed: s = 0 always), f_2 = x^2/2 with gradient noise of variance 40, p = (1/2, 1/2),
+    E = 1, plain weights, theta = 1, w_0 = 1.  Nobody has reported before round 0 (U = 0), so the first
+    round does not see lambda, and Theorem 1 (corrected reading) fails at tau = 1 exactly as with
+    lambda = 0: mu = 1, L = 2 (the F~ of round 0 are f_1, f_2), D_k = 0, G^2 = 41."""
+    spec = COUNTEREXAMPLES["first-round-noise"]
+    h = np.asarray(spec["h"], dtype=np.float64)
+    fed = QuadraticFederation(h[:, None, None], np.zeros((2, 1)), weights=np.asarray(spec["weights"])) \
+        .with_gradient_noise(spec["sigma2"])
+    base = {"E": 1, "theta": 1.0, "sigma2": spec["sigma2"], "weights": spec["weights"],
+            "step_probs": spec["step_probs"], "init_dist2": (spec["w0"] - 0.0) ** 2}
+    mu, L = float(h.min()), float(h.max())                    # round 0: U = 0, F~_k = f_k
+    eta = np.asarray(efl_theorem1(1, mu=mu, L=L, D=0.0, G2=0.0, **base).terms["eta"])
+    alg = EFL(lr=1.0, local_steps=1, lam=lam, compression=None, theta=1.0, lr_schedule=_Schedule(eta))
+    part = IncompleteSteps(FullParticipation(), FixedSteps(np.array([0, 1])))
+    ex = efl_elastic_moments(alg, fed, 1, participation=part, x0=np.array([spec["w0"]]))
+    ec = efl_elastic_constants(fed.exact(), lam, elastic_anchor_laws(ex))
+    G2 = float(np.nanmax(efl_elastic_gradient_moments(alg, fed, ex)[0, 1]))
+    res = efl_theorem1(1, mu=mu, L=L, D=ec.D[0], G2=G2, variant="corrected", **base)
+    return {"lam": lam, "error": float(ex.dist2[1]), "bound": res.value, "D": ec.D[0].tolist(), "G2": G2,
+            "eta": eta.tolist(), "mu": mu, "L": L}
 
 
 def _ratios(r: dict[str, Any], variant: str, key: str | None = None) -> list[float | None]:
@@ -641,6 +669,17 @@ def checks(results: dict[str, Any]) -> list[Check]:
                                  f"{name}: {mc}: worst round {tau} of {len(ratios)}, upper 95% limit / bound = "
                                  f"{r['server_high'][tau] / b:.3g}; {consts}"))
     out.extend(_counterexample_checks(results))
+    cx = results.get("elastic_counterexample")
+    if cx is not None and cx["bound"] is not None:
+        text = (f"first-round-noise with lambda = {cx['lam']:g}: exact E||w_1 - w*||^2 = {cx['error']:.6g} vs bound "
+                f"{cx['bound']:.6g} (corrected reading); f_1 = x^2 (departed), f_2 = x^2/2 with noise variance 40, "
+                f"p = (1/2, 1/2), E = 1, theta = 1, w_0 = 1, mu = {cx['mu']:g}, L = {cx['L']:g}, D_k = {cx['D']} "
+                f"(exact, elastic objective of round 0), G^2 = {cx['G2']:.6g} (exact E||g||^2); nobody has reported "
+                "before round 0 (U = 0), so lambda does not act in the first round and the lambda = 0 failure "
+                "(C_tau a max, not a sum) carries over")
+        ratio = cx["error"] / cx["bound"]
+        out.append(Check("t1-corrected-elastic", "violated" if ratio > 1 else "holds", ratio,
+                         ("FINDING: " if ratio > 1 else "") + text))
     return out
 
 
@@ -716,6 +755,11 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             twin = r.get("companion")
             if twin is not None and (tw := _counterexample_worst(twin, reading)) is not None and tw[2] > 0:
                 out[f"{stem}_offset_start_{reading}_ratio"] = tw[1] / tw[2]
+    cx = results.get("elastic_counterexample")
+    if cx is not None and cx["bound"]:
+        out["cx_elastic_first_round_noise_exact_error"] = cx["error"]
+        out["cx_elastic_first_round_noise_bound"] = cx["bound"]
+        out["cx_elastic_first_round_noise_ratio"] = cx["error"] / cx["bound"]
     return out
 
 

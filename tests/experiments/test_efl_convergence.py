@@ -258,3 +258,25 @@ def test_elastic_checks_have_their_own_theorem_keys():
     assert {"t1-corrected-elastic", "t1-as-printed-elastic"} <= keys
     detail = next(c.detail for c in exp.checks(res) if c.theorem == "t1-corrected-elastic")
     assert "lambda = 0.5" in detail and "computed, not sampled" in detail
+
+
+def test_elastic_first_round_noise_numbers_are_the_closed_forms():
+    """lambda = 0.5 on the first-round-noise instance: eta_0 = 32/257, exact E w_1^2 =
+    (1 - eta_0/2)^2 + eta_0^2 40/4 (w_1 = (1 - eta_0/2) w_0 - eta_0 xi/2), bound 65536/257^2,
+    D_k = 0, G^2 = 41 (E||g||^2 = 1 + 40 at the only local step)."""
+    cx = exp.elastic_first_round_noise(0.5)
+    eta0 = 32 / 257
+    assert cx["eta"][0] == pytest.approx(eta0, rel=1e-13)
+    assert cx["error"] == pytest.approx((1 - eta0 / 2) ** 2 + eta0 ** 2 * 10, rel=1e-12)
+    assert cx["bound"] == pytest.approx(65536 / 257 ** 2, rel=1e-12)
+    assert cx["D"] == [0.0, 0.0] and cx["G2"] == pytest.approx(41.0, rel=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING: EFL Theorem 1 (corrected reading) fails with the elastic term lambda = 0.5 on the exact "
+    "first-round-noise instance (f_1 = x^2 departed, f_2 = x^2/2 with noise variance 40, p = (1/2, 1/2), "
+    "E = 1, theta = 1, w_0 = 1): exact E||w_1 - w*||^2 = 1.0344 > bound 0.99223; nobody has reported before "
+    "round 0, so lambda does not act in the first round and the lambda = 0 failure carries over"))
+def test_theorem1_with_the_elastic_term_holds_on_the_first_round_noise_instance():
+    cx = exp.elastic_first_round_noise(0.5)
+    assert cx["error"] <= cx["bound"]
