@@ -190,3 +190,68 @@ def test_eq7_rate_is_order_noise_over_R():
     a, c = r1.terms["a"], r1.terms["noise"]
     assert r1.value * 3999 == pytest.approx(36 * c / a**2, rel=1e-6)
     assert r2.value / r1.value == pytest.approx(3999 / 7999, rel=1e-6)
+
+
+# --- LocalAdaptivity App. C, special case SGD (eq. 77) ------------------------------------------------------
+
+def _identical_clients(N, seed=0):
+    from fltheory.problems import QuadraticFederation
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    H = Q @ np.diag([0.5, 1.0, 2.0]) @ Q.T
+    return QuadraticFederation(np.broadcast_to(H, (N, 3, 3)).copy(), np.broadcast_to([1.0, -1.0, 2.0], (N, 3)).copy())
+
+
+def exact_sgd_errors(fed, rates, sigma2, x0):
+    """E||x_t - x*||^2 of one-step rounds with identical clients: e' = (I - eta_t H) e - eta_t mean_i xi_i,
+    the mean of N independent noises of covariance sigma2/d I having covariance sigma2/(N d) I."""
+    H, d, N = fed.H[0], fed.dim, fed.n_clients
+    e = x0 - fed.optimum()
+    P = np.outer(e, e)
+    out = [float(np.trace(P))]
+    for eta in rates:
+        A = np.eye(d) - eta * H
+        P = A @ P @ A.T + eta * eta * sigma2 / (N * d) * np.eye(d)
+        out.append(float(np.trace(P)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("N", [1, 4, 16])
+def test_eq77_rate_bounds_the_exact_error_and_scales_as_one_over_N_t(N):
+    from fltheory.theory.bounds.recursions import sgd_special_case_rate
+    fed = _identical_clients(N)
+    x0 = fed.optimum() + 3.0
+    R, s2 = 3000, 2.0
+    res = sgd_special_case_rate(R, mu=0.5, L=2.0, sigma2=s2, n_clients=N,
+                                init_dist2=float(np.sum((x0 - fed.optimum()) ** 2)))
+    exact = exact_sgd_errors(fed, res.terms["client_lr"], s2, x0)
+    assert np.all(exact <= res.terms["per_round"] * (1 + 1e-12))
+    # late rounds: E||x_t - x*||^2 ~ C sigma^2 / (N t), C independent of N
+    late = exact[-1] * N * (R + res.terms["gamma"])
+    ref = exact_sgd_errors(_identical_clients(1), res.terms["client_lr"], s2, x0)[-1] * (R + res.terms["gamma"])
+    assert late == pytest.approx(ref, rel=0.05)
+    # the noise term 4 sigma^2 / (mu^2 N (t + gamma)) is within a constant of the truth (here ~0.18 of it)
+    assert exact[-1] > 0.1 * 4 * s2 / (0.25 * N * (R + res.terms["gamma"]))
+
+
+def test_eq77_exact_errors_match_fedavg_runs_with_the_decaying_rate():
+    from fltheory.algorithms import FedAvg
+    from fltheory.theory.bounds.recursions import sgd_special_case_rate
+    N, R, M, s2 = 4, 10, 400, 2.0
+    fed = _identical_clients(N)
+    x0 = fed.optimum() + 3.0
+    res = sgd_special_case_rate(R, mu=0.5, L=2.0, sigma2=s2, n_clients=N, init_dist2=27.0)
+    rates = res.terms["client_lr"]
+    exact = exact_sgd_errors(fed, rates, s2, x0)
+    noisy = fed.with_gradient_noise(s2)
+    algs = [FedAvg(lr=float(eta), local_steps=1) for eta in rates]
+    rng = np.random.default_rng(1)
+    sq = np.empty((M, R + 1))
+    for m in range(M):
+        state = algs[0].init(noisy, x0, rng)
+        sq[m, 0] = np.sum((state.x - fed.optimum()) ** 2)
+        for t, alg in enumerate(algs):
+            state, _ = alg.round(state, noisy, None, rng)
+            sq[m, t + 1] = np.sum((state.x - fed.optimum()) ** 2)
+    se = sq.std(axis=0, ddof=1) / math.sqrt(M)
+    assert np.all(np.abs(sq.mean(axis=0) - exact) <= 5 * se + 1e-12)

@@ -35,6 +35,9 @@ gamma_t <= 1/d (d >= a).  With weights w_t >= 0, W_T = sum_t w_t, the lemmas bou
 
   the O~(d r_0 exp(-a T / d) + c / (a T)) the lemma states.
 
+:func:`sgd_special_case_rate` is App. C's SGD special case with one local step (eq. 77): the
+classical decaying-rate induction with explicit constants.
+
 :func:`fedopt_theorem1_rate` applies Stich's lemma to the recursion of
 LocalAdaptivity's Theorem 1 (App. C, eq. 61; b = 0, d = 1, a = 1 - rho_bar,
 c = sum_i p_i^2 phi_i, gamma_t the server rate): the final rate of eq. 7 with
@@ -54,7 +57,8 @@ from ...errors import InvalidHyperparameterError
 from ..result import Assumption, BoundResult, make_result
 
 __all__ = ["constant_step_bound", "constant_step_choice", "constant_step_rate", "constant_step_weights",
-           "fedopt_theorem1_rate", "psi", "stich_bound", "stich_schedule", "weighted_output"]
+           "fedopt_theorem1_rate", "psi", "sgd_special_case_rate", "stich_bound", "stich_schedule",
+           "weighted_output"]
 
 _STICH = "Stich (arXiv:1907.04232) Lemma 3, as LocalAdaptivity App. C Lemma 3 (eqs. 62-63)"
 _EQ7 = "LocalAdaptivity (arXiv:2106.02305) Theorem 1, eq. 7, from eq. 61 and Lemma 3 with Stich's constants"
@@ -222,3 +226,38 @@ def fedopt_theorem1_rate(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike,
         value = stich_bound(e0, c, T, a, 1.0) / a
         terms.update(server_lr=gamma, a=a, T=T)
     return make_result(value, assumptions, reference=_EQ7, variant="derived", terms=terms, strict=strict)
+
+
+_EQ77 = ("LocalAdaptivity (arXiv:2106.02305) App. C, special case SGD, eqs. 67-68 and 77 (tau = 1), "
+         "explicit constants derived")
+
+
+@checked_arguments
+def sgd_special_case_rate(rounds: int, *, mu: float, L: float, sigma2: float, n_clients: int,
+                          init_dist2: float, strict: bool = False) -> BoundResult:
+    """LocalAdaptivity App. C, SGD special case with one local step (eq. 77): identical clients, server
+    rate 1, client rate eta_t = 2 / (mu (t + gamma)) with gamma = 2 L / mu (so eta_0 = 1/L).
+
+    With equal weights the recursion eq. 67 reads e_{t+1} <= (1 - eta_t mu) e_t + eta_t^2 sigma^2 / N
+    (rho = 1 - eta mu, phi = eta^2 sigma^2 for tau = 1).  The induction of eq. 68 [derived constants]
+    gives, for every t,
+
+        E||x_t - x*||^2 <= v / (t + gamma),   v = max(4 sigma^2 / (mu^2 N), gamma ||x_0 - x*||^2),
+
+    the O(sigma^2 / (mu^2 N t)) rate of synchronous SGD with N workers (eq. 77).  ``terms["client_lr"]``
+    holds eta_0..eta_{R-1}, ``terms["per_round"]`` the bound for t = 0..R.
+    """
+    R = integer("rounds", rounds, minimum=1)
+    N = integer("n_clients", n_clients, minimum=1)
+    e0 = positive("init_dist2", init_dist2, allow_zero=True)
+    s2 = positive("sigma2", sigma2, allow_zero=True)
+    assumptions = (Assumption("0 < mu <= L", 0 < mu <= L, f"mu = {mu!r}, L = {L!r}"),)
+    value, terms = None, {}
+    if 0 < mu <= L:
+        gamma = 2.0 * L / mu
+        t = np.arange(R + 1, dtype=np.float64)
+        v = max(4.0 * s2 / (mu * mu * N), gamma * e0)
+        per_round = v / (t + gamma)
+        value = float(per_round[-1])
+        terms = {"client_lr": 2.0 / (mu * (t[:-1] + gamma)), "per_round": per_round, "v": v, "gamma": gamma}
+    return make_result(value, assumptions, reference=_EQ77, variant="derived", terms=terms, strict=strict)
