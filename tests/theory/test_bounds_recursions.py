@@ -1,6 +1,7 @@
 """The unrolling lemmas (Stich's Lemma 3 as LocalAdaptivity Lemma 3; SCAFFOLD-v1 Lemma 5 in our explicit
-constant-step form) held to worst-case sequences, and LocalAdaptivity Theorem 1's final rate (eq. 7) held to
-the exact E||x_R - x~||^2 of FedOpt with SGD clients and the lemma's server-rate schedule.
+constant-step form) held to worst-case sequences, and LocalAdaptivity Theorem 1's final rate (eq. 7) and its
+SGD special case (eq. 77) held to the exact errors computed by experiments/local_adaptivity_rates.py, which
+are held here to Monte Carlo runs of FedOpt / FedAvg.
 
 Worst case of a recursion r_{t+1} <= (1 - a g_t) r_t - b g_t s_t + c g_t^2: equality, with s_t any
 non-negative sequence that keeps r_{t+1} >= 0 (s_t = u_t ((1 - a g_t) r_t + c g_t^2) / (b g_t), u_t in
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from experiments.local_adaptivity_rates import fedopt_sgd_errors, identical_clients, sgd_errors
 from fltheory.algorithms import FedOpt
 from fltheory import optim
 from fltheory.errors import FLTheoryError
@@ -116,26 +118,6 @@ def test_bad_constants_raise_typed_errors():
 
 # --- LocalAdaptivity Theorem 1, eq. 7 ----------------------------------------------------------------------
 
-def exact_errors_with_schedule(fed, lr, tau, sigma2, server_lr, x0, xt):
-    """E||x_t - x~||^2, t = 0..R, for FedOpt with SGD clients (Gaussian noise of total variance sigma2_i)
-    and server rates server_lr[t]: the error maps as e' = A_t e + n_t with
-    A_t = (1 - g_t) I + g_t sum p_i (I - eta_i H_i)^{tau_i} and independent noise of covariance
-    g_t^2 sum_i p_i^2 eta_i^2 sigma2_i / d sum_{j < tau_i} (I - eta_i H_i)^{2 j} [derived]."""
-    N, d, I = fed.n_clients, fed.dim, np.eye(fed.dim)
-    Mk = [I - lr[k] * fed.H[k] for k in range(N)]
-    T_lin = sum(fed.weights[k] * np.linalg.matrix_power(Mk[k], int(tau[k])) for k in range(N))
-    noise = sum(fed.weights[k] ** 2 * lr[k] ** 2 * sigma2[k] / d
-                * sum(np.linalg.matrix_power(Mk[k], 2 * j) for j in range(int(tau[k]))) for k in range(N))
-    e = x0 - xt
-    P = np.outer(e, e)
-    out = [float(np.trace(P))]
-    for g in server_lr:
-        A = (1 - g) * I + g * T_lin
-        P = A @ P @ A.T + g * g * noise
-        out.append(float(np.trace(P)))
-    return np.array(out)
-
-
 def _eq7_case(R, sigma2_value, lr=(0.3, 0.2, 0.4)):
     fed = random_quadratic(3, 3, L=2.0, mu=0.5, heterogeneity=1.0, seed=3, constants="clients")
     lr, tau = np.array(lr), np.array([2, 3, 1])
@@ -154,7 +136,7 @@ def test_eq7_rate_bounds_the_exact_error_under_the_lemma_schedule(R, sigma2):
     fed, lr, tau, s2, x0, xt, res = _eq7_case(R, sigma2)
     assert res.valid, str(res)
     gamma = res.terms["server_lr"]
-    exact = exact_errors_with_schedule(fed, lr, tau, s2, gamma[: R], x0, xt)
+    exact = fedopt_sgd_errors(fed, lr, tau, s2, gamma[: R], x0, xt)
     assert exact[R] <= res.value
     # the one-step recursion (eq. 61) the rate is unrolled from holds at every round
     a, c = res.terms["a"], res.terms["noise"]
@@ -168,7 +150,7 @@ def test_eq7_exact_error_matches_fedopt_runs_with_the_schedule():
     fed, lr, tau, s2, x0, xt, res = _eq7_case(R, 1.0, lr=(0.3, 0.3, 0.3))   # FedOpt: one client rate
     noisy = fed.with_gradient_noise(s2)
     gamma = res.terms["server_lr"][:R]
-    exact = exact_errors_with_schedule(fed, lr, tau, s2, gamma, x0, xt)
+    exact = fedopt_sgd_errors(fed, lr, tau, s2, gamma, x0, xt)
     algs = [FedOpt(client_optimizer=optim.sgd(0.3), server_optimizer=optim.sgd(float(g)),
                    local_steps=tau) for g in gamma]
     rng = np.random.default_rng(0)
@@ -195,25 +177,7 @@ def test_eq7_rate_is_order_noise_over_R():
 # --- LocalAdaptivity App. C, special case SGD (eq. 77) ------------------------------------------------------
 
 def _identical_clients(N, seed=0):
-    from fltheory.problems import QuadraticFederation
-    rng = np.random.default_rng(seed)
-    Q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
-    H = Q @ np.diag([0.5, 1.0, 2.0]) @ Q.T
-    return QuadraticFederation(np.broadcast_to(H, (N, 3, 3)).copy(), np.broadcast_to([1.0, -1.0, 2.0], (N, 3)).copy())
-
-
-def exact_sgd_errors(fed, rates, sigma2, x0):
-    """E||x_t - x*||^2 of one-step rounds with identical clients: e' = (I - eta_t H) e - eta_t mean_i xi_i,
-    the mean of N independent noises of covariance sigma2/d I having covariance sigma2/(N d) I."""
-    H, d, N = fed.H[0], fed.dim, fed.n_clients
-    e = x0 - fed.optimum()
-    P = np.outer(e, e)
-    out = [float(np.trace(P))]
-    for eta in rates:
-        A = np.eye(d) - eta * H
-        P = A @ P @ A.T + eta * eta * sigma2 / (N * d) * np.eye(d)
-        out.append(float(np.trace(P)))
-    return np.array(out)
+    return identical_clients(N, 3, 2.0, 0.5, np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize("N", [1, 4, 16])
@@ -224,11 +188,11 @@ def test_eq77_rate_bounds_the_exact_error_and_scales_as_one_over_N_t(N):
     R, s2 = 3000, 2.0
     res = sgd_special_case_rate(R, mu=0.5, L=2.0, sigma2=s2, n_clients=N,
                                 init_dist2=float(np.sum((x0 - fed.optimum()) ** 2)))
-    exact = exact_sgd_errors(fed, res.terms["client_lr"], s2, x0)
+    exact = sgd_errors(fed, res.terms["client_lr"], s2, x0)
     assert np.all(exact <= res.terms["per_round"] * (1 + 1e-12))
     # late rounds: E||x_t - x*||^2 ~ C sigma^2 / (N t), C independent of N
     late = exact[-1] * N * (R + res.terms["gamma"])
-    ref = exact_sgd_errors(_identical_clients(1), res.terms["client_lr"], s2, x0)[-1] * (R + res.terms["gamma"])
+    ref = sgd_errors(_identical_clients(1), res.terms["client_lr"], s2, x0)[-1] * (R + res.terms["gamma"])
     assert late == pytest.approx(ref, rel=0.05)
     # the noise term 4 sigma^2 / (mu^2 N (t + gamma)) is within a constant of the truth (here ~0.18 of it)
     assert exact[-1] > 0.1 * 4 * s2 / (0.25 * N * (R + res.terms["gamma"]))
@@ -242,7 +206,7 @@ def test_eq77_exact_errors_match_fedavg_runs_with_the_decaying_rate():
     x0 = fed.optimum() + 3.0
     res = sgd_special_case_rate(R, mu=0.5, L=2.0, sigma2=s2, n_clients=N, init_dist2=27.0)
     rates = res.terms["client_lr"]
-    exact = exact_sgd_errors(fed, rates, s2, x0)
+    exact = sgd_errors(fed, rates, s2, x0)
     noisy = fed.with_gradient_noise(s2)
     algs = [FedAvg(lr=float(eta), local_steps=1) for eta in rates]
     rng = np.random.default_rng(1)
