@@ -121,3 +121,27 @@ def test_lemma4_is_an_equality_for_equal_vectors():
     S = A.sum(axis=0)
     z = S @ u
     np.testing.assert_allclose(z @ np.linalg.solve(S, z), np.einsum("i,kij,j->", u, A, u), rtol=1e-12)
+
+
+# --- Assumptions 4 and 5 (App. F) for restarted client AdaGrad -------------------------------------------
+# A4: P_k = diag(1/(sqrt(nu_k) + eps)) is symmetric positive definite with ||P_k|| <= 1/(sqrt(nu_0) + eps)
+# (nu only grows).  A5: nu_k >= g_k^2 elementwise (nu is updated before the division), so every coordinate
+# of P_k g_k has modulus < 1 and ||P_k g_k|| < sqrt(d) whatever the gradients [derived].
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 6), st.floats(0.0, 4.0), st.floats(1e-8, 1.0),
+       st.floats(-6.0, 6.0))
+def test_assumptions_4_and_5_hold_for_adagrad_with_explicit_constants(seed, d, nu0, eps, log_scale):
+    from fltheory import optim
+    rng = np.random.default_rng(seed)
+    lr = 0.3
+    opt = optim.adagrad(lr, eps=eps, initial_accumulator=nu0)
+    params = np.zeros((2, d))
+    state = opt.init(params)
+    bound_a4 = 1.0 / (np.sqrt(nu0) + eps)
+    for _ in range(20):
+        g = rng.standard_normal((2, d)) * 10.0 ** log_scale * rng.uniform(0, 3, (2, 1))
+        u, state = opt.update(g, state, params)
+        P = 1.0 / (np.sqrt(state.nu) + eps)
+        np.testing.assert_allclose(u, -lr * P * g, rtol=1e-12, atol=1e-300)
+        assert np.all(P > 0) and np.all(P <= bound_a4 * (1 + 1e-15))
+        assert np.all(np.linalg.norm(u / lr, axis=1) <= np.sqrt(d))
