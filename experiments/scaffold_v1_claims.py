@@ -45,6 +45,7 @@ from fltheory.algorithms import Scaffold
 from fltheory.participation import FullParticipation, Participation, UniformSampling
 from fltheory.problems.generators import random_quadratic
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
+from ._instances import ratio_check
 
 NAME = "scaffold_v1_claims"
 TITLE = "SCAFFOLD-v1: client drift bounded by vanishing terms (sec. 4.1 (ii), 6.1 (ii)) beside FedAvg"
@@ -160,8 +161,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
     worst = max(max(_ratio(lv["scaffold_I"]), _ratio(lv["scaffold_II"])) for lv in levels.values())
     text = "; ".join(f"h = {h}: options I/II max drift/bound {_ratio(lv['scaffold_I']):.3g}/"
                      f"{_ratio(lv['scaffold_II']):.3g}" for h, lv in levels.items())
-    out = [Check("drift-bound", "holds" if worst <= 1 else "violated", worst,
-                 text if worst <= 1 else f"{text}; {inst}")]
+    out = [ratio_check("drift-bound", worst, text, inst)]
     top = max(levels, key=float)
     lv = levels[top]
     sc, fa = float(lv["scaffold_II"]["drift"][-1]), float(lv["fedavg"]["drift"][-1])
@@ -176,8 +176,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
     text = (f"S = {results['config']['sampled']} of {results['config']['n_clients']}, option II; "
             + "; ".join(f"h = {h}: max drift/bound {_ratio(v['sampled']):.3g}, last-round drift "
                         f"{v['sampled']['drift'][-1]:.3g}" for h, v in levels.items()))
-    out.append(Check("sampling-drift", "holds" if worst_s <= 1 else "violated", worst_s,
-                     text if worst_s <= 1 else f"{text}; {inst}"))
+    out.append(ratio_check("sampling-drift", worst_s, text, inst))
     return out
 
 
