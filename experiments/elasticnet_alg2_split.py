@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedElasticNet
@@ -40,7 +41,7 @@ from ._instances import random_quadratic_instance
 
 NAME = "elasticnet_alg2_split"
 TITLE = "FedElasticNet Alg. 2: model-change vs control-change non-zeros against lambda_1"
-_PAPER = "FedElasticNet (FedElasticNet)"
+_PAPER = cite("FedElasticNet")
 THEOREMS = [
     Theorem("alg2-model-sparsity", _PAPER, "sec. 3.2: the l1 term sparsifies the transmitted model change "
             "Delta_k of Algorithm 2 (every lambda_1 > 0 vs lambda_1 = 0, same eps)", "eq. 7"),

@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedElasticNet
@@ -70,7 +71,7 @@ from ._instances import random_quadratic_instance, ratio_check
 
 NAME = "elasticnet_lemmas"
 TITLE = "FedElasticNet Alg. 3: Lemma B.3 by exact enumeration, theta-vs-Delta entropy, update histograms"
-_PAPER = "FedElasticNet (FedElasticNet)"
+_PAPER = cite("FedElasticNet")
 THEOREMS = [
     Theorem("lemma-b3", _PAPER, "Lemma B.3 with the KKT subgradient (Algorithm 3, subgradient='kkt'), exact "
             "expectation over the sampling", "eqs. 23-26"),

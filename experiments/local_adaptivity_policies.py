@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import FedOpt
@@ -42,7 +43,7 @@ from ._instances import random_quadratic_instance, ratio_check
 
 NAME = "local_adaptivity_policies"
 TITLE = "LocalAdaptivity: restart / persist / synchronise client states (Fig. 1) and ideal preconditioners"
-_PAPER = "LocalAdaptivity (Local Adaptivity, Wang et al.)"
+_PAPER = cite("LocalAdaptivity")
 THEOREMS = [
     Theorem("restart-faster", _PAPER, "Figure 1(b): restarted local AdaGrad reaches a loose tolerance in "
             "fewer rounds than FedAvg (each rate tuned on a grid)", "sec. 3"),

@@ -25,6 +25,7 @@ import numpy as np
 from fltheory import plotting
 from fltheory.problems import QuadraticFederation
 from fltheory.problems.generators import random_quadratic
+from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory.theory import fedopt_quadratic_fixed_point
 from fltheory.theory.bounds import sgd_operator_constants
@@ -33,7 +34,7 @@ from ._instances import ratio_check
 
 NAME = "local_adaptivity_rates"
 TITLE = "LocalAdaptivity Theorem 1: the final rate (eq. 7) and the SGD special case (eq. 77) against exact errors"
-_PAPER = "LocalAdaptivity (Wang et al., arXiv:2106.02305)"
+_PAPER = cite("LocalAdaptivity")
 THEOREMS = [
     Theorem("eq7-rate", _PAPER, "Theorem 1's final rate: eq. 61 unrolled by Lemma 3 (Stich) with the lemma's "
             "server rates", "eq. 7"),

@@ -44,12 +44,13 @@ from fltheory import plotting
 from fltheory.algorithms import Scaffold
 from fltheory.participation import FullParticipation, Participation, UniformSampling
 from fltheory.problems.generators import random_quadratic
+from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from ._instances import ratio_check
 
 NAME = "scaffold_v1_claims"
 TITLE = "SCAFFOLD-v1: client drift bounded by vanishing terms (sec. 4.1 (ii), 6.1 (ii)) beside FedAvg"
-_PAPER = "SCAFFOLD-v1 (Karimireddy et al., arXiv:1910.06378v1)"
+_PAPER = cite("SCAFFOLD-v1")
 THEOREMS = [
     Theorem("drift-bound", _PAPER, "sec. 4.1 (ii): drift bounded by ||x - x*|| and control errors, no "
             "heterogeneity term (bound derived, full participation)", "eq. 4.1"),
