@@ -28,6 +28,16 @@ Checks:
   last-round drift / FedAvg's last-round drift at the largest heterogeneity (holds when < 1).
 * ``sampling-drift`` (sec. 6.1 (ii)): the same bound (D) with uniform sampling of S clients (option II,
   stale controls of the unsampled clients enter through c_i - c_i*); ratio as in drift-bound.
+* ``lemma1`` (Lemma 1, its printed inequality lost): our deterministic form for any method whose server
+  step is minus eta~ = K eta_l eta_g times the mean of the local gradients (the paper's (4.1); SCAFFOLD, as
+  the controls average out, and FedAvg), f_i mu-strongly convex and beta-smooth, eta~ <= 1/(4 beta):
+
+      ||x^+ - x*||^2 <= (1 - mu eta~/2) ||x - x*||^2 - eta~ (F(x) - F*) + 3 beta eta~ E_r,
+
+  E_r the mean squared drift of the points where gradients are taken [derived: perturbed strong convexity
+  <grad f_i(y), x - x*> >= f_i(x) - f_i(x*) + (mu/4)||x - x*||^2 - beta ||x - y||^2 and
+  ||g||^2 <= 2 beta^2 E_r + 4 beta (F(x) - F*)]; ratio = max per round of left / right side, for
+  SCAFFOLD and FedAvg at eta_l = ``lemma_step_fraction`` / (4 beta K).
 
 Instance: ``random_quadratic`` clients (``constants="clients"``), equal weights, x0 = x* + a random direction
 of length ``init_distance``, all controls 0 at the start.
@@ -58,9 +68,12 @@ THEOREMS = [
             "does not", "eq. 4.1"),
     Theorem("sampling-drift", _PAPER, "sec. 6.1 (ii): with sampling the drift bound gains the control-variate "
             "error (bound derived)", "eq. 6.1"),
+    Theorem("lemma1", _PAPER, "Lemma 1 (one-round progress with a drift term), deterministic form derived here, "
+            "SCAFFOLD and FedAvg", "Lemma 1"),
 ]
 QUICK: dict[str, Any] = {"n_clients": 8, "dim": 5, "L": 1.0, "mu": 0.1, "heterogeneity": [1.0, 4.0],
-                         "local_steps": 5, "lr": 0.1, "rounds": 60, "sampled": 3, "init_distance": 2.0}
+                         "local_steps": 5, "lr": 0.1, "rounds": 60, "sampled": 3, "init_distance": 2.0,
+                         "lemma_step_fraction": 1.0}
 FULL: dict[str, Any] = {**QUICK, "n_clients": 20, "dim": 20, "rounds": 300, "heterogeneity": [0.5, 2.0, 8.0]}
 EXPECTED_AXES = 2
 
@@ -116,6 +129,39 @@ def drift_run(fed: Any, x0: np.ndarray, cfg: dict[str, Any], option: str, partic
     return {"drift": np.array(drift), "bound": np.array(bound), "dist2": np.array(dist)}
 
 
+def one_round_progress(fed: Any, x0: np.ndarray, cfg: dict[str, Any], rng: np.random.Generator,
+                       correction: bool = True) -> dict[str, Any]:
+    """Lemma 1 in our derived deterministic form, one round at a time along a run (option II, full
+    participation, eta_g = 1, eta~ = K eta_l <= 1/(4 beta)):
+
+        ||x^+ - x*||^2 <= (1 - mu eta~/2) ||x - x*||^2 - eta~ (F(x) - F*) + 3 beta eta~ E_r,
+        E_r = (1/(K N)) sum_i sum_{k<K} ||y_{i,k} - x||^2 (the points where the gradients are taken),
+
+    for SCAFFOLD and for FedAvg (``correction=False``): both satisfy (4.1), x^+ - x = -eta~ times the
+    mean of the local gradients.  Returns the per-round left and right sides."""
+    K = cfg["local_steps"]
+    beta, mu = float(np.max(fed.client_L)), float(np.min(fed.client_mu))
+    lr = cfg["lemma_step_fraction"] / (4 * beta * K)
+    eff = K * lr
+    alg = Scaffold(lr=lr, local_steps=K, server_lr=1.0, option="II")
+    state = alg.init(fed, x0, rng)
+    xs = fed.optimum()
+    f_star = float(fed.loss(xs))
+    zero_c, zero_C = np.zeros(fed.dim), np.zeros((fed.n_clients, fed.dim))
+    lhs, rhs = [], []
+    for _ in range(cfg["rounds"]):
+        if not correction:
+            state = replace(state, c=zero_c, c_clients=zero_C)
+        x = state.x
+        Y = local_iterates(fed, x, state.c, state.c_clients, lr, K)[:-1]          # y_{i,1..K-1}
+        e_r = float(np.sum((Y - x) ** 2) / (K * fed.n_clients))                    # y_{i,0} = x adds 0
+        d_prev = float(np.sum((x - xs) ** 2))
+        state, _ = alg.round(state, fed, None, rng)
+        lhs.append(float(np.sum((state.x - xs) ** 2)))
+        rhs.append((1 - mu * eff / 2) * d_prev - eff * (float(fed.loss(x)) - f_star) + 3 * beta * eff * e_r)
+    return {"lhs": np.array(lhs), "rhs": np.array(rhs), "eff_lr": eff, "beta": beta, "mu": mu}
+
+
 def run(config: dict[str, Any], rng: np.random.Generator,
         progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
@@ -130,6 +176,8 @@ def run(config: dict[str, Any], rng: np.random.Generator,
             level[f"scaffold_{option}"] = drift_run(fed, x0, config, option, FullParticipation(), rng)
         level["fedavg"] = drift_run(fed, x0, config, "II", FullParticipation(), rng, correction=False)
         level["sampled"] = drift_run(fed, x0, config, "II", UniformSampling(config["sampled"]), rng)
+        level["lemma1_scaffold"] = one_round_progress(fed, x0, config, rng)
+        level["lemma1_fedavg"] = one_round_progress(fed, x0, config, rng, correction=False)
         xs = fed.optimum()
         c_star = fed.client_grad(np.broadcast_to(xs, (fed.n_clients, fed.dim)), np.arange(fed.n_clients))
         level["drift_at_optimum"] = float(local_drift(fed, xs, c_star.mean(axis=0), c_star, config["lr"],
@@ -178,7 +226,24 @@ def checks(results: dict[str, Any]) -> list[Check]:
             + "; ".join(f"h = {h}: max drift/bound {_ratio(v['sampled']):.3g}, last-round drift "
                         f"{v['sampled']['drift'][-1]:.3g}" for h, v in levels.items()))
     out.append(ratio_check("sampling-drift", worst_s, text, inst))
+    out.append(_lemma1_check(results, inst))
     return out
+
+
+def _lemma1_ratio(side: dict[str, Any]) -> float:
+    lhs, rhs = np.asarray(side["lhs"], dtype=float), np.asarray(side["rhs"], dtype=float)
+    per = np.where(rhs > 0, lhs / np.where(rhs > 0, rhs, 1.0), np.where(lhs > 0, np.inf, 0.0))
+    return float(np.max(per))
+
+
+def _lemma1_check(results: dict[str, Any], inst: str) -> Check:
+    levels = results["levels"]
+    worst = max(max(_lemma1_ratio(v["lemma1_scaffold"]), _lemma1_ratio(v["lemma1_fedavg"]))
+                for v in levels.values())
+    text = "max per round ||x+ - x*||^2 / right side: " + "; ".join(
+        f"h = {h}: SCAFFOLD {_lemma1_ratio(v['lemma1_scaffold']):.3g}, FedAvg {_lemma1_ratio(v['lemma1_fedavg']):.3g}"
+        f" (eta~ = {v['lemma1_scaffold']['eff_lr']:.3g})" for h, v in levels.items())
+    return ratio_check("lemma1", worst, text, inst)
 
 
 def macros(results: dict[str, Any]) -> dict[str, float]:

@@ -74,3 +74,27 @@ def test_quick_run_checks_hold_and_a_broken_bound_is_flagged():
     lv["sampled"]["bound"] = np.asarray(lv["sampled"]["bound"]) * 0.5
     flagged = {c.theorem: c for c in exp.checks(broken)}["sampling-drift"]
     assert flagged.status == "violated" and "random_quadratic seed" in flagged.detail
+
+
+def test_server_step_is_minus_eta_tilde_times_the_mean_local_gradient():
+    # (4.1): with sum_i (c - c_i) = 0 the corrections cancel in the average, for SCAFFOLD and FedAvg alike,
+    # the premise of the one-round progress inequality (Lemma 1) checked by the experiment
+    fed = _fed()
+    rng = np.random.default_rng(3)
+    alg = Scaffold(lr=0.05, local_steps=4, server_lr=1.0, option="II")
+    state = alg.init(fed, fed.optimum() + 2.0, rng)
+    for _ in range(2):
+        state, _ = alg.round(state, fed, None, rng)
+    Y = exp.local_iterates(fed, state.x, state.c, state.c_clients, 0.05, 4)
+    points = np.concatenate([np.broadcast_to(state.x, (1, fed.n_clients, fed.dim)), Y[:-1]])   # y_{i,0..K-1}
+    grads = np.stack([fed.client_grad(p) for p in points])
+    new, _ = alg.round(state, fed, None, rng)
+    np.testing.assert_allclose(new.x, state.x - 4 * 0.05 * grads.mean(axis=(0, 1)), rtol=1e-12, atol=1e-13)
+
+
+def test_lemma1_check_flags_a_failing_round():
+    results = exp.run(dict(exp.QUICK, rounds=10), np.random.default_rng(2))
+    lv = next(iter(results["levels"].values()))
+    lv["lemma1_fedavg"]["rhs"] = np.asarray(lv["lemma1_fedavg"]["lhs"]) / 3
+    check = {c.theorem: c for c in exp.checks(results)}["lemma1"]
+    assert check.status == "violated" and check.ratio == pytest.approx(3.0)
