@@ -98,3 +98,12 @@ def test_lemma1_check_flags_a_failing_round():
     lv["lemma1_fedavg"]["rhs"] = np.asarray(lv["lemma1_fedavg"]["lhs"]) / 3
     check = {c.theorem: c for c in exp.checks(results)}["lemma1"]
     assert check.status == "violated" and check.ratio == pytest.approx(3.0)
+
+
+def test_rounds_below_the_rounding_floor_are_left_out_of_the_ratios():
+    # an excursion above 1 at 1e-30 of the first bound (rounding level; the FULL run shows one at 1.6e-30)
+    # does not count; the same excursion at 1e-6 of the first bound does
+    rhs = np.array([1.0, 1e-6, 1e-30])
+    np.testing.assert_allclose(exp._ratios([0.9, 0.5e-6, 2e-30], rhs), [0.9, 0.5, 0.0])
+    assert exp._ratios([0.9, 2e-6, 0.0], rhs).max() == pytest.approx(2.0)
+    assert np.isinf(exp._ratios([0.9, 1e-7], [1.0, -1e-3]).max())     # right side <= 0 < left side
