@@ -32,15 +32,16 @@ from typing import Any
 
 import numpy as np
 
+from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedElasticNet
 from fltheory.algorithms import run as run_algorithm
-from fltheory.problems.generators import random_quadratic
+from ._instances import random_quadratic_instance
 
 NAME = "elasticnet_alg2_split"
 TITLE = "FedElasticNet Alg. 2: model-change vs control-change non-zeros against lambda_1"
-_PAPER = "FedElasticNet (FedElasticNet)"
+_PAPER = cite("FedElasticNet")
 THEOREMS = [
     Theorem("alg2-model-sparsity", _PAPER, "sec. 3.2: the l1 term sparsifies the transmitted model change "
             "Delta_k of Algorithm 2 (every lambda_1 > 0 vs lambda_1 = 0, same eps)", "eq. 7"),
@@ -83,11 +84,7 @@ def alg2_split(fed: Any, x0: np.ndarray, lambda1: float, cfg: dict[str, Any]) ->
 
 def run(config: dict[str, Any], rng: np.random.Generator,
         progress: Progress = silent_progress) -> dict[str, Any]:
-    seed = int(rng.integers(0, 2**31 - 1))
-    fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
-                           heterogeneity=config["heterogeneity"], seed=seed, constants="clients")
-    u = rng.standard_normal(config["dim"])
-    x0 = fed.optimum() + config["init_distance"] * u / np.linalg.norm(u)
+    seed, fed, x0 = random_quadratic_instance(config, rng)
     rows: dict[str, list[float]] = {"model": [], "control": [], "uplink": [], "final_gap": []}
     for lam1 in progress(config["lambda1"], desc=NAME):
         split = alg2_split(fed, x0, lam1, config)

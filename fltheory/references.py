@@ -118,9 +118,10 @@ _ALL = (
         key="LocalAdaptivity", title="Local Adaptivity in Federated Learning: Convergence and Consistency",
         authors=("Jianyu Wang", "Zheng Xu", "Zachary Garrett", "Zachary Charles", "Luyang Liu",
                  "Gauri Joshi"),
-        venue="arXiv preprint", year=2021, arxiv_id="2106.02305", arxiv_version="v1",
+        venue="arXiv preprint", year=2021, arxiv_id="2106.02305", arxiv_version=None,
         short="Wang et al. 2021", page="theory/local-adaptivity.md", seed="001",
-        note="The text fltheory was built from lost its equations; the theory page restates them."),
+        note=("The text fltheory was built from is a draft with the authors' inline review notes that prints "
+              "no arXiv version; it lost its equations, which the theory page restates.")),
     Reference(
         key="BetterObjects",
         title="Towards More Efficient Federated Learning with Better Optimization Objects",
@@ -133,9 +134,11 @@ _ALL = (
         title="Communication-Efficient and Drift-Robust Federated Learning via Elastic Net",
         authors=("Seonhyeong Kim", "Jiheon Woo", "Daewon Seo", "Yongjune Kim"),
         venue="ICLR 2023 submission (OpenReview -59_mb1lOf4, not accepted)", year=2022,
-        arxiv_id="2210.02940", arxiv_version="v1", short="Kim et al. 2022",
+        arxiv_id="2210.02940", arxiv_version=None, short="Kim et al. 2022",
         page="theory/fedelasticnet.md", seed="003",
-        note="fltheory follows the OpenReview submission; the arXiv v1 of 6 Oct 2022 has the same title."),
+        note=("fltheory follows the OpenReview submission (anonymous, item numbers as printed there); the "
+              "arXiv v1 of 6 Oct 2022 has the same title and authors but a different abstract, so it is "
+              "another version, not the one followed.")),
     Reference(
         key="SCAFFOLD-v1",
         title="SCAFFOLD: Stochastic Controlled Averaging for On-Device Federated Learning",

@@ -92,8 +92,15 @@ def open_executor(*, processes: int | None = None, scheduler: str | None = None,
     scheduler : str, optional
         Address of a running Dask scheduler (``"tcp://host:8786"``).  An address
         that does not answer within ``timeout`` seconds raises
-        :class:`ClusterUnavailableError`.
-    Neither: in-process execution.
+        ``ClusterUnavailableError``.
+    timeout : float
+        Seconds to wait for the scheduler at ``scheduler`` (default 10).
+
+    Yields
+    ------
+    Executor
+        A Dask executor for ``processes`` or ``scheduler``; with neither given,
+        in-process execution (no Dask needed).
     """
     if processes is not None and scheduler is not None:
         raise InvalidHyperparameterError(

@@ -29,6 +29,7 @@ __all__ = [
     "draw",
     "draw_members",
     "draw_participants",
+    "local_models",
     "per_client_value",
     "reference_st",
     "reference_threshold",
@@ -73,6 +74,30 @@ def draw_participants(alg: Algorithm, problem: Federation, participation: Partic
 def client_gradient(problem: Federation, i: int, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One oracle call for client i at y (the configured oracle, one row)."""
     return problem.stochastic_grad(y[None, :], np.array([i]), rng)[0]
+
+
+def local_models(problem: Federation, members: list[tuple[int, int]], x: np.ndarray, rng: np.random.Generator,
+                 lr: Any, *, exact: bool, solve: Callable[[int], np.ndarray],
+                 direction: Callable[[int, np.ndarray, np.ndarray], np.ndarray]) -> dict[int, np.ndarray]:
+    """The local models of one round, one client at a time, every client starting at x.
+
+    ``exact``: ``solve(i)`` for each member with s_i > 0.  Otherwise s_i steps
+    y <- y - lr_i direction(i, y, g_i(y)), step k of every active member (in the
+    drawn order) before step k + 1, as the fast path calls the oracle; the
+    algorithm's ``direction`` adds its penalty and correction terms to the oracle
+    gradient g.  Members with s_i = 0 keep y = x."""
+    ys = {i: x.copy() for i, _ in members}
+    if exact:
+        for i, s in members:
+            if s > 0:
+                ys[i] = solve(i)
+        return ys
+    for k in range(max((s for _, s in members), default=0)):
+        for i, s in members:
+            if s > k:
+                y = ys[i]
+                ys[i] = y - per_client_value(lr, i) * direction(i, y, client_gradient(problem, i, y, rng))
+    return ys
 
 
 def draw_members(alg, problem, participation, rng, t):

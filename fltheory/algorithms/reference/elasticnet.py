@@ -4,6 +4,7 @@ FedDyn bases reuse those algorithms' loops with the elastic-net terms.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ from ...errors import InvalidHyperparameterError
 from ...participation import Participation
 from ...problems.base import Federation
 from ..elasticnet import FedElasticNet
-from .common import argmin_one, client_gradient, draw, per_client_value, reference_threshold, register
+from .common import argmin_one, draw, local_models, reference_threshold, register
 from .feddyn import feddyn_loop
 from .scaffold import scaffold_loop
 
@@ -25,25 +26,20 @@ def _elasticnet_avg_loop(alg: Any, problem: Federation, rounds: int,
     solver = alg.solver or "exact"
     x = x0.copy()
     xs = [x.copy()]
+
+    def elastic_solve(i: int, *, x: np.ndarray) -> np.ndarray:
+        return argmin_one(problem, i, np.full(d, alg.lambda2), alg.lambda2 * x, alg.lambda1, x, y0=x)
+
+    def elastic_direction(i: int, y: np.ndarray, g: np.ndarray, *, x: np.ndarray) -> np.ndarray:
+        return g + alg.lambda2 * (y - x) + alg.lambda1 * np.sign(y - x)
+
     for t in range(rounds):
         members = draw(alg, problem, participation, rng, t, exact=solver != "gd")
         if not members:
             xs.append(x.copy())
             continue
-        ys = {i: x.copy() for i, _ in members}
-        if solver == "gd":
-            for k in range(max(s for _, s in members)):
-                for i, s in members:
-                    if s > k:
-                        y = ys[i]
-                        g = client_gradient(problem, i, y, rng)
-                        g = g + alg.lambda2 * (y - x) + alg.lambda1 * np.sign(y - x)
-                        ys[i] = y - per_client_value(alg.lr, i) * g
-        else:
-            for i, s in members:
-                if s > 0:
-                    ys[i] = argmin_one(problem, i, np.full(d, alg.lambda2), alg.lambda2 * x,
-                                        alg.lambda1, x, y0=x)
+        ys = local_models(problem, members, x, rng, alg.lr, exact=solver != "gd",
+                          solve=partial(elastic_solve, x=x), direction=partial(elastic_direction, x=x))
         if alg.aggregation == "uniform":
             w = {i: 1.0 for i, _ in members}
         elif alg.aggregation == "samples":

@@ -7,7 +7,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..fedavg import FedAvg
-from .common import client_gradient, draw_participants, per_client_value, register
+from .common import aggregation, draw_participants, local_models, register
+
+
+def _plain_gradient(i: int, y: np.ndarray, g: np.ndarray) -> np.ndarray:
+    return g
+
+
+def _no_solve(i: int) -> np.ndarray:
+    raise AssertionError("FedAvg has no exact local solve")
 
 
 @register(FedAvg)
@@ -19,23 +27,12 @@ def _fedavg_reference(alg, problem, rounds, participation, rng, x0):
         if not members:
             xs.append(x.copy())
             continue
-        ys = {i: x.copy() for i, _ in members}
-        longest = max(s for _, s in members)
-        for k in range(longest):                 # step-major order: the RNG convention
-            for i, s in members:
-                if s > k:
-                    g = client_gradient(problem, i, ys[i], rng)
-                    ys[i] = ys[i] - per_client_value(alg.lr, i) * g
-        if alg.aggregation == "uniform":
-            w = {i: 1.0 for i, _ in members}
-        elif alg.aggregation == "samples":
-            w = {i: float(problem.n_samples[i]) for i, _ in members}
-        else:
-            w = {i: float(problem.weights[i]) for i, _ in members}
-        total = sum(w.values())
+        ys = local_models(problem, members, x, rng, alg.lr, exact=False, solve=_no_solve,
+                          direction=_plain_gradient)
+        w = aggregation(alg, problem, members)
         step = np.zeros_like(x)
         for i, _ in members:
-            step += (w[i] / total) * (ys[i] - x)
+            step += w[i] * (ys[i] - x)
         x = x + alg.server_lr * step
         xs.append(x.copy())
     return np.array(xs)

@@ -7,16 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..fedcurv import FedCurv, proxy_fisher
-from .common import (
-    aggregation,
-    client_gradient,
-    draw_members,
-    per_client_value,
-    register,
-    solve_one,
-    te_push,
-    te_value,
-)
+from .common import aggregation, draw_members, local_models, register, solve_one, te_push, te_value
 
 
 @register(FedCurv)
@@ -54,19 +45,13 @@ def _fedcurv_reference(alg, problem, rounds, participation, rng, x0):
                     out += 2.0 * alg.alpha * Ij * (y - cj)
                 return out
 
-            ys = {i: x.copy() for i in ids}
-            if alg.solver == "exact":
-                for i, s in members:
-                    if s > 0:
-                        D = sum((2.0 * alg.alpha * Ij for Ij, _ in terms[i]), np.zeros_like(x))
-                        b = sum((2.0 * alg.alpha * Ij * cj for Ij, cj in terms[i]), np.zeros_like(x))
-                        ys[i] = solve_one(problem, i, D, b, x)
-            else:
-                for k in range(max(s for _, s in members)):
-                    for i, s in members:
-                        if s > k:
-                            g = client_gradient(problem, i, ys[i], rng) + penalty(i, ys[i])
-                            ys[i] = ys[i] - per_client_value(alg.lr, i) * g
+            def solve(i, x=x):
+                D = sum((2.0 * alg.alpha * Ij for Ij, _ in terms[i]), np.zeros_like(x))
+                b = sum((2.0 * alg.alpha * Ij * cj for Ij, cj in terms[i]), np.zeros_like(x))
+                return solve_one(problem, i, D, b, x)
+
+            ys = local_models(problem, members, x, rng, alg.lr, exact=alg.solver == "exact", solve=solve,
+                              direction=lambda i, y, g: g + penalty(i, y))
             w = aggregation(alg, problem, members)
             x = x + alg.server_lr * sum(w[i] * (ys[i] - x) for i in ids)
             if alg.fisher == "client":

@@ -4,6 +4,7 @@ also the loop of FedElasticNet's FedDyn base (FedElasticNet Alg. 3).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 from ...participation import Participation
 from ...problems.base import Federation
 from ..feddyn import FedDyn
-from .common import argmin_one, client_gradient, draw, per_client_value, reference_threshold, register
+from .common import argmin_one, draw, local_models, reference_threshold, register
 from ...aliases import Rate, Steps
 from ...algorithms.base import Algorithm
 
@@ -26,25 +27,20 @@ def feddyn_loop(alg: Algorithm, problem: Federation, rounds: int, participation:
     h = np.zeros(d)
     grad_state = [np.zeros(d) for _ in range(N)]
     xs = [x.copy()]
+
+    def dyn_solve(i: int, *, x: np.ndarray) -> np.ndarray:
+        return argmin_one(problem, i, np.full(d, alpha), grad_state[i] + alpha * x, lambda1, x, y0=x)
+
+    def dyn_direction(i: int, y: np.ndarray, g: np.ndarray, *, x: np.ndarray) -> np.ndarray:
+        return g - grad_state[i] + alpha * (y - x) + lambda1 * np.sign(y - x)
+
     for t in range(rounds):
         members = draw(alg, problem, participation, rng, t, exact=solver != "gd")
         if not members:
             xs.append(x.copy())
             continue
-        thetas = {i: x.copy() for i, _ in members}
-        if solver == "gd":
-            for k in range(max(s for _, s in members)):
-                for i, s in members:
-                    if s > k:
-                        y = thetas[i]
-                        g = client_gradient(problem, i, y, rng)
-                        g = g - grad_state[i] + alpha * (y - x) + lambda1 * np.sign(y - x)
-                        thetas[i] = y - per_client_value(lr, i) * g
-        else:
-            for i, s in members:
-                if s > 0:
-                    thetas[i] = argmin_one(problem, i, np.full(d, alpha), grad_state[i] + alpha * x,
-                                            lambda1, x, y0=x)
+        thetas = local_models(problem, members, x, rng, lr, exact=solver != "gd", solve=partial(dyn_solve, x=x),
+                              direction=partial(dyn_direction, x=x))
         sum_sent = np.zeros(d)
         sum_sign = np.zeros(d)
         for i, s in members:

@@ -11,13 +11,13 @@ that the exact-moment recursion needs in expectation:
   (N, d, d) covariance.  Non-symmetric or non-PSD input is refused.
 * :class:`MinibatchNoise`: least-squares clients f_i(y) = 1/(2 n_i) sum_r
   (a_r^T y - b_r)^2 (+ ridge), oracle the mean of b per-sample gradients
-  g_r(y) = a_r (a_r^T y - b_r) (+ ridge y).  With u_r = g_r - mean_r g_r =
-  D_r [y; 1], D_r = [a_r a_r^T - mean(a a^T), -(a_r b_r - mean(a b))],
-      Cov(eps | y) = kappa (1/n_i) sum_r D_r [y; 1][y; 1]^T D_r^T,
+  g_r(y) = a_r (a_r^T y - b_r) (+ ridge y).  With ``u_r = g_r - mean_r g_r =
+  D_r [y; 1]``, ``D_r = [a_r a_r^T - mean(a a^T), -(a_r b_r - mean(a b))]``,
+  ``Cov(eps | y) = kappa (1/n_i) sum_r D_r [y; 1] [y; 1]^T D_r^T``,
   kappa = 1/b for draws with replacement (the federation's own oracle,
   ``with_minibatch``) and kappa = (n_i - b) / (b (n_i - 1)) without
   replacement (b of the n_i rows).  Its expectation is linear in
-  E[[y;1][y;1]^T], which the recursion supplies.
+  ``E[[y; 1] [y; 1]^T]``, which the recursion supplies.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class AdditiveNoise:
         self._root = vec * np.sqrt(np.maximum(lam, 0.0))[:, None, :]
 
     def expected_cov(self, client: int, W: np.ndarray) -> np.ndarray:
-        """E[Cov(eps | y)] of one call by ``client``; W = E[[y;1][y;1]^T] is unused."""
+        """``E[Cov(eps | y)]`` of one call by ``client``; ``W = E[[y; 1] [y; 1]^T]`` is unused."""
         return self.cov[client]
 
     def sample(self, rng: np.random.Generator, clients: np.ndarray, Y: np.ndarray,
@@ -128,7 +128,7 @@ class MinibatchNoise:
         return 0.0 if n == 1 else (n - self.batch_size) / (self.batch_size * (n - 1))
 
     def expected_cov(self, client: int, W: np.ndarray) -> np.ndarray:
-        """kappa (1/n_i) sum_r D_r W D_r^T with W = E[[y;1][y;1]^T]."""
+        """``kappa (1/n_i) sum_r D_r W D_r^T`` with ``W = E[[y; 1] [y; 1]^T]``."""
         Dr = self.D[client]
         return self.kappa(client) * np.einsum("rij,jk,rlk->il", Dr, W, Dr, optimize=True) / Dr.shape[0]
 

@@ -127,7 +127,14 @@ ITEMS: tuple[Item, ...] = (
     _i(key=f"{P}:defb01", number="Definition B.0.1, eq. 14, eq. 15, eq. 16, eq. 17", kind="definition",
        statement="beta-smoothness and the standard inequalities used by the proof (three-point bound, "
                  "gradient-gap bound, relaxed triangle inequality).",
-       coverage="none", note="textbook inequalities; not evaluated on the iterates"),
+       hypotheses=("L_k convex and beta-smooth", "R the uniform average, grad R(x*) = 0"),
+       code=("fltheory.problems.QuadraticFederation", "fltheory.problems.LogisticFederation"),
+       tests=("tests/theory/test_elasticnet_definition_b01.py::test_definition_b01_inequalities",
+              "tests/theory/test_elasticnet_definition_b01.py::test_definition_b01_equality_cases"),
+       coverage="full", coverage_before="none",
+       note="eqs. 14-17 held with Hypothesis at random points on random quadratic and logistic clients (beta "
+            "the largest client constant), with their equality cases; the proof's use of them along the "
+            "iterates is checked by elasticnet_lemmas:proof-inequalities"),
     _i(key=f"{P}:defs", number="eq. 19, eq. 21", kind="definition",
        statement="theta~_k^t (every client's would-be solution) and eps_t = (1/m) sum E||theta~_k^t - "
                  "gamma^{t-1}||^2.",

@@ -100,7 +100,17 @@ ITEMS: tuple[Item, ...] = (
             "the rows were tuned for are not used"),
     _i(key=f"{P}:fig1", number="Figure 1", kind="figure",
        statement="The PCA trajectory of the global model changes drastically under non-IID data.",
-       coverage="none", note="not evaluated (no PCA of trajectories is computed)"),
+       code=("experiments.te_trajectory.pca_projection", "experiments.te_trajectory.winding",
+             "experiments.te_trajectory.temporal_ensemble"),
+       tests=("tests/experiments/test_te_trajectory.py::test_quick_checks_hold",
+              "tests/experiments/test_te_trajectory.py::test_winding_by_hand",
+              "tests/experiments/test_te_trajectory.py::test_pca_of_points_on_a_line_is_one_component"),
+       checks=("te_trajectory:fig1-drastic", "te_trajectory:fig1-target"),
+       coverage="partial", coverage_before="none",
+       note="FedAvg with client sampling on quadratic clients (shared Hessians, optima spread h), not the "
+            "paper's CNN: 'drastically' is measured as the late-phase winding (path length / displacement) "
+            "and the cosine of consecutive updates, IID (h = 0) against non-IID, plus the temporal-ensemble "
+            "target's distance to x* against the last model's"),
     _i(key=f"{P}:fig2", number="Figure 2, sec. 4.2", kind="claim",
        statement="The TE target improves FedProx and FedCL in most cases and is never worse.",
        code=("fltheory.algorithms.FedProxTE", "fltheory.algorithms.FedCurvTE"),

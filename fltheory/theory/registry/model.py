@@ -49,6 +49,9 @@ class Paper:
         The version the item numbers refer to (``"v1"``, ``"ICML 2020 proceedings"``, ...).
     note : str
         Where the metadata comes from and what is uncertain about it.
+    reference : str
+        Citation key of the same paper in :mod:`fltheory.references` (``"SCAFFOLD-v1"``); the two
+        records must agree on title, authors, year, arXiv id and version (a test holds them together).
     """
 
     key: str
@@ -60,6 +63,7 @@ class Paper:
     arxiv: str
     version: str
     note: str = ""
+    reference: str = ""
 
     def citation(self) -> str:
         """``"Karimireddy et al., SCAFFOLD ... (arXiv:1910.06378v1)"``-style one-liner."""

@@ -6,17 +6,38 @@ the worst status among them (violated > not checkable > holds) with the
 largest ratio of that status and the detail of that check.  Items with no
 experiment check get their verdict from the registry: "holds" when tests hold
 them to mathematics, "not checkable" or "not evaluated" with the reason.
+
+The counterexample search (experiment ``bound_search``, targets of
+``fltheory.search``) evaluates some bounds on thousands of instances; its
+checks join those the items name (:data:`SEARCHED_BOUNDS`), so a searched
+bound's verdict shows the worst ratio found and the instance that attains it.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from .model import Item, Verdict
 
-__all__ = ["read_checks", "verdict", "verdicts"]
+__all__ = ["SEARCH_EXPERIMENT", "SEARCHED_BOUNDS", "item_checks", "read_checks", "verdict", "verdicts"]
+
+SEARCH_EXPERIMENT = "bound_search"
+SEARCHED_BOUNDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "efl:thm1": ("efl_theorem1",),
+    "efl:thm2-depart": ("efl_eq10_depart",),
+    "efl:thm2-join": ("efl_eq11_join", "efl_eq11_join_derived"),
+    "local-adaptivity:thm1": ("fedopt_theorem1",),
+})
+"""Registry item key -> the ``fltheory.search`` targets (checks of ``bound_search``) that evaluate it."""
+
+
+def item_checks(it: Item) -> tuple[str, ...]:
+    """The ``"experiment:theorem"`` checks of ``it``: those it names plus its searched bounds."""
+    return tuple(it.checks) + tuple(f"{SEARCH_EXPERIMENT}:{key}" for key in SEARCHED_BOUNDS.get(it.key, ()))
 
 _RANK = {"violated": 0, "not checkable": 1, "holds": 2}
 
@@ -36,7 +57,8 @@ def verdict(it: Item, results_dir: str | Path = "figures",
             cache: dict[str, list[dict[str, Any]] | None] | None = None) -> Verdict:
     """The verdict on ``it`` (see the module docstring)."""
     cache = {} if cache is None else cache
-    if not it.checks:
+    refs = item_checks(it)
+    if not refs:
         if not it.checkable:
             return Verdict("not checkable", None, it.note, "registry")
         if it.tests and it.coverage != "none":
@@ -46,7 +68,7 @@ def verdict(it: Item, results_dir: str | Path = "figures",
         return Verdict("not evaluated", None, it.note or "no check names it", "registry")
     found: list[dict[str, Any]] = []
     missing: list[str] = []
-    for ref in it.checks:
+    for ref in refs:
         exp, key = ref.split(":")
         if exp not in cache:
             cache[exp] = read_checks(results_dir, exp)
@@ -55,11 +77,11 @@ def verdict(it: Item, results_dir: str | Path = "figures",
             missing.append(exp)
             continue
         found.extend(c for c in rows if c.get("theorem") == key)
-    files = sorted({ref.split(":")[0] for ref in it.checks} - set(missing))
+    files = sorted({ref.split(":")[0] for ref in refs} - set(missing))
     if not found:
         why = (f"no results for {sorted(set(missing))} in {results_dir}/ (run `fltheory "
                f"reproduce`)" if missing
-               else f"the results in {results_dir}/ hold no check {list(it.checks)}")
+               else f"the results in {results_dir}/ hold no check {list(refs)}")
         return Verdict("not evaluated", None, why, "registry")
     worst = min(found, key=lambda c: (_RANK.get(c.get("status", ""), 1), -(c.get("ratio") or 0.0)))
     status = worst.get("status", "not checkable")
