@@ -40,10 +40,6 @@ CALLABLES = dict(public_callables())
 #: number of violating inputs out of those tried (one parameter replaced at a
 #: time by each of the BAD_VALUES) and the first example.
 KNOWN_VIOLATIONS: dict[str, str] = {
-    'fltheory.problems.random_least_squares': '1 of 152 (RAW 1); e.g. rows=huge int: MemoryError: Unable to allocate 14.6 TiB for an array with s',
-    'fltheory.problems.synthetic_fedprox': '6 of 190 (RAW 6); e.g. intercept=empty array: ValueError: The truth value of an empty array is ambiguous. ',
-    'fltheory.problems.problem_constants': '20 of 133 (NONFINITE 1, RAW 19); e.g. radius=huge float: ProblemConstants(L=0.9999999999999996, mu=0.4999999999999996',
-    'fltheory.algorithms.run_record': "58 of 133 (NONFINITE 4, RAW 54); e.g. algorithm=nan: AttributeError: 'float' object has no attribute 'name'",
     'fltheory.theory.round_map': "38 of 114 (RAW 38); e.g. x0=string: ValueError: could not convert string to float: 'abc'",
     'fltheory.theory.vector_to_state': "19 of 57 (RAW 19); e.g. layout=nan: AttributeError: 'float' object has no attribute 'dim'",
     'fltheory.theory.affine_round_map': "60 of 152 (RAW 60); e.g. x0=string: ValueError: could not convert string to float: 'abc'",
@@ -83,7 +79,6 @@ KNOWN_VIOLATIONS: dict[str, str] = {
     'fltheory.optim.put_rows': "57 of 57 (RAW 57); e.g. full=nan: TypeError: 'float' object is not iterable",
     'fltheory.optim.mean_rows': "38 of 38 (RAW 38); e.g. state=nan: TypeError: 'float' object is not iterable",
     'fltheory.compression.ef_compress': "5 of 57 (RAW 5); e.g. V=negative: TypeError: 'float' object is not callable",
-    'fltheory.algorithms.run': "4 of 190 (RAW 4); e.g. metrics=nan array: ValueError: The truth value of an array with more than one element is ",
     'fltheory.theory.bound_result': "132 of 133 (RAW 132); e.g. value=nan: TypeError: 'float' object is not iterable",
     'fltheory.theory.matrix_free_affine_map': "51 of 133 (RAW 51); e.g. x0=string: ValueError: could not convert string to float: 'abc'",
     'fltheory.theory.bounds.gd_contraction_factor': "18 of 76 (NONFINITE 2, RAW 16); e.g. lr=huge float: array([inf])",
