@@ -324,7 +324,7 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
             exact["G2"] = exact["G2_max"] = False
             notes["G2"] = f"max over {int(inside.sum())} points in the ball (a lower estimate of the sup)"
 
-    if G2 is not None and not (np.isfinite(G2) and np.isfinite(G2_max)):
+    if G2 is not None and G2_max is not None and not (np.isfinite(G2) and np.isfinite(G2_max)):
         raise OutOfRangeError(f"radius={radius!r}: the squared gradient norms over the ball overflow float64 "
                               f"(G2 = {G2!r}); give a smaller radius")
 
