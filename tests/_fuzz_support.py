@@ -126,10 +126,15 @@ def _algorithm() -> Any:
     return FedAvg(lr=0.1, local_steps=2)
 
 
+def _affine_map() -> Any:
+    from fltheory.theory import affine_round_map
+    return affine_round_map(_algorithm(), _quadratic())
+
+
 #: Plausible values by parameter name (factories, so every call gets fresh objects).
 _PLAUSIBLE: dict[str, Callable[[], Any]] = {
     "problem": _quadratic, "fed": _quadratic, "federation": _quadratic,
-    "algorithm": _algorithm,
+    "algorithm": _algorithm, "amap": _affine_map,
     "rng": lambda: np.random.default_rng(0), "seed": lambda: 0,
     "x": lambda: np.zeros(2), "x0": lambda: np.zeros(2), "center": lambda: np.zeros(2),
     "X": lambda: np.zeros((3, 2)), "W": lambda: np.zeros((3, 2)),

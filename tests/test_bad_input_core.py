@@ -10,6 +10,7 @@ value; these rows pin down the *message*.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,9 @@ import pytest
 from fltheory import errors
 from fltheory.algorithms import FedAvg, run, run_record
 from fltheory.problems import problem_constants, random_least_squares, random_quadratic, synthetic_fedprox
+from fltheory.theory import (affine_round_map, contraction_factor, fixed_point, invariant_subspace,
+                             matrix_free_affine_map, orbit_rate, round_map, run_affine, spectral_rate,
+                             vector_to_state)
 
 
 def _fed() -> Any:
@@ -27,6 +31,16 @@ def _fed() -> Any:
 
 def _alg() -> FedAvg:
     return FedAvg(lr=0.1, local_steps=2)
+
+
+def _amap() -> Any:
+    return affine_round_map(_alg(), _fed())
+
+
+def _nan_state() -> Any:
+    fed, alg = _fed(), _alg()
+    state = alg.init(fed, np.zeros(fed.dim), np.random.default_rng(0))
+    return dataclasses.replace(state, x=np.array([np.nan, 0.0]))
 
 
 #: (id, call, expected error type, fragments of the message)
@@ -61,6 +75,55 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ("run metrics array",
      lambda: run(_alg(), _fed(), 2, metrics=np.ones((3, 2))),
      errors.InvalidHyperparameterError, ("metrics", "unknown name")),
+    ("round_map x0 string",
+     lambda: round_map(_alg(), _fed(), x0="abc"),
+     errors.InvalidProblemError, ("x0", "'abc'", "numeric")),
+    ("round_map state of another kind",
+     lambda: round_map(_alg(), _fed(), state=5),
+     errors.InvalidProblemError, ("state", "5", "algorithm.init")),
+    ("round_map max_warmup float",
+     lambda: round_map(_alg(), _fed(), max_warmup=1.5),
+     errors.InvalidHyperparameterError, ("max_warmup", "1.5", "integer")),
+    ("vector_to_state layout string",
+     lambda: vector_to_state(np.zeros(2), _amap().round_map.template, layout="abc"),
+     errors.InvalidHyperparameterError, ("layout", "'abc'", "StateLayout")),
+    ("affine_round_map rtol string",
+     lambda: affine_round_map(_alg(), _fed(), rtol="abc"),
+     errors.InvalidHyperparameterError, ("rtol", "'abc'", "real number")),
+    ("affine_round_map rng int",
+     lambda: affine_round_map(_alg(), _fed(), rng=3),
+     errors.InvalidHyperparameterError, ("rng", "3", "numpy.random.Generator")),
+    ("affine_round_map dense_max string",
+     lambda: affine_round_map(_alg(), _fed(), dense_max="abc"),
+     errors.InvalidHyperparameterError, ("dense_max", "'abc'", "integer")),
+    ("invariant_subspace not a map",
+     lambda: invariant_subspace(1.0),
+     errors.InvalidHyperparameterError, ("amap", "1.0", "AffineRoundMap")),
+    ("fixed_point max_condition below 1",
+     lambda: fixed_point(_amap(), max_condition=0.5),
+     errors.InvalidHyperparameterError, ("max_condition", "0.5", "> 1")),
+    ("fixed_point initial string",
+     lambda: fixed_point(_amap(), initial="abc"),
+     errors.InvalidProblemError, ("initial", "'abc'", "numeric")),
+    ("spectral_rate not a map",
+     lambda: spectral_rate("abc"),
+     errors.InvalidHyperparameterError, ("amap", "'abc'", "affine_round_map")),
+    ("contraction_factor not a map",
+     lambda: contraction_factor(np.eye(2)),
+     errors.InvalidHyperparameterError, ("amap", "array", "AffineRoundMap")),
+    ("orbit_rate tol above 1",
+     lambda: orbit_rate(_amap(), tol=2.0),
+     errors.InvalidHyperparameterError, ("tol", "2.0", "(0, 1)")),
+    ("run_affine communication array",
+     lambda: run_affine(_alg(), _fed(), 2, communication=np.ones(2)),
+     errors.InvalidHyperparameterError, ("communication", "'copy'", "array")),
+    ("run_affine map of another problem",
+     lambda: run_affine(_alg(), random_quadratic(3, 2, L=1.0, mu=0.5, heterogeneity=0.5, seed=1), 2,
+                        amap=_amap()),
+     errors.InvalidHyperparameterError, ("amap was recovered for FedAvg",)),
+    ("matrix_free_affine_map NaN state",
+     lambda: matrix_free_affine_map(_alg(), _fed(), state=_nan_state()),
+     errors.InvalidProblemError, ("state", "finite", "nan")),
 ]
 
 

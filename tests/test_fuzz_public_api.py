@@ -40,14 +40,6 @@ CALLABLES = dict(public_callables())
 #: number of violating inputs out of those tried (one parameter replaced at a
 #: time by each of the BAD_VALUES) and the first example.
 KNOWN_VIOLATIONS: dict[str, str] = {
-    'fltheory.theory.round_map': "38 of 114 (RAW 38); e.g. x0=string: ValueError: could not convert string to float: 'abc'",
-    'fltheory.theory.vector_to_state': "19 of 57 (RAW 19); e.g. layout=nan: AttributeError: 'float' object has no attribute 'dim'",
-    'fltheory.theory.affine_round_map': "60 of 152 (RAW 60); e.g. x0=string: ValueError: could not convert string to float: 'abc'",
-    'fltheory.theory.invariant_subspace': "28 of 38 (RAW 28); e.g. amap=nan: AttributeError: 'float' object has no attribute 'dim'",
-    'fltheory.theory.fixed_point': "57 of 57 (RAW 57); e.g. amap=nan: AttributeError: 'float' object has no attribute 'base'",
-    'fltheory.theory.spectral_rate': "28 of 38 (RAW 28); e.g. amap=nan: AttributeError: 'float' object has no attribute 'dim'",
-    'fltheory.theory.contraction_factor': "28 of 38 (RAW 28); e.g. amap=nan: AttributeError: 'float' object has no attribute 'dim'",
-    'fltheory.theory.orbit_rate': "76 of 76 (RAW 76); e.g. amap=nan: AttributeError: 'float' object has no attribute 'base'",
     'fltheory.theory.fedopt_operator': '9 of 57 (NONFINITE 5, RAW 4); e.g. x0=nan: FedOptOperator(algorithm=FedAvg(lr=0.1, local_steps=2, serve',
     'fltheory.theory.minimizer_inconsistency': "4 of 114 (RAW 4); e.g. rates=string: ValueError: could not convert string to float: 'abc'",
     'fltheory.theory.client_contraction_matrices': '5 of 76 (NONFINITE 1, RAW 4); e.g. lr=huge float: (array([[[nan, nan],\n        [nan, nan]],\n\n       [[nan, nan',
@@ -56,7 +48,6 @@ KNOWN_VIOLATIONS: dict[str, str] = {
     'fltheory.theory.fedopt_small_rate_limit': "4 of 95 (RAW 4); e.g. preconditioners=string: ValueError: could not convert string to float: 'abc'",
     'fltheory.theory.objective_shift': '1 of 171 (RAW 1); e.g. client=bool: ValueError: boolean array argument obj to delete must be one',
     'fltheory.theory.suboptimality_gaps': '19 of 57 (RAW 19); e.g. clients=nan: ValueError: operands could not be broadcast together with re',
-    'fltheory.theory.run_affine': "34 of 171 (RAW 34); e.g. rtol=string: TypeError: ufunc 'isfinite' not supported for the input type",
     'fltheory.theory.bounds.efl_incomplete_rate': "4 of 114 (RAW 4); e.g. weights=string: ValueError: could not convert string to float: 'abc'",
     'fltheory.theory.bounds.efl_inactive_rate': "4 of 95 (RAW 4); e.g. inactive=string: ValueError: could not convert string to float: 'abc'",
     'fltheory.theory.bounds.efl_step_moments': "4 of 76 (RAW 4); e.g. weights=string: ValueError: could not convert string to float: 'abc'",
@@ -80,7 +71,6 @@ KNOWN_VIOLATIONS: dict[str, str] = {
     'fltheory.optim.mean_rows': "38 of 38 (RAW 38); e.g. state=nan: TypeError: 'float' object is not iterable",
     'fltheory.compression.ef_compress': "5 of 57 (RAW 5); e.g. V=negative: TypeError: 'float' object is not callable",
     'fltheory.theory.bound_result': "132 of 133 (RAW 132); e.g. value=nan: TypeError: 'float' object is not iterable",
-    'fltheory.theory.matrix_free_affine_map': "51 of 133 (RAW 51); e.g. x0=string: ValueError: could not convert string to float: 'abc'",
     'fltheory.theory.bounds.gd_contraction_factor': "18 of 76 (NONFINITE 2, RAW 16); e.g. lr=huge float: array([inf])",
     'fltheory.theory.bounds.gd_rate_threshold': "8 of 38 (RAW 8); e.g. mu=string: ValueError: could not convert string to float: 'abc'",
     'fltheory.theory.bounds.gd_step_factor': "12 of 57 (RAW 12); e.g. lr=string: ValueError: could not convert string to float: 'abc'",

@@ -1,0 +1,100 @@
+"""Argument checks shared by the public entry points of :mod:`fltheory.theory`.
+
+Each check raises a typed error (:mod:`fltheory.errors`) whose message names
+the argument, the value given and what is expected, before any work is done:
+an algorithm state of the wrong kind, a start vector with NaN, a tolerance
+that is a string, an object that is not a recovered affine map.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validate import _short, finite_array, flag, generator, integer, positive, real_scalar
+from ..algorithms.base import Algorithm
+from ..errors import InvalidHyperparameterError, InvalidProblemError
+from ..problems.base import Federation
+
+__all__ = ["affine_map", "algorithm_and_problem", "optional_generator", "optional_flag", "server_model",
+           "size_limit", "start_state", "tolerance", "condition_limit"]
+
+
+def algorithm_and_problem(algorithm: Any, problem: Any) -> None:
+    """``algorithm`` an :class:`~fltheory.algorithms.base.Algorithm`, ``problem`` a Federation."""
+    if not isinstance(algorithm, Algorithm):
+        raise InvalidHyperparameterError(
+            f"algorithm must be an fltheory Algorithm (e.g. FedAvg(lr=0.1, local_steps=2)), "
+            f"got {_short(algorithm)} ({type(algorithm).__name__})")
+    if not isinstance(problem, Federation):
+        raise InvalidProblemError(f"problem must be a Federation, got {_short(problem)} ({type(problem).__name__})")
+
+
+def server_model(name: str, value: Any, dim: int) -> np.ndarray:
+    """A finite float64 vector of shape (dim,) (a copy)."""
+    x = finite_array(name, value, error=InvalidProblemError)
+    if x.shape != (dim,):
+        raise InvalidProblemError(f"{name} must be a finite vector of shape ({dim},), got shape {x.shape}")
+    return x.copy()
+
+
+def start_state(algorithm: Algorithm, problem: Federation, state: Any, name: str = "state") -> None:
+    """``state`` None, or a state of ``algorithm`` (the type ``algorithm.init`` returns)
+    whose floating-point entries are all finite."""
+    if state is None:
+        return
+    reference = algorithm.init(problem, np.zeros(problem.dim), np.random.default_rng(0))
+    if type(state) is not type(reference):
+        raise InvalidProblemError(
+            f"{name} must be a state of {algorithm.name} (a {type(reference).__name__}, as "
+            f"algorithm.init returns), got {_short(state)} ({type(state).__name__})")
+    from .round_maps import state_to_vector
+    S = state_to_vector(state)
+    if not np.all(np.isfinite(S)):
+        bad = int(np.flatnonzero(~np.isfinite(S))[0])
+        raise InvalidProblemError(f"{name} must have finite entries; entry {bad} of its flat vector is {S[bad]!r}")
+
+
+def tolerance(name: str, value: Any, *, below_one: bool = False) -> float:
+    """A finite real number > 0 (and < 1 with ``below_one``)."""
+    v = positive(name, value)
+    if below_one and v >= 1:
+        raise InvalidHyperparameterError(f"{name} must lie in (0, 1), got {v!r}")
+    return v
+
+
+def condition_limit(name: str, value: Any) -> float:
+    """A finite real number > 1 (a largest accepted condition number)."""
+    v = real_scalar(name, value)
+    if not v > 1:
+        raise InvalidHyperparameterError(f"{name} must be a finite number > 1, got {v!r}")
+    return v
+
+
+def size_limit(name: str, value: Any, *, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (a largest accepted dimension or count)."""
+    return integer(name, value, minimum=minimum, maximum=None)
+
+
+def optional_generator(name: str, value: Any) -> np.random.Generator | None:
+    """None or a :class:`numpy.random.Generator`."""
+    return None if value is None else generator(name, value)
+
+
+def optional_flag(name: str, value: Any) -> bool | None:
+    """None, True or False."""
+    return None if value is None else flag(name, value)
+
+
+def affine_map(name: str, value: Any, *, dense: bool = False) -> None:
+    """A recovered affine round map: an AffineRoundMap or (unless ``dense``) a
+    MatrixFreeAffineMap, as ``affine_round_map`` returns."""
+    from .affine import AffineRoundMap
+    from .matrix_free import MatrixFreeAffineMap
+    kinds: tuple[type, ...] = (AffineRoundMap,) if dense else (AffineRoundMap, MatrixFreeAffineMap)
+    if not isinstance(value, kinds):
+        expected = " or ".join(k.__name__ for k in kinds)
+        raise InvalidHyperparameterError(
+            f"{name} must be a {expected} (from fltheory.theory.affine_round_map), "
+            f"got {_short(value)} ({type(value).__name__})")
