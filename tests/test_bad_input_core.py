@@ -20,9 +20,11 @@ import pytest
 from fltheory import errors
 from fltheory.algorithms import FedAvg, run, run_record
 from fltheory.problems import problem_constants, random_least_squares, random_quadratic, synthetic_fedprox
-from fltheory.theory import (affine_round_map, contraction_factor, fixed_point, invariant_subspace,
-                             matrix_free_affine_map, orbit_rate, round_map, run_affine, spectral_rate,
-                             vector_to_state)
+from fltheory.theory import (affine_round_map, client_contraction_matrices, contraction_factor,
+                             fedopt_operator, fedopt_quadratic_fixed_point, fedopt_quadratic_round_map,
+                             fedopt_small_rate_limit, fixed_point, invariant_subspace, matrix_free_affine_map,
+                             minimizer_inconsistency, objective_shift, orbit_rate, round_map, run_affine,
+                             spectral_rate, suboptimality_gaps, vector_to_state)
 
 
 def _fed() -> Any:
@@ -124,6 +126,42 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ("matrix_free_affine_map NaN state",
      lambda: matrix_free_affine_map(_alg(), _fed(), state=_nan_state()),
      errors.InvalidProblemError, ("state", "finite", "nan")),
+    ("fedopt_operator x0 NaN",
+     lambda: fedopt_operator(_alg(), _fed(), x0=np.array([np.nan, 0.0])),
+     errors.InvalidProblemError, ("x0", "non-finite", "nan")),
+    ("minimizer_inconsistency rates string",
+     lambda: minimizer_inconsistency(lambda h: FedAvg(lr=h, local_steps=2), _fed(), "abc"),
+     errors.InvalidHyperparameterError, ("rates", "'abc'", "numeric")),
+    ("minimizer_inconsistency not a callable",
+     lambda: minimizer_inconsistency(_alg(), _fed(), [0.1]),
+     errors.InvalidHyperparameterError, ("make_algorithm", "callable")),
+    ("client_contraction_matrices overflow",
+     lambda: client_contraction_matrices(_fed(), 1e300, 2),
+     errors.OutOfRangeError, ("overflows float64", "lr=1e+300", "local_steps=2")),
+    ("fedopt_quadratic_round_map preconditioners string",
+     lambda: fedopt_quadratic_round_map(_fed(), 0.1, 2, preconditioners="abc"),
+     errors.InvalidHyperparameterError, ("preconditioners", "'abc'", "numeric")),
+    ("fedopt_quadratic_fixed_point preconditioners complex",
+     lambda: fedopt_quadratic_fixed_point(_fed(), 0.1, 2, preconditioners=np.ones(2) * 1j),
+     errors.InvalidHyperparameterError, ("preconditioners", "complex")),
+    ("fedopt_quadratic_fixed_point at lr=1e3, tau=200 (issue example)",
+     lambda: fedopt_quadratic_fixed_point(_fed(), 1e3, 200),
+     errors.OutOfRangeError, ("overflows float64", "local_steps=200")),
+    ("fedopt_small_rate_limit preconditioners object",
+     lambda: fedopt_small_rate_limit(_fed(), 1.0, 2, preconditioners=object()),
+     errors.InvalidHyperparameterError, ("preconditioners", "object")),
+    ("objective_shift client bool",
+     lambda: objective_shift(_fed(), client=True),
+     errors.InvalidProblemError, ("client", "True", "integer")),
+    ("objective_shift client out of range",
+     lambda: objective_shift(_fed(), client=3),
+     errors.InvalidProblemError, ("client", "<= 2", "3")),
+    ("suboptimality_gaps clients float",
+     lambda: suboptimality_gaps(_fed(), np.zeros((3, 2)), clients=np.nan),
+     errors.InvalidProblemError, ("clients", "nan", "integer")),
+    ("suboptimality_gaps rows and clients disagree",
+     lambda: suboptimality_gaps(_fed(), np.zeros((3, 2)), clients=[0, 1]),
+     errors.InvalidProblemError, ("W has 3 rows", "2 clients")),
 ]
 
 

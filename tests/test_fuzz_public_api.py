@@ -42,10 +42,6 @@ CALLABLES = dict(public_callables())
 KNOWN_VIOLATIONS: dict[str, str] = {
     'fltheory.theory.fedopt_operator': '9 of 57 (NONFINITE 5, RAW 4); e.g. x0=nan: FedOptOperator(algorithm=FedAvg(lr=0.1, local_steps=2, serve',
     'fltheory.theory.minimizer_inconsistency': "4 of 114 (RAW 4); e.g. rates=string: ValueError: could not convert string to float: 'abc'",
-    'fltheory.theory.client_contraction_matrices': '5 of 76 (NONFINITE 1, RAW 4); e.g. lr=huge float: (array([[[nan, nan],\n        [nan, nan]],\n\n       [[nan, nan',
-    'fltheory.theory.fedopt_quadratic_round_map': '5 of 114 (NONFINITE 1, RAW 4); e.g. lr=huge float: (array([[nan, nan],\n       [nan, nan]]), array([nan, nan]))',
-    'fltheory.theory.fedopt_quadratic_fixed_point': "4 of 95 (RAW 4); e.g. preconditioners=string: ValueError: could not convert string to float: 'abc'",
-    'fltheory.theory.fedopt_small_rate_limit': "4 of 95 (RAW 4); e.g. preconditioners=string: ValueError: could not convert string to float: 'abc'",
     'fltheory.theory.objective_shift': '1 of 171 (RAW 1); e.g. client=bool: ValueError: boolean array argument obj to delete must be one',
     'fltheory.theory.suboptimality_gaps': '19 of 57 (RAW 19); e.g. clients=nan: ValueError: operands could not be broadcast together with re',
     'fltheory.theory.bounds.efl_incomplete_rate': "4 of 114 (RAW 4); e.g. weights=string: ValueError: could not convert string to float: 'abc'",

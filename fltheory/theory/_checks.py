@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import _short, finite_array, flag, generator, integer, positive, real_scalar
+from .._validate import _short, finite_array, flag, generator, integer, positive, real_array, real_scalar
 from ..algorithms.base import Algorithm
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..problems.base import Federation
 
-__all__ = ["affine_map", "algorithm_and_problem", "optional_generator", "optional_flag", "server_model",
-           "size_limit", "start_state", "tolerance", "condition_limit"]
+__all__ = ["affine_map", "algorithm_and_problem", "client_indices", "condition_limit", "optional_flag",
+           "optional_generator", "server_model", "size_limit", "start_state", "tolerance"]
 
 
 def algorithm_and_problem(algorithm: Any, problem: Any) -> None:
@@ -98,3 +98,19 @@ def affine_map(name: str, value: Any, *, dense: bool = False) -> None:
         raise InvalidHyperparameterError(
             f"{name} must be a {expected} (from fltheory.theory.affine_round_map), "
             f"got {_short(value)} ({type(value).__name__})")
+
+
+def client_indices(name: str, value: Any, n_clients: int) -> np.ndarray:
+    """None (every client) or integer indices in [0, n_clients) -> (m,) int64."""
+    if value is None:
+        return np.arange(n_clients)
+    idx = real_array(name, value, InvalidProblemError)
+    if idx.ndim == 0:
+        idx = idx[None]
+    if idx.ndim != 1 or not (np.issubdtype(idx.dtype, np.integer) or idx.size == 0):
+        raise InvalidProblemError(f"{name} must be an integer index or a 1-D array of integer indices, "
+                                  f"got {_short(value)}")
+    idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= n_clients):
+        raise InvalidProblemError(f"{name} must lie in [0, {n_clients}), got {idx.tolist()[:10]}")
+    return idx

@@ -43,9 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice, finite_array, instance
+from .._validate import choice, finite_array, instance, integer
 from ..problems import Federation
 from ..errors import InvalidProblemError
+from . import _checks
 from .result import Assumption, BoundResult, make_result
 from ..aliases import ClientSelection
 
@@ -96,10 +97,13 @@ def suboptimality_gaps(fed: Federation, W: Any, clients: ClientSelection = None)
     a minimiser).
     """
     instance("fed", fed, Federation, "a Federation")
-    idx = np.arange(fed.n_clients) if clients is None else np.atleast_1d(np.asarray(clients))
+    idx = _checks.client_indices("clients", clients, fed.n_clients)
     W = finite_array("W", W, error=InvalidProblemError)
     if W.ndim not in (1, 2) or W.shape[-1] != fed.dim:
         raise InvalidProblemError(f"W must be a point (d,) or rows (m, d) with d = {fed.dim}, got shape {W.shape}")
+    if W.ndim == 2 and W.shape[0] not in (1, idx.shape[0]):
+        raise InvalidProblemError(f"W has {W.shape[0]} rows but {idx.shape[0]} clients are listed "
+                                  f"(clients={clients!r}); give one row per listed client or a single point")
     W = np.broadcast_to(np.atleast_2d(W), (idx.shape[0], fed.dim))
     return fed.client_gaps(W, idx)
 
@@ -139,6 +143,7 @@ def objective_shift(fed: Federation, client: int | None = None, kind: str = "dep
         ``ratio`` = measured / value; ``terms`` hold w_star, w_hat, D_hat,
         L, mu, share (n_a/n or n_a/(n+n_a)) and the constants used.
     """
+    instance("fed", fed, Federation, "a Federation")
     kind = choice("kind", kind, ("depart", "join"))
     variant = choice("variant", variant, ("as_printed", "derived"))
     if kind == "depart":
@@ -146,6 +151,7 @@ def objective_shift(fed: Federation, client: int | None = None, kind: str = "dep
             raise InvalidProblemError("kind='depart' takes client=, not other=")
         if client is None:
             raise InvalidProblemError("kind='depart' needs the index of the departing client")
+        client = integer("client", client, minimum=0, maximum=fed.n_clients - 1, error=InvalidProblemError)
         with_a, without_a = fed, fed.without_client(client)
         a_idx = int(client)
         old, new = with_a, without_a

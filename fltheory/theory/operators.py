@@ -49,10 +49,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 import scipy.optimize
 
-from .._validate import choice, in_unit_interval, instance, per_client
+from .._validate import choice, flag, in_unit_interval, instance, per_client, real_array
 from ..algorithms.base import Algorithm, resolve_per_client
 from ..errors import AssumptionError, DivergenceError, InvalidHyperparameterError, InvalidProblemError
 from ..problems.base import Federation
+from . import _checks
 from .fixed_points import FixedPoint
 from .round_maps import _deterministic_round, check_deterministic_setting, state_layout
 from ..aliases import ClientSelection, Rate, Steps
@@ -155,8 +156,8 @@ def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike 
     if not isinstance(problem, Federation):
         raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
     check_deterministic_setting(problem, None)
+    x0 = np.zeros(problem.dim) if x0 is None else _checks.server_model("x0", x0, problem.dim)
     avg = algorithm.averaging_version()
-    x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=np.float64)
     template = avg.init(problem, x0, np.random.default_rng(0))
     layout = state_layout(template)
     if layout.paths != ("x",):
@@ -489,13 +490,17 @@ def minimizer_inconsistency(make_algorithm: Callable[[float], Algorithm], proble
     ``distances`` / ``fixed_points`` (:class:`Inconsistency`).  Invalid
     hyperparameters from ``make_algorithm`` still raise.
     """
-    r = np.asarray(rates, dtype=np.float64)
+    if not callable(make_algorithm):
+        raise InvalidHyperparameterError(
+            f"make_algorithm must be a callable rate -> Algorithm, got {make_algorithm!r}")
+    instance("problem", problem, Federation, "a Federation")
+    r = real_array("rates", rates, InvalidHyperparameterError).astype(np.float64)
     if r.ndim != 1 or r.size == 0 or not np.all(np.isfinite(r)) or np.any(r <= 0):
         raise InvalidHyperparameterError(f"rates must be a non-empty 1-D array of positive numbers, got {rates!r}")
+    tol = _checks.tolerance("tol", tol)
+    warm_start = flag("warm_start", warm_start)
     xstar = problem.optimum()
-    first = xstar if x0 is None else np.asarray(x0, dtype=np.float64)
-    if first.shape != (problem.dim,) or not np.all(np.isfinite(first)):
-        raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {first.shape}")
+    first = xstar if x0 is None else _checks.server_model("x0", x0, problem.dim)
     fps = np.zeros((r.size, problem.dim))
     ok = np.zeros(r.size, dtype=bool)
     evals = np.zeros(r.size, dtype=np.int64)
