@@ -20,6 +20,9 @@ import pytest
 from fltheory import errors
 from fltheory.algorithms import FedAvg, run, run_record
 from fltheory.problems import problem_constants, random_least_squares, random_quadratic, synthetic_fedprox
+from fltheory.theory import bound_result
+from fltheory.theory.bounds import (efl_inactive_rate, efl_incomplete_rate, efl_step_moments, efl_theorem1,
+                                    efl_theorem1_from_constants)
 from fltheory.theory import (affine_round_map, client_contraction_matrices, contraction_factor,
                              fedopt_operator, fedopt_quadratic_fixed_point, fedopt_quadratic_round_map,
                              fedopt_small_rate_limit, fixed_point, invariant_subspace, matrix_free_affine_map,
@@ -162,6 +165,42 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ("suboptimality_gaps rows and clients disagree",
      lambda: suboptimality_gaps(_fed(), np.zeros((3, 2)), clients=[0, 1]),
      errors.InvalidProblemError, ("W has 3 rows", "2 clients")),
+    ("bound_result assumptions string",
+     lambda: bound_result(1.0, "abc", reference="ref", variant="as_printed"),
+     errors.InvalidHyperparameterError, ("assumptions", "'abc'", "Assumption")),
+    ("bound_result value string",
+     lambda: bound_result("abc", (), reference="ref", variant="as_printed"),
+     errors.InvalidHyperparameterError, ("value", "'abc'", "numeric")),
+    ("bound_result measured NaN",
+     lambda: bound_result(1.0, (), reference="ref", variant="as_printed", measured=float("nan")),
+     errors.InvalidHyperparameterError, ("measured", "finite", "nan")),
+    ("bound_result reference not a string",
+     lambda: bound_result(1.0, (), reference=3, variant="as_printed"),
+     errors.InvalidHyperparameterError, ("reference", "3", "string")),
+    ("efl_step_moments weights string",
+     lambda: efl_step_moments("abc", np.array([[0.0, 1.0]]), 1),
+     errors.InvalidHyperparameterError, ("weights", "'abc'", "numeric")),
+    ("efl_theorem1 weights None",
+     lambda: efl_theorem1(2, E=1, theta=1.0, mu=0.5, L=1.0, sigma2=0.0, D=0.0, G2=1.0, weights=None,
+                          init_dist2=1.0),
+     errors.InvalidHyperparameterError, ("weights", "None", "numeric")),
+    ("efl_theorem1 moments of another kind",
+     lambda: efl_theorem1(2, E=1, theta=1.0, mu=0.5, L=1.0, sigma2=0.0, D=0.0, G2=1.0,
+                          weights=np.ones(3) / 3, init_dist2=1.0, moments=(1, 2)),
+     errors.InvalidHyperparameterError, ("moments", "StepMoments", "tuple")),
+    ("efl_theorem1_from_constants weights complex",
+     lambda: efl_theorem1_from_constants(_fed().constants(), 2, E=1, theta=1.0, weights=np.ones(3) * 1j,
+                                         init_dist2=1.0, G2=1.0),
+     errors.InvalidHyperparameterError, ("weights", "complex")),
+    ("efl_inactive_rate inactive string",
+     lambda: efl_inactive_rate(2, "ab", 1.0, 1),
+     errors.InvalidHyperparameterError, ("inactive", "'ab'", "numeric")),
+    ("efl_inactive_rate constant NaN (issue example)",
+     lambda: efl_inactive_rate(2, [0.5, 0.5], 1.0, 1, constant=float("nan")),
+     errors.InvalidHyperparameterError, ("constant", "nan")),
+    ("efl_incomplete_rate inv_steps object",
+     lambda: efl_incomplete_rate(2, 2, np.ones(3) / 3, 0.1, object()),
+     errors.InvalidHyperparameterError, ("inv_steps", "object")),
 ]
 
 
