@@ -22,7 +22,10 @@ from fltheory.algorithms import FedAvg, run, run_record
 from fltheory.problems import problem_constants, random_least_squares, random_quadratic, synthetic_fedprox
 from fltheory.theory import bound_result
 from fltheory.theory.bounds import (efl_inactive_rate, efl_incomplete_rate, efl_step_moments, efl_theorem1,
-                                    efl_theorem1_from_constants)
+                                    efl_theorem1_from_constants, elasticnet_sign_term, fedopt_theorem1,
+                                    fedopt_theorem1_from_constants, fedopt_theorem1_quadratic,
+                                    gd_contraction_factor, gd_rate_threshold, gd_step_factor,
+                                    table1_efl_comparison, table1_rounds)
 from fltheory.theory import (affine_round_map, client_contraction_matrices, contraction_factor,
                              fedopt_operator, fedopt_quadratic_fixed_point, fedopt_quadratic_round_map,
                              fedopt_small_rate_limit, fixed_point, invariant_subspace, matrix_free_affine_map,
@@ -201,7 +204,66 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ("efl_incomplete_rate inv_steps object",
      lambda: efl_incomplete_rate(2, 2, np.ones(3) / 3, 0.1, object()),
      errors.InvalidHyperparameterError, ("inv_steps", "object")),
+    ("elasticnet_sign_term gammas string",
+     lambda: elasticnet_sign_term("abc", np.zeros(2), np.zeros((3, 2)), lambda1=0.1, lambda2=0.1),
+     errors.InvalidHyperparameterError, ("gammas", "'abc'", "numeric")),
+    ("elasticnet_sign_term NaN signs",
+     lambda: elasticnet_sign_term(np.zeros((3, 2)), np.zeros(2), np.full((3, 2), np.nan), lambda1=0.1,
+                                  lambda2=0.1),
+     errors.InvalidHyperparameterError, ("mean_signs", "non-finite", "nan")),
+    ("fedopt_theorem1 weights None",
+     lambda: fedopt_theorem1(3, rho=0.5, phi=0.1, weights=None, server_lr=1.0, init_dist2=1.0),
+     errors.InvalidHyperparameterError, ("weights", "None", "numeric")),
+    ("fedopt_theorem1 rho of the wrong length",
+     lambda: fedopt_theorem1(3, rho=np.ones(2) / 2, phi=0.1, weights=np.ones(3) / 3, server_lr=1.0,
+                             init_dist2=1.0),
+     errors.InvalidHyperparameterError, ("rho", "(3,)", "(2,)")),
+    ("fedopt_theorem1 extra_assumptions string",
+     lambda: fedopt_theorem1(3, rho=0.5, phi=0.1, weights=np.ones(3) / 3, server_lr=1.0, init_dist2=1.0,
+                             extra_assumptions="abc"),
+     errors.InvalidHyperparameterError, ("extra_assumptions", "'abc'", "Assumption")),
+    ("fedopt_theorem1_quadratic x0 string",
+     lambda: fedopt_theorem1_quadratic(_fed(), 3, lr=0.1, local_steps=2, sigma2=0.1, server_lr=1.0, x0="abc"),
+     errors.InvalidProblemError, ("x0", "'abc'", "numeric")),
+    ("fedopt_theorem1_from_constants weights of another length",
+     lambda: fedopt_theorem1_from_constants(_fed().constants(), 3, lr=0.1, local_steps=2, weights=[0.5, 0.5],
+                                            server_lr=1.0, init_dist2=1.0),
+     errors.InvalidHyperparameterError, ("weights has 2 entries", "3 clients")),
+    ("table1_rounds algorithm array",
+     lambda: table1_rounds(np.array(["EFL"]), eps=0.1, S=2, mu=0.5, L=1.0),
+     errors.InvalidHyperparameterError, ("algorithm", "SCAFFOLD", "array")),
+    ("gd_contraction_factor overflow",
+     lambda: gd_contraction_factor(1e300, 2, 0.5, 1.0),
+     errors.OutOfRangeError, ("q^tau", "lr=1e+300", "local_steps=2.0")),
+    ("gd_step_factor lr string",
+     lambda: gd_step_factor("abc", 0.5, 1.0),
+     errors.InvalidHyperparameterError, ("lr", "'abc'", "numeric")),
+    ("gd_rate_threshold L complex",
+     lambda: gd_rate_threshold(0.5, 1j),
+     errors.InvalidHyperparameterError, ("L", "complex")),
+    ("table1_efl_comparison mu above L",
+     lambda: table1_efl_comparison(eps=0.1, S=2, G=1.0, mu=2.0, L=1.0),
+     errors.InvalidHyperparameterError, ("mu <= L", "mu = 2.0", "L = 1.0")),
+    ("table1_efl_comparison S not an integer",
+     lambda: table1_efl_comparison(eps=0.1, S=2.5, G=1.0, mu=0.5, L=1.0),
+     errors.InvalidHyperparameterError, ("S", "2.5", "integer")),
 ]
+
+
+def test_table1_rounds_reports_mu_above_L_as_a_violated_hypothesis() -> None:
+    """Issue example: table1_rounds with mu > L returned a number; mu <= L is a hypothesis."""
+    res = table1_rounds("SCAFFOLD", eps=0.1, S=2, G=1.0, mu=2.0, L=1.0)
+    assert res.value is None
+    assert [a.name for a in res.violated] == ["mu <= L"]
+    with pytest.raises(errors.AssumptionError, match="mu <= L"):
+        table1_rounds("EFL", eps=0.1, S=2, G=1.0, mu=2.0, L=1.0, strict=True)
+
+
+def test_table1_efl_comparison_with_a_zero_other_row_has_no_ratio() -> None:
+    """MIME's row is 0 at G = delta = 0: the ratios are undefined (None), not inf."""
+    row = table1_efl_comparison(eps=0.1, S=2, G=0.0, mu=1.0, L=2.0, delta=0.0)["MIME"]
+    assert row["other"] == 0.0 and row["ratio"] is None and row["optimization_ratio"] is None
+    assert row["efl_tighter"] is False
 
 
 @pytest.mark.parametrize(("call", "error", "fragments"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..._validate import checked_arguments, finite_array
-from ...errors import InvalidHyperparameterError
+from ...errors import InvalidHyperparameterError, OutOfRangeError
 from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, positive_check, uniform_smoothness
 
@@ -90,12 +90,14 @@ def elasticnet_sign_term(gammas: Any, theta_star: ArrayLike, mean_signs: Any, *,
     mean_signs : (T, d)
         s_t = (1/m) sum_k E sign(theta~_k^t - theta^{t-1}) (an estimate from a run).
     """
-    G = np.asarray(gammas, dtype=np.float64)
-    Sg = np.asarray(mean_signs, dtype=np.float64)
-    th = np.asarray(theta_star, dtype=np.float64)
+    G = finite_array("gammas", gammas, error=InvalidHyperparameterError)
+    Sg = finite_array("mean_signs", mean_signs, error=InvalidHyperparameterError)
+    th = finite_array("theta_star", theta_star, error=InvalidHyperparameterError)
     if G.ndim != 2 or G.shape != Sg.shape or th.shape != (G.shape[1],):
         raise InvalidHyperparameterError(
             f"gammas and mean_signs must be (T, d) and theta_star (d,), got {G.shape}, {Sg.shape}, {th.shape}")
+    if G.shape[0] == 0:
+        raise InvalidHyperparameterError("gammas and mean_signs must hold at least one round (T >= 1), got T = 0")
     if np.any(np.abs(Sg) > 1):
         raise InvalidHyperparameterError("mean sign vectors must lie in [-1, 1]")
     lambda1, lambda2 = as_float("lambda1", lambda1), as_float("lambda2", lambda2)
@@ -103,7 +105,12 @@ def elasticnet_sign_term(gammas: Any, theta_star: ArrayLike, mean_signs: Any, *,
         raise InvalidHyperparameterError(
             f"need lambda1 >= 0 and lambda2 > 0, got lambda1 = {lambda1!r}, lambda2 = {lambda2!r}")
     T = G.shape[0]
-    return float(-(2 * lambda1 / lambda2) * np.einsum("td,td->", G - th, Sg) / T)
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = float(-(2 * lambda1 / lambda2) * np.einsum("td,td->", G - th, Sg) / T)
+    if not np.isfinite(value):
+        raise OutOfRangeError(f"the sign term overflows float64 (lambda1/lambda2 = {lambda1 / lambda2:.3e}, "
+                              f"max |gamma - theta*| = {float(np.abs(G - th).max()):.3e})")
+    return value
 
 
 @checked_arguments
