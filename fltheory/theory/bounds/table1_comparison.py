@@ -76,7 +76,8 @@ def table1_efl_comparison(*, eps: float, S: int, G: float, mu: float, L: float,
         other = table1_rounds(name, eps=eps_, S=int(S_), G=G_, mu=mu_, L=row_L, delta=row_delta)
         assert efl.value is not None and other.value is not None
         o_opt = other.value - other.terms["G2/(mu S eps)"]
-        out[name] = {"efl": efl.value, "other": other.value, "ratio": efl.value / other.value if other.value > 0 else None,
+        out[name] = {"efl": efl.value, "other": other.value,
+                     "ratio": efl.value / other.value if other.value > 0 else None,
                      "efl_optimization": e_opt, "other_optimization": o_opt,
                      "optimization_ratio": e_opt / o_opt if o_opt > 0 else None,
                      "efl_tighter": efl.value < other.value, "threshold": threshold}
