@@ -40,10 +40,6 @@ CALLABLES = dict(public_callables())
 #: number of violating inputs out of those tried (one parameter replaced at a
 #: time by each of the BAD_VALUES) and the first example.
 KNOWN_VIOLATIONS: dict[str, str] = {
-    'fltheory.theory.fedopt_operator': '9 of 57 (NONFINITE 5, RAW 4); e.g. x0=nan: FedOptOperator(algorithm=FedAvg(lr=0.1, local_steps=2, serve',
-    'fltheory.theory.minimizer_inconsistency': "4 of 114 (RAW 4); e.g. rates=string: ValueError: could not convert string to float: 'abc'",
-    'fltheory.theory.objective_shift': '1 of 171 (RAW 1); e.g. client=bool: ValueError: boolean array argument obj to delete must be one',
-    'fltheory.theory.suboptimality_gaps': '19 of 57 (RAW 19); e.g. clients=nan: ValueError: operands could not be broadcast together with re',
     'fltheory.nn.Sequential': "12 of 38 (RAW 12); e.g. layers=nan: TypeError: object of type 'float' has no len()",
     'fltheory.nn.ParamLayout': "14 of 19 (RAW 14); e.g. blocks=nan: TypeError: 'float' object is not iterable",
     'fltheory.nn.mlp': "12 of 57 (RAW 12); e.g. hidden=nan: TypeError: 'float' object is not iterable",
