@@ -21,7 +21,7 @@ from fltheory import errors
 from fltheory.algorithms import FedAvg, run, run_record
 from fltheory.problems import problem_constants, random_least_squares, random_quadratic, synthetic_fedprox
 from fltheory.theory import bound_result
-from fltheory.theory.bounds import (efl_inactive_rate, efl_incomplete_rate, efl_step_moments, efl_theorem1,
+from fltheory.theory.bounds import (efl_abandonment, efl_inactive_rate, efl_incomplete_rate, efl_step_moments, efl_theorem1,
                                     efl_theorem1_from_constants, elasticnet_sign_term, fedopt_theorem1,
                                     fedopt_theorem1_from_constants, fedopt_theorem1_quadratic,
                                     gd_contraction_factor, gd_rate_threshold, gd_step_factor,
@@ -257,6 +257,15 @@ def test_table1_rounds_reports_mu_above_L_as_a_violated_hypothesis() -> None:
     assert [a.name for a in res.violated] == ["mu <= L"]
     with pytest.raises(errors.AssumptionError, match="mu <= L"):
         table1_rounds("EFL", eps=0.1, S=2, G=1.0, mu=2.0, L=1.0, strict=True)
+
+
+@pytest.mark.parametrize("gamma", [-1e9, -32.0, 0.0])
+def test_efl_abandonment_needs_a_positive_gamma(gamma: float) -> None:
+    """Issue example: a negative gamma gave a number (or, where E (T - tau0) + gamma = 0, a
+    ZeroDivisionError); gamma > 0 is a hypothesis of Corollary 1, reported as violated."""
+    res = efl_abandonment(0.5, J=2.0, C=3.0, T=10, E=4, tau0=2, gamma=gamma)
+    assert res.value is None and res.terms["f1"] is None and res.terms["abandon"] is None
+    assert [a.name for a in res.violated] == ["E >= 1, C >= 0, gamma > 0 (Theorem 1's constants)"]
 
 
 def test_table1_efl_comparison_with_a_zero_other_row_has_no_ratio() -> None:

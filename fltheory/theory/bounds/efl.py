@@ -316,11 +316,14 @@ def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
         Assumption("0 < y^a < 1", 0 < y_a < 1, f"y^a = {y_a!r}"),
         Assumption("0 <= tau0 < T", 0 <= tau0 < T, f"tau0 = {tau0!r}, T = {T!r}"),
         Assumption("J > 0", J > 0, f"J = {J!r}"),
+        Assumption("E >= 1, C >= 0, gamma > 0 (Theorem 1's constants)", E >= 1 and C >= 0 and gamma > 0,
+                   f"E = {E!r}, C = {C!r}, gamma = {gamma!r}"),
     )
-    f1 = T * C / (E * (T - tau0) + gamma) ** 2
+    held = all(a.held for a in assumptions)
+    f1 = T * C / (E * (T - tau0) + gamma) ** 2 if held else None
     kept = y_a * J
-    terms = {"f0": kept, "f1": f1, "abandon": kept > f1,
-             "eq9_threshold": constant * (C / J) / (T * E) if J > 0 else None}
+    terms = {"f0": kept, "f1": f1, "abandon": kept > f1 if f1 is not None else None,
+             "eq9_threshold": constant * (C / J) / (T * E) if held else None}
     return make_result(f1, assumptions, reference="EFL (EFL) Corollary 1, eq. (8)-(9)",
                        variant="as_printed", terms=terms, measured=kept)
 
