@@ -21,8 +21,8 @@ from fltheory import errors
 from fltheory.algorithms import FedAvg, run, run_record
 from fltheory.problems import problem_constants, random_least_squares, random_quadratic, synthetic_fedprox
 from fltheory.theory import bound_result
-from fltheory.theory.bounds import (efl_abandonment, efl_inactive_rate, efl_incomplete_rate, efl_step_moments, efl_theorem1,
-                                    efl_theorem1_from_constants, elasticnet_sign_term, fedopt_theorem1,
+from fltheory.theory.bounds import (efl_abandonment, efl_inactive_rate, efl_incomplete_rate, efl_step_moments,
+                                    efl_theorem1, efl_theorem1_from_constants, elasticnet_sign_term, fedopt_theorem1,
                                     fedopt_theorem1_from_constants, fedopt_theorem1_quadratic,
                                     gd_contraction_factor, gd_rate_threshold, gd_step_factor,
                                     table1_efl_comparison, table1_rounds)
