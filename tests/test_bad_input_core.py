@@ -17,12 +17,16 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._fuzz_support import Outcome, base_arguments, sweep
+
 from fltheory import errors
 from fltheory.algorithms import FedAvg, run, run_record
 from fltheory.problems import problem_constants, random_least_squares, random_quadratic, synthetic_fedprox
-from fltheory.theory import bound_result
+from fltheory.theory import (anderson_fixed_point, bound_result, lipschitz_ratios, operator_fixed_point,
+                             operator_jacobian, state_layout, state_to_vector)
 from fltheory.theory.bounds import (efl_abandonment, efl_inactive_rate, efl_incomplete_rate, efl_step_moments,
-                                    efl_theorem1, efl_theorem1_from_constants, elasticnet_sign_term, fedopt_theorem1,
+                                    efl_theorem1, efl_theorem1_from_constants, elasticnet_C0, elasticnet_sign_term,
+                                    elasticnet_theorem31, fedopt_theorem1,
                                     fedopt_theorem1_from_constants, fedopt_theorem1_quadratic,
                                     gd_contraction_factor, gd_rate_threshold, gd_step_factor,
                                     table1_efl_comparison, table1_rounds)
@@ -284,3 +288,59 @@ def test_bad_input_raises_a_typed_error_naming_it(call: Callable[[], Any], error
     message = str(info.value)
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+# ------------------------------------------------------------------ deeper sweeps
+# The fuzz suite picks base arguments by parameter name; for these callables the
+# name-based values are themselves invalid (weights=None, amap=1.0, T=2, ...), so
+# every fuzzed call stops at the first check and the other parameters are never
+# reached.  Here each gets working base arguments and the full sweep of bad values.
+
+def _state() -> Any:
+    return _alg().init(_fed(), np.zeros(2), np.random.default_rng(0))
+
+
+def _operator() -> Any:
+    return fedopt_operator(_alg(), _fed())
+
+
+_THIRDS = np.ones(3) / 3
+DEEP: dict[str, tuple[Callable[..., Any], Callable[[], dict[str, Any]]]] = {
+    "state_to_vector": (state_to_vector, lambda: {"state": _state()}),
+    "vector_to_state": (vector_to_state, lambda: {"S": np.zeros(2), "template": _state()}),
+    "state_layout": (state_layout, lambda: {"state": _state()}),
+    "operator_fixed_point": (operator_fixed_point, lambda: {"T": _operator()}),
+    "anderson_fixed_point": (anderson_fixed_point, lambda: {"T": _operator(), "x0": np.zeros(2)}),
+    "operator_jacobian": (operator_jacobian, lambda: {"T": _operator(), "x": np.zeros(2)}),
+    "lipschitz_ratios": (lipschitz_ratios, lambda: {"T": _operator()}),
+    "minimizer_inconsistency": (minimizer_inconsistency, lambda: {
+        "make_algorithm": lambda h: FedAvg(lr=h, local_steps=2), "rates": [0.1, 0.05]}),
+    "objective_shift": (objective_shift, lambda: {"client": 0}),
+    "run_record": (run_record, lambda: {"completed_rounds": 2, "participation": None, "seconds": 0.1}),
+    "bound_result": (bound_result, lambda: {"assumptions": (), "reference": "r", "variant": "v"}),
+    "efl_step_moments": (efl_step_moments, lambda: {"weights": _THIRDS, "step_probs": np.array([[0, 0, 1.0]] * 3)}),
+    "efl_theorem1": (efl_theorem1, lambda: {"weights": _THIRDS, "sigma2": 0.1, "D": 0.1}),
+    "efl_theorem1_from_constants": (efl_theorem1_from_constants, lambda: {"weights": _THIRDS, "G2": 1.0}),
+    "efl_incomplete_rate": (efl_incomplete_rate, lambda: {"weights": _THIRDS, "sigma2": 0.1, "inv_steps": 0.75}),
+    "efl_inactive_rate": (efl_inactive_rate, lambda: {"inactive": np.array([0.5, 0.5]), "tau": 2}),
+    "efl_abandonment": (efl_abandonment, lambda: {"tau0": 1, "T": 10, "E": 2}),
+    "elasticnet_sign_term": (elasticnet_sign_term, lambda: {
+        "gammas": np.zeros((3, 2)), "mean_signs": np.zeros((3, 2)), "theta_star": np.zeros(2),
+        "lambda1": 0.1, "lambda2": 0.1}),
+    "elasticnet_C0": (elasticnet_C0, lambda: {"grads_init": np.ones((3, 2)), "grads_opt": np.zeros((3, 2))}),
+    "elasticnet_theorem31": (elasticnet_theorem31, lambda: {"m": 2, "P": 3, "d": 2}),
+    "fedopt_theorem1": (fedopt_theorem1, lambda: {"weights": _THIRDS, "rho": 0.5, "phi": 0.1}),
+    "fedopt_theorem1_from_constants": (fedopt_theorem1_from_constants, lambda: {"weights": _THIRDS}),
+    "table1_rounds": (table1_rounds, lambda: {"algorithm": "SCAFFOLD", "mu": 0.5, "L": 1.0}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP))
+def test_bad_input_with_working_base_arguments(name: str) -> None:
+    fn, base = DEEP[name]
+    kwargs = base_arguments(fn)[0]
+    kwargs.update(base())
+    fn(**kwargs)                    # the base itself is valid: the sweep reaches every parameter's check
+    calls = sweep(f"{fn.__module__}.{fn.__name__} (working base)", fn, base=base)
+    broken = [c for c in calls if c.outcome in (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)]
+    assert not broken, "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}" for c in broken[:10])

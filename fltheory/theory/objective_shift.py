@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice, finite_array, instance, integer
+from .._validate import choice, finite_array, flag, instance, integer, real_scalar
 from ..problems import Federation
-from ..errors import InvalidProblemError
+from ..errors import InvalidProblemError, OutOfRangeError
 from . import _checks
 from .result import Assumption, BoundResult, make_result
 from ..aliases import ClientSelection
@@ -146,6 +146,12 @@ def objective_shift(fed: Federation, client: int | None = None, kind: str = "dep
     instance("fed", fed, Federation, "a Federation")
     kind = choice("kind", kind, ("depart", "join"))
     variant = choice("variant", variant, ("as_printed", "derived"))
+    L = None if L is None else real_scalar("L", L)          # signs are hypotheses, reported below
+    mu = None if mu is None else real_scalar("mu", mu)
+    weight = None if weight is None else real_scalar("weight", weight)
+    strict = flag("strict", strict)
+    if other is not None:
+        instance("other", other, Federation, "a Federation with one client (the arriving client)")
     if kind == "depart":
         if other is not None:
             raise InvalidProblemError("kind='depart' takes client=, not other=")
@@ -191,7 +197,13 @@ def objective_shift(fed: Federation, client: int | None = None, kind: str = "dep
         Assumption("client a has a positive share n_a/n < 1 (depart) / any n_a > 0 (join)",
                    0 < p_a < 1, f"p_a = {p_a!r}"),
     )
-    value = const * L_val * share ** 2 * D_used / mu_used ** 2 if mu_used > 0 else None
+    value = None
+    if all(a.held for a in assumptions):
+        try:
+            value = const * L_val * share ** 2 * D_used / mu_used ** 2
+        except (OverflowError, ZeroDivisionError):
+            raise OutOfRangeError(f"the EFL Theorem 2 bound leaves float64 range at L = {L_val!r}, "
+                                  f"mu = {mu_used!r}, D = {D_used!r}") from None
     terms = {"w_star": w_star, "w_hat": w_hat, "D_hat": D_new, "D_old_optimum": D_old,
              "D_used": D_used, "L": L_val, "mu": mu_used, "mu_before": mu_old,
              "mu_after": mu_new, "share": share, "n_a_over_n": n_ratio, "constant": const,

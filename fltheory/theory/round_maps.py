@@ -201,6 +201,10 @@ def state_to_vector(state: Any, layout: StateLayout | None = None) -> np.ndarray
     With ``layout`` given, the state must have exactly that layout
     (InvalidProblemError otherwise)."""
     own = state_layout(state)
+    if layout is not None and not isinstance(layout, StateLayout):
+        raise InvalidHyperparameterError(
+            f"layout must be a StateLayout (from state_layout(state)) or None, got {_short(layout)} "
+            f"({type(layout).__name__})")
     if layout is not None and not own.same_as(layout):
         raise InvalidProblemError(
             "state layout differs from the expected one: got " + own.describe()

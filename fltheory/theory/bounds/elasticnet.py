@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..._validate import checked_arguments, finite_array
+from ..._validate import checked_arguments, choice, finite_array
 from ...errors import InvalidHyperparameterError, OutOfRangeError
 from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, positive_check, uniform_smoothness
@@ -64,6 +64,7 @@ def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected"
     ``grads_init`` are the initial gradient states of Algorithm 3 (its input:
     all zero, with h^0 = 0); ``None`` means exactly that, so C_0 =
     (1/m) sum_k ||grad L_k(theta*)||(^2) (see the module docstring)."""
+    variant = choice("variant", variant, ("as_printed", "corrected"))
     gs = finite_array("grads_opt", grads_opt, error=InvalidHyperparameterError)
     g0 = np.zeros_like(gs) if grads_init is None else finite_array("grads_init", grads_init,
                                                                      error=InvalidHyperparameterError)
@@ -130,8 +131,7 @@ def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float,
     uniformly at random every round; a fixed or skewed schedule is reported as
     a violated hypothesis).
     """
-    if variant not in ("as_printed", "corrected"):
-        raise InvalidHyperparameterError(f"variant must be 'as_printed' or 'corrected', got {variant!r}")
+    variant = choice("variant", variant, ("as_printed", "corrected"))
     a = [positive_check("beta", beta), positive_check("lambda1", lambda1, allow_zero=True),
          Assumption("lambda_2 > 27 beta", lambda2 > 27 * beta,
                     f"lambda_2 = {lambda2!r}, 27 beta = {27 * beta!r}"),
