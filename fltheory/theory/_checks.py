@@ -17,8 +17,8 @@ from ..algorithms.base import Algorithm
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..problems.base import Federation
 
-__all__ = ["affine_map", "algorithm_and_problem", "client_indices", "condition_limit", "optional_flag",
-           "optional_generator", "server_model", "size_limit", "start_state", "tolerance"]
+__all__ = ["algorithm_and_problem", "client_indices", "condition_limit", "optional_flag",
+           "optional_generator", "server_model", "size_limit", "tolerance"]
 
 
 def algorithm_and_problem(algorithm: Any, problem: Any) -> None:
@@ -37,23 +37,6 @@ def server_model(name: str, value: Any, dim: int) -> np.ndarray:
     if x.shape != (dim,):
         raise InvalidProblemError(f"{name} must be a finite vector of shape ({dim},), got shape {x.shape}")
     return x.copy()
-
-
-def start_state(algorithm: Algorithm, problem: Federation, state: Any, name: str = "state") -> None:
-    """``state`` None, or a state of ``algorithm`` (the type ``algorithm.init`` returns)
-    whose floating-point entries are all finite."""
-    if state is None:
-        return
-    reference = algorithm.init(problem, np.zeros(problem.dim), np.random.default_rng(0))
-    if type(state) is not type(reference):
-        raise InvalidProblemError(
-            f"{name} must be a state of {algorithm.name} (a {type(reference).__name__}, as "
-            f"algorithm.init returns), got {_short(state)} ({type(state).__name__})")
-    from .round_maps import state_to_vector
-    S = state_to_vector(state)
-    if not np.all(np.isfinite(S)):
-        bad = int(np.flatnonzero(~np.isfinite(S))[0])
-        raise InvalidProblemError(f"{name} must have finite entries; entry {bad} of its flat vector is {S[bad]!r}")
 
 
 def tolerance(name: str, value: Any, *, below_one: bool = False) -> float:
@@ -85,19 +68,6 @@ def optional_generator(name: str, value: Any) -> np.random.Generator | None:
 def optional_flag(name: str, value: Any) -> bool | None:
     """None, True or False."""
     return None if value is None else flag(name, value)
-
-
-def affine_map(name: str, value: Any, *, dense: bool = False) -> None:
-    """A recovered affine round map: an AffineRoundMap or (unless ``dense``) a
-    MatrixFreeAffineMap, as ``affine_round_map`` returns."""
-    from .affine import AffineRoundMap
-    from .matrix_free import MatrixFreeAffineMap
-    kinds: tuple[type, ...] = (AffineRoundMap,) if dense else (AffineRoundMap, MatrixFreeAffineMap)
-    if not isinstance(value, kinds):
-        expected = " or ".join(k.__name__ for k in kinds)
-        raise InvalidHyperparameterError(
-            f"{name} must be a {expected} (from fltheory.theory.affine_round_map), "
-            f"got {_short(value)} ({type(value).__name__})")
 
 
 def client_indices(name: str, value: Any, n_clients: int) -> np.ndarray:

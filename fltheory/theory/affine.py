@@ -379,6 +379,15 @@ class InvariantSubspace:
         return int(self.W.shape[1])
 
 
+def _check_affine_map(amap: Any) -> None:
+    """``amap`` an AffineRoundMap or a MatrixFreeAffineMap (typed error otherwise)."""
+    from .matrix_free import MatrixFreeAffineMap
+    if not isinstance(amap, (AffineRoundMap, MatrixFreeAffineMap)):
+        raise InvalidHyperparameterError(
+            f"amap must be an AffineRoundMap or MatrixFreeAffineMap (from fltheory.theory.affine_round_map), "
+            f"got {repr(amap)[:80]} ({type(amap).__name__})")
+
+
 def _is_matrix_free(amap: Any) -> bool:
     from .matrix_free import MatrixFreeAffineMap
     return isinstance(amap, MatrixFreeAffineMap)
@@ -406,7 +415,7 @@ def invariant_subspace(amap: AffineRoundMap) -> InvariantSubspace:
     InvalidProblemError
         A declared functional is not conserved by the recovered map.
     """
-    _checks.affine_map("amap", amap)
+    _check_affine_map(amap)
     if _is_matrix_free(amap):
         raise InvalidProblemError(
             "invariant_subspace forms Q and M_V densely; a matrix-free map has "
@@ -465,7 +474,7 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
     UnclassifiedDirectionError
         M_V has an eigenvalue 1 to the resolution of its spectrum (module docstring).
     """
-    _checks.affine_map("amap", amap)
+    _check_affine_map(amap)
     max_condition = _checks.condition_limit("max_condition", max_condition)
     if _is_matrix_free(amap):
         from . import matrix_free
@@ -534,7 +543,7 @@ def spectral_rate(amap: Any) -> float:
 
     Raises UnclassifiedDirectionError when M_V has an eigenvalue 1 to the
     resolution of its spectrum (module docstring)."""
-    _checks.affine_map("amap", amap)
+    _check_affine_map(amap)
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.spectral_rate(amap)
@@ -545,7 +554,7 @@ def spectral_rate(amap: Any) -> float:
 
 def contraction_factor(amap: Any) -> float:
     """||M_V||_2 = max over v in V of ||M v|| / ||v|| (Euclidean operator norm on V)."""
-    _checks.affine_map("amap", amap)
+    _check_affine_map(amap)
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.contraction_factor(amap)
@@ -565,7 +574,7 @@ def orbit_rate(amap: Any, *, initial: Any = None, tol: float = 1e-9) -> float:
     number above 1e10 the spectral rate is returned (an upper bound) and a
     warning is logged.  A start within 1e3 machine epsilons (relative) of the
     fixed point returns 0.  Matrix-free maps: ``theory.matrix_free.orbit_rate``."""
-    _checks.affine_map("amap", amap)
+    _check_affine_map(amap)
     tol = _checks.tolerance("tol", tol, below_one=True)
     if _is_matrix_free(amap):
         from . import matrix_free

@@ -370,6 +370,22 @@ def _deterministic_round(algorithm: Algorithm, problem: Federation, state: Any) 
     return new, info
 
 
+def _check_start_state(algorithm: Algorithm, problem: Federation, state: Any) -> None:
+    """``state`` None, or a state of ``algorithm`` (the type ``algorithm.init`` returns)
+    whose floating-point entries are all finite (typed errors otherwise)."""
+    if state is None:
+        return
+    reference = algorithm.init(problem, np.zeros(problem.dim), np.random.default_rng(_ROUND_SEED))
+    if type(state) is not type(reference):
+        raise InvalidProblemError(
+            f"state must be a state of {algorithm.name} (a {type(reference).__name__}, as "
+            f"algorithm.init returns), got {_short(state)} ({type(state).__name__})")
+    S = state_to_vector(state)
+    if not np.all(np.isfinite(S)):
+        bad = int(np.flatnonzero(~np.isfinite(S))[0])
+        raise InvalidProblemError(f"state must have finite entries; entry {bad} of its flat vector is {S[bad]!r}")
+
+
 def round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike | None = None, state: Any = None,
               participation: Participation | None = None, max_warmup: int = 3) -> RoundMap:
     """The deterministic round map of ``algorithm`` on ``problem`` (module docstring).
@@ -396,7 +412,7 @@ def round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike | None
     _checks.algorithm_and_problem(algorithm, problem)
     max_warmup = integer("max_warmup", max_warmup, minimum=0, maximum=1000)
     check_deterministic_setting(problem, participation)
-    _checks.start_state(algorithm, problem, state)
+    _check_start_state(algorithm, problem, state)
     if state is None:
         x0 = np.zeros(problem.dim) if x0 is None else _checks.server_model("x0", x0, problem.dim)
         state = algorithm.init(problem, x0, np.random.default_rng(_ROUND_SEED))

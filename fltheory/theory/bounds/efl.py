@@ -309,7 +309,9 @@ def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
 
     Returns a BoundResult with value = f_1(T), measured = y^a J (f_0, the bound
     when the client is kept); ``terms["abandon"]`` is the eq. (8) decision and
-    ``terms["eq9_threshold"]`` = constant * (C / J) / (T E) (eq. 9).
+    ``terms["eq9_threshold"]`` = constant * (C / J) / (T E) (eq. 9).  E >= 1, C >= 0 and
+    gamma > 0 (the constants of Theorem 1) are checked hypotheses like the others:
+    when one fails, value, ``f1``, ``abandon`` and ``eq9_threshold`` are None.
     """
     y_a = float(y_a)
     assumptions = (
