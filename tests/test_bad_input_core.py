@@ -251,6 +251,21 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ("table1_efl_comparison S not an integer",
      lambda: table1_efl_comparison(eps=0.1, S=2.5, G=1.0, mu=0.5, L=1.0),
      errors.InvalidHyperparameterError, ("S", "2.5", "integer")),
+    ("AffineRoundMap called on a NaN state vector",
+     lambda: _amap()(np.array([np.nan, 0.0])),
+     errors.InvalidProblemError, ("S", "non-finite", "nan")),
+    ("AffineRoundMap.block of an unknown field",
+     lambda: _amap().block("x", "abc"),
+     errors.InvalidHyperparameterError, ("cols", "'abc'", "['x']")),
+    ("RoundMap.step of another kind of state",
+     lambda: round_map(_alg(), _fed()).step(5),
+     errors.InvalidProblemError, ("state", "5", "FedAvg")),
+    ("FedOptOperator called on a string",
+     lambda: fedopt_operator(_alg(), _fed())("abc"),
+     errors.InvalidProblemError, ("x", "'abc'", "numeric")),
+    ("QuadraticFederation.without_client(True)",
+     lambda: _fed().without_client(True),
+     errors.InvalidProblemError, ("client index", "True", "integer")),
 ]
 
 

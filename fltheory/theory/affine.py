@@ -114,6 +114,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 import scipy.linalg
 
+from .._validate import finite_array
 from ..algorithms.base import Algorithm, RoundInfo
 from ..display import SummaryDisplay
 from ..errors import (
@@ -208,7 +209,9 @@ class AffineRoundMap(SummaryDisplay):
 
     def __call__(self, S: Any) -> np.ndarray:
         """M S + c (S of shape (n,) or (k, n) rows)."""
-        S = np.asarray(S, dtype=np.float64)
+        S = finite_array("S", S, error=InvalidProblemError)
+        if S.ndim not in (1, 2) or S.shape[-1] != self.dim:
+            raise InvalidProblemError(f"S must have shape ({self.dim},) or (k, {self.dim}), got {S.shape}")
         return S @ self.M.T + self.c
 
     @property
@@ -218,6 +221,10 @@ class AffineRoundMap(SummaryDisplay):
 
     def block(self, rows: str, cols: str) -> np.ndarray:
         """The block of M mapping field ``cols`` to field ``rows``."""
+        for name, field_name in (("rows", rows), ("cols", cols)):
+            if not isinstance(field_name, str) or field_name not in self.layout.slices:
+                raise InvalidHyperparameterError(
+                    f"{name} must be a state field among {list(self.layout.paths)}, got {field_name!r:.80}")
         return self.M[self.layout.slices[rows], self.layout.slices[cols]]
 
     def to_vector(self, state: Any) -> np.ndarray:

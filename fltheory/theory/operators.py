@@ -98,7 +98,7 @@ class FedOptOperator:
         return self.counter[0]
 
     def __call__(self, x: Any) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+        x = real_array("x", x, InvalidProblemError).astype(np.float64, copy=False)
         if x.shape != (self.problem.dim,):
             raise InvalidProblemError(f"x must have shape ({self.problem.dim},), got {x.shape}")
         state = dataclasses.replace(self.template, x=x.copy())
@@ -108,7 +108,8 @@ class FedOptOperator:
 
     def residual(self, x: ArrayLike) -> np.ndarray:
         """T(x) - x."""
-        return self(x) - np.asarray(x, dtype=np.float64)
+        Tx = self(x)
+        return Tx - np.asarray(x, dtype=np.float64)
 
     def client_maps(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """O_i(X[r]) for the listed clients (all by default), vectorized -> (m, d).

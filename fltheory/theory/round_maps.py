@@ -338,6 +338,10 @@ class RoundMap(SummaryDisplay):
     def step(self, state: Any) -> tuple[Any, RoundInfo]:
         """One ordinary round of ``state`` with full participation and a generator
         that must stay unused (NotAffineError when the algorithm draws)."""
+        if type(state) is not type(self.template):
+            raise InvalidProblemError(
+                f"state must be a state of {self.algorithm.name} (a {type(self.template).__name__}), got "
+                f"{_short(state)} ({type(state).__name__})")
         return _deterministic_round(self.algorithm, self.problem, state)
 
     def __call__(self, S: Any) -> np.ndarray:
