@@ -2,8 +2,10 @@
 
 Each check raises a typed error (:mod:`fltheory.errors`) whose message names
 the argument, the value given and what is expected, before any work is done:
-an algorithm state of the wrong kind, a start vector with NaN, a tolerance
-that is a string, an object that is not a recovered affine map.
+an object that is not an algorithm, a start vector with NaN, a tolerance that
+is a string, client indices that are floats.  (The checks of a start state and
+of a recovered affine map live beside their types, in ``round_maps`` and
+``affine``: this module imports neither, so it adds no import cycle.)
 """
 
 from __future__ import annotations
