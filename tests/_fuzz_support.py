@@ -126,10 +126,15 @@ def _algorithm() -> Any:
     return FedAvg(lr=0.1, local_steps=2)
 
 
+def _affine_map() -> Any:
+    from fltheory.theory import affine_round_map
+    return affine_round_map(_algorithm(), _quadratic())
+
+
 #: Plausible values by parameter name (factories, so every call gets fresh objects).
 _PLAUSIBLE: dict[str, Callable[[], Any]] = {
     "problem": _quadratic, "fed": _quadratic, "federation": _quadratic,
-    "algorithm": _algorithm,
+    "algorithm": _algorithm, "amap": _affine_map,
     "rng": lambda: np.random.default_rng(0), "seed": lambda: 0,
     "x": lambda: np.zeros(2), "x0": lambda: np.zeros(2), "center": lambda: np.zeros(2),
     "X": lambda: np.zeros((3, 2)), "W": lambda: np.zeros((3, 2)),
@@ -233,9 +238,13 @@ def registries_restored() -> Iterator[None]:
         run_module._METHODS.update(saved)
 
 
-def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, value: Any) -> Call:
-    """Call ``fn`` with its base arguments and ``parameter=value``; classify."""
+def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, value: Any,
+              base: Callable[[], dict[str, Any]] | None = None) -> Call:
+    """Call ``fn`` with its base arguments (updated by ``base()`` when given: working
+    values where the plausible ones by name do not fit) and ``parameter=value``; classify."""
     kwargs, _ = base_arguments(fn)
+    if base is not None:
+        kwargs.update(base())
     kwargs[parameter] = value
     INPUTS.add(f"{target}|{parameter}|{kind}")
     try:
@@ -256,11 +265,12 @@ def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, va
     return Call(target, parameter, kind, outcome, detail)
 
 
-def sweep(target: str, fn: Callable[..., Any], kinds: list[tuple[str, Any]] | None = None) -> list[Call]:
-    """Every fuzzable parameter of ``fn`` times every bad value."""
+def sweep(target: str, fn: Callable[..., Any], kinds: list[tuple[str, Any]] | None = None,
+          base: Callable[[], dict[str, Any]] | None = None) -> list[Call]:
+    """Every fuzzable parameter of ``fn`` times every bad value (``base`` as in :func:`fuzz_call`)."""
     _, names = base_arguments(fn)
     calls = []
     for parameter in names:
         for kind, value in (BAD_VALUES if kinds is None else kinds):
-            calls.append(fuzz_call(target, fn, parameter, kind, value))
+            calls.append(fuzz_call(target, fn, parameter, kind, value, base))
     return calls

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import finite_array, generator, integer, seed_value
+from .._validate import finite_array, generator, instance, integer, positive, seed_value
 from ..display import HistoryDisplay
 from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
@@ -139,6 +139,11 @@ def run_record(algorithm: Algorithm, problem: Federation, *, rounds: int, comple
     ``config["seed_sequence"]``).  Versions and git state are read at the first
     run of the process.
     """
+    instance("algorithm", algorithm, Algorithm, "an fltheory Algorithm (e.g. FedAvg(lr=0.1, local_steps=2))",
+             error=InvalidHyperparameterError)
+    rounds = integer("rounds", rounds, minimum=0, maximum=None)
+    completed_rounds = integer("completed_rounds", completed_rounds, minimum=0, maximum=rounds)
+    seconds = positive("seconds", seconds, allow_zero=True)
     config: dict[str, Any] = {
         "algorithm": algorithm.name,
         "hyperparameters": algorithm.hyperparameters(),

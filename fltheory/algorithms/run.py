@@ -194,7 +194,7 @@ def check_metrics(metrics: Collection[str] | None) -> frozenset[str]:
     if isinstance(metrics, str) or not isinstance(metrics, Collection):
         raise InvalidHyperparameterError(
             f"metrics must be a collection of names from {METRICS} (e.g. ('loss',)), got {metrics!r}")
-    unknown = [m for m in metrics if m not in METRICS]
+    unknown = [m for m in metrics if not isinstance(m, str) or m not in METRICS]
     if unknown:
         raise InvalidHyperparameterError(f"metrics: unknown name(s) {unknown!r}; expected names from {METRICS}")
     return frozenset(metrics)

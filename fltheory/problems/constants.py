@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import finite_array, positive
+from .._validate import finite_array, generator, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ._trust_region import max_convex_quadratic_on_ball
 
@@ -252,6 +252,8 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
             raise InvalidHyperparameterError(f"points must have shape (k, {d}), got {points.shape}")
     if scaffold_B2 is not None:
         scaffold_B2 = positive("scaffold_B2", scaffold_B2)
+    if rng is not None:
+        rng = generator("rng", rng)
 
     # smoothness and convexity
     Hs = fed.client_hess(x_star)
@@ -321,6 +323,10 @@ def problem_constants(fed: Federation, *, radius: float | None = None, center: A
             G2_max = float(max(s.max() for s in sq))
             exact["G2"] = exact["G2_max"] = False
             notes["G2"] = f"max over {int(inside.sum())} points in the ball (a lower estimate of the sup)"
+
+    if G2 is not None and G2_max is not None and not (np.isfinite(G2) and np.isfinite(G2_max)):
+        raise OutOfRangeError(f"radius={radius!r}: the squared gradient norms over the ball overflow float64 "
+                              f"(G2 = {G2!r}); give a smaller radius")
 
     # SCAFFOLD (G, B)
     B2, G2s = _affine_scaffold(Hs, Hbar, gstar, scaffold_B2)

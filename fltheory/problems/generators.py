@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import choice, finite_array, positive
 from ..errors import InvalidHyperparameterError, OutOfRangeError
-from ._seeding import as_generator, count
+from ._seeding import MAX_SIZE, as_generator, count
 from ..aliases import Seed
 from .base import normalize_weights
 from .partitions import dirichlet_partition, m_class_partition
@@ -56,6 +56,10 @@ def _psd_power(S: np.ndarray, power: float) -> np.ndarray:
 #: cannot place the smallest eigenvalue to within 1% (measured: 1e-3 relative at
 #: 1e13..1e14, 10% at 1e15).
 MAX_CONDITION = 1e14
+
+#: Largest total number of design-matrix entries sum(rows) * dim random_least_squares
+#: draws (8e8 bytes in float64); larger requests are refused before allocating.
+MAX_LEAST_SQUARES_ENTRIES = 10**8
 
 
 def _reliably_spd(H: np.ndarray, L: float) -> bool:
@@ -219,6 +223,10 @@ def random_least_squares(n_clients: int, dim: int, *, rows: ArrayLike, seed: See
             or np.any(n < 1):
         raise InvalidHyperparameterError(
             f"rows must be a positive integer or {N} positive integers, got {rows!r}")
+    if np.any(n > MAX_SIZE) or float(np.sum(n, dtype=np.float64)) * d > MAX_LEAST_SQUARES_ENTRIES:
+        raise InvalidHyperparameterError(
+            f"rows must be at most {MAX_SIZE} per client and sum(rows) * dim at most "
+            f"{MAX_LEAST_SQUARES_ENTRIES:.0e} (the design matrices are stored), got rows={rows!r}, dim={d}")
     n = n.astype(np.int64)
     if ridge == 0 and np.any(n < d):
         i = int(np.argmax(n < d))

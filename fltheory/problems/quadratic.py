@@ -498,7 +498,7 @@ class QuadraticFederation(Federation):
         remaining explicit weights renormalised)."""
         if self.n_clients < 2:
             raise InvalidProblemError("cannot remove the only client of a federation")
-        if not (isinstance(a, (int, np.integer)) and 0 <= a < self.n_clients):
+        if isinstance(a, (bool, np.bool_)) or not (isinstance(a, (int, np.integer)) and 0 <= a < self.n_clients):
             raise InvalidProblemError(f"client index must be an integer in [0, {self.n_clients}), got {a!r}")
         keep = np.delete(np.arange(self.n_clients), a)
         w = self.weights[keep] if self._explicit_weights else None

@@ -94,6 +94,7 @@ def synthetic_fedprox(alpha: float, beta: float, *, iid: bool = False, seed: See
     if frac >= 1:
         raise InvalidHyperparameterError(f"train_fraction must lie in (0, 1), got {train_fraction!r}")
     iid = flag("iid", iid)
+    intercept = flag("intercept", intercept)
     rng = as_generator(seed)
     sizes = np.floor(rng.lognormal(4.0, 2.0, K)).astype(np.int64) + 50
     sd = np.arange(1, d + 1) ** -0.6                          # sqrt of Sigma_jj = j^-1.2

@@ -114,6 +114,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 import scipy.linalg
 
+from .._validate import finite_array
 from ..algorithms.base import Algorithm, RoundInfo
 from ..display import SummaryDisplay
 from ..errors import (
@@ -123,6 +124,7 @@ from ..errors import (
 )
 from ..participation import Participation
 from ..problems.base import Federation
+from . import _checks
 from .fixed_points import FixedPoint
 from .matrix_free import matrix_free_affine_map
 from .invariants import check_conserved, conserved_functionals
@@ -207,7 +209,9 @@ class AffineRoundMap(SummaryDisplay):
 
     def __call__(self, S: Any) -> np.ndarray:
         """M S + c (S of shape (n,) or (k, n) rows)."""
-        S = np.asarray(S, dtype=np.float64)
+        S = finite_array("S", S, error=InvalidProblemError)
+        if S.ndim not in (1, 2) or S.shape[-1] != self.dim:
+            raise InvalidProblemError(f"S must have shape ({self.dim},) or (k, {self.dim}), got {S.shape}")
         return S @ self.M.T + self.c
 
     @property
@@ -217,6 +221,10 @@ class AffineRoundMap(SummaryDisplay):
 
     def block(self, rows: str, cols: str) -> np.ndarray:
         """The block of M mapping field ``cols`` to field ``rows``."""
+        for name, field_name in (("rows", rows), ("cols", cols)):
+            if not isinstance(field_name, str) or field_name not in self.layout.slices:
+                raise InvalidHyperparameterError(
+                    f"{name} must be a state field among {list(self.layout.paths)}, got {field_name!r:.80}")
         return self.M[self.layout.slices[rows], self.layout.slices[cols]]
 
     def to_vector(self, state: Any) -> np.ndarray:
@@ -282,8 +290,11 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
     InvalidProblemError
         Stochastic oracle; state larger than ``max_dim``.
     """
-    if not (np.isfinite(rtol) and rtol > 0):
-        raise InvalidHyperparameterError(f"rtol must be finite and > 0, got {rtol!r}")
+    rtol = _checks.tolerance("rtol", rtol)
+    rng = _checks.optional_generator("rng", rng)
+    max_dim = _checks.size_limit("max_dim", max_dim)
+    dense_max = _checks.size_limit("dense_max", dense_max, minimum=0)
+    matrix_free = _checks.optional_flag("matrix_free", matrix_free)
     gen = rng if rng is not None else np.random.default_rng(0)
     rm = round_map(algorithm, problem, x0=x0, state=state, participation=participation)
     n = rm.dim
@@ -375,6 +386,15 @@ class InvariantSubspace:
         return int(self.W.shape[1])
 
 
+def _check_affine_map(amap: Any) -> None:
+    """``amap`` an AffineRoundMap or a MatrixFreeAffineMap (typed error otherwise)."""
+    from .matrix_free import MatrixFreeAffineMap
+    if not isinstance(amap, (AffineRoundMap, MatrixFreeAffineMap)):
+        raise InvalidHyperparameterError(
+            f"amap must be an AffineRoundMap or MatrixFreeAffineMap (from fltheory.theory.affine_round_map), "
+            f"got {repr(amap)[:80]} ({type(amap).__name__})")
+
+
 def _is_matrix_free(amap: Any) -> bool:
     from .matrix_free import MatrixFreeAffineMap
     return isinstance(amap, MatrixFreeAffineMap)
@@ -402,6 +422,7 @@ def invariant_subspace(amap: AffineRoundMap) -> InvariantSubspace:
     InvalidProblemError
         A declared functional is not conserved by the recovered map.
     """
+    _check_affine_map(amap)
     if _is_matrix_free(amap):
         raise InvalidProblemError(
             "invariant_subspace forms Q and M_V densely; a matrix-free map has "
@@ -460,11 +481,11 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
     UnclassifiedDirectionError
         M_V has an eigenvalue 1 to the resolution of its spectrum (module docstring).
     """
+    _check_affine_map(amap)
+    max_condition = _checks.condition_limit("max_condition", max_condition)
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.fixed_point(amap, initial=initial, max_condition=max_condition)
-    if not (max_condition > 1):
-        raise InvalidHyperparameterError(f"max_condition must be > 1, got {max_condition!r}")
     S_init = initial_vector(amap, initial)
     sub = invariant_subspace(amap)
     M, c = amap.M, amap.c
@@ -529,6 +550,7 @@ def spectral_rate(amap: Any) -> float:
 
     Raises UnclassifiedDirectionError when M_V has an eigenvalue 1 to the
     resolution of its spectrum (module docstring)."""
+    _check_affine_map(amap)
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.spectral_rate(amap)
@@ -539,6 +561,7 @@ def spectral_rate(amap: Any) -> float:
 
 def contraction_factor(amap: Any) -> float:
     """||M_V||_2 = max over v in V of ||M v|| / ||v|| (Euclidean operator norm on V)."""
+    _check_affine_map(amap)
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.contraction_factor(amap)
@@ -558,6 +581,8 @@ def orbit_rate(amap: Any, *, initial: Any = None, tol: float = 1e-9) -> float:
     number above 1e10 the spectral rate is returned (an upper bound) and a
     warning is logged.  A start within 1e3 machine epsilons (relative) of the
     fixed point returns 0.  Matrix-free maps: ``theory.matrix_free.orbit_rate``."""
+    _check_affine_map(amap)
+    tol = _checks.tolerance("tol", tol, below_one=True)
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.orbit_rate(amap, initial=initial, tol=tol)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import real_array
 from ..errors import InvalidProblemError, UnclassifiedDirectionError
 from .round_maps import RoundMap
 
@@ -43,7 +44,7 @@ def initial_vector(amap: Any, initial: Any) -> np.ndarray:
         return np.array(amap.base, dtype=np.float64)
     import dataclasses
     if not (dataclasses.is_dataclass(initial) or hasattr(initial, "_fields")):
-        S = np.asarray(initial, dtype=np.float64)
+        S = real_array("initial", initial, InvalidProblemError).astype(np.float64)
         if S.shape != (amap.dim,):
             raise InvalidProblemError(f"initial state vector must have shape ({amap.dim},), got {S.shape}")
     else:

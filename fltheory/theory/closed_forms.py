@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import choice, instance, per_client, positive
+from .._validate import choice, instance, per_client, positive, real_array
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ..problems.quadratic import QuadraticFederation
 from ..aliases import Rate, Steps
@@ -66,7 +66,7 @@ def _diagonal_preconditioners(fed: QuadraticFederation, preconditioners: Any) ->
     N, d = fed.n_clients, fed.dim
     if preconditioners is None:
         return np.ones((N, d))
-    P = np.asarray(preconditioners, dtype=np.float64)
+    P = real_array("preconditioners", preconditioners, InvalidHyperparameterError).astype(np.float64)
     if P.shape in ((d,), (N, d)):
         if not np.all(np.isfinite(P)) or np.any(P <= 0):
             raise InvalidHyperparameterError(
@@ -81,7 +81,7 @@ def _preconditioners(fed: QuadraticFederation, preconditioners: Any) -> np.ndarr
     diag = _diagonal_preconditioners(fed, preconditioners)
     if diag is not None:
         return np.einsum("ni,ij->nij", diag, np.eye(d))
-    P = np.asarray(preconditioners, dtype=np.float64)
+    P = real_array("preconditioners", preconditioners, InvalidHyperparameterError).astype(np.float64)
     if not np.all(np.isfinite(P)):
         raise InvalidHyperparameterError("preconditioners contain non-finite values")
     if P.shape == (d, d):
@@ -139,11 +139,18 @@ def client_contraction_matrices(fed: QuadraticFederation, lr: Rate, local_steps:
     # matrix powers with per-client exponents, vectorised by binary exponentiation
     power = np.broadcast_to(np.eye(d), (N, d, d)).copy()
     base, k = S.copy(), tau.astype(np.int64).copy()
-    while np.any(k > 0):
-        odd = (k & 1).astype(bool)
-        power[odd] = np.matmul(power[odd], base[odd])
-        k >>= 1
-        base = np.matmul(base, base)
+    with np.errstate(over="ignore", invalid="ignore"):      # overflow is reported below
+        while np.any(k > 0):
+            odd = (k & 1).astype(bool)
+            power[odd] = np.matmul(power[odd], base[odd])
+            k >>= 1
+            base = np.matmul(base, base)
+    if not (np.all(np.isfinite(power)) and np.all(np.isfinite(radii))):
+        i = int(np.flatnonzero(~np.isfinite(power).all(axis=(1, 2)) | ~np.isfinite(radii))[0])
+        raise OutOfRangeError(
+            f"(I - eta_i P_i H_i)^tau_i overflows float64 for client {i} (lr={float(eta[i])!r}, "
+            f"local_steps={int(tau[i])}, spectral radius {radii[i]:.3e}): the local iteration expands "
+            "beyond 1e308 over the local steps")
     return np.eye(d) - power, radii
 
 
@@ -275,6 +282,11 @@ def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_st
     p = fed.weights
     K = np.einsum("i,ijk,ikl->jl", p, W, fed.H)
     rhs = np.einsum("i,ijk,ik->j", p, W, fed.e)
+    cond = float(np.linalg.cond(K)) if np.all(np.isfinite(K)) else float("inf")
+    if not cond <= 1e14:         # beyond ~1e14 the solve has no correct digit
+        raise OutOfRangeError(
+            f"sum_i p_i c_i tau_i P_i H_i has condition number {cond:.3e} > 1e14 for "
+            f"rate_ratios={rate_ratios!r}, local_steps={local_steps!r}: the limit cannot be computed in float64")
     return np.linalg.solve(K, rhs)
 
 

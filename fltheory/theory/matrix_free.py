@@ -55,6 +55,7 @@ from ..algorithms.base import Algorithm, RoundInfo
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ..participation import Participation
 from ..problems.base import Federation
+from . import _checks
 from .affine_support import drift_scale, frozen_coordinates, initial_vector, refuse_unclassified
 from .fixed_points import FixedPoint
 from .invariants import ConservedFunctionals, check_conserved, conserved_functionals
@@ -191,8 +192,8 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
 
     Same arguments and errors as ``theory.affine.affine_round_map`` (without
     ``max_dim``): NotAffineError when a check fails.  Costs about 12 rounds."""
-    if not (np.isfinite(rtol) and rtol > 0):
-        raise InvalidHyperparameterError(f"rtol must be finite and > 0, got {rtol!r}")
+    rtol = _checks.tolerance("rtol", rtol)
+    rng = _checks.optional_generator("rng", rng)
     gen = rng if rng is not None else np.random.default_rng(0)
     rm = round_map(algorithm, problem, x0=x0, state=state, participation=participation)
     n = rm.dim

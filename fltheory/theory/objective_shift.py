@@ -43,9 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice, finite_array, instance
+from .._validate import choice, finite_array, flag, instance, integer, real_scalar
 from ..problems import Federation
-from ..errors import InvalidProblemError
+from ..errors import InvalidProblemError, OutOfRangeError
+from . import _checks
 from .result import Assumption, BoundResult, make_result
 from ..aliases import ClientSelection
 
@@ -96,10 +97,13 @@ def suboptimality_gaps(fed: Federation, W: Any, clients: ClientSelection = None)
     a minimiser).
     """
     instance("fed", fed, Federation, "a Federation")
-    idx = np.arange(fed.n_clients) if clients is None else np.atleast_1d(np.asarray(clients))
+    idx = _checks.client_indices("clients", clients, fed.n_clients)
     W = finite_array("W", W, error=InvalidProblemError)
     if W.ndim not in (1, 2) or W.shape[-1] != fed.dim:
         raise InvalidProblemError(f"W must be a point (d,) or rows (m, d) with d = {fed.dim}, got shape {W.shape}")
+    if W.ndim == 2 and W.shape[0] not in (1, idx.shape[0]):
+        raise InvalidProblemError(f"W has {W.shape[0]} rows but {idx.shape[0]} clients are listed "
+                                  f"(clients={clients!r}); give one row per listed client or a single point")
     W = np.broadcast_to(np.atleast_2d(W), (idx.shape[0], fed.dim))
     return fed.client_gaps(W, idx)
 
@@ -139,13 +143,21 @@ def objective_shift(fed: Federation, client: int | None = None, kind: str = "dep
         ``ratio`` = measured / value; ``terms`` hold w_star, w_hat, D_hat,
         L, mu, share (n_a/n or n_a/(n+n_a)) and the constants used.
     """
+    instance("fed", fed, Federation, "a Federation")
     kind = choice("kind", kind, ("depart", "join"))
     variant = choice("variant", variant, ("as_printed", "derived"))
+    L = None if L is None else real_scalar("L", L)          # signs are hypotheses, reported below
+    mu = None if mu is None else real_scalar("mu", mu)
+    weight = None if weight is None else real_scalar("weight", weight)
+    strict = flag("strict", strict)
+    if other is not None:
+        instance("other", other, Federation, "a Federation with one client (the arriving client)")
     if kind == "depart":
         if other is not None:
             raise InvalidProblemError("kind='depart' takes client=, not other=")
         if client is None:
             raise InvalidProblemError("kind='depart' needs the index of the departing client")
+        client = integer("client", client, minimum=0, maximum=fed.n_clients - 1, error=InvalidProblemError)
         with_a, without_a = fed, fed.without_client(client)
         a_idx = int(client)
         old, new = with_a, without_a
@@ -185,7 +197,13 @@ def objective_shift(fed: Federation, client: int | None = None, kind: str = "dep
         Assumption("client a has a positive share n_a/n < 1 (depart) / any n_a > 0 (join)",
                    0 < p_a < 1, f"p_a = {p_a!r}"),
     )
-    value = const * L_val * share ** 2 * D_used / mu_used ** 2 if mu_used > 0 else None
+    value = None
+    if all(a.held for a in assumptions):
+        try:
+            value = const * L_val * share ** 2 * D_used / mu_used ** 2
+        except (OverflowError, ZeroDivisionError):
+            raise OutOfRangeError(f"the EFL Theorem 2 bound leaves float64 range at L = {L_val!r}, "
+                                  f"mu = {mu_used!r}, D = {D_used!r}") from None
     terms = {"w_star": w_star, "w_hat": w_hat, "D_hat": D_new, "D_old_optimum": D_old,
              "D_used": D_used, "L": L_val, "mu": mu_used, "mu_before": mu_old,
              "mu_after": mu_new, "share": share, "n_a_over_n": n_ratio, "constant": const,

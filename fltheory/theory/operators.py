@@ -49,10 +49,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 import scipy.optimize
 
-from .._validate import choice, in_unit_interval, instance, per_client
+from .._validate import (choice, finite_array, flag, in_unit_interval, instance, integer, per_client, positive,
+                         real_array)
 from ..algorithms.base import Algorithm, resolve_per_client
-from ..errors import AssumptionError, DivergenceError, InvalidHyperparameterError, InvalidProblemError
+from ..errors import (AssumptionError, DivergenceError, InvalidHyperparameterError, InvalidProblemError,
+                      OutOfRangeError)
 from ..problems.base import Federation
+from . import _checks
 from .fixed_points import FixedPoint
 from .round_maps import _deterministic_round, check_deterministic_setting, state_layout
 from ..aliases import ClientSelection, Rate, Steps
@@ -95,7 +98,7 @@ class FedOptOperator:
         return self.counter[0]
 
     def __call__(self, x: Any) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+        x = real_array("x", x, InvalidProblemError).astype(np.float64, copy=False)
         if x.shape != (self.problem.dim,):
             raise InvalidProblemError(f"x must have shape ({self.problem.dim},), got {x.shape}")
         state = dataclasses.replace(self.template, x=x.copy())
@@ -105,7 +108,8 @@ class FedOptOperator:
 
     def residual(self, x: ArrayLike) -> np.ndarray:
         """T(x) - x."""
-        return self(x) - np.asarray(x, dtype=np.float64)
+        Tx = self(x)
+        return Tx - np.asarray(x, dtype=np.float64)
 
     def client_maps(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """O_i(X[r]) for the listed clients (all by default), vectorized -> (m, d).
@@ -155,8 +159,8 @@ def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike 
     if not isinstance(problem, Federation):
         raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
     check_deterministic_setting(problem, None)
+    x0 = np.zeros(problem.dim) if x0 is None else _checks.server_model("x0", x0, problem.dim)
     avg = algorithm.averaging_version()
-    x0 = np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=np.float64)
     template = avg.init(problem, x0, np.random.default_rng(0))
     layout = state_layout(template)
     if layout.paths != ("x",):
@@ -164,6 +168,16 @@ def fedopt_operator(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike 
             f"{algorithm.name}'s state carries {list(layout.paths)}, not only the server model x: "
             "it is not an operator on x (use fltheory.theory.round_map on the full state)")
     return FedOptOperator(algorithm=algorithm, averaging=avg, problem=problem, template=template)
+
+
+def _point(name: str, value: Any, T: Any) -> np.ndarray:
+    """A finite 1-D point (of T's dimension when T is a FedOptOperator), as a float64 copy."""
+    x = finite_array(name, value, ndim=1, error=InvalidProblemError).copy()
+    if isinstance(T, FedOptOperator) and x.shape != (T.dim,):
+        raise InvalidProblemError(f"{name} must have shape ({T.dim},), got {x.shape}")
+    if x.size == 0:
+        raise InvalidProblemError(f"{name} must not be empty")
+    return x
 
 
 def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: ArrayLike, *,
@@ -174,10 +188,8 @@ def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: ArrayLike, *,
     Raises DivergenceError when a column is non-finite (never returns NaN)."""
     if not callable(T):
         raise InvalidHyperparameterError(f"T must be a FedOptOperator or a callable x -> T(x), got {T!r}")
-    x = np.asarray(x, dtype=np.float64)
-    s = _FD_STEP if step is None else float(step)
-    if not (np.isfinite(s) and s > 0):
-        raise InvalidHyperparameterError(f"step must be finite and > 0, got {step!r}")
+    x = _point("x", x, T)
+    s = _FD_STEP if step is None else positive("step", step)
     d = x.shape[0]
     J = np.empty((d, d))
     for j in range(d):
@@ -226,14 +238,13 @@ def anderson_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *
     """
     if not callable(T):
         raise InvalidHyperparameterError(f"T must be a FedOptOperator or a callable x -> T(x), got {T!r}")
-    a = float(damping)
-    if not (0.0 < a <= 1.0):
-        raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
-    if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or memory < 1:
-        raise InvalidHyperparameterError(f"memory must be an integer >= 1, got {memory!r}")
-    if scale is not None and not (np.isfinite(scale) and scale > 0):
-        raise InvalidHyperparameterError(f"scale must be finite and > 0, got {scale!r}")
-    x = np.array(x0, dtype=np.float64)
+    a = in_unit_interval("damping", damping)
+    memory = integer("memory", memory, minimum=1, maximum=10**4)
+    tol = positive("tol", tol)
+    max_iter = integer("max_iter", max_iter, minimum=1)
+    if scale is not None:
+        scale = positive("scale", scale)
+    x = _point("x0", x0, T)
     f = np.asarray(T(x)) - x
     Xs, Fs = [x.copy()], [f.copy()]
     for k in range(1, max_iter + 1):
@@ -310,8 +321,19 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
         raise InvalidHyperparameterError(f"T must be a FedOptOperator or a callable x -> T(x), got {T!r}")
     choice("method", method, _ROOT_METHODS)
     a = in_unit_interval("damping", damping)
-    d = T.dim if isinstance(T, FedOptOperator) else np.asarray(x0).shape[0]
-    x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
+    tol = positive("tol", tol)
+    cross_check = flag("cross_check", cross_check)
+    strict_cross_check = flag("strict_cross_check", strict_cross_check)
+    cross_check_max_iter = integer("cross_check_max_iter", cross_check_max_iter, minimum=1)
+    if jacobian_step is not None:
+        jacobian_step = positive("jacobian_step", jacobian_step)
+    if x0 is None:
+        if not isinstance(T, FedOptOperator):
+            raise InvalidProblemError("x0 is needed when T is a plain callable (its dimension is not known)")
+        x0 = np.zeros(T.dim)
+    else:
+        x0 = _point("x0", x0, T)
+    d = x0.shape[0]
     fun = lambda x: np.asarray(T(x)) - x
     sol = scipy.optimize.root(fun, x0, method=method, tol=tol)
     x = np.asarray(sol.x, dtype=np.float64)
@@ -378,10 +400,8 @@ def lipschitz_ratios(T: FedOptOperator, rng: np.random.Generator, *, n_pairs: in
     instance("T", T, FedOptOperator, "a FedOptOperator (from fedopt_operator)", InvalidHyperparameterError)
     if not isinstance(rng, np.random.Generator):
         raise InvalidHyperparameterError(f"rng must be a numpy Generator, got {type(rng).__name__}")
-    if isinstance(n_pairs, bool) or not isinstance(n_pairs, (int, np.integer)) or n_pairs < 1:
-        raise InvalidHyperparameterError(f"n_pairs must be an integer >= 1, got {n_pairs!r}")
-    if not (np.isfinite(radius) and radius > 0):
-        raise InvalidHyperparameterError(f"radius must be finite and > 0, got {radius!r}")
+    n_pairs = integer("n_pairs", n_pairs, minimum=1, maximum=10**5)
+    radius = positive("radius", radius)
     p = T.problem
     N, d = p.n_clients, p.dim
     if center is None:
@@ -389,7 +409,7 @@ def lipschitz_ratios(T: FedOptOperator, rng: np.random.Generator, *, n_pairs: in
             center = p.optimum()
         except (InvalidProblemError, NotImplementedError):
             center = np.zeros(d)
-    center = np.asarray(center, dtype=np.float64)
+    center = _point("center", center, T)
     ratios = np.empty((n_pairs, N))
     op = np.empty(n_pairs)
     for k in range(n_pairs):
@@ -400,6 +420,9 @@ def lipschitz_ratios(T: FedOptOperator, rng: np.random.Generator, *, n_pairs: in
         dist = float(np.linalg.norm(x - y))
         ratios[k] = np.linalg.norm(Ox - Oy, axis=1) / dist
         op[k] = float(np.linalg.norm(T(x) - T(y))) / dist
+    if not (np.all(np.isfinite(ratios)) and np.all(np.isfinite(op))):
+        raise OutOfRangeError(f"lipschitz_ratios: the client maps are not finite at points of radius {radius!r} "
+                              "around the centre (float64 overflow); use a smaller radius")
     return LipschitzRatios(ratios=ratios, squared=ratios ** 2, max_ratio=ratios.max(axis=0),
                            operator_ratios=op)
 
@@ -489,13 +512,17 @@ def minimizer_inconsistency(make_algorithm: Callable[[float], Algorithm], proble
     ``distances`` / ``fixed_points`` (:class:`Inconsistency`).  Invalid
     hyperparameters from ``make_algorithm`` still raise.
     """
-    r = np.asarray(rates, dtype=np.float64)
+    if not callable(make_algorithm):
+        raise InvalidHyperparameterError(
+            f"make_algorithm must be a callable rate -> Algorithm, got {make_algorithm!r}")
+    instance("problem", problem, Federation, "a Federation")
+    r = real_array("rates", rates, InvalidHyperparameterError).astype(np.float64)
     if r.ndim != 1 or r.size == 0 or not np.all(np.isfinite(r)) or np.any(r <= 0):
         raise InvalidHyperparameterError(f"rates must be a non-empty 1-D array of positive numbers, got {rates!r}")
+    tol = _checks.tolerance("tol", tol)
+    warm_start = flag("warm_start", warm_start)
     xstar = problem.optimum()
-    first = xstar if x0 is None else np.asarray(x0, dtype=np.float64)
-    if first.shape != (problem.dim,) or not np.all(np.isfinite(first)):
-        raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {first.shape}")
+    first = xstar if x0 is None else _checks.server_model("x0", x0, problem.dim)
     fps = np.zeros((r.size, problem.dim))
     ok = np.zeros(r.size, dtype=bool)
     evals = np.zeros(r.size, dtype=np.int64)

@@ -31,8 +31,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._validate import _short, flag, real_array
 from ..display import BoundDisplay
-from ..errors import AssumptionError
+from ..errors import AssumptionError, InvalidHyperparameterError
 
 __all__ = ["Assumption", "BoundResult", "bound_result", "make_result"]
 
@@ -150,7 +151,15 @@ def bound_result(value: float | None, assumptions: Iterable[Assumption], *, refe
         every hypothesis holds (a hypothesis the formula needs is missing from
         the list), rather than returning NaN.
     """
-    assumptions = tuple(assumptions)
+    assumptions = _checked_assumptions(assumptions)
+    value = _optional_real("value", value, finite=False)
+    measured = _optional_real("measured", measured, finite=True)
+    for name, text in (("reference", reference), ("variant", variant)):
+        if not isinstance(text, str):
+            raise InvalidHyperparameterError(f"bound_result: {name} must be a string, got {_short(text)}")
+    if terms is not None and not isinstance(terms, Mapping):
+        raise InvalidHyperparameterError(f"bound_result: terms must be a mapping or None, got {_short(terms)}")
+    strict = flag("bound_result: strict", strict)
     bad = [a for a in assumptions if not a.held]
     if bad:
         if strict:
@@ -165,6 +174,31 @@ def bound_result(value: float | None, assumptions: Iterable[Assumption], *, refe
                 f"hypothesis holds; terms = {dict(terms or {})}")
     return BoundResult(value=value, assumptions=assumptions, reference=reference,
                        variant=variant, terms=dict(terms or {}), measured=measured)
+
+
+def _checked_assumptions(assumptions: Any) -> tuple[Assumption, ...]:
+    if isinstance(assumptions, (str, bytes)) or not isinstance(assumptions, Iterable):
+        raise InvalidHyperparameterError(
+            f"bound_result: assumptions must be an iterable of Assumption, got {_short(assumptions)}")
+    out = tuple(assumptions)
+    for a in out:
+        if not isinstance(a, Assumption):
+            raise InvalidHyperparameterError(
+                f"bound_result: every assumption must be an Assumption(name, held, detail), got {_short(a)}")
+    return out
+
+
+def _optional_real(name: str, value: Any, *, finite: bool) -> float | None:
+    """None, or a real number (a 0-d real array is accepted) as a float."""
+    if value is None:
+        return None
+    arr = real_array(f"bound_result: {name}", value, InvalidHyperparameterError)
+    if arr.ndim != 0:
+        raise InvalidHyperparameterError(f"bound_result: {name} must be a number or None, got shape {arr.shape}")
+    v = float(arr)
+    if finite and not math.isfinite(v):
+        raise InvalidHyperparameterError(f"bound_result: {name} must be a finite number or None, got {v!r}")
+    return v
 
 
 #: Former name of :func:`bound_result` (kept for existing code).

@@ -58,10 +58,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..algorithms.base import Algorithm, RoundInfo
+from .._validate import _short, integer, real_array
 from ..display import SummaryDisplay
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ..participation import FullParticipation, Participation
 from ..problems.base import Federation
+from . import _checks
 
 __all__ = [
     "StateLayout", "RoundMap", "round_map", "state_layout", "state_to_vector",
@@ -199,6 +201,10 @@ def state_to_vector(state: Any, layout: StateLayout | None = None) -> np.ndarray
     With ``layout`` given, the state must have exactly that layout
     (InvalidProblemError otherwise)."""
     own = state_layout(state)
+    if layout is not None and not isinstance(layout, StateLayout):
+        raise InvalidHyperparameterError(
+            f"layout must be a StateLayout (from state_layout(state)) or None, got {_short(layout)} "
+            f"({type(layout).__name__})")
     if layout is not None and not own.same_as(layout):
         raise InvalidProblemError(
             "state layout differs from the expected one: got " + own.describe()
@@ -238,8 +244,12 @@ def vector_to_state(S: Any, template: Any, layout: StateLayout | None = None) ->
     Counters and non-float fields are copied from ``template``; Python-float
     leaves come back as Python floats, array leaves (0-d included) as float64
     arrays of the template's shape."""
+    if layout is not None and not isinstance(layout, StateLayout):
+        raise InvalidHyperparameterError(
+            f"layout must be a StateLayout (from state_layout(template)) or None, got {_short(layout)} "
+            f"({type(layout).__name__})")
     layout = state_layout(template) if layout is None else layout
-    S = np.asarray(S, dtype=np.float64)
+    S = real_array("S", S, InvalidProblemError).astype(np.float64)   # a reshaping: NaN stays NaN
     if S.shape != (layout.dim,):
         raise InvalidProblemError(f"state vector must have shape ({layout.dim},), got {S.shape}")
     leaves: list[tuple[str, Any]] = []
@@ -328,6 +338,10 @@ class RoundMap(SummaryDisplay):
     def step(self, state: Any) -> tuple[Any, RoundInfo]:
         """One ordinary round of ``state`` with full participation and a generator
         that must stay unused (NotAffineError when the algorithm draws)."""
+        if type(state) is not type(self.template):
+            raise InvalidProblemError(
+                f"state must be a state of {self.algorithm.name} (a {type(self.template).__name__}), got "
+                f"{_short(state)} ({type(state).__name__})")
         return _deterministic_round(self.algorithm, self.problem, state)
 
     def __call__(self, S: Any) -> np.ndarray:
@@ -360,6 +374,22 @@ def _deterministic_round(algorithm: Algorithm, problem: Federation, state: Any) 
     return new, info
 
 
+def _check_start_state(algorithm: Algorithm, problem: Federation, state: Any) -> None:
+    """``state`` None, or a state of ``algorithm`` (the type ``algorithm.init`` returns)
+    whose floating-point entries are all finite (typed errors otherwise)."""
+    if state is None:
+        return
+    reference = algorithm.init(problem, np.zeros(problem.dim), np.random.default_rng(_ROUND_SEED))
+    if type(state) is not type(reference):
+        raise InvalidProblemError(
+            f"state must be a state of {algorithm.name} (a {type(reference).__name__}, as "
+            f"algorithm.init returns), got {_short(state)} ({type(state).__name__})")
+    S = state_to_vector(state)
+    if not np.all(np.isfinite(S)):
+        bad = int(np.flatnonzero(~np.isfinite(S))[0])
+        raise InvalidProblemError(f"state must have finite entries; entry {bad} of its flat vector is {S[bad]!r}")
+
+
 def round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike | None = None, state: Any = None,
               participation: Participation | None = None, max_warmup: int = 3) -> RoundMap:
     """The deterministic round map of ``algorithm`` on ``problem`` (module docstring).
@@ -383,17 +413,12 @@ def round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike | None
     RoundMap
         Callable S -> S on flat state vectors.
     """
-    if not isinstance(algorithm, Algorithm):
-        raise InvalidHyperparameterError(
-            f"algorithm must be an fltheory Algorithm, got {type(algorithm).__name__}")
-    if not isinstance(problem, Federation):
-        raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
+    _checks.algorithm_and_problem(algorithm, problem)
+    max_warmup = integer("max_warmup", max_warmup, minimum=0, maximum=1000)
     check_deterministic_setting(problem, participation)
+    _check_start_state(algorithm, problem, state)
     if state is None:
-        x0 = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
-        if x0.shape != (problem.dim,) or not np.all(np.isfinite(x0)):
-            raise InvalidProblemError(
-                f"x0 must be a finite vector of shape ({problem.dim},), got shape {x0.shape}")
+        x0 = np.zeros(problem.dim) if x0 is None else _checks.server_model("x0", x0, problem.dim)
         state = algorithm.init(problem, x0, np.random.default_rng(_ROUND_SEED))
     initial = state
     template = state

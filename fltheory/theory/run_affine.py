@@ -61,7 +61,10 @@ from ..errors import (
 )
 from ..participation import Participation
 from ..problems import Federation
+from .._validate import choice
+from . import _checks
 from .affine import AffineRoundMap, affine_round_map
+from .matrix_free import MatrixFreeAffineMap
 from .round_maps import check_deterministic_setting, counters_of, set_counters
 
 __all__ = ["run_affine"]
@@ -104,9 +107,17 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Ar
     """
     check_run_options(participation, seed, None, None)
     x0 = check_run_arguments(algorithm, problem, rounds, x0)
-    if communication not in ("copy", "recompute"):
-        raise InvalidHyperparameterError(
-            f"communication must be 'copy' or 'recompute', got {communication!r}")
+    rtol = _checks.tolerance("rtol", rtol)
+    if amap is not None:
+        if not isinstance(amap, (AffineRoundMap, MatrixFreeAffineMap)):
+            raise InvalidHyperparameterError(
+                f"amap must be an AffineRoundMap (from affine_round_map(..., matrix_free=False)) or None, "
+                f"got {repr(amap)[:80]} ({type(amap).__name__})")
+        if repr(amap.round_map.algorithm) != repr(algorithm) or amap.round_map.problem is not problem:
+            raise InvalidHyperparameterError(
+                f"amap was recovered for {amap.algorithm} on {amap.round_map.problem!r}, not for the "
+                f"algorithm {algorithm.name} and problem {problem!r} given")
+    communication = choice("communication", communication, ("copy", "recompute"))
     check_deterministic_setting(problem, participation)
     start = time.perf_counter()
     if amap is None:

@@ -9,10 +9,27 @@ from typing import Any
 
 import numpy as np
 
+from ..._validate import _short, real_array
 from ...errors import InvalidHyperparameterError
 from ..result import Assumption
 
-__all__ = ["positive_check", "constant_from", "as_float", "uniform_smoothness", "uniform_convexity"]
+__all__ = ["positive_check", "constant_from", "as_float", "uniform_smoothness", "uniform_convexity",
+           "probability_weights", "real_values"]
+
+
+def real_values(name: str, value: Any) -> np.ndarray:
+    """``value`` as a float64 array of a real dtype (strings, complex, bool, objects refused);
+    finiteness and shape stay the caller's checks."""
+    return real_array(name, value, InvalidHyperparameterError).astype(np.float64)
+
+
+def probability_weights(name: str, value: Any) -> np.ndarray:
+    """A 1-D array of finite positive weights summing to 1 (to 1e-9)."""
+    p = real_values(name, value)
+    if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
+        raise InvalidHyperparameterError(
+            f"{name} must be a non-empty 1-D array of positive weights summing to 1, got {_short(value)}")
+    return p
 
 
 def as_float(name: str, value: Any) -> float:

@@ -87,7 +87,7 @@ from numpy.typing import ArrayLike
 from ..._validate import checked_arguments, choice, instance, per_client, positive, scalar_int
 from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ..result import Assumption, BoundResult, make_result
-from ._common import constant_from, uniform_convexity, uniform_smoothness
+from ._common import constant_from, probability_weights, real_values, uniform_convexity, uniform_smoothness
 from ...problems.base import Federation
 
 __all__ = ["ElasticConstants", "StepMoments", "efl_step_moments", "efl_heterogeneity", "efl_elastic_constants",
@@ -131,17 +131,15 @@ def efl_step_moments(weights: ArrayLike, step_probs: ArrayLike, E: int, *,
     """
     weighting = choice("weighting", weighting, ("plain", "adaptive"))
     E = scalar_int("E", E, minimum=1, strict=False)
-    p = np.asarray(weights, dtype=np.float64)
-    if p.ndim != 1 or not np.all(np.isfinite(p)) or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
-        raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
-    q = np.asarray(step_probs, dtype=np.float64)
+    p = probability_weights("weights", weights)
+    q = real_values("step_probs", step_probs)
     if q.ndim == 2:
         q = q[None]
     if q.ndim != 3 or q.shape[1:] != (p.shape[0], E + 1):
         raise InvalidHyperparameterError(
             f"step_probs must have shape (N, E+1) = ({p.shape[0]}, {E + 1}) or (T, N, E+1), got "
             f"{np.asarray(step_probs).shape}")
-    if np.any(q < 0) or np.any(np.abs(q.sum(-1) - 1) > 1e-9):
+    if not np.all(np.isfinite(q)) or np.any(q < 0) or np.any(np.abs(q.sum(-1) - 1) > 1e-9):
         raise InvalidHyperparameterError("step_probs rows must be probability vectors (>= 0, sum 1)")
     s = np.arange(E + 1, dtype=np.float64)
     active = s > 0
@@ -299,10 +297,14 @@ def efl_theorem1(tau: int, *, E: int, theta: float, mu: float, L: float, sigma2:
     L = positive("L", L)
     G2 = positive("G2", G2, allow_zero=True)
     w0 = positive("init_dist2", init_dist2, allow_zero=True)
-    p = np.asarray(weights, dtype=np.float64)
+    p = probability_weights("weights", weights)
     N = p.shape[0]
-    if p.ndim != 1 or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
-        raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
+    if moments is not None:
+        instance("moments", moments, StepMoments, "a StepMoments (from efl_step_moments) or None",
+                 InvalidHyperparameterError)
+        if moments.ps.ndim != 2 or moments.ps.shape[1] != N:
+            raise InvalidHyperparameterError(
+                f"moments must have one column per client ({N}), got ps of shape {moments.ps.shape}")
     sig = np.broadcast_to(np.asarray(per_client("sigma2", sigma2, N, strict=False), float), (N,))
     Dk = np.broadcast_to(np.asarray(per_client("D", D, N, strict=False), float), (N,))
     if moments is None:
@@ -397,7 +399,7 @@ def efl_inactive_rate(tau: int, inactive: ArrayLike, J: float, E: int, *, consta
     ``inactive`` holds y_t for t = 0..tau-1 (indicators or probabilities, in [0, 1])."""
     tau = scalar_int("tau", tau, minimum=1, strict=False)
     E = scalar_int("E", E, minimum=1, strict=False)
-    y = np.asarray(inactive, dtype=np.float64)
+    y = real_values("inactive", inactive)
     if y.shape != (int(tau),):
         raise InvalidHyperparameterError(f"inactive must have shape ({tau},), got {y.shape}")
     if not np.all((y >= 0) & (y <= 1)):
@@ -415,18 +417,23 @@ def efl_abandonment(y_a: float, J: float, C: float, T: int, E: int, tau0: int,
 
     Returns a BoundResult with value = f_1(T), measured = y^a J (f_0, the bound
     when the client is kept); ``terms["abandon"]`` is the eq. (8) decision and
-    ``terms["eq9_threshold"]`` = constant * (C / J) / (T E) (eq. 9).
+    ``terms["eq9_threshold"]`` = constant * (C / J) / (T E) (eq. 9).  E >= 1, C >= 0 and
+    gamma > 0 (the constants of Theorem 1) are checked hypotheses like the others:
+    when one fails, value, ``f1``, ``abandon`` and ``eq9_threshold`` are None.
     """
     y_a = float(y_a)
     assumptions = (
         Assumption("0 < y^a < 1", 0 < y_a < 1, f"y^a = {y_a!r}"),
         Assumption("0 <= tau0 < T", 0 <= tau0 < T, f"tau0 = {tau0!r}, T = {T!r}"),
         Assumption("J > 0", J > 0, f"J = {J!r}"),
+        Assumption("E >= 1, C >= 0, gamma > 0 (Theorem 1's constants)", E >= 1 and C >= 0 and gamma > 0,
+                   f"E = {E!r}, C = {C!r}, gamma = {gamma!r}"),
     )
-    f1 = T * C / (E * (T - tau0) + gamma) ** 2
+    held = all(a.held for a in assumptions)
+    f1 = T * C / (E * (T - tau0) + gamma) ** 2 if held else None
     kept = y_a * J
-    terms = {"f0": kept, "f1": f1, "abandon": kept > f1,
-             "eq9_threshold": constant * (C / J) / (T * E) if J > 0 else None}
+    terms = {"f0": kept, "f1": f1, "abandon": kept > f1 if f1 is not None else None,
+             "eq9_threshold": constant * (C / J) / (T * E) if held else None}
     return make_result(f1, assumptions, reference="EFL (EFL) Corollary 1, eq. (8)-(9)",
                        variant="as_printed", terms=terms, measured=kept)
 
@@ -446,12 +453,11 @@ def efl_incomplete_rate(tau: int, E: int, weights: ArrayLike, sigma2: ArrayLike,
     """
     tau = scalar_int("tau", tau, minimum=1, strict=False)
     E = scalar_int("E", E, minimum=1, strict=False)
-    p = np.asarray(weights, dtype=np.float64)
-    if p.ndim != 1 or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
-        raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
+    p = probability_weights("weights", weights)
+    inv_values, s2_values = real_values("inv_steps", inv_steps), real_values("sigma2", sigma2)
     try:
-        inv = np.broadcast_to(np.asarray(inv_steps, dtype=np.float64), (int(tau), p.shape[0]))
-        s2 = np.broadcast_to(np.asarray(sigma2, dtype=np.float64), p.shape)
+        inv = np.broadcast_to(inv_values, (int(tau), p.shape[0]))
+        s2 = np.broadcast_to(s2_values, p.shape)
     except ValueError as exc:
         raise InvalidHyperparameterError(
             f"inv_steps must have shape ({p.shape[0]},) or ({tau}, {p.shape[0]}) and sigma2 "

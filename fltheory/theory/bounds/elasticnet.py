@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..._validate import checked_arguments, finite_array
-from ...errors import InvalidHyperparameterError
+from ..._validate import checked_arguments, choice, finite_array
+from ...errors import InvalidHyperparameterError, OutOfRangeError
 from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, positive_check, uniform_smoothness
 
@@ -64,6 +64,7 @@ def elasticnet_C0(grads_init: Any, grads_opt: Any, *, variant: str = "corrected"
     ``grads_init`` are the initial gradient states of Algorithm 3 (its input:
     all zero, with h^0 = 0); ``None`` means exactly that, so C_0 =
     (1/m) sum_k ||grad L_k(theta*)||(^2) (see the module docstring)."""
+    variant = choice("variant", variant, ("as_printed", "corrected"))
     gs = finite_array("grads_opt", grads_opt, error=InvalidHyperparameterError)
     g0 = np.zeros_like(gs) if grads_init is None else finite_array("grads_init", grads_init,
                                                                      error=InvalidHyperparameterError)
@@ -90,12 +91,14 @@ def elasticnet_sign_term(gammas: Any, theta_star: ArrayLike, mean_signs: Any, *,
     mean_signs : (T, d)
         s_t = (1/m) sum_k E sign(theta~_k^t - theta^{t-1}) (an estimate from a run).
     """
-    G = np.asarray(gammas, dtype=np.float64)
-    Sg = np.asarray(mean_signs, dtype=np.float64)
-    th = np.asarray(theta_star, dtype=np.float64)
+    G = finite_array("gammas", gammas, error=InvalidHyperparameterError)
+    Sg = finite_array("mean_signs", mean_signs, error=InvalidHyperparameterError)
+    th = finite_array("theta_star", theta_star, error=InvalidHyperparameterError)
     if G.ndim != 2 or G.shape != Sg.shape or th.shape != (G.shape[1],):
         raise InvalidHyperparameterError(
             f"gammas and mean_signs must be (T, d) and theta_star (d,), got {G.shape}, {Sg.shape}, {th.shape}")
+    if G.shape[0] == 0:
+        raise InvalidHyperparameterError("gammas and mean_signs must hold at least one round (T >= 1), got T = 0")
     if np.any(np.abs(Sg) > 1):
         raise InvalidHyperparameterError("mean sign vectors must lie in [-1, 1]")
     lambda1, lambda2 = as_float("lambda1", lambda1), as_float("lambda2", lambda2)
@@ -103,7 +106,12 @@ def elasticnet_sign_term(gammas: Any, theta_star: ArrayLike, mean_signs: Any, *,
         raise InvalidHyperparameterError(
             f"need lambda1 >= 0 and lambda2 > 0, got lambda1 = {lambda1!r}, lambda2 = {lambda2!r}")
     T = G.shape[0]
-    return float(-(2 * lambda1 / lambda2) * np.einsum("td,td->", G - th, Sg) / T)
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = float(-(2 * lambda1 / lambda2) * np.einsum("td,td->", G - th, Sg) / T)
+    if not np.isfinite(value):
+        raise OutOfRangeError(f"the sign term overflows float64 (lambda1/lambda2 = {lambda1 / lambda2:.3e}, "
+                              f"max |gamma - theta*| = {float(np.abs(G - th).max()):.3e})")
+    return value
 
 
 @checked_arguments
@@ -123,8 +131,7 @@ def elasticnet_theorem31(T: int, *, beta: float, lambda1: float, lambda2: float,
     uniformly at random every round; a fixed or skewed schedule is reported as
     a violated hypothesis).
     """
-    if variant not in ("as_printed", "corrected"):
-        raise InvalidHyperparameterError(f"variant must be 'as_printed' or 'corrected', got {variant!r}")
+    variant = choice("variant", variant, ("as_printed", "corrected"))
     a = [positive_check("beta", beta), positive_check("lambda1", lambda1, allow_zero=True),
          Assumption("lambda_2 > 27 beta", lambda2 > 27 * beta,
                     f"lambda_2 = {lambda2!r}, 27 beta = {27 * beta!r}"),

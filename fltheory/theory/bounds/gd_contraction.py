@@ -24,13 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidHyperparameterError
+from ..._validate import real_array
+from ...errors import InvalidHyperparameterError, OutOfRangeError
 
 __all__ = ["gd_contraction_factor", "gd_rate_threshold", "gd_step_factor"]
 
 
 def _arrays(**named: Any) -> list[np.ndarray]:
-    arrs = [np.atleast_1d(np.asarray(v, dtype=np.float64)) for v in named.values()]
+    arrs = [np.atleast_1d(real_array(k, v, InvalidHyperparameterError).astype(np.float64)) for k, v in named.items()]
     try:
         out = list(np.broadcast_arrays(*arrs))
     except ValueError as exc:
@@ -41,6 +42,15 @@ def _arrays(**named: Any) -> list[np.ndarray]:
         if not np.all(np.isfinite(arr)):
             raise InvalidHyperparameterError(f"{name} must be finite, got {arr.tolist()}")
     return out
+
+
+def _in_range(what: str, value: np.ndarray, **named: np.ndarray) -> np.ndarray:
+    """``value`` when every entry is finite, else OutOfRangeError naming the inputs."""
+    if not np.all(np.isfinite(value)):
+        i = int(np.flatnonzero(~np.isfinite(value))[0])
+        given = ", ".join(f"{k}={float(v[i])!r}" for k, v in named.items())
+        raise OutOfRangeError(f"{what} leaves float64 range at {given} (entry {i})")
+    return value
 
 
 def gd_step_factor(lr: Any, mu: Any, L: Any) -> np.ndarray:
@@ -60,12 +70,16 @@ def gd_step_factor(lr: Any, mu: Any, L: Any) -> np.ndarray:
     ------
     InvalidHyperparameterError
         If eta <= 0, mu <= 0 or L < mu (naming the values).
+    OutOfRangeError
+        If eta L overflows float64.
     """
     eta, mu_, L_ = _arrays(lr=lr, mu=mu, L=L)
     if np.any(eta <= 0) or np.any(mu_ <= 0) or np.any(L_ < mu_):
         raise InvalidHyperparameterError(
             f"need lr > 0 and 0 < mu <= L; got lr={eta.tolist()}, mu={mu_.tolist()}, L={L_.tolist()}")
-    return np.maximum(np.abs(1.0 - eta * mu_), np.abs(1.0 - eta * L_))
+    with np.errstate(over="ignore"):
+        q = np.maximum(np.abs(1.0 - eta * mu_), np.abs(1.0 - eta * L_))
+    return _in_range("q = max(|1 - eta mu|, |1 - eta L|)", q, lr=eta, mu=mu_, L=L_)
 
 
 def gd_contraction_factor(lr: Any, local_steps: Any, mu: Any, L: Any) -> np.ndarray:
@@ -97,7 +111,9 @@ def gd_contraction_factor(lr: Any, local_steps: Any, mu: Any, L: Any) -> np.ndar
     eta, tau, mu_, L_ = _arrays(lr=lr, local_steps=local_steps, mu=mu, L=L)
     if np.any(tau < 1) or np.any(np.mod(tau, 1) != 0):
         raise InvalidHyperparameterError(f"local_steps must be integers >= 1, got {tau.tolist()}")
-    return gd_step_factor(eta, mu_, L_) ** tau
+    with np.errstate(over="ignore"):
+        factor = gd_step_factor(eta, mu_, L_) ** tau
+    return _in_range("q^tau", factor, lr=eta, local_steps=tau, mu=mu_, L=L_)
 
 
 def gd_rate_threshold(mu: Any, L: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -106,4 +122,6 @@ def gd_rate_threshold(mu: Any, L: Any) -> tuple[np.ndarray, np.ndarray]:
     mu_, L_ = _arrays(mu=mu, L=L)
     if np.any(mu_ <= 0) or np.any(L_ < mu_):
         raise InvalidHyperparameterError(f"need 0 < mu <= L; got mu={mu_.tolist()}, L={L_.tolist()}")
-    return 2.0 / (L_ + mu_), 2.0 / L_
+    with np.errstate(over="ignore", divide="ignore"):
+        first, second = 2.0 / (L_ + mu_), 2.0 / L_
+    return (_in_range("2 / (L + mu)", first, mu=mu_, L=L_), _in_range("2 / L", second, mu=mu_, L=L_))

@@ -33,11 +33,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..._validate import checked_arguments, choice, finite_array, per_client, positive
-from ...errors import InvalidHyperparameterError
+from ..._validate import checked_arguments, choice, finite_array, instance, per_client, positive
+from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ..result import Assumption, BoundResult, make_result
 from ...aliases import Rate, Steps
 from ...problems.quadratic import QuadraticFederation
+from ._common import probability_weights, real_values
 from .gd_contraction import gd_contraction_factor
 
 __all__ = ["sgd_operator_constants", "fedopt_theorem1", "fedopt_theorem1_quadratic",
@@ -91,6 +92,16 @@ def sgd_operator_constants(lr: Rate, local_steps: Steps, mu: Any, L: Any, sigma2
     return rho, phi, (a_rate, a_phi)
 
 
+def _per_client_values(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A finite scalar or per-client array broadcast to ``shape`` (typed errors otherwise)."""
+    arr = finite_array(name, value, error=InvalidHyperparameterError)
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError:
+        raise InvalidHyperparameterError(
+            f"{name} must be a scalar or an array of shape {shape}, got shape {arr.shape}") from None
+
+
 @checked_arguments
 def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike, server_lr: float,
                     init_dist2: float, extra_assumptions: tuple[Assumption, ...] = (),
@@ -104,13 +115,15 @@ def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike, serv
     R = per_client("rounds", rounds, None, integer=True, minimum=0, strict=False)
     if not isinstance(R, int):
         raise InvalidHyperparameterError(f"rounds must be one integer, got {rounds!r}")
-    p = np.atleast_1d(np.asarray(weights, dtype=np.float64))
-    rho_a = np.broadcast_to(np.asarray(rho, dtype=np.float64), p.shape)
-    phi_a = np.broadcast_to(np.asarray(phi, dtype=np.float64), p.shape)
+    p = probability_weights("weights", np.atleast_1d(real_values("weights", weights)))
+    rho_a = _per_client_values("rho", rho, p.shape)
+    phi_a = _per_client_values("phi", phi, p.shape)
     eta_s = positive("server_lr", server_lr)
     e0 = positive("init_dist2", init_dist2, allow_zero=True)
-    if np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
-        raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")
+    if isinstance(extra_assumptions, (str, bytes)) or not isinstance(extra_assumptions, (tuple, list)) \
+            or not all(isinstance(a, Assumption) for a in extra_assumptions):
+        raise InvalidHyperparameterError(
+            f"extra_assumptions must be a tuple of Assumption records, got {extra_assumptions!r:.80}")
     rho_bar = float(p @ rho_a)
     V = eta_s ** 2 * float(np.sum(p ** 2 * phi_a))
     a = 1 - eta_s * (1 - rho_bar)
@@ -140,11 +153,15 @@ def fedopt_theorem1_quadratic(fed: QuadraticFederation, rounds: int, *, lr: Rate
     fed.client_L), x~ from :func:`~fltheory.theory.closed_forms.fedopt_quadratic_fixed_point`,
     e_0 = ||x0 - x~||^2."""
     from ..closed_forms import fedopt_quadratic_fixed_point
+    instance("fed", fed, QuadraticFederation, "a QuadraticFederation", InvalidProblemError)
+    x0 = finite_array("x0", x0, ndim=1, error=InvalidProblemError)
+    if x0.shape != (fed.dim,):
+        raise InvalidProblemError(f"x0 must have shape ({fed.dim},), got {x0.shape}")
+    sigma2 = _per_client_values("sigma2", sigma2, (fed.n_clients,))
     fp = fedopt_quadratic_fixed_point(fed, lr, local_steps)
     rho, phi, extra = sgd_operator_constants(
         np.broadcast_to(lr, (fed.n_clients,)), np.broadcast_to(local_steps, (fed.n_clients,)),
         fed.client_mu, fed.client_L, np.broadcast_to(sigma2, (fed.n_clients,)), form=form)
-    x0 = np.asarray(x0, dtype=np.float64)
     res = fedopt_theorem1(rounds, rho=rho, phi=phi, weights=fed.weights, server_lr=server_lr,
                           init_dist2=float(np.sum((x0 - fp.x) ** 2)), extra_assumptions=extra,
                           strict=strict)
@@ -164,7 +181,10 @@ def fedopt_theorem1_from_constants(constants: Any, rounds: int, *, lr: Rate, loc
     rho, phi, extra = sgd_operator_constants(
         lr, local_steps, constant_from(constants, "client_mu"), constant_from(constants, "client_L"),
         constant_from(constants, "sigma2_clients", "sigma2", default=0.0, required=False), form=form)
-    p = np.atleast_1d(np.asarray(weights, dtype=np.float64))
+    p = probability_weights("weights", np.atleast_1d(real_values("weights", weights)))
+    if rho.shape[0] not in (1, p.shape[0]):
+        raise InvalidHyperparameterError(
+            f"weights has {p.shape[0]} entries but the constants and rates describe {rho.shape[0]} clients")
     return fedopt_theorem1(rounds, rho=np.broadcast_to(rho, p.shape), phi=np.broadcast_to(phi, p.shape),
                            weights=p, server_lr=server_lr, init_dist2=init_dist2,
                            extra_assumptions=extra, strict=strict)

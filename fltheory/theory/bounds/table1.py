@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..._validate import checked_arguments
-from ..result import BoundResult, make_result
+from ..._validate import checked_arguments, choice
+from ..result import Assumption, BoundResult, make_result
 from ._common import constant_from, positive_check, uniform_convexity, uniform_smoothness
 
 __all__ = ["table1_rounds", "table1_rounds_from_constants", "TABLE1_ALGORITHMS"]
@@ -36,8 +36,7 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
                   strict: bool = False) -> BoundResult:
     """Evaluate one row of EFL Table 1; ``terms`` holds each summand."""
     from ...errors import InvalidHyperparameterError
-    if algorithm not in TABLE1_ALGORITHMS:
-        raise InvalidHyperparameterError(f"algorithm must be one of {TABLE1_ALGORITHMS}, got {algorithm!r}")
+    algorithm = choice("algorithm", algorithm, TABLE1_ALGORITHMS)
     need = {"SCAFFOLD": ("mu", "L"), "MIME": ("mu", "delta"), "VRL-SGD": ("N", "sigma2"),
             "FedAMP": ("L",), "EFL": ("mu", "L")}[algorithm]
     given = dict(mu=mu, L=L, delta=delta, N=N, sigma2=sigma2)
@@ -49,6 +48,8 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
         needed[name] = value
     checks = [positive_check("eps", eps), positive_check("S", S), positive_check("G", G, allow_zero=True)]
     checks += [positive_check(n, v, allow_zero=n in ("delta", "sigma2")) for n, v in needed.items()]
+    if "mu" in needed and "L" in needed:          # a mu-strongly convex, L-smooth function has mu <= L
+        checks.append(Assumption("mu <= L", needed["mu"] <= needed["L"], f"mu = {mu!r}, L = {L!r}"))
     terms: dict[str, float] = {}
     if all(a.held for a in checks):
         if algorithm == "SCAFFOLD":
