@@ -1,0 +1,231 @@
+"""StructuredQuadraticFederation against the same problem stored dense
+(QuadraticFederation via ``to_dense``), finite differences and closed forms;
+random_structured_quadratic's exact constants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fltheory import optim
+from fltheory.algorithms import EFL, FedAvg, FedCurv, FedDyn, FedElasticNet, FedOpt, FedProx, Scaffold, run
+from fltheory.errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
+from fltheory.participation import UniformSampling
+from fltheory.problems import StructuredQuadraticFederation, random_structured_quadratic
+from fltheory.problems import structured as structured_module
+from fltheory.theory import affine_round_map, fixed_point, matrix_free_affine_map, spectral_rate
+
+from .problem_refs import fd_grad, fd_jac
+
+
+def _fed(N: int = 5, d: int = 6, r: int = 2, seed: int = 0, **kw: object) -> StructuredQuadraticFederation:
+    return random_structured_quadratic(N, d, rank=r, L=8.0, mu=0.5, heterogeneity=0.8, seed=seed, **kw)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 4), st.integers(2, 6), st.integers(0, 3), st.booleans())
+def test_oracles_equal_dense_and_finite_differences(seed, N, d, r, weighted):
+    r = min(r, d)
+    w = np.random.default_rng(seed).uniform(0.1, 1.0, N) if weighted else None
+    fed = random_structured_quadratic(N, d, rank=r, L=5.0, mu=0.5, heterogeneity=0.0 if N == 1 else 1.0,
+                                      seed=seed, weights=w)
+    dense = fed.to_dense()
+    rng = np.random.default_rng(seed + 1)
+    clients = rng.integers(0, N, 6)
+    X = rng.standard_normal((6, d))
+    for name in ("client_loss", "client_grad", "client_hess", "fisher_diag"):
+        np.testing.assert_allclose(getattr(fed, name)(X, clients), getattr(dense, name)(X, clients),
+                                   rtol=1e-12, atol=1e-12, err_msg=name)
+    V = rng.standard_normal((6, d))
+    np.testing.assert_allclose(fed.client_hvp(X, V, clients), np.einsum("mij,mj->mi", dense.H[clients], V),
+                               rtol=1e-12, atol=1e-12)
+    i = int(clients[0])
+    np.testing.assert_allclose(fed.client_grad(X[:1], [i])[0],
+                               fd_grad(lambda z: fed.client_loss(z, [i])[0], X[0]), atol=1e-6)
+    np.testing.assert_allclose(fed.client_hess(X[:1], [i])[0],
+                               fd_jac(lambda z: fed.client_grad(z, [i])[0], X[0]), atol=1e-6)
+    np.testing.assert_allclose(fed.hess(), dense.hess(), rtol=1e-13, atol=1e-13)
+    loss, g2 = fed.loss_and_grad_norm2(X)
+    loss_d, g2_d = dense.loss_and_grad_norm2(X)
+    np.testing.assert_allclose(loss, loss_d, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g2, g2_d, rtol=1e-12, atol=1e-12)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(0, 3))
+def test_solutions_and_curvature_equal_dense(seed, r):
+    fed = _fed(4, 7, r, seed)
+    dense = fed.to_dense()
+    np.testing.assert_allclose(fed.optimum(), dense.optimum(), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(fed.client_optima(), dense.client_optima(), rtol=1e-12, atol=1e-12)
+    lam = np.linalg.eigvalsh(dense.H)
+    scale = lam[:, -1].max()
+    np.testing.assert_allclose(fed.client_L, lam[:, -1], rtol=0, atol=8e-15 * scale)
+    np.testing.assert_allclose(fed.client_mu, lam[:, 0], rtol=0, atol=8e-15 * scale)
+    assert fed.L == pytest.approx(dense.L, rel=1e-14) and fed.mu == pytest.approx(dense.mu, rel=1e-13)
+    rng = np.random.default_rng(seed)
+    clients = np.array([0, 2, 3])
+    D, b = rng.uniform(0, 2, (3, 7)), rng.standard_normal((3, 7))
+    Y0 = np.zeros((3, 7))
+    np.testing.assert_allclose(fed.shifted_solve(clients, D, b, Y0), dense.shifted_solve(clients, D, b, Y0),
+                               rtol=1e-12, atol=1e-12)
+    W = rng.standard_normal((3, 7))
+    np.testing.assert_allclose(fed.client_gaps(W, clients), dense.client_gaps(W, clients), rtol=1e-12)
+
+
+@pytest.mark.parametrize("r", [0, 1, 3])
+def test_generator_hits_L_mu_and_heterogeneity_exactly(r):
+    w = np.random.default_rng(4).uniform(0.2, 1.0, 6)
+    fed = random_structured_quadratic(6, 9, rank=r, L=40.0, mu=0.25, heterogeneity=1.3, seed=r, weights=w)
+    lam = np.linalg.eigvalsh(fed.to_dense().hess())
+    assert lam[-1] == pytest.approx(40.0, rel=1e-14) and lam[0] == pytest.approx(0.25, rel=1e-13)
+    assert fed.L == pytest.approx(40.0, rel=1e-14) and fed.mu == pytest.approx(0.25, rel=1e-13)
+    x_star = fed.optimum()
+    U = fed.client_optima() - x_star
+    assert np.sqrt(fed.weights @ np.einsum("ij,ij->i", U, U)) == pytest.approx(1.3, rel=1e-13)
+    np.testing.assert_allclose(fed.grad(x_star), 0.0, atol=1e-13)
+    np.testing.assert_allclose(fed.client_loss(fed.client_optima()), 0.0, atol=1e-13)   # min f_i = 0
+    assert fed.rank == r and fed.factors.shape == (6, 9, r)
+
+
+def test_constants_equal_dense_and_are_exact():
+    fed = _fed(4, 5, 2, 7)
+    c, cd = fed.constants(radius=1.0), fed.to_dense().constants(radius=1.0)
+    for name in ("L", "mu", "zeta2", "D", "delta", "F_star", "G2", "G2_max", "scaffold_B2", "scaffold_G2"):
+        assert getattr(c, name) == pytest.approx(getattr(cd, name), rel=1e-11, abs=1e-13), name
+    assert c.exact["L"] and c.exact["G2"]
+
+
+def _algorithms() -> list[object]:
+    return [
+        FedAvg(lr=0.05, local_steps=3, server_lr=0.8),
+        FedProx(lr=0.05, local_steps=3, mu=0.3),
+        FedProx(mu=0.3, solver="exact"),
+        FedCurv(lr=0.05, local_steps=3, alpha=0.2),
+        FedCurv(alpha=0.2, solver="exact"),
+        Scaffold(lr=0.05, local_steps=3, server_lr=0.9),
+        FedDyn(alpha=0.4),
+        FedDyn(alpha=0.4, solver="gd", lr=0.05, local_steps=3),
+        FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.adam(0.1), local_steps=3),
+        EFL(lr=0.05, local_steps=3, lam=0.2, q=0.5),
+        FedElasticNet(lambda1=0.01, lambda2=0.2, solver="exact"),
+        FedElasticNet(lambda1=0.01, lambda2=0.2, solver="gd", lr=0.05, local_steps=3),
+    ]
+
+
+@pytest.mark.parametrize("alg", _algorithms(), ids=lambda a: f"{a.name}-{getattr(a, 'solver', '')}")
+def test_every_algorithm_has_the_dense_iterates(alg):
+    fed = _fed(5, 6, 2, 3)
+    dense = fed.to_dense()
+    part = UniformSampling(3)
+    a = run(alg, fed, 6, seed=11, participation=part)
+    b = run(alg, dense, 6, seed=11, participation=part)
+    scale = max(1.0, float(np.abs(b.x).max()))
+    np.testing.assert_allclose(a.x, b.x, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(a.dist2, b.dist2, rtol=1e-10, atol=1e-13)
+
+
+def test_noisy_oracle_draws_the_dense_numbers():
+    fed = _fed(4, 5, 1, 2).with_gradient_noise(0.3)
+    dense = fed.to_dense()
+    assert dense.noise_sigma2 is not None
+    a = run(FedAvg(lr=0.05, local_steps=3), fed, 4, seed=5)
+    b = run(FedAvg(lr=0.05, local_steps=3), dense, 4, seed=5)
+    np.testing.assert_allclose(a.x, b.x, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("alg", [FedAvg(lr=0.05, local_steps=4), Scaffold(lr=0.05, local_steps=3)],
+                         ids=lambda a: a.name)
+def test_theory_routines_equal_dense(alg):
+    fed = _fed(4, 12, 2, 9)
+    dense = fed.to_dense()
+    amap, amap_d = affine_round_map(alg, fed), affine_round_map(alg, dense)
+    np.testing.assert_allclose(amap.M, amap_d.M, rtol=0, atol=1e-12)
+    assert spectral_rate(amap) == pytest.approx(spectral_rate(amap_d), abs=1e-12)
+    np.testing.assert_allclose(fixed_point(amap).x, fixed_point(amap_d).x, rtol=0, atol=1e-11)
+    mf, mf_d = matrix_free_affine_map(alg, fed), matrix_free_affine_map(alg, dense)
+    assert spectral_rate(mf) == pytest.approx(spectral_rate(mf_d), abs=1e-10)
+    np.testing.assert_allclose(fixed_point(mf).x, fixed_point(mf_d).x, rtol=0, atol=1e-10)
+
+
+def test_fedavg_rate_matches_the_closed_form_through_the_structure():
+    # FedAvg with full participation, server rate 1 and K local steps maps x -> M x + c with
+    # M = sum_i p_i (I - eta H_i)^K; its spectral radius is the exact rate.
+    fed = _fed(3, 5, 2, 4)
+    eta, K = 0.05, 4
+    H = fed.client_hess(np.zeros(5))
+    M = np.einsum("i,ijk->jk", fed.weights, np.linalg.matrix_power(np.eye(5) - eta * H, K))
+    rho = float(np.max(np.abs(np.linalg.eigvals(M))))
+    assert spectral_rate(affine_round_map(FedAvg(lr=eta, local_steps=K), fed)) == pytest.approx(rho, abs=1e-12)
+
+
+def test_client_block_views_share_data_and_give_the_same_gradients():
+    fed = _fed(6, 4, 2, 1)
+    view = fed.client_block(2, 5)
+    assert view is not None and view.n_clients == 3 and np.shares_memory(view.diag, fed.diag)
+    X = np.random.default_rng(0).standard_normal((3, 4))
+    np.testing.assert_array_equal(view.client_grad(X), fed.client_grad(X, [2, 3, 4]))
+    assert fed.with_gradient_noise(0.1).client_block(0, 2) is None
+    assert fed.client_data_bytes() == 8 * 4 * 4
+
+
+def test_shifting_clients_matches_dense():
+    fed = random_structured_quadratic(4, 5, rank=2, L=6.0, mu=1.0, heterogeneity=0.5, seed=3,
+                                      n_samples=[3, 4, 5, 6])
+    other = random_structured_quadratic(2, 5, rank=1, L=3.0, mu=1.0, heterogeneity=0.5, seed=4, n_samples=[2, 2])
+    merged = fed.with_client(other)
+    assert merged.rank == 2 and merged.n_clients == 6
+    np.testing.assert_allclose(merged.to_dense().H, fed.to_dense().with_client(other.to_dense()).H, atol=1e-15)
+    np.testing.assert_allclose(merged.weights, np.array([3, 4, 5, 6, 2, 2]) / 22)
+    smaller = fed.without_client(1)
+    np.testing.assert_allclose(smaller.optimum(), fed.to_dense().without_client(1).optimum(), atol=1e-13)
+    with pytest.raises(InvalidProblemError, match="other"):
+        fed.with_client(fed.to_dense())
+
+
+def test_cvxpy_loss_equals_the_oracle():
+    cp = pytest.importorskip("cvxpy")
+    fed = _fed(2, 4, 2, 5)
+    y = cp.Variable(4)
+    point = np.random.default_rng(1).standard_normal(4)
+    y.value = point
+    expr = fed.cvxpy_client_loss(1, y)
+    assert float(expr.value) + fed.offsets[1] == pytest.approx(float(fed.client_loss(point, [1])[0]), rel=1e-12)
+
+
+def test_large_structured_paths_never_form_dense_matrices(monkeypatch):
+    # Above the exact/Woodbury budgets the global optimum comes from conjugate gradients and
+    # L, mu from Lanczos; both still agree with the dense problem.
+    monkeypatch.setattr(structured_module, "WOODBURY_MAX_RANK", 4)
+    monkeypatch.setattr(structured_module, "EXACT_EIG_BUDGET", 10)
+    fed = _fed(6, 30, 2, 8)
+    dense = fed.to_dense()
+    np.testing.assert_allclose(fed.optimum(), dense.optimum(), rtol=0, atol=1e-12)
+    bounds = fed.curvature_bounds()
+    assert not bounds.exact and "Lanczos" in bounds.note
+    assert bounds.L == pytest.approx(dense.L, rel=1e-10) and bounds.L <= dense.L * (1 + 1e-14)
+    assert bounds.mu == pytest.approx(dense.mu, rel=1e-10) and bounds.mu >= dense.mu * (1 - 1e-14)
+
+
+def test_constants_refuse_dense_hessians_beyond_budget(monkeypatch):
+    monkeypatch.setattr(structured_module, "DENSE_CONSTANTS_BUDGET", 10)
+    with pytest.raises(OutOfRangeError, match="dense client Hessians"):
+        _fed(3, 4, 1, 0).constants()
+
+
+def test_bad_input_gives_typed_errors():
+    ones = np.ones((2, 3))
+    with pytest.raises(InvalidProblemError, match="diag"):
+        StructuredQuadraticFederation(-ones, ones)
+    with pytest.raises(InvalidProblemError, match="factors"):
+        StructuredQuadraticFederation(ones, ones, np.ones((2, 4, 1)))
+    with pytest.raises(InvalidProblemError, match="e must"):
+        StructuredQuadraticFederation(ones, np.ones((3, 3)))
+    with pytest.raises(InvalidProblemError, match="non-finite"):
+        StructuredQuadraticFederation(ones, ones, np.full((2, 3, 1), np.nan))
+    with pytest.raises(InvalidHyperparameterError, match="rank"):
+        random_structured_quadratic(2, 3, rank=1, L=1.0, mu=1.0, heterogeneity=0.0, seed=0)
+    with pytest.raises(InvalidHyperparameterError, match="rank"):
+        random_structured_quadratic(2, 3, rank=4, L=2.0, mu=1.0, heterogeneity=0.0, seed=0)
+    with pytest.raises(InvalidHyperparameterError, match="L >= mu"):
+        random_structured_quadratic(2, 3, rank=1, L=1.0, mu=2.0, heterogeneity=0.0, seed=0)
