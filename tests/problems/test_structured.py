@@ -15,7 +15,9 @@ from fltheory.errors import InvalidHyperparameterError, InvalidProblemError, Out
 from fltheory.participation import UniformSampling
 from fltheory.problems import StructuredQuadraticFederation, random_structured_quadratic
 from fltheory.problems import structured as structured_module
+from fltheory.testing import check_federation
 from fltheory.theory import affine_round_map, fixed_point, matrix_free_affine_map, spectral_rate
+from fltheory.theory.moments import exact_moments
 
 from .problem_refs import fd_grad, fd_jac
 
@@ -229,3 +231,41 @@ def test_bad_input_gives_typed_errors():
         random_structured_quadratic(2, 3, rank=4, L=2.0, mu=1.0, heterogeneity=0.0, seed=0)
     with pytest.raises(InvalidHyperparameterError, match="L >= mu"):
         random_structured_quadratic(2, 3, rank=1, L=1.0, mu=2.0, heterogeneity=0.0, seed=0)
+
+
+def test_rounds_and_theory_routines_never_form_a_dense_hessian(monkeypatch):
+    # Every hook, round and matrix-free theory routine runs with the dense oracles disabled.
+    fed = _fed(5, 40, 3, 6)
+    dense = fed.to_dense()
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a dense Hessian was formed")
+
+    monkeypatch.setattr(StructuredQuadraticFederation, "client_hess", refuse)
+    monkeypatch.setattr(StructuredQuadraticFederation, "hess", refuse)
+    for alg in _algorithms():
+        a = run(alg, fed, 2, seed=1)
+        np.testing.assert_allclose(a.x, run(alg, dense, 2, seed=1).x, rtol=0,
+                                   atol=1e-12 * max(1.0, float(np.abs(a.x).max())))
+    alg = Scaffold(lr=0.05, local_steps=2)
+    mf, mf_d = matrix_free_affine_map(alg, fed), matrix_free_affine_map(alg, dense)
+    assert spectral_rate(mf) == pytest.approx(spectral_rate(mf_d), abs=1e-10)
+    np.testing.assert_allclose(fixed_point(mf).x, fixed_point(mf_d).x, rtol=0, atol=1e-10)
+    assert fed.curvature_bounds().L == pytest.approx(dense.L, rel=1e-14)
+
+
+@pytest.mark.parametrize("alg", [FedAvg(lr=0.05, local_steps=3), Scaffold(lr=0.05, local_steps=2)],
+                         ids=lambda a: a.name)
+def test_exact_moments_equal_dense(alg):
+    fed = _fed(4, 5, 2, 2).with_gradient_noise(0.2)
+    part = UniformSampling(2)
+    a = exact_moments(alg, fed, 4, participation=part)
+    b = exact_moments(alg, fed.to_dense(), 4, participation=part)
+    np.testing.assert_allclose(a.mean, b.mean, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(a.second, b.second, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(a.loss_gap, b.loss_gap, rtol=1e-12, atol=1e-14)
+
+
+def test_federation_contract_checker_passes():
+    report = check_federation(_fed(3, 4, 2, 1))
+    assert all(status == "passed" for _, status, _ in report.checks)

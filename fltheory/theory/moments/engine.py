@@ -57,7 +57,6 @@ from ...algorithms.base import Algorithm
 from ...errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ...participation import Participation
 from ...problems.base import Federation
-from ...problems.quadratic import QuadraticFederation
 from ..round_maps import state_layout, state_to_vector, vector_to_state
 from .conditional import (
     ConditionalMap,
@@ -255,7 +254,7 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     t_start = time.perf_counter()
     if not isinstance(algorithm, Algorithm):
         raise InvalidHyperparameterError(f"algorithm must be an fltheory Algorithm, got {algorithm!r}")
-    if not isinstance(problem, QuadraticFederation):
+    if not (isinstance(problem, Federation) and problem.has_constant_hessians):   # quadratic clients (hook)
         raise InvalidProblemError(
             f"exact moments need quadratic clients (QuadraticFederation), got {type(problem).__name__}: "
             "on other clients the round is not affine in the state")
