@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import finite_array
+from .._validate import finite_array, real_array
 from ..aliases import ClientSelection
 from ..errors import InvalidProblemError, OutOfRangeError
 from ._structured_linalg import extreme_eigenvalues, lanczos_extremes, matvec, woodbury_solve
@@ -88,10 +88,18 @@ class StructuredQuadraticFederation(Federation):
         if factors is None:
             V = np.zeros((N, 0, d))
         else:
-            U = finite_array("factors", factors, ndim=3)
-            if U.shape[:2] != (N, d):
+            U = real_array("factors", factors, InvalidProblemError)   # no copy yet
+            if U.ndim != 3 or U.shape[:2] != (N, d):
                 raise InvalidProblemError(f"factors must have shape ({N}, {d}, r), got {U.shape}")
-            V = np.ascontiguousarray(np.swapaxes(U, 1, 2))       # (N, r, d): rows are U_i's columns
+            # one copy, transposed to (N, r, d) (rows are the columns of U_i): construction peaks at
+            # the caller's array plus the stored one (and a boolean mask of 1/8 of its size)
+            V = np.ascontiguousarray(np.swapaxes(U, 1, 2), dtype=np.float64)
+            if np.may_share_memory(V, U):                          # the caller's array: keep a private copy
+                V = V.copy()
+            if not np.all(np.isfinite(V)):
+                i, k, j = (int(t) for t in np.argwhere(~np.isfinite(V))[0])
+                raise InvalidProblemError(f"factors contains a non-finite value {V[i, k, j]!r} at index "
+                                          f"({i}, {j}, {k})")
         self.diag = D
         self.e = e
         self._V = V

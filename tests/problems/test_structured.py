@@ -269,3 +269,15 @@ def test_exact_moments_equal_dense(alg):
 def test_federation_contract_checker_passes():
     report = check_federation(_fed(3, 4, 2, 1))
     assert all(status == "passed" for _, status, _ in report.checks)
+
+
+@pytest.mark.parametrize("layout", ["d-major", "r-major view"])
+def test_federation_keeps_a_private_copy_of_the_factors(layout):
+    rng = np.random.default_rng(0)
+    V = rng.standard_normal((2, 3, 5))                    # (N, r, d)
+    U = V.transpose(0, 2, 1) if layout == "r-major view" else np.ascontiguousarray(V.transpose(0, 2, 1))
+    fed = StructuredQuadraticFederation(np.ones((2, 5)), np.zeros((2, 5)), U)
+    before, kept = fed.client_grad(np.ones(5)), V.copy()
+    U[...] = 0.0
+    np.testing.assert_array_equal(fed.client_grad(np.ones(5)), before)
+    np.testing.assert_array_equal(fed.factors, kept.transpose(0, 2, 1))
