@@ -295,9 +295,13 @@ class StructuredQuadraticFederation(Federation):
             return float(lo[0]), float(hi[0]), True, (
                 "extreme eigenvalues of sum p_i H_i by bisection on Sylvester's inertia count (exact to ~4 ulp)")
         lo_f, hi_f, res = lanczos_extremes(Dbar, W)
+        # certified outer bounds: Hbar >= diag(Dbar), and Weyl's inequality with ||U_i||_2^2 = lambda_max(U_i^T U_i)
+        gram = np.matmul(self._V, np.swapaxes(self._V, 1, 2))                  # U_i^T U_i (N, r, r)
+        top = float(Dbar.max() + self.weights @ np.linalg.eigvalsh(gram)[:, -1])
         return lo_f, hi_f, False, (
-            f"ARPACK Lanczos Ritz values of sum p_i H_i (total rank {R} too large for the exact count): L is a "
-            f"lower bound and mu an upper bound of the true values, residual {res:.1e}")
+            f"ARPACK Lanczos Ritz values of sum p_i H_i (total rank {R} too large for the exact count; Ritz "
+            f"residual {res:.1e}): certified L in [{hi_f:.6g}, {top:.6g}] (Ritz value; max Dbar + sum p_i "
+            f"||U_i||^2), mu in [{float(Dbar.min()):.6g}, {lo_f:.6g}] (min Dbar; Ritz value)")
 
     @property
     def L(self) -> float:

@@ -204,7 +204,10 @@ def test_large_structured_paths_never_form_dense_matrices(monkeypatch):
     dense = fed.to_dense()
     np.testing.assert_allclose(fed.optimum(), dense.optimum(), rtol=0, atol=1e-12)
     bounds = fed.curvature_bounds()
-    assert not bounds.exact and "Lanczos" in bounds.note
+    assert not bounds.exact and "Lanczos" in bounds.note and "certified" in bounds.note
+    weyl = fed.diag.T @ fed.weights
+    top = weyl.max() + fed.weights @ np.linalg.eigvalsh(np.einsum("ndr,nds->nrs", fed.factors, fed.factors))[:, -1]
+    assert weyl.min() <= dense.mu + 1e-13 and dense.L <= top      # the certified outer bounds the note states
     assert bounds.L == pytest.approx(dense.L, rel=1e-10) and bounds.L <= dense.L * (1 + 1e-14)
     assert bounds.mu == pytest.approx(dense.mu, rel=1e-10) and bounds.mu >= dense.mu * (1 - 1e-14)
 
