@@ -9,9 +9,10 @@ Candidates, each a full-participation FedAvg round (exact gradients, tau local
 steps of rate eta, server rate 1) from the same model, timed in this one
 process with the trials interleaved (median of ``--trials``):
 
-* ``fltheory round``: ``FedAvg.round`` on :class:`StructuredQuadraticFederation`
-  (the vectorized path: cache-sized blocks of clients through the
-  ``client_block`` hook, threads as configured by the library);
+* ``round, 1 thr`` / ``round, 2 thr``: ``FedAvg.round`` on
+  :class:`StructuredQuadraticFederation` (the vectorized path: cache-sized
+  blocks of clients through the ``client_block`` hook) with the library's
+  local-step threads set to 1 or 2;
 * ``fltheory run()``: ``run(FedAvg, fed, 1)`` (adds the diagnostics of one
   round; the global optimum x*, conjugate gradients at this total rank, is
   computed in the warm-up and cached by the federation);
@@ -24,7 +25,7 @@ process with the trials interleaved (median of ``--trials``):
 * ``numpy batched``: the same steps on all clients at once (stacked matmul
   over the client axis, no blocking).
 
-All four agree to float64 rounding (printed).  Memory: the factors take
+All agree to float64 rounding (printed).  Memory: the factors take
 8 N d r bytes; the same Hessians stored dense (QuadraticFederation) would take
 8 N d^2 bytes.  Clients: D_i ~ U[1/2, 3/2], U_i with N(0, 1/d) entries, e_i ~ N(0, I)
 (built directly; the exact-constant generator is not what is measured).
@@ -40,7 +41,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fltheory.algorithms import FedAvg, run
-from fltheory.algorithms.local.blocking import row_blocks
+from fltheory.algorithms.local.blocking import _THREADS, row_blocks, set_num_threads
 from fltheory.problems import StructuredQuadraticFederation
 
 
@@ -104,10 +105,13 @@ def measure(N: int, d: int, r: int, tau: int, trials: int, lr: float = 0.1) -> N
     x0 = np.zeros(d)
     D, V, e, p = fed.diag, np.swapaxes(fed.factors, 1, 2), fed.e, fed.weights
     state = alg.init(fed, x0, np.random.default_rng(0))
+    default_threads = _THREADS[0]
     results: dict[str, np.ndarray] = {}
 
-    def fl_round() -> None:
-        results["fltheory round"] = alg.round(state, fed, None, np.random.default_rng(0))[0].x
+    def fl_round(threads: int) -> None:
+        set_num_threads(threads)
+        results[f"round, {threads} thr"] = alg.round(state, fed, None, np.random.default_rng(0))[0].x
+        set_num_threads(default_threads)
 
     def fl_run() -> None:
         results["fltheory run()"] = run(alg, fed, 1, x0=x0).x[-1]
@@ -121,7 +125,8 @@ def measure(N: int, d: int, r: int, tau: int, trials: int, lr: float = 0.1) -> N
     def batched() -> None:
         results["numpy batched"] = numpy_batched(D, V, e, p, x0, lr, tau)
 
-    candidates: dict[str, Callable[[], None]] = {"fltheory round": fl_round, "fltheory run()": fl_run,
+    candidates: dict[str, Callable[[], None]] = {"round, 1 thr": lambda: fl_round(1),
+                                                 "round, 2 thr": lambda: fl_round(2), "fltheory run()": fl_run,
                                                  "fltheory oracle": oracle, "numpy loop": loop,
                                                  "numpy batched": batched}
     times: dict[str, list[float]] = {k: [] for k in candidates}
