@@ -1,9 +1,12 @@
 """Quadratic clients with structured Hessians H_i = diag(D_i) + U_i U_i^T.
 
 f_i(x) = 1/2 x^T H_i x - e_i^T x + c_i with D_i > 0 (d,) and U_i (d, r); rank
-r = 0 gives diagonal Hessians.  Memory is O(N d r): no oracle, hook, round or
-theory routine forms a d x d matrix (only ``client_hess``, ``hess`` and
-``to_dense``, whose contracts return dense matrices, do).  Same formulas as
+r = 0 gives diagonal Hessians.  Memory is O(N d r): no oracle, hook, round,
+round map or matrix-free theory routine forms a d x d matrix.  Only
+``client_hess``, ``hess`` and ``to_dense`` return dense matrices (their
+contracts), used by the generic ``constants()`` formulas (budgeted, see
+:meth:`StructuredQuadraticFederation.constants`), the reference loops and the
+exact moments, whose d x d second moments are dense anyway.  Same formulas as
 :class:`~fltheory.problems.QuadraticFederation` (grad f_i = H_i x - e_i,
 x* = Hbar^{-1} ebar with Hbar = sum_i p_i H_i, ebar = sum_i p_i e_i), evaluated
 through the structure (``fltheory.problems._structured_linalg``):
@@ -164,7 +167,7 @@ class StructuredQuadraticFederation(Federation):
 
     def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """H_i = diag(D_i) + U_i U_i^T as dense matrices -> (m, d, d) (the oracle's contract;
-        no round or theory routine calls it on this federation)."""
+        rounds, round maps and matrix-free theory never call it)."""
         idx = self._clients(clients)
         self._points(X, idx.shape[0])
         V = self._V[idx]
