@@ -10,7 +10,10 @@ forms a d x d matrix: products cost O(m d r), solves O(m d r^2 + m r^3).
   iterative refinement;
 * :func:`extreme_eigenvalues`: lambda_min(A_j), lambda_max(A_j) by bisection on
   an exact eigenvalue count (Sylvester's law of inertia, below);
-* :func:`lanczos_extremes`: the same from ARPACK (large total rank), an estimate.
+* :func:`lanczos_extremes`: the same from ARPACK (large total rank), an estimate;
+* :func:`bracketed_extremes`: Lanczos estimates turned exact: brackets around
+  them certified by the eigenvalue count, then bisection inside them (a few
+  counts instead of about 110).
 
 Eigenvalue count.  For lambda different from every a_k, the symmetric block
 matrix [[diag(a) - lambda I, V^T], [V, -I_r]] has two Schur complements, so by
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["matvec", "woodbury_solve", "extreme_eigenvalues", "lanczos_extremes"]
+__all__ = ["matvec", "woodbury_solve", "extreme_eigenvalues", "lanczos_extremes", "bracketed_extremes"]
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -153,3 +156,35 @@ def lanczos_extremes(a: np.ndarray, V: np.ndarray, *, tol: float = 1e-12) -> tup
     lo_val, lo_vec = eigsh(op, k=1, which="SA", tol=tol, v0=start)
     res = max(float(np.linalg.norm(mv(v[:, 0]) - t[0] * v[:, 0])) for t, v in ((hi_val, hi_vec), (lo_val, lo_vec)))
     return float(lo_val[0]), float(hi_val[0]), res
+
+
+def _straddle(a: np.ndarray, V: np.ndarray, center: float, width: float, target: int) -> tuple[float, float] | None:
+    """[lo, hi] around ``center`` with count_below(lo) < target <= count_below(hi), widening
+    ``width`` by doubling (at most 60 times); None if no such bracket is found."""
+    for _ in range(60):
+        lo, hi = center - width, center + width
+        counts = _count_below(a[None], V[None], np.array([lo]))[0], _count_below(a[None], V[None], np.array([hi]))[0]
+        if counts[0] < target <= counts[1]:
+            return lo, hi
+        width *= 2.0
+    return None
+
+
+def bracketed_extremes(a: np.ndarray, V: np.ndarray, guess_min: float, guess_max: float,
+                       radius: float) -> tuple[float, float] | None:
+    """(lambda_min, lambda_max) of one diag(a) + V^T V (a (d,), V (R, d)) to about 4 ulp, from
+    estimates within about ``radius`` (e.g. Ritz values and their residual norm).
+
+    Each estimate gets a bracket [lo, hi] certified by the exact eigenvalue count
+    (count(lo) < target <= count(hi): no eigenvalue of the wrong side, whatever the
+    estimate's quality), widened by doubling from max(2 radius, 8 eps |estimate|),
+    then bisection (:func:`_bisect`) shrinks it.  None when no bracket is found."""
+    d = a.shape[0]
+    out = []
+    for center, target in ((guess_min, 1), (guess_max, d)):
+        bracket = _straddle(a, V, center, max(2.0 * radius, 8 * _EPS * abs(center), 1e-300), target)
+        if bracket is None:
+            return None
+        lam = _bisect(a[None], V[None], np.array([bracket[0]]), np.array([bracket[1]]), np.array([target]))
+        out.append(float(lam[0]))
+    return out[0], out[1]

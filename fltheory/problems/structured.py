@@ -20,8 +20,10 @@ through the structure (``fltheory.problems._structured_linalg``):
   total rank R = N r: optimum by Woodbury (R x R capacitance) when
   R <= :data:`WOODBURY_MAX_RANK`, else preconditioned conjugate gradients; L and
   mu exact by the inertia bisection (R x R Schur complement) when
-  R^2 d <= :data:`EXACT_EIG_BUDGET`, else ARPACK Lanczos estimates
-  (``curvature_bounds().exact`` is then False and the note says so).
+  R^2 d <= :data:`EXACT_EIG_BUDGET`; up to :data:`CERTIFY_EIG_BUDGET`, ARPACK
+  Lanczos estimates with brackets certified by the same count and bisected
+  (exact, about 20 counts); beyond, the Lanczos estimates with certified outer
+  bounds in the note (``curvature_bounds().exact`` is then False).
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ from numpy.typing import ArrayLike
 from .._validate import finite_array, real_array
 from ..aliases import ClientSelection
 from ..errors import InvalidProblemError, OutOfRangeError
-from ._structured_linalg import extreme_eigenvalues, lanczos_extremes, matvec, woodbury_solve
+from ._structured_linalg import (
+    bracketed_extremes,
+    extreme_eigenvalues,
+    lanczos_extremes,
+    matvec,
+    woodbury_solve,
+)
 from .base import Federation, finite_output, normalize_weights
 from .constants import CurvatureBounds, ProblemConstants
 from .quadratic import QuadraticFederation
@@ -47,8 +55,11 @@ __all__ = ["StructuredQuadraticFederation"]
 #: solved directly by Woodbury (an R x R capacitance); above, by conjugate gradients.
 WOODBURY_MAX_RANK = 512
 #: Largest R^2 d for which L and mu of Hbar are computed exactly (about 110 inertia
-#: counts with an R x R Schur complement each); above, ARPACK Lanczos estimates.
+#: counts with an R x R Schur complement each); above, Lanczos (see CERTIFY_EIG_BUDGET).
 EXACT_EIG_BUDGET = 2 ** 27
+#: Largest R^2 d for which the Lanczos estimates of L and mu are made exact (brackets
+#: certified by the inertia count, then bisected: about 20 counts); above, estimates.
+CERTIFY_EIG_BUDGET = 2 ** 30
 #: Relative residual ||ebar - Hbar x|| / ||ebar|| at which conjugate gradients stop.
 CG_TOL = 1e-14
 #: Largest N d^2 (float64 entries) for which ``constants()`` forms the dense client
@@ -298,13 +309,19 @@ class StructuredQuadraticFederation(Federation):
             return float(lo[0]), float(hi[0]), True, (
                 "extreme eigenvalues of sum p_i H_i by bisection on Sylvester's inertia count (exact to ~4 ulp)")
         lo_f, hi_f, res = lanczos_extremes(Dbar, W)
+        if R * R * self.dim <= CERTIFY_EIG_BUDGET:
+            refined = bracketed_extremes(Dbar, W, lo_f, hi_f, res)
+            if refined is not None:
+                return refined[0], refined[1], True, (
+                    "extreme eigenvalues of sum p_i H_i: ARPACK Lanczos estimates, brackets certified by "
+                    "Sylvester's inertia count and bisected to ~4 ulp (exact)")
         # certified outer bounds: Hbar >= diag(Dbar), and Weyl's inequality with ||U_i||_2^2 = lambda_max(U_i^T U_i)
         gram = np.matmul(self._V, np.swapaxes(self._V, 1, 2))                  # U_i^T U_i (N, r, r)
         top = float(Dbar.max() + self.weights @ np.linalg.eigvalsh(gram)[:, -1])
         return lo_f, hi_f, False, (
             f"ARPACK Lanczos Ritz values of sum p_i H_i (total rank {R} too large for the exact count; Ritz "
-            f"residual {res:.1e}): certified L in [{hi_f:.6g}, {top:.6g}] (Ritz value; max Dbar + sum p_i "
-            f"||U_i||^2), mu in [{float(Dbar.min()):.6g}, {lo_f:.6g}] (min Dbar; Ritz value)")
+            f"residual {res:.1e}): certified L in [{hi_f:.6g}, {top:.6g}] (Ritz value, up to rounding; max Dbar + "
+            f"sum p_i ||U_i||^2), mu in [{float(Dbar.min()):.6g}, {lo_f:.6g}] (min Dbar; Ritz value)")
 
     @property
     def L(self) -> float:

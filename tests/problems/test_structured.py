@@ -195,21 +195,43 @@ def test_cvxpy_loss_equals_the_oracle():
     assert float(expr.value) + fed.offsets[1] == pytest.approx(float(fed.client_loss(point, [1])[0]), rel=1e-12)
 
 
-def test_large_structured_paths_never_form_dense_matrices(monkeypatch):
-    # Above the exact/Woodbury budgets the global optimum comes from conjugate gradients and
-    # L, mu from Lanczos; both still agree with the dense problem.
+@pytest.mark.parametrize("route", ["certified", "estimate"])
+def test_large_total_rank_routes_agree_with_dense(monkeypatch, route):
+    # Above the Woodbury budget the global optimum comes from conjugate gradients; above the
+    # exact-count budget L and mu come from Lanczos, made exact by certified brackets
+    # ("certified") or, above that budget too, reported as estimates with outer bounds.
     monkeypatch.setattr(structured_module, "WOODBURY_MAX_RANK", 4)
     monkeypatch.setattr(structured_module, "EXACT_EIG_BUDGET", 10)
+    if route == "estimate":
+        monkeypatch.setattr(structured_module, "CERTIFY_EIG_BUDGET", 10)
     fed = _fed(6, 30, 2, 8)
     dense = fed.to_dense()
     np.testing.assert_allclose(fed.optimum(), dense.optimum(), rtol=0, atol=1e-12)
     bounds = fed.curvature_bounds()
-    assert not bounds.exact and "Lanczos" in bounds.note and "certified" in bounds.note
+    assert "Lanczos" in bounds.note
+    if route == "certified":
+        assert bounds.exact and "certified" in bounds.note
+        assert bounds.L == pytest.approx(dense.L, rel=1e-14) and bounds.mu == pytest.approx(dense.mu, rel=1e-13)
+        return
+    assert not bounds.exact and "certified" in bounds.note
+    assert bounds.L == pytest.approx(dense.L, rel=1e-10) and bounds.L <= dense.L * (1 + 1e-14)
+    assert bounds.mu == pytest.approx(dense.mu, rel=1e-10) and bounds.mu >= dense.mu * (1 - 1e-14)
     weyl = fed.diag.T @ fed.weights
     top = weyl.max() + fed.weights @ np.linalg.eigvalsh(np.einsum("ndr,nds->nrs", fed.factors, fed.factors))[:, -1]
     assert weyl.min() <= dense.mu + 1e-13 and dense.L <= top      # the certified outer bounds the note states
-    assert bounds.L == pytest.approx(dense.L, rel=1e-10) and bounds.L <= dense.L * (1 + 1e-14)
-    assert bounds.mu == pytest.approx(dense.mu, rel=1e-10) and bounds.mu >= dense.mu * (1 - 1e-14)
+
+
+def test_certified_brackets_survive_a_wrong_estimate():
+    # A poor estimate (far from the extremes) still yields the exact extremes: the brackets are
+    # widened until the eigenvalue count certifies them.
+    from fltheory.problems._structured_linalg import bracketed_extremes, extreme_eigenvalues
+    rng = np.random.default_rng(3)
+    a, V = rng.uniform(0.5, 2.0, 20), rng.standard_normal((3, 20))
+    exact = extreme_eigenvalues(a[None], V[None])
+    out = bracketed_extremes(a, V, 1.3, 2.5, 1e-6)
+    assert out is not None
+    assert out[0] == pytest.approx(float(exact[0][0]), rel=1e-14)
+    assert out[1] == pytest.approx(float(exact[1][0]), rel=1e-14)
 
 
 def test_constants_refuse_dense_hessians_beyond_budget(monkeypatch):
