@@ -306,3 +306,22 @@ def test_federation_keeps_a_private_copy_of_the_factors(layout):
     U[...] = 0.0
     np.testing.assert_array_equal(fed.client_grad(np.ones(5)), before)
     np.testing.assert_array_equal(fed.factors, kept.transpose(0, 2, 1))
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 12), st.integers(0, 6), st.sampled_from(["repeated", "spread"]),
+       st.booleans())
+def test_extreme_eigenvalues_on_degenerate_structures(seed, d, r, diag_kind, zero_rows):
+    # Repeated diagonal entries, rank above d, factors vanishing on some coordinates: the
+    # inertia bisection still matches LAPACK to a few ulp of the spectral scale.
+    from fltheory.problems._structured_linalg import extreme_eigenvalues
+    rng = np.random.default_rng(seed)
+    a = rng.integers(1, 4, (3, d)).astype(float) if diag_kind == "repeated" else rng.uniform(1e-3, 10.0, (3, d))
+    V = rng.standard_normal((3, r, d))
+    if zero_rows:
+        V[:, :, rng.permutation(d)[: max(1, d // 2)]] = 0.0
+    H = np.matmul(np.swapaxes(V, 1, 2), V) + a[:, :, None] * np.eye(d)
+    lam = np.linalg.eigvalsh(H)
+    lo, hi = extreme_eigenvalues(a, V)
+    scale = lam[:, -1]
+    np.testing.assert_array_less(np.abs(lo - lam[:, 0]), 32 * np.finfo(float).eps * scale)
+    np.testing.assert_array_less(np.abs(hi - lam[:, -1]), 32 * np.finfo(float).eps * scale)
