@@ -325,3 +325,17 @@ def test_extreme_eigenvalues_on_degenerate_structures(seed, d, r, diag_kind, zer
     scale = lam[:, -1]
     np.testing.assert_array_less(np.abs(lo - lam[:, 0]), 32 * np.finfo(float).eps * scale)
     np.testing.assert_array_less(np.abs(hi - lam[:, -1]), 32 * np.finfo(float).eps * scale)
+
+
+@pytest.mark.parametrize("kind", ["depart", "join"])
+def test_objective_shift_equals_dense(kind):
+    from fltheory.theory import objective_shift
+    fed = random_structured_quadratic(4, 6, rank=2, L=6.0, mu=1.0, heterogeneity=0.7, seed=5, n_samples=[3, 4, 5, 6])
+    other = random_structured_quadratic(1, 6, rank=1, L=4.0, mu=1.0, heterogeneity=0.0, seed=6, n_samples=[4])
+    if kind == "depart":
+        a, b = objective_shift(fed, 2, "depart"), objective_shift(fed.to_dense(), 2, "depart")
+    else:
+        a = objective_shift(fed, None, "join", other)
+        b = objective_shift(fed.to_dense(), None, "join", other.to_dense())
+    assert a.measured == pytest.approx(b.measured, rel=1e-11)
+    assert a.value == pytest.approx(b.value, rel=1e-11)
