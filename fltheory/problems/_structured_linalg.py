@@ -57,7 +57,29 @@ def _woodbury_once(a: np.ndarray, V: np.ndarray, B: np.ndarray) -> np.ndarray:
     return Z - np.matmul(np.swapaxes(t, 1, 2), Va)[:, 0, :]
 
 
+#: Bytes of factors handled per chunk of rows by the solves and the eigenvalue count (their
+#: temporaries are of the size of the chunk's factors: memory stays O(chunk), not O(N d r)).
+CHUNK_BYTES = 1 << 23
+
+
+def _row_chunks(V: np.ndarray) -> list[slice]:
+    m, r, d = V.shape
+    per = max(1, CHUNK_BYTES // max(8 * r * d, 1))
+    return [slice(k, min(k + per, m)) for k in range(0, m, per)] or [slice(0, 0)]
+
+
 def woodbury_solve(a: np.ndarray, V: np.ndarray, B: np.ndarray, *, refine: int = 4) -> np.ndarray:
+    """Rows (diag(a_j) + V_j^T V_j)^{-1} b_j -> (m, d), a > 0, in chunks of rows
+    (:func:`_woodbury_refined` on each)."""
+    if len(_row_chunks(V)) == 1:
+        return _woodbury_refined(a, V, B, refine)
+    out = np.empty(B.shape)
+    for c in _row_chunks(V):
+        out[c] = _woodbury_refined(a[c], V[c], B[c], refine)
+    return out
+
+
+def _woodbury_refined(a: np.ndarray, V: np.ndarray, B: np.ndarray, refine: int) -> np.ndarray:
     """Rows (diag(a_j) + V_j^T V_j)^{-1} b_j -> (m, d), a > 0.
 
     The Woodbury identity (module docstring) with an r x r capacitance
@@ -112,6 +134,16 @@ def _bisect(a: np.ndarray, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, target
 
 
 def extreme_eigenvalues(a: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lambda_min, lambda_max) of every diag(a_j) + V_j^T V_j -> ((m,), (m,)), a > 0, in
+    chunks of rows (:func:`_extremes` on each: brackets and bisection below)."""
+    chunks = _row_chunks(V)
+    if len(chunks) == 1:
+        return _extremes(a, V)
+    parts = [_extremes(a[c], V[c]) for c in chunks]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _extremes(a: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(lambda_min, lambda_max) of every diag(a_j) + V_j^T V_j -> ((m,), (m,)), a > 0.
 
     Brackets: diag(a) <= A gives lambda_min >= min a; the Rayleigh quotients of

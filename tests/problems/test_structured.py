@@ -339,3 +339,15 @@ def test_objective_shift_equals_dense(kind):
         b = objective_shift(fed.to_dense(), None, "join", other.to_dense())
     assert a.measured == pytest.approx(b.measured, rel=1e-11)
     assert a.value == pytest.approx(b.value, rel=1e-11)
+
+
+def test_chunked_linear_algebra_equals_one_chunk(monkeypatch):
+    from fltheory.problems import _structured_linalg as linalg
+    rng = np.random.default_rng(2)
+    a, V, B = rng.uniform(0.5, 2.0, (7, 9)), rng.standard_normal((7, 3, 9)), rng.standard_normal((7, 9))
+    whole = linalg.woodbury_solve(a, V, B), linalg.extreme_eigenvalues(a, V)
+    monkeypatch.setattr(linalg, "CHUNK_BYTES", 8 * 3 * 9 * 2)       # chunks of two rows
+    assert len(linalg._row_chunks(V)) == 4
+    np.testing.assert_allclose(linalg.woodbury_solve(a, V, B), whole[0], rtol=1e-14, atol=1e-15)
+    np.testing.assert_array_equal(linalg.extreme_eigenvalues(a, V)[0], whole[1][0])
+    np.testing.assert_array_equal(linalg.extreme_eigenvalues(a, V)[1], whole[1][1])
