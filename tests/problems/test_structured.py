@@ -10,7 +10,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fltheory import optim
-from fltheory.algorithms import EFL, FedAvg, FedCurv, FedDyn, FedElasticNet, FedOpt, FedProx, Scaffold, run
+from fltheory.algorithms import (
+    EFL,
+    FedAvg,
+    FedCurv,
+    FedCurvTE,
+    FedDyn,
+    FedElasticNet,
+    FedOpt,
+    FedProx,
+    FedProxTE,
+    Scaffold,
+    run,
+)
 from fltheory.errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from fltheory.participation import UniformSampling
 from fltheory.problems import StructuredQuadraticFederation, random_structured_quadratic
@@ -112,10 +124,14 @@ def _algorithms() -> list[object]:
         EFL(lr=0.05, local_steps=3, lam=0.2, q=0.5),
         FedElasticNet(lambda1=0.01, lambda2=0.2, solver="exact"),
         FedElasticNet(lambda1=0.01, lambda2=0.2, solver="gd", lr=0.05, local_steps=3),
+        FedElasticNet(base="scaffold", lambda1=0.01, lambda2=0.2, solver="gd", lr=0.05, local_steps=3),
+        FedProxTE(beta=0.3, mu=0.3, lr=0.05, local_steps=3),
+        FedCurvTE(beta=0.3, alpha=0.2, lr=0.05, local_steps=3),
     ]
 
 
-@pytest.mark.parametrize("alg", _algorithms(), ids=lambda a: f"{a.name}-{getattr(a, 'solver', '')}")
+@pytest.mark.parametrize("alg", _algorithms(),
+                         ids=lambda a: f"{a.name}-{getattr(a, 'solver', '')}-{getattr(a, 'base', '')}")
 def test_every_algorithm_has_the_dense_iterates(alg):
     fed = _fed(5, 6, 2, 3)
     dense = fed.to_dense()
