@@ -367,3 +367,16 @@ def test_chunked_linear_algebra_equals_one_chunk(monkeypatch):
     np.testing.assert_allclose(linalg.woodbury_solve(a, V, B), whole[0], rtol=1e-14, atol=1e-15)
     np.testing.assert_array_equal(linalg.extreme_eigenvalues(a, V)[0], whole[1][0])
     np.testing.assert_array_equal(linalg.extreme_eigenvalues(a, V)[1], whole[1][1])
+
+
+@pytest.mark.parametrize("r", [0, 2])
+def test_generator_clients_mode_hits_every_client_exactly(r):
+    fed = random_structured_quadratic(5, 8, rank=r, L=20.0, mu=0.5, heterogeneity=0.9, seed=r + 1, constants="clients")
+    lam = np.linalg.eigvalsh(fed.to_dense().H)
+    np.testing.assert_allclose(lam[:, -1], 20.0, rtol=1e-14)
+    np.testing.assert_allclose(lam[:, 0], 0.5, rtol=1e-13)
+    np.testing.assert_allclose(fed.client_L, 20.0, rtol=1e-14)
+    np.testing.assert_allclose(fed.client_mu, 0.5, rtol=1e-13)
+    assert 0.5 * (1 - 1e-13) <= fed.mu <= fed.L <= 20.0 * (1 + 1e-14)
+    U = fed.client_optima() - fed.optimum()
+    assert np.sqrt(fed.weights @ np.einsum("ij,ij->i", U, U)) == pytest.approx(0.9, rel=1e-13)
