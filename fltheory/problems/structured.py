@@ -114,6 +114,13 @@ class StructuredQuadraticFederation(Federation):
                 i, k, j = (int(t) for t in np.argwhere(~np.isfinite(V))[0])
                 raise InvalidProblemError(f"factors contains a non-finite value {V[i, k, j]!r} at index "
                                           f"({i}, {j}, {k})")
+        with np.errstate(over="ignore"):
+            scale = D.max(axis=1) + np.einsum("nrd,nrd->n", V, V)     # >= ||H_i||_2
+        if not np.all(np.isfinite(scale)):
+            i = int(np.argmin(np.isfinite(scale)))
+            raise InvalidProblemError(
+                f"H[{i}] = diag(D_{i}) + U_{i} U_{i}^T overflows float64 (max diag + ||U_{i}||_F^2 = "
+                f"{float(scale[i])!r}); rescale the problem")
         self.diag = D
         self.e = e
         self._V = V
@@ -245,10 +252,13 @@ class StructuredQuadraticFederation(Federation):
     def _optimum(self) -> np.ndarray:
         Dbar, V2, w = self._global_parts
         b = self.weights @ self.e
-        if V2.shape[0] <= WOODBURY_MAX_RANK:
-            W = (V2 * np.sqrt(w)[:, None])[None]
-            return woodbury_solve(Dbar[None], W, b[None])[0]
-        return self._cg_solve(b)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            if V2.shape[0] <= WOODBURY_MAX_RANK:
+                W = (V2 * np.sqrt(w)[:, None])[None]
+                x = woodbury_solve(Dbar[None], W, b[None])[0]
+            else:
+                x = self._cg_solve(b)
+        return finite_output("the global optimum x*", x)
 
     def _cg_solve(self, b: np.ndarray) -> np.ndarray:
         Dbar, V2, w = self._global_parts
@@ -280,7 +290,9 @@ class StructuredQuadraticFederation(Federation):
 
     @cached_property
     def _client_optima(self) -> np.ndarray:
-        return woodbury_solve(self.diag, self._V, self.e)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            X = woodbury_solve(self.diag, self._V, self.e)
+        return finite_output("the client optima x_i*", X)
 
     # ------------------------------------------------------------ curvature
     @cached_property

@@ -380,3 +380,14 @@ def test_generator_clients_mode_hits_every_client_exactly(r):
     assert 0.5 * (1 - 1e-13) <= fed.mu <= fed.L <= 20.0 * (1 + 1e-14)
     U = fed.client_optima() - fed.optimum()
     assert np.sqrt(fed.weights @ np.einsum("ij,ij->i", U, U)) == pytest.approx(0.9, rel=1e-13)
+
+
+def test_overflowing_structures_are_refused_not_nan():
+    with pytest.raises(InvalidProblemError, match="overflows"):
+        StructuredQuadraticFederation(np.ones((2, 3)), np.zeros((2, 3)), np.full((2, 3, 1), 1e200))
+    # representable Hessians whose solutions overflow: a typed error instead of inf or NaN
+    fed = StructuredQuadraticFederation(np.full((1, 2), 1e-300), np.full((1, 2), 1e300))
+    with pytest.raises(OutOfRangeError, match="optim"):
+        fed.client_optima()
+    with pytest.raises(OutOfRangeError, match="optim"):
+        fed.optimum()
