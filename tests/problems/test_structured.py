@@ -391,3 +391,30 @@ def test_overflowing_structures_are_refused_not_nan():
         fed.client_optima()
     with pytest.raises(OutOfRangeError, match="optim"):
         fed.optimum()
+
+
+@pytest.mark.parametrize("route", ["woodbury", "cg"])
+def test_optimum_is_accurate_at_high_condition_numbers(monkeypatch, route):
+    # Against 60-digit arithmetic on the same (exactly representable) data: the mixed-precision
+    # refinement keeps x* at float64 rounding at L/mu = 1e12.
+    mp = pytest.importorskip("mpmath").mp
+    mp.dps = 60
+    if route == "cg":
+        monkeypatch.setattr(structured_module, "WOODBURY_MAX_RANK", 0)
+    fed = random_structured_quadratic(3, 6, rank=2, L=1e12, mu=1.0, heterogeneity=1.0, seed=2)
+    D, U, p, e = fed.diag, fed.factors, fed.weights, fed.e
+    H, b = mp.matrix(6, 6), mp.matrix(6, 1)
+    for i in range(3):
+        pi = mp.mpf(float(p[i]))
+        for j in range(6):
+            b[j] += pi * mp.mpf(float(e[i, j]))
+            H[j, j] += pi * mp.mpf(float(D[i, j]))
+            for k in range(6):
+                H[j, k] += pi * mp.fsum(mp.mpf(float(U[i, j, s])) * mp.mpf(float(U[i, k, s])) for s in range(2))
+    ref = np.array([float(v) for v in mp.lu_solve(H, b)])
+    assert np.linalg.norm(fed.optimum() - ref) <= 1e-14 * np.linalg.norm(ref)
+    client = np.array([float(v) for v in mp.lu_solve(
+        mp.matrix([[mp.mpf(float(D[0, j])) * (j == k) + mp.fsum(mp.mpf(float(U[0, j, s])) * mp.mpf(float(U[0, k, s]))
+                                                             for s in range(2)) for k in range(6)] for j in range(6)]),
+        mp.matrix([mp.mpf(float(v)) for v in e[0]]))])
+    assert np.linalg.norm(fed.client_optima()[0] - client) <= 1e-14 * np.linalg.norm(client)
