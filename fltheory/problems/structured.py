@@ -18,7 +18,8 @@ through the structure (``fltheory.problems._structured_linalg``):
   inertia count with an r x r Schur complement;
 * Hbar = diag(Dbar) + W W^T with W = [sqrt(p_1) U_1, ..., sqrt(p_N) U_N] of
   total rank R = N r: optimum by Woodbury (R x R capacitance) when
-  R <= :data:`WOODBURY_MAX_RANK`, else preconditioned conjugate gradients; L and
+  R <= :data:`WOODBURY_MAX_RANK`, else preconditioned conjugate gradients, then
+  mixed-precision iterative refinement (as for the client optima); L and
   mu exact by the inertia bisection (R x R Schur complement) when
   R^2 d <= :data:`EXACT_EIG_BUDGET`; up to :data:`CERTIFY_EIG_BUDGET`, ARPACK
   Lanczos estimates with brackets certified by the same count and bisected
