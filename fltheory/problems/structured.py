@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import finite_array, real_array
 from ..aliases import ClientSelection
-from ..errors import InvalidProblemError, OutOfRangeError
+from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ._structured_linalg import (
     bracketed_extremes,
     extreme_eigenvalues,
@@ -49,6 +49,7 @@ from ._structured_linalg import (
 from .base import Federation, finite_output, normalize_weights
 from .constants import CurvatureBounds, ProblemConstants
 from .quadratic import QuadraticFederation
+from .structured_constants import diagonal_constants
 
 __all__ = ["StructuredQuadraticFederation"]
 
@@ -379,17 +380,29 @@ class StructuredQuadraticFederation(Federation):
         return self._global_extremes[0]
 
     def constants(self, **kwargs: Any) -> ProblemConstants:
-        """:class:`~fltheory.problems.ProblemConstants` by the generic formulas with this
-        federation's exact curvature (:meth:`curvature_bounds`).  delta, G2 and the SCAFFOLD
-        (G, B) pair need the dense client Hessians: above N d^2 = DENSE_CONSTANTS_BUDGET
-        entries OutOfRangeError (L, mu, client_L, client_mu, optimum and client_optima
-        remain available as attributes)."""
+        """:class:`~fltheory.problems.ProblemConstants`, every field exact.
+
+        Diagonal Hessians (rank 0): the coordinate-wise formulas of
+        :func:`~fltheory.problems.structured_constants.diagonal_constants` at any size
+        (keywords ``radius``, ``center``, ``scaffold_B2``; the estimation keywords
+        ``points``, ``rng``, ``n_sphere`` of the generic routine play no role for quadratic
+        clients and are accepted and ignored).  Rank r > 0: the generic formulas with this
+        federation's exact curvature (:meth:`curvature_bounds`); delta, G2 and the SCAFFOLD
+        (G, B) pair then need the dense client Hessians, and above N d^2 =
+        DENSE_CONSTANTS_BUDGET entries OutOfRangeError (L, mu, client_L, client_mu,
+        optimum and client_optima remain available as attributes)."""
+        if self.rank == 0:
+            unknown = set(kwargs) - {"radius", "center", "scaffold_B2", "points", "rng", "n_sphere"}
+            if unknown:
+                raise InvalidHyperparameterError(f"constants() got unexpected keywords {sorted(unknown)}")
+            return diagonal_constants(self, radius=kwargs.get("radius"), center=kwargs.get("center"),
+                                      scaffold_B2=kwargs.get("scaffold_B2"))
         size = self.n_clients * self.dim * self.dim
         if size > DENSE_CONSTANTS_BUDGET:
             raise OutOfRangeError(
-                f"constants() of a structured federation with N d^2 = {size:.3g} > {DENSE_CONSTANTS_BUDGET} "
-                "entries: delta, G2 and the SCAFFOLD (G, B) pair need the dense client Hessians; use the "
-                "attributes L, mu, client_L, client_mu, optimum() and client_optima()")
+                f"constants() of a structured federation with rank {self.rank} and N d^2 = {size:.3g} > "
+                f"{DENSE_CONSTANTS_BUDGET} entries: delta, G2 and the SCAFFOLD (G, B) pair need the dense client "
+                "Hessians; use the attributes L, mu, client_L, client_mu, optimum() and client_optima()")
         return super().constants(**kwargs)
 
     # ------------------------------------------------------------- hooks

@@ -418,3 +418,55 @@ def test_optimum_is_accurate_at_high_condition_numbers(monkeypatch, route):
                                                              for s in range(2)) for k in range(6)] for j in range(6)]),
         mp.matrix([mp.mpf(float(v)) for v in e[0]]))])
     assert np.linalg.norm(fed.client_optima()[0] - client) <= 1e-14 * np.linalg.norm(client)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(2, 5), st.integers(1, 7), st.booleans())
+def test_diagonal_constants_equal_the_dense_generic_formulas(seed, N, d, noisy):
+    fed = random_structured_quadratic(N, d, rank=0, L=5.0 if d > 1 else 1.0, mu=1.0,
+                                      heterogeneity=0.6, seed=seed)
+    if noisy:
+        fed = fed.with_gradient_noise(np.linspace(0.1, 0.3, N))
+    dense = fed.to_dense()
+    center = np.random.default_rng(seed).standard_normal(d)
+    for kw in ({}, {"radius": 0.7, "center": center}, {"scaffold_B2": 10.0}):
+        c, cd = fed.constants(**kw), dense.constants(**kw)
+        for name in ("L", "mu", "mu_local", "zeta2", "D", "delta", "F_star", "sigma2", "G2", "G2_max",
+                     "scaffold_B2", "scaffold_G2"):
+            a, b = getattr(c, name), getattr(cd, name)
+            assert (a is None) == (b is None), name
+            if a is not None:
+                assert a == pytest.approx(b, rel=1e-11, abs=1e-13), name
+        np.testing.assert_allclose(c.D_k, cd.D_k, rtol=1e-11, atol=1e-13)
+        np.testing.assert_allclose(c.client_L, cd.client_L, rtol=1e-14)
+        assert dict(c.exact) == dict(cd.exact)
+
+
+def test_diagonal_constants_need_no_dense_hessian(monkeypatch):
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a dense Hessian was formed")
+
+    fed = random_structured_quadratic(50, 3000, rank=0, L=4.0, mu=0.5, heterogeneity=1.0, seed=1)
+    monkeypatch.setattr(StructuredQuadraticFederation, "client_hess", refuse)
+    monkeypatch.setattr(StructuredQuadraticFederation, "hess", refuse)
+    c = fed.constants(radius=1.0)
+    assert c.L == pytest.approx(4.0, rel=1e-14) and c.mu == pytest.approx(0.5, rel=1e-14)
+    assert c.G2 is not None and c.G2_max is not None and c.G2 <= c.G2_max
+    with pytest.raises(InvalidHyperparameterError, match="scaffold_B2"):
+        fed.constants(scaffold_B2=1e-6)
+    with pytest.raises(InvalidHyperparameterError, match="unexpected"):
+        fed.constants(radiuss=1.0)
+
+
+def test_ball_maximum_when_the_gradient_lies_in_the_top_eigenspace():
+    # Regression (found by the test above): with d = 1 the secular function is exactly zero at
+    # its upper bracket, and rounding made it +0, which raised a raw ValueError from brentq.
+    # max over |s| <= r of lam s^2 + 2 g s + q0 = lam r^2 + 2 |g| r + q0.
+    from fltheory.problems._trust_region import max_convex_quadratic_on_ball
+    lam, g, q0, r = 1.0, 1.7337094689543283, 0.4, 0.7
+    for scale in (1.0, 3.0, 1e-3):
+        value = max_convex_quadratic_on_ball(np.array([[lam * scale]]), np.array([g]), q0, r)
+        assert value == pytest.approx(lam * scale * r * r + 2 * g * r + q0, rel=1e-14)
+    fed = random_structured_quadratic(2, 1, rank=0, L=1.0, mu=1.0, heterogeneity=0.6, seed=86448649)
+    center = np.random.default_rng(86448649).standard_normal(1)
+    c, cd = fed.constants(radius=0.7, center=center), fed.to_dense().constants(radius=0.7, center=center)
+    assert c.G2 == pytest.approx(cd.G2, rel=1e-13) and c.G2_max == pytest.approx(cd.G2_max, rel=1e-13)
