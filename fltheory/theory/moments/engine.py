@@ -343,7 +343,7 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     second = np.array(seconds)
     second = 0.5 * (second + np.swapaxes(second, 1, 2))
     x_star = problem.optimum()
-    Hbar = problem.hess()
+    Hbar = problem.hess(x_star)                       # constant Hessians: the same at every point
     dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
         + np.outer(x_star, x_star)
     dist2 = np.einsum("tii->t", dev)

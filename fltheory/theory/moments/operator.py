@@ -198,7 +198,7 @@ def moment_operator(algorithm: Algorithm, problem: Federation, *,
         noise_terms.append(_noise_second(cm, model, S0, np.outer(S0, S0), d))
     return MomentOperator(probs=np.array([o.prob for o in out0]), maps=tuple(maps),
                           noise_terms=np.array(noise_terms), layout=layout, S0=S0,
-                          x_star=problem.optimum(), Hbar=problem.hess())
+                          x_star=problem.optimum(), Hbar=problem.hess(problem.optimum()))
 
 
 def _discrete_without_counters(state: Any) -> Any:
