@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["matvec", "woodbury_solve", "wide_residual", "extreme_eigenvalues", "lanczos_extremes", "bracketed_extremes"]
+__all__ = ["matvec", "woodbury_solve", "wide_residual", "count_below", "extreme_eigenvalues", "lanczos_extremes",
+           "bracketed_extremes"]
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -127,6 +128,12 @@ def _count_below(a: np.ndarray, V: np.ndarray, lam: np.ndarray) -> np.ndarray:
     C += np.eye(V.shape[1])
     C = 0.5 * (C + np.swapaxes(C, 1, 2))
     return below - np.count_nonzero(np.linalg.eigvalsh(C) < 0, axis=1)
+
+
+def count_below(a: np.ndarray, V: np.ndarray, lam: float) -> int:
+    """#{eig(diag(a) + V^T V) < lam} for one matrix (a (d,), V (R, d)), exactly up to the
+    rounding of the inertia formula (module docstring)."""
+    return int(_count_below(a[None], V[None], np.array([float(lam)]))[0])
 
 
 def _bisect(a: np.ndarray, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, target: np.ndarray,

@@ -23,8 +23,11 @@ through the structure (``fltheory.problems._structured_linalg``):
   mu exact by the inertia bisection (R x R Schur complement) when
   R^2 d <= :data:`EXACT_EIG_BUDGET`; up to :data:`CERTIFY_EIG_BUDGET`, ARPACK
   Lanczos estimates with brackets certified by the same count and bisected
-  (exact, about 20 counts); beyond, the Lanczos estimates with certified outer
-  bounds in the note (``curvature_bounds().exact`` is then False).
+  (exact, about 20 counts); beyond, certified bounds L >= lambda_max and
+  mu <= lambda_min (``curvature_bounds().exact`` False, as its contract says for
+  bounds): the Lanczos values moved out by twice their residual and certified
+  by one count each up to :data:`BOUND_EIG_BUDGET`, else min Dbar and Weyl's
+  max Dbar + sum_i p_i ||U_i||^2; the Ritz estimates are in the note.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ..aliases import ClientSelection
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ._structured_linalg import (
     bracketed_extremes,
+    count_below,
     extreme_eigenvalues,
     lanczos_extremes,
     matvec,
@@ -62,6 +66,9 @@ EXACT_EIG_BUDGET = 2 ** 27
 #: Largest R^2 d for which the Lanczos estimates of L and mu are made exact (brackets
 #: certified by the inertia count, then bisected: about 20 counts); above, estimates.
 CERTIFY_EIG_BUDGET = 2 ** 30
+#: Largest R^2 d for which the certified bounds of the Lanczos route are tightened by one
+#: inertia count each (beyond, the bounds min Dbar and Weyl's).
+BOUND_EIG_BUDGET = 2 ** 33
 #: Relative residual ||ebar - Hbar x|| / ||ebar|| at which conjugate gradients stop.
 CG_TOL = 1e-14
 #: Largest N d^2 (float64 entries) for which ``constants()`` forms the dense client
@@ -361,22 +368,35 @@ class StructuredQuadraticFederation(Federation):
                 return refined[0], refined[1], True, (
                     "extreme eigenvalues of sum p_i H_i: ARPACK Lanczos estimates, brackets certified by "
                     "Sylvester's inertia count and bisected to ~4 ulp (exact)")
-        # certified outer bounds: Hbar >= diag(Dbar), and Weyl's inequality with ||U_i||_2^2 = lambda_max(U_i^T U_i)
+        # Certified bounds: Hbar >= diag(Dbar) gives mu >= min Dbar; Weyl's inequality with
+        # ||U_i||_2^2 = lambda_max(U_i^T U_i) gives L <= max Dbar + sum_i p_i ||U_i||_2^2.  Within
+        # BOUND_EIG_BUDGET one inertia count each tightens them to the Ritz values -/+ 2 residuals.
         gram = np.matmul(self._V, np.swapaxes(self._V, 1, 2))                  # U_i^T U_i (N, r, r)
         top = float(Dbar.max() + self.weights @ np.linalg.eigvalsh(gram)[:, -1])
-        return lo_f, hi_f, False, (
-            f"ARPACK Lanczos Ritz values of sum p_i H_i (total rank {R} too large for the exact count; Ritz "
-            f"residual {res:.1e}): certified L in [{hi_f:.6g}, {top:.6g}] (Ritz value, up to rounding; max Dbar + "
-            f"sum p_i ||U_i||^2), mu in [{float(Dbar.min()):.6g}, {lo_f:.6g}] (min Dbar; Ritz value)")
+        bottom = float(Dbar.min())
+        how = "min Dbar and Weyl's max Dbar + sum p_i ||U_i||^2"
+        if R * R * self.dim <= BOUND_EIG_BUDGET:
+            width = max(2.0 * res, 8 * np.finfo(float).eps * abs(hi_f))
+            if hi_f + width < top and count_below(Dbar, W, hi_f + width) == self.dim:
+                top = hi_f + width
+            if lo_f - width > bottom and count_below(Dbar, W, lo_f - width) == 0:
+                bottom = lo_f - width
+            how = "Ritz values -/+ 2 residuals where the inertia count certifies them, else " + how
+        return bottom, top, False, (
+            f"certified bounds mu >= {bottom:.6g} and L <= {top:.6g} of sum p_i H_i ({how}); total rank {R} too "
+            f"large for the exact count; ARPACK Lanczos Ritz values mu ~ {lo_f:.6g}, L ~ {hi_f:.6g} (residual "
+            f"{res:.1e})")
 
     @property
     def L(self) -> float:
-        """lambda_max(sum p_i H_i) (see the module docstring for exact vs Lanczos)."""
+        """lambda_max(sum p_i H_i), or a certified upper bound of it when
+        ``curvature_bounds().exact`` is False (module docstring)."""
         return self._global_extremes[1]
 
     @property
     def mu(self) -> float:
-        """lambda_min(sum p_i H_i) (see the module docstring for exact vs Lanczos)."""
+        """lambda_min(sum p_i H_i), or a certified lower bound of it when
+        ``curvature_bounds().exact`` is False (module docstring)."""
         return self._global_extremes[0]
 
     def constants(self, **kwargs: Any) -> ProblemConstants:
@@ -417,12 +437,12 @@ class StructuredQuadraticFederation(Federation):
         return self.client_L[clients]
 
     def strong_convexity(self) -> float:
-        """lambda_min(sum p_i H_i)."""
+        """lambda_min(sum p_i H_i) (or a certified lower bound, see :attr:`mu`)."""
         return self.mu
 
     def curvature_bounds(self) -> CurvatureBounds:
         """Extreme eigenvalues of sum p_i H_i and of every H_i (``exact`` False only when the
-        global pair comes from Lanczos)."""
+        global pair is a pair of certified bounds: total rank beyond CERTIFY_EIG_BUDGET)."""
         lo, hi, exact, note = self._global_extremes
         return CurvatureBounds(L=hi, mu=lo, client_L=self.client_L, client_mu=self.client_mu,
                                exact=exact, note=note)

@@ -211,30 +211,38 @@ def test_cvxpy_loss_equals_the_oracle():
     assert float(expr.value) + fed.offsets[1] == pytest.approx(float(fed.client_loss(point, [1])[0]), rel=1e-12)
 
 
-@pytest.mark.parametrize("route", ["certified", "estimate"])
+@pytest.mark.parametrize("route", ["exact", "tight bounds", "outer bounds"])
 def test_large_total_rank_routes_agree_with_dense(monkeypatch, route):
     # Above the Woodbury budget the global optimum comes from conjugate gradients; above the
-    # exact-count budget L and mu come from Lanczos, made exact by certified brackets
-    # ("certified") or, above that budget too, reported as estimates with outer bounds.
+    # exact-count budget L and mu come from Lanczos, made exact by certified brackets ("exact");
+    # above that budget too, certified bounds: Ritz values -/+ 2 residuals checked by one count
+    # each ("tight bounds") or, above the last budget, min Dbar and Weyl's bound ("outer bounds").
     monkeypatch.setattr(structured_module, "WOODBURY_MAX_RANK", 4)
     monkeypatch.setattr(structured_module, "EXACT_EIG_BUDGET", 10)
-    if route == "estimate":
+    if route != "exact":
         monkeypatch.setattr(structured_module, "CERTIFY_EIG_BUDGET", 10)
+    if route == "outer bounds":
+        monkeypatch.setattr(structured_module, "BOUND_EIG_BUDGET", 10)
     fed = _fed(6, 30, 2, 8)
     dense = fed.to_dense()
     np.testing.assert_allclose(fed.optimum(), dense.optimum(), rtol=0, atol=1e-12)
     bounds = fed.curvature_bounds()
-    assert "Lanczos" in bounds.note
-    if route == "certified":
-        assert bounds.exact and "certified" in bounds.note
+    assert "Lanczos" in bounds.note and "certified" in bounds.note
+    if route == "exact":
+        assert bounds.exact
         assert bounds.L == pytest.approx(dense.L, rel=1e-14) and bounds.mu == pytest.approx(dense.mu, rel=1e-13)
         return
-    assert not bounds.exact and "certified" in bounds.note
-    assert bounds.L == pytest.approx(dense.L, rel=1e-10) and bounds.L <= dense.L * (1 + 1e-14)
-    assert bounds.mu == pytest.approx(dense.mu, rel=1e-10) and bounds.mu >= dense.mu * (1 - 1e-14)
-    weyl = fed.diag.T @ fed.weights
-    top = weyl.max() + fed.weights @ np.linalg.eigvalsh(np.einsum("ndr,nds->nrs", fed.factors, fed.factors))[:, -1]
-    assert weyl.min() <= dense.mu + 1e-13 and dense.L <= top      # the certified outer bounds the note states
+    assert not bounds.exact
+    slack = 1e-14 * dense.L                                                # rounding of the dense eigvalsh
+    assert bounds.L >= dense.L - slack and bounds.mu <= dense.mu + slack   # certified, whatever the route
+    assert fed.L == bounds.L and fed.strong_convexity() == bounds.mu
+    if route == "tight bounds":
+        assert bounds.L == pytest.approx(dense.L, rel=1e-9) and bounds.mu == pytest.approx(dense.mu, rel=1e-9)
+    else:
+        Dbar = fed.weights @ fed.diag
+        gram = np.einsum("ndr,nds->nrs", fed.factors, fed.factors)
+        assert bounds.mu == pytest.approx(Dbar.min(), rel=1e-15)
+        assert bounds.L == pytest.approx(Dbar.max() + fed.weights @ np.linalg.eigvalsh(gram)[:, -1], rel=1e-14)
 
 
 def test_certified_brackets_survive_a_wrong_estimate():
