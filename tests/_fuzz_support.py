@@ -155,6 +155,7 @@ _PLAUSIBLE: dict[str, Callable[[], Any]] = {
     "V": lambda: np.ones((3, 2)), "values": lambda: np.ones(4), "bin_width": lambda: 0.1,
     "mean": lambda: 1.0, "sigma": lambda: 1.0, "concentration": lambda: 1.0,
     "layers": list, "method": lambda: "simulate", "constants": lambda: _quadratic().constants(),
+    "diag": lambda: np.ones((3, 2)), "rank": lambda: 1,          # StructuredQuadraticFederation
 }
 
 

@@ -11,8 +11,10 @@ from .generators import (SyntheticData, dirichlet_partition, lognormal_sizes, m_
                          random_least_squares, random_quadratic, synthetic_fedprox)
 from .logistic import LogisticFederation
 from .quadratic import QuadraticFederation
+from .structured import StructuredQuadraticFederation
+from .structured_generators import random_structured_quadratic
 
 __all__ = ["Federation", "QuadraticFederation", "LogisticFederation", "random_quadratic",
            "random_least_squares", "synthetic_fedprox", "SyntheticData", "dirichlet_partition",
            "m_class_partition", "lognormal_sizes", "ProblemConstants", "problem_constants",
-           "CurvatureBounds"]
+           "CurvatureBounds", "StructuredQuadraticFederation", "random_structured_quadratic"]

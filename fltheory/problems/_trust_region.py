@@ -23,11 +23,17 @@ def max_convex_quadratic_on_ball(M: np.ndarray, g: np.ndarray, q0: float, r: flo
     if r < 0 or not np.isfinite(r):
         raise InvalidProblemError(f"radius must be finite and >= 0, got {r!r}")
     lam, V = np.linalg.eigh(0.5 * (M + M.T))
+    return max_diagonal_quadratic_on_ball(lam, V.T @ g, q0, r)
+
+
+def max_diagonal_quadratic_on_ball(lam: np.ndarray, gt: np.ndarray, q0: float, r: float) -> float:
+    """The same maximum for M = diag(lam) with ascending ``lam`` (the eigenbasis form: g~ = ``gt``)."""
+    if r < 0 or not np.isfinite(r):
+        raise InvalidProblemError(f"radius must be finite and >= 0, got {r!r}")
     if lam[0] < -1e-12 * max(abs(lam[-1]), 1.0):
         raise InvalidProblemError(f"M must be positive semidefinite, smallest eigenvalue {lam[0]:.3e}")
     if r == 0:
         return float(q0)
-    gt = V.T @ g
     top = lam[-1]
     gap = top - lam                                         # >= 0
     gnorm = float(np.linalg.norm(gt))
@@ -45,6 +51,10 @@ def max_convex_quadratic_on_ball(M: np.ndarray, g: np.ndarray, q0: float, r: flo
         while t > scale_floor:
             t *= 0.25
             if phi(t) > 0:
+                if phi(4.0 * t) >= 0:
+                    # only on the first pass (4 t = t_hi): phi(t_hi) <= 0 exactly, with equality when
+                    # g~ lies in the top eigenspace (e.g. d = 1); rounding can make it +0: the root is t_hi
+                    return value(gt / (gap + 4.0 * t))
                 root = brentq(phi, t, 4.0 * t, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
                 s = gt / (gap + root)
                 return value(s)

@@ -57,7 +57,6 @@ from ...algorithms.base import Algorithm
 from ...errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ...participation import Participation
 from ...problems.base import Federation
-from ...problems.quadratic import QuadraticFederation
 from ..round_maps import state_layout, state_to_vector, vector_to_state
 from .conditional import (
     ConditionalMap,
@@ -277,7 +276,7 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     t_start = time.perf_counter()
     if not isinstance(algorithm, Algorithm):
         raise InvalidHyperparameterError(f"algorithm must be an fltheory Algorithm, got {algorithm!r}")
-    if not isinstance(problem, QuadraticFederation):
+    if not (isinstance(problem, Federation) and problem.has_constant_hessians):   # quadratic clients (hook)
         raise InvalidProblemError(
             f"exact moments need quadratic clients (QuadraticFederation), got {type(problem).__name__}: "
             "on other clients the round is not affine in the state")
@@ -375,7 +374,7 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     second = np.array(seconds)
     second = 0.5 * (second + np.swapaxes(second, 1, 2))
     x_star = problem.optimum()
-    Hbar = problem.hess()
+    Hbar = problem.hess(x_star)                       # constant Hessians: the same at every point
     dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
         + np.outer(x_star, x_star)
     dist2 = np.einsum("tii->t", dev)

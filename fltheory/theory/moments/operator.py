@@ -31,7 +31,6 @@ from ...errors import (
 )
 from ...participation import Participation
 from ...problems.base import Federation
-from ...problems.quadratic import QuadraticFederation
 from ..round_maps import StateLayout, state_layout, state_to_vector
 from .conditional import ConditionalMap, conditional_round_map
 from .engine import (
@@ -162,7 +161,7 @@ def moment_operator(algorithm: Algorithm, problem: Federation, *,
     (minibatch) noise, a round that changes its frozen or discrete state (mixtures: use
     :func:`exact_moments`), and a conditional map that differs one round later (NotAffineError).
     """
-    if not isinstance(problem, QuadraticFederation):
+    if not (isinstance(problem, Federation) and problem.has_constant_hessians):   # quadratic clients (hook)
         raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
     refuse_non_affine(algorithm)
     model = noise_of(problem, noise)
@@ -199,7 +198,7 @@ def moment_operator(algorithm: Algorithm, problem: Federation, *,
         noise_terms.append(_noise_second(cm, model, S0, np.outer(S0, S0), d))
     return MomentOperator(probs=np.array([o.prob for o in out0]), maps=tuple(maps),
                           noise_terms=np.array(noise_terms), layout=layout, S0=S0,
-                          x_star=problem.optimum(), Hbar=problem.hess())
+                          x_star=problem.optimum(), Hbar=problem.hess(problem.optimum()))
 
 
 def _discrete_without_counters(state: Any) -> Any:
