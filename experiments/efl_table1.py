@@ -109,7 +109,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             "share_efl_tighter_scaffold": float(np.mean(np.asarray(results["ratio_scaffold"]) < 1))}
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Any:
     fig, (ax,) = plotting.figure(1, 1)
     grid = np.log10(np.asarray(results["ratio_scaffold"]))
     lim = float(np.abs(grid).max()) or 1.0
