@@ -3,6 +3,7 @@
 
 from .efl import (StepMoments, efl_abandonment, efl_heterogeneity, efl_incomplete_rate,
                   efl_inactive_rate, efl_step_moments, efl_theorem1, efl_theorem1_from_constants)
+from .efl_corollaries import efl_abandonment_bounds, efl_departed_moments
 from .elasticnet import (elasticnet_C0, elasticnet_constants, elasticnet_sign_term,
                          elasticnet_theorem31, elasticnet_theorem31_from_constants)
 from .gd_contraction import gd_contraction_factor, gd_rate_threshold, gd_step_factor
@@ -23,4 +24,5 @@ __all__ = [
     "scaffold_rounds", "scaffold_rounds_from_constants", "scaffold_step_conditions",
     "TABLE1_ALGORITHMS", "table1_rounds",
     "gd_contraction_factor", "gd_rate_threshold", "gd_step_factor", "table1_efl_comparison",
+    "efl_abandonment_bounds", "efl_departed_moments",
 ]
