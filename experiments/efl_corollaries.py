@@ -183,8 +183,10 @@ def bound_constants(fed: QuadraticFederation, sigma2: float) -> dict[str, Any]:
 
 
 def monte_carlo_z(alg: EFL, noisy: Any, T: int, part: Any, x0: np.ndarray, exact: np.ndarray,
-                  x_star: np.ndarray, seeds: np.ndarray) -> float:
-    """Largest |MC mean - exact| / standard error of ||w_tau - x*||^2 over tau = 1..T."""
+                  x_star: np.ndarray, seeds: np.ndarray) -> float | None:
+    """Largest |MC mean - exact| / standard error of ||w_tau - x*||^2 over tau = 1..T (None below 2 runs)."""
+    if seeds.shape[0] < 2:
+        return None
     runs = np.array([np.sum((run_rounds(alg, noisy, T, participation=part, seed=int(s), x0=x0).x - x_star) ** 2,
                             axis=1) for s in seeds])
     se = runs.std(axis=0, ddof=1) / np.sqrt(runs.shape[0])
@@ -327,6 +329,12 @@ def run(config: dict[str, Any], rng: np.random.Generator,
     return out
 
 
+def _mc_text(case: str, z: float | None) -> str:
+    if z is None:
+        return ""
+    return f"; Monte Carlo ({case}) within {z:.2f} standard errors of the exact expectation (largest over tau)"
+
+
 def _instance(results: dict[str, Any], *details: str) -> str:
     return instance_text(results["seed"], results["N"], results["d"], results["E"],
                          f"T = {results['T']}, sigma2 = {results['sigma2']}", *details, "x0 recorded")
@@ -344,7 +352,7 @@ def _inactive_checks(results: dict[str, Any]) -> list[Check]:
                       f"error(T) = {float(v['exact'][-1]):.4g}, bound(T) = {float(v['bound'][-1]):.4g}, "
                       f"|second term - rate (tau E + E^2)/(tau E + gamma)| rel. {v['identity_rel_err']:.1e}"
                       for kind, v in r.items())
-    mc = f"; Monte Carlo (periodic) within {r['periodic']['mc_z']:.2f} s.e. of exact" if "periodic" in r else ""
+    mc = _mc_text("periodic", r.get("periodic", {}).get("mc_z"))
     out = [ratio_check("inactive-rate", worst, f"largest exact error / Theorem 1 bound {worst:.4g} ({where}); "
                        f"{lines}{mc}", _instance(results, "client N-1 inactive on the schedules"))]
     if "sparse" in r:
@@ -386,8 +394,7 @@ def _abandon_checks(results: dict[str, Any]) -> list[Check]:
         f"{row['y'] * row['J']:.4g} vs f_1(T) = {row['f1_rule']:.4g} -> eq. 8 "
         f"{'abandon' if row['rule_abandon'] else 'keep'}, eq. 9 threshold {row['eq9_threshold']:.3g}, bounds f_0 = "
         f"{row['f0']:.4g}, f_1 = {row['f1']:.4g}" for row in rows)
-    mc = [f"Monte Carlo (abandon, y^a = {row['y']:g}) within {row['mc_z']:.2f} s.e. of exact"
-          for row in rows if "mc_z" in row]
+    mc = [_mc_text(f"abandon, y^a = {row['y']:g}", row["mc_z"])[2:] for row in rows if row.get("mc_z") is not None]
     out = []
     for key, decision, what in (("abandon-rule-runs", "rule_abandon", "eq. 8"),
                                 ("abandon-eq9", "eq9_abandon", "eq. 9")):
@@ -418,7 +425,7 @@ def _incomplete_check(results: dict[str, Any]) -> Check:
     ratio = max(c.values()) / ref
     text = ("error(T) / rate(T), calibrated on full work: " + ", ".join(
         f"{law} (E[1/s] = {r[law]['inv_steps']:.3g}) {c[law] / ref:.4g}" for law in r)
-        + (f"; Monte Carlo (uniform) within {r['uniform']['mc_z']:.2f} s.e. of exact" if "uniform" in r else ""))
+        + _mc_text("uniform", r.get("uniform", {}).get("mc_z")))
     return ratio_check("incomplete-rate", ratio, text, _instance(results, "adaptive weights, theta = E"))
 
 
