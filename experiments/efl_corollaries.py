@@ -219,7 +219,9 @@ def inactive_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0:
         res = [efl_theorem1(tau, E=E, theta=1.0, G2=G2, init_dist2=init, moments=mom, **kw)
                for tau in range(1, T + 1)]
         J, gamma = float(res[-1].terms["J"]), float(res[-1].terms["gamma"])
-        rate = np.array([efl_inactive_rate(tau, y[:tau].astype(float), J, E) for tau in range(1, T + 1)])
+        # the corollary's J is Theorem 1's J after tau rounds (a max over t < tau)
+        rate = np.array([efl_inactive_rate(tau, y[:tau].astype(float), float(r.terms["J"]), E)
+                         for tau, r in zip(range(1, T + 1), res, strict=True)])
         second = np.array([r.terms["second_term"] for r in res])
         taus = np.arange(1, T + 1)
         identity = float(np.max(np.abs(second - rate * (taus * E + E ** 2) / (taus * E + gamma))
@@ -374,7 +376,7 @@ def _decision_ratio(rows: list[dict[str, Any]], decision: str, keep: str, abando
     for row in rows:
         k, ab = float(np.asarray(row[keep])[-1]), float(np.asarray(row[abandon])[-1])
         chosen = ab if row[decision] else k
-        ratio = chosen / min(k, ab) if min(k, ab) > 0 else (1.0 if chosen == 0 else float("inf"))
+        ratio = chosen / max(min(k, ab), 1e-300)
         worst = max(worst, ratio)
         if ratio > 1:
             bad.append(f"y^a = {row['y']:g}: picks {'abandon' if row[decision] else 'keep'} ({chosen:.4g}) over "
@@ -438,8 +440,8 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     for kind, v in results["inactive"].items():
         out[f"inactive_{kind}_error_T"] = float(v["exact"][-1])
         out[f"inactive_{kind}_bound_T"] = float(v["bound"][-1])
-    out["inactive_periodic_limit"] = float(results["inactive"]["periodic"]["limit"]) \
-        if "periodic" in results["inactive"] else float("nan")
+    if "periodic" in results["inactive"]:
+        out["inactive_periodic_limit"] = float(results["inactive"]["periodic"]["limit"])
     rows = results["abandon"]["rows"]
     out["abandon_rule_share_abandon"] = float(np.mean([row["rule_abandon"] for row in rows]))
     out["abandon_runs_share_abandon"] = float(np.mean([float(row["loss_abandon"][-1]) < float(row["loss_keep"][-1])
