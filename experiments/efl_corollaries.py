@@ -42,6 +42,12 @@ The runs decide by the exact expected training loss E[F(w_T)] - F* of the whole 
 better branch; 1 when it always picks the better one) and ``abandon-rule-bounds`` (ratio = largest bound
 of the branch eq. 8 picks / the smaller of f_0(T), f_1(T)).
 
+Part 4, local epochs (the remark after Corollary 1: "the more epochs ..., the more sensitive it is to the
+in-activeness").  For E in ``epochs``, the exact E[F(w_T)] - F* with client a inactive w.p.
+``epochs_inactive_prob`` over the same quantity with every client complete (the same step sizes, Theorem 1's
+for the inactive system), beside eq. 9's threshold (C/J)/(T E).  Check ``abandon-epochs``: ratio = largest
+sensitivity(E_i) / sensitivity(E_{i+1}) (<= 1 iff the sensitivity grows with E).
+
 Part 3, incomplete clients (sec. 4.2).  Every client completes s in {1..E} steps with one law (``full``,
 ``uniform``, ``mostly-one``: P(s = 1) = 0.8, else E), aggregated with the adaptive weight E p^k / s
 (theta = E for every law, so S = E and the step sizes coincide).  The rate
@@ -82,6 +88,8 @@ THEOREMS = [
             "Corollary 1, eq. (8)"),
     Theorem("abandon-eq9", PAPER, "eq. 9: abandon iff y^a > (C/J)/(T E) (constant 1) picks the branch with the "
             "smaller exact expected training loss", "eq. (9)"),
+    Theorem("abandon-epochs", PAPER, "after Corollary 1: the more local epochs E, the more sensitive training is "
+            "to inactivity (exact loss with / without an inactive client grows with E)", "sec. 4.1"),
     Theorem("incomplete-rate", PAPER, "sec. 4.2: with adaptive weights E p^k / s the error is "
             "O((E^5 sum p E[1/s] + E^2 sum (p sigma)^2 E[1/s]) / (tau E + E^2)^2) across step laws", "sec. 4.2"),
 ]
@@ -89,9 +97,10 @@ QUICK: dict[str, Any] = {
     "n_clients": 3, "dim": 2, "L": 4.0, "mu": 0.5, "heterogeneity": 1.0, "init_distance": 2.0,
     "local_steps": 2, "sigma2": 0.5, "rounds": 48,
     "schedules": ["sparse", "periodic"], "inactive_prob": [0.2, 0.5, 0.8], "abandon_round": 12,
-    "laws": ["full", "uniform", "mostly-one"], "mc_replicates": 40,
+    "laws": ["full", "uniform", "mostly-one"], "mc_replicates": 40, "epochs": [1, 2, 4],
+    "epochs_inactive_prob": 0.5,
 }
-FULL: dict[str, Any] = {**QUICK, "n_clients": 5, "dim": 4, "rounds": 160, "abandon_round": 40,
+FULL: dict[str, Any] = {**QUICK, "n_clients": 5, "dim": 4, "rounds": 160, "abandon_round": 40, "epochs": [1, 2, 4, 8],
                         "inactive_prob": [0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9], "mc_replicates": 400}
 EXPECTED_AXES = 3
 
@@ -317,6 +326,38 @@ def incomplete_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x
     return out
 
 
+def epochs_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray,
+                seeds: np.ndarray) -> dict[str, Any]:
+    """Sensitivity to inactivity against the local steps E (the remark after Corollary 1)."""
+    N, T, s2, y = fed.n_clients, cfg["rounds"], cfg["sigma2"], cfg["epochs_inactive_prob"]
+    a, x_star = N - 1, fed.optimum()
+    kw = bound_constants(fed, s2)
+    init = float(np.sum((x0 - x_star) ** 2))
+    noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
+    out: dict[str, Any] = {"y": y, "E": [], "loss_inactive": [], "loss_complete": [], "sensitivity": [],
+                           "eq9_threshold": []}
+    for E in cfg["epochs"]:
+        probs = np.zeros((N, E + 1))
+        probs[:, E] = 1.0
+        probs[a, 0], probs[a, E] = y, 1.0 - y
+        mom = efl_step_moments(fed.weights, probs, E)
+        eta = np.asarray(efl_theorem1(T, E=E, theta=1.0, G2=0.0, init_dist2=init, moments=mom, **kw).terms["eta"])
+        w = np.where(np.arange(E + 1)[None, :] > 0, fed.weights[:, None], 0.0)
+        full = np.zeros((N, E + 1))
+        full[:, E] = 1.0
+        # the same step sizes for both runs: only the inactivity differs
+        lossy = averaging_moments(fed, T, lr=eta, local_steps=E, weights=w, step_pmf=probs, noise=noise, x0=x0)
+        clean = averaging_moments(fed, T, lr=eta, local_steps=E, weights=w, step_pmf=full, noise=noise, x0=x0)
+        G2 = gradient_bound(fed, lossy.mean, lossy.second, eta, E, s2)
+        res = efl_theorem1(T, E=E, theta=1.0, G2=G2, init_dist2=init, moments=mom, **kw)
+        out["E"].append(int(E))
+        out["loss_inactive"].append(float(lossy.loss_gap[-1]))
+        out["loss_complete"].append(float(clean.loss_gap[-1]))
+        out["sensitivity"].append(float(lossy.loss_gap[-1] / clean.loss_gap[-1]))
+        out["eq9_threshold"].append(float(res.terms["C"]) / T / float(res.terms["J"]) / (T * E))
+    return out
+
+
 def run(config: dict[str, Any], rng: np.random.Generator,
         progress: Progress = silent_progress) -> dict[str, Any]:
     seed, fed, x0 = quadratic_instance(config, rng)
@@ -325,7 +366,8 @@ def run(config: dict[str, Any], rng: np.random.Generator,
     out: dict[str, Any] = {"seed": seed, "N": config["n_clients"], "d": config["dim"], "E": config["local_steps"],
                            "T": config["rounds"], "sigma2": config["sigma2"], "x0": x0,
                            "mc_replicates": config["mc_replicates"]}
-    parts = {"inactive": inactive_part, "abandon": abandonment_part, "incomplete": incomplete_part}
+    parts = {"inactive": inactive_part, "abandon": abandonment_part, "incomplete": incomplete_part,
+             "epochs": epochs_part}
     for name in progress(list(parts), desc=NAME):
         out[name] = parts[name](fed, noisy, config, x0, seeds)
     return out
@@ -431,8 +473,20 @@ def _incomplete_check(results: dict[str, Any]) -> Check:
     return ratio_check("incomplete-rate", ratio, text, _instance(results, "adaptive weights, theta = E"))
 
 
+def _epochs_check(results: dict[str, Any]) -> Check:
+    r = results["epochs"]
+    sens = r["sensitivity"]
+    ratio = max(sens[i] / sens[i + 1] for i in range(len(sens) - 1))
+    text = (f"client N-1 inactive w.p. {r['y']}: E[F(w_T)] - F* inactive / complete (same step sizes) = "
+            + ", ".join(f"E = {E}: {v:.4g} ({li:.3g} / {lc:.3g}), eq. 9 threshold {th:.3g}" for E, v, li, lc, th in
+                        zip(r["E"], sens, r["loss_inactive"], r["loss_complete"], r["eq9_threshold"], strict=True))
+            + f"; largest sensitivity(E_i) / sensitivity(E_i+1) = {ratio:.4g}")
+    return ratio_check("abandon-epochs", ratio, text, _instance(results, f"E in {r['E']}"))
+
+
 def checks(results: dict[str, Any]) -> list[Check]:
-    return [*_inactive_checks(results), *_abandon_checks(results), _incomplete_check(results)]
+    return [*_inactive_checks(results), *_abandon_checks(results), _incomplete_check(results),
+            _epochs_check(results)]
 
 
 def macros(results: dict[str, Any]) -> dict[str, float]:
@@ -446,6 +500,8 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     out["abandon_rule_share_abandon"] = float(np.mean([row["rule_abandon"] for row in rows]))
     out["abandon_runs_share_abandon"] = float(np.mean([float(row["loss_abandon"][-1]) < float(row["loss_keep"][-1])
                                                        for row in rows]))
+    for E, v in zip(results["epochs"]["E"], results["epochs"]["sensitivity"], strict=True):
+        out[f"epochs_{E}_sensitivity"] = float(v)
     for law, v in results["incomplete"].items():
         out[f"incomplete_{law}_error_over_rate"] = float(v["exact"][-1]) / float(v["rate"][-1])
     return out

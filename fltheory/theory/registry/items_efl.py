@@ -196,7 +196,12 @@ ITEMS: tuple[Item, ...] = (
             "decision compared with the exact expected losses of both branches"),
     _i(key=f"{P}:cor1-epochs", number="sec. 4.1 (after Corollary 1)", kind="claim",
        statement="The more local epochs, the more sensitive training is to a client's inactivity.",
-       coverage="none", note="not evaluated: would need the abandonment threshold swept over E"),
+       code=("fltheory.theory.moments.averaging_moments", "fltheory.theory.bounds.efl_theorem1"),
+       tests=(TC + "test_finding_more_local_epochs_are_not_more_sensitive_to_inactivity",),
+       checks=("efl_corollaries:abandon-epochs",),
+       coverage="full", coverage_before="none",
+       note="exact expected loss with / without an inactive client over E, beside eq. 9's threshold with "
+            "Theorem 1's C and J; neither grows more sensitive with E on the quick instance (finding)"),
     _i(key=f"{P}:adaptive-weights", number="sec. 4.2 (p_tau^k = E p^k / s_tau^k)", kind="option",
        statement="Incomplete clients are aggregated with p_tau^k = E p^k / s_tau^k (larger weight for fewer "
                  "completed steps).",
