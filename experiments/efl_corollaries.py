@@ -1,15 +1,18 @@
 """EFL's section-4 corollaries against exact expectations of runs: the inactive-client rate (sec. 4.1), the
-abandonment rule (Corollary 1, eq. 8-9) and the incomplete-client rate (sec. 4.2).
+abandonment rule (Corollary 1, eq. 8-9, and the remark on local epochs after it) and the incomplete-client
+rate (sec. 4.2).
 
 Ma et al., "Towards Heterogeneous Clients with Elastic Federated Learning" (arXiv:2106.09433).  One random
 quadratic federation (every client exactly L-smooth and mu-strongly convex), isotropic Gaussian gradient
 noise of total variance ``sigma2`` per client, EFL (``fltheory.algorithms.EFL``) with lambda = 0 (so
 F~_k = F_k and D_k = F_k(w*) - F_k*, the convention of ``fltheory.theory.bounds.efl``), no compression,
 and the step sizes eta_tau of Theorem 1 (``efl_theorem1(...).terms["eta"]``).  Every error is an exact
-expectation over the noise and the clients' step counts (``fltheory.theory.moments.exact_moments``, which
-reads the affine maps off EFL's own round, or ``averaging_moments`` for independent per-client laws); a
-Monte Carlo mean of ``run`` is reported beside one case of each part as a cross-check (largest |MC - exact|
-in standard errors).
+expectation over the noise and the clients' step counts: ``fltheory.theory.moments.averaging_moments`` for
+independent per-client step laws, and for rounds whose step counts are fixed (a deterministic inactivity
+schedule, the rounds after an abandonment) the exact affine map x' = M x + c + n of each round
+(``round_map``) propagated on the first and second moments (``chained_moments``); the tests hold both to
+``exact_moments``, which reads the maps off EFL's own round.  A Monte Carlo mean of ``run`` is reported
+beside one case of each part as a cross-check (largest |MC - exact| over the rounds, in standard errors).
 
 Constants of Theorem 1: mu = min_k mu_k, L = max_k L_k, sigma_k^2 = ``sigma2``, D_k exact, theta = max
 p_tau^k / p^k over the support, and G^2 from the exact moments: for quadratic clients and a local rate
@@ -42,18 +45,18 @@ The runs decide by the exact expected training loss E[F(w_T)] - F* of the whole 
 better branch; 1 when it always picks the better one) and ``abandon-rule-bounds`` (ratio = largest bound
 of the branch eq. 8 picks / the smaller of f_0(T), f_1(T)).
 
-Part 4, local epochs (the remark after Corollary 1: "the more epochs ..., the more sensitive it is to the
-in-activeness").  For E in ``epochs``, the exact E[F(w_T)] - F* with client a inactive w.p.
-``epochs_inactive_prob`` over the same quantity with every client complete (the same step sizes, Theorem 1's
-for the inactive system), beside eq. 9's threshold (C/J)/(T E).  Check ``abandon-epochs``: ratio = largest
-sensitivity(E_i) / sensitivity(E_{i+1}) (<= 1 iff the sensitivity grows with E).
-
 Part 3, incomplete clients (sec. 4.2).  Every client completes s in {1..E} steps with one law (``full``,
 ``uniform``, ``mostly-one``: P(s = 1) = 0.8, else E), aggregated with the adaptive weight E p^k / s
 (theta = E for every law, so S = E and the step sizes coincide).  The rate
 (E^5 sum_t sum_k p^k E[1/s] + E^2 sum_t sum_k (p^k sigma_k)^2 E[1/s]) / (tau E + E^2)^2
 (``efl_incomplete_rate``, constant 1) hides a constant; calibrated on full work it must cover the other
 laws.  Check ``incomplete-rate``: ratio = largest [error_L(T) / rate_L(T)] / [error_full(T) / rate_full(T)].
+
+Part 4, local epochs (the remark after Corollary 1: "the more epochs ..., the more sensitive it is to the
+in-activeness").  For E in ``epochs``, the exact E[F(w_T)] - F* with client a inactive w.p.
+``epochs_inactive_prob`` over the same quantity with every client complete (the same step sizes, Theorem 1's
+for the inactive system), beside eq. 9's threshold (C/J)/(T E).  Check ``abandon-epochs``: ratio = largest
+sensitivity(E_i) / sensitivity(E_{i+1}) (<= 1 iff the sensitivity grows with E).
 """
 
 from __future__ import annotations
