@@ -515,7 +515,7 @@ def plot(results: dict[str, Any]) -> Any:
     ax = axes[0]
     for i, (kind, v) in enumerate(results["inactive"].items()):
         t = np.arange(len(v["exact"]))
-        ax.loglog(t[1:], v["exact"][1:], color=plotting.OKABE_ITO[i], label=f"{kind}: exact error")
+        ax.loglog(t[1:], v["exact"][1:], color=plotting.OKABE_ITO[i], linestyle="-", label=f"{kind}: exact error")
         ax.loglog(t[1:], v["bound"], color=plotting.OKABE_ITO[i], linestyle="--", label=f"{kind}: Theorem 1")
         if kind == "periodic":
             ax.axhline(v["limit"], color=plotting.OKABE_ITO[i], linestyle=":", linewidth=1.0,
@@ -528,12 +528,11 @@ def plot(results: dict[str, Any]) -> Any:
     rows = results["abandon"]["rows"]
     y = [row["y"] for row in rows]
     ax.semilogy(y, [float(row["loss_keep"][-1]) for row in rows], marker="o", color=plotting.OKABE_ITO[0],
-                label="keep (exact)")
+                linestyle="-", label="keep (exact)")
     ax.semilogy(y, [float(row["loss_abandon"][-1]) for row in rows], marker="s", color=plotting.OKABE_ITO[1],
-                label="abandon (exact)")
-    rule = [row["y"] for row in rows if row["rule_abandon"]]
-    if rule:
-        ax.axvspan(min(rule), max(rule), color="0.85", label="eq. 8 says abandon")
+                linestyle="-", label="abandon at tau0 (exact)")
+    for n, row in enumerate(r for r in rows if r["rule_abandon"]):
+        ax.axvline(row["y"], color="0.5", linestyle=":", linewidth=1.0, label="eq. 8 says abandon" if n == 0 else None)
     ax.set_xlabel(r"inactivity probability $y^a$")
     ax.set_ylabel(r"$E[F(w_T)] - F^*$ (loss units)")
     ax.set_title("abandonment (Cor. 1)")
@@ -541,8 +540,8 @@ def plot(results: dict[str, Any]) -> Any:
     ax = axes[2]
     for i, (law, v) in enumerate(results["incomplete"].items()):
         t = np.arange(1, len(v["rate"]) + 1)
-        ax.semilogx(t, np.asarray(v["exact"])[1:] / np.asarray(v["rate"]), color=plotting.OKABE_ITO[i],
-                    label=f"{law} (E[1/s] = {v['inv_steps']:.2f})")
+        ax.loglog(t, np.asarray(v["exact"])[1:] / np.asarray(v["rate"]), color=plotting.OKABE_ITO[i], linestyle="-",
+                  label=f"{law} (E[1/s] = {v['inv_steps']:.2f})")
     ax.set_xlabel("round tau")
     ax.set_ylabel("exact error / sec. 4.2 rate (ratio)")
     ax.set_title("incomplete clients (sec. 4.2)")

@@ -221,7 +221,7 @@ def plot(results: dict[str, Any]) -> Any:
     axes[0].set_ylim(0, 2)
     axes[0].set_xlabel(r"elastic weight $\lambda$ (leftmost point: $\lambda = 0$)")
     axes[0].set_ylabel(r"exact rate $\rho$ (ratio per round)")
-    axes[0].set_title("stability")
+    axes[0].set_title(r"stability ($\rho > 2$ off the chart)")
     axes[0].legend(fontsize=4, ncol=2)
     axes[1].set_xlabel(r"elastic weight $\lambda$ (leftmost point: $\lambda = 0$)")
     axes[1].set_ylabel(r"$E[F(w_T)] - F^*$ (loss units)")
