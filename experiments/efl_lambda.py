@@ -36,7 +36,7 @@ import numpy as np
 
 from fltheory import plotting
 from fltheory.algorithms import EFL
-from fltheory.errors import FLTheoryError
+from fltheory.errors import FLTheoryError, NotAffineError
 from fltheory.participation import FullParticipation, IncompleteSteps
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory.theory import affine_round_map, fixed_point, spectral_rate
@@ -68,8 +68,13 @@ EXPECTED_AXES = 2
 
 def deterministic_cell(fed: Any, lr: float, E: int, lam: float) -> tuple[float, float | None]:
     """(rho, ||x~ - w*||^2) of EFL's deterministic round map (full participation, exact gradients);
-    the bias is None when rho >= 1 (no attracting fixed point)."""
-    amap = affine_round_map(EFL(lr=lr, local_steps=E, lam=lam, compression=None), fed)
+    the bias is None when rho >= 1 (no attracting fixed point).  rho is NaN when the map cannot be
+    recovered in floating point (NotAffineError of the affinity check: it happens only for violently
+    expanding maps, whose probe rounds reach ~1e12 and lose the digits the check needs)."""
+    try:
+        amap = affine_round_map(EFL(lr=lr, local_steps=E, lam=lam, compression=None), fed)
+    except NotAffineError:
+        return float("nan"), None
     rho = spectral_rate(amap)
     if rho >= 1:
         return rho, None
@@ -101,7 +106,7 @@ def run(config: dict[str, Any], rng: np.random.Generator,
             rho[i, j, k] = r
             if b is not None:
                 bias[i, j, k] = b
-            if r < 1:
+            if r < 1:                                    # False for NaN (map not recovered)
                 try:
                     loss[i, j, k] = expected_loss(fed, config, fs[j] / L, Es[i], lam, x0)
                 except FLTheoryError:                    # overflow of a slowly mixing cell: recorded as missing
@@ -109,12 +114,15 @@ def run(config: dict[str, Any], rng: np.random.Generator,
     lo, hi, n = config["search_lams"]
     grid = np.logspace(np.log10(lo), np.log10(hi), int(n))
     search = {}
-    for i, j in zip(*np.nonzero(rho[:, :, 0] >= 1), strict=True):
+    for i, j in zip(*np.nonzero(~(rho[:, :, 0] < 1)), strict=True):     # diverging (or too expansive to recover)
         rates = np.array([deterministic_cell(fed, fs[j] / L, Es[i], float(lam))[0] for lam in grid])
-        search[f"{Es[i]},{fs[j]}"] = {"lam": float(grid[int(rates.argmin())]), "rho": float(rates.min())}
+        ok = np.isfinite(rates)
+        k = int(np.argmin(np.where(ok, rates, np.inf)))
+        search[f"{Es[i]},{fs[j]}"] = {"lam": float(grid[k]), "rho": float(rates[k]) if ok.any() else None,
+                                      "unrecovered": int((~ok).sum())}
     return {"seed": seed, "N": config["n_clients"], "d": config["dim"], "L": L, "x0": x0, "local_steps": Es,
-            "lr_factors": fs, "lams": lams, "rho": rho, "bias": missing_as_none(bias), "loss": missing_as_none(loss),
-            "T": config["rounds"],
+            "lr_factors": fs, "lams": lams, "rho": missing_as_none(rho), "bias": missing_as_none(bias),
+            "loss": missing_as_none(loss), "T": config["rounds"],
             "sigma2": config["sigma2"], "inactive_prob": config["inactive_prob"],
             "heterogeneity": config["heterogeneity"], "search": search, "search_lams": [lo, hi, int(n)]}
 
@@ -154,23 +162,27 @@ def _most(key: str, share: float, text: str, instance: str) -> Check:
 
 
 def checks(results: dict[str, Any]) -> list[Check]:
-    rho, loss = np.asarray(results["rho"]), np.asarray(results["loss"], dtype=float)
+    rho, loss = np.asarray(results["rho"], dtype=float), np.asarray(results["loss"], dtype=float)
     Es, fs, lams = results["local_steps"], results["lr_factors"], results["lams"]
     out = []
-    div = rho[:, :, 0] >= 1
+    div = ~(rho[:, :, 0] < 1)                      # NaN: a lambda = 0 map too expansive to recover
     if not div.any():
         out.append(Check("lambda-rescues-divergence", "not checkable", None,
                          "lambda = 0 converges in every grid cell: no divergent run to rescue; " + _inst(results)))
     else:
         lo, hi, n = results["search_lams"]
         found = [results["search"][f"{Es[i]},{fs[j]}"] for i, j in zip(*np.nonzero(div), strict=True)]
-        worst = max(float(f["rho"]) for f in found)
+        # a cell whose every lambda > 0 map is unrecoverable (violently expanding) counts with rho(0)
+        worst = max(float(f["rho"]) if f["rho"] is not None else float(rho[i, j, 0])
+                    for (i, j), f in zip(zip(*np.nonzero(div), strict=True), found, strict=True))
         cells = [f"E = {Es[i]}, eta L = {fs[j]}: rho(0) = {rho[i, j, 0]:.4g}, smallest rho over {n} lambdas in "
-                 f"[{lo:g}, {hi:g}] {f['rho']:.4g} at lambda = {f['lam']:.3g}"
+                 f"[{lo:g}, {hi:g}] "
+                 + (f"{f['rho']:.4g} at lambda = {f['lam']:.3g}" if f["rho"] is not None else "not recovered")
+                 + (f" ({f['unrecovered']} lambdas with a map too expansive to recover)" if f["unrecovered"] else "")
                  for (i, j), f in zip(zip(*np.nonzero(div), strict=True), found, strict=True)]
         out.append(ratio_check("lambda-rescues-divergence", worst,
                                f"cells where lambda = 0 diverges: {'; '.join(cells)}", _inst(results)))
-    better_rho = rho[:, :, 1:].min(axis=2) < rho[:, :, 0]
+    better_rho = np.where(np.isfinite(rho[:, :, 1:]), rho[:, :, 1:], np.inf).min(axis=2) < rho[:, :, 0]
     share = float(better_rho.mean())
     per_E = ", ".join(f"E = {E}: {int(better_rho[i].sum())}/{len(fs)}" for i, E in enumerate(Es))
     out.append(_most("lambda-stabilises", share, f"the best lambda > 0 has a smaller exact rate than lambda = 0 in "
@@ -198,11 +210,12 @@ def checks(results: dict[str, Any]) -> list[Check]:
 
 
 def macros(results: dict[str, Any]) -> dict[str, float]:
-    rho, loss = np.asarray(results["rho"]), np.asarray(results["loss"], dtype=float)
+    rho, loss = np.asarray(results["rho"], dtype=float), np.asarray(results["loss"], dtype=float)
     conv = np.isfinite(loss[:, :, 0])
     best_loss = np.where(np.isfinite(loss[:, :, 1:]), loss[:, :, 1:], np.inf).min(axis=2)
-    out = {"share_rho_improved": float((rho[:, :, 1:].min(axis=2) < rho[:, :, 0]).mean()),
-           "cells_divergent_at_zero": float((rho[:, :, 0] >= 1).sum())}
+    best_rho = np.where(np.isfinite(rho[:, :, 1:]), rho[:, :, 1:], np.inf).min(axis=2)
+    out = {"share_rho_improved": float((best_rho < rho[:, :, 0]).mean()),
+           "cells_divergent_at_zero": float((~(rho[:, :, 0] < 1)).sum())}
     if conv.any():
         out["share_loss_improved"] = float((best_loss < loss[:, :, 0])[conv].mean())
     return out
@@ -210,7 +223,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
 
 def plot(results: dict[str, Any]) -> Any:
     fig, axes = plotting.figure(1, 2)
-    rho, loss = np.asarray(results["rho"]), np.asarray(results["loss"], dtype=float)
+    rho, loss = np.asarray(results["rho"], dtype=float), np.asarray(results["loss"], dtype=float)
     lams = np.asarray(results["lams"], dtype=float)
     x = np.where(lams > 0, lams, lams[lams > 0].min() / 3)          # lambda = 0 drawn left of the grid
     n = 0

@@ -96,3 +96,10 @@ def test_finding_lambda_does_not_improve_accuracy_at_a_large_rate():
     base = exp.expected_loss(fed, exp.QUICK, 1.9 / L, 1, 0.0, x0)
     assert base == pytest.approx(0.169, rel=1e-2)
     assert min(exp.expected_loss(fed, exp.QUICK, 1.9 / L, 1, lam, x0) for lam in (0.03, 0.1, 0.3, 1.0)) < base
+
+
+def test_a_map_too_expansive_to_recover_is_reported_as_missing():
+    """E = 8 at eta L = 2.5 with lambda = 30: the probe rounds reach ~1e12 and the affinity check fails in
+    floating point; the cell records NaN (saved as None), never a made-up rate."""
+    rho, bias = exp.deterministic_cell(_quick_fed(), 2.5 / 4.0, 8, 30.0)
+    assert np.isnan(rho) and bias is None
