@@ -33,11 +33,12 @@ from fltheory import plotting
 from fltheory.algorithms import EFL
 from fltheory.algorithms import run as run_rounds
 from fltheory.participation import FullParticipation, Schedule
-from fltheory.problems.generators import random_quadratic
+
+from ._efl_instances import PAPER as _PAPER
+from ._efl_instances import instance_text, quadratic_instance, ratio_check
 
 NAME = "efl_departure_arrival"
 TITLE = "EFL after a client departure / arrival: learning-rate restart vs continued decay (sec. 4.3-4.4)"
-_PAPER = "EFL (EFL, Ma et al.)"
 THEOREMS = [
     Theorem("restart-departure", _PAPER,
     "sec. 4.3: after a departure the learning rate restarts (error to the "
@@ -78,11 +79,7 @@ def trajectory(fed: Any, cfg: dict[str, Any], x0: np.ndarray, schedule: Schedule
 
 def run(config: dict[str, Any], rng: np.random.Generator,
         progress: Progress = silent_progress) -> dict[str, Any]:
-    seed = int(rng.integers(0, 2**31 - 1))
-    fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
-                           heterogeneity=config["heterogeneity"], seed=seed, constants="clients")
-    u = rng.standard_normal(config["dim"])
-    x0 = fed.optimum() + config["init_distance"] * u / np.linalg.norm(u)
+    seed, fed, x0 = quadratic_instance(config, rng)
     a = b = config["n_clients"] - 1
     t0 = config["shift_round"]
     out: dict[str, Any] = {"seed": seed, "N": config["n_clients"], "d": config["dim"], "x0": x0,
@@ -102,9 +99,8 @@ def run(config: dict[str, Any], rng: np.random.Generator,
 
 def checks(results: dict[str, Any]) -> list[Check]:
     out = []
-    inst = (f"random_quadratic seed {results['seed']}, N = {results['N']}, d = {results['d']}, E = "
-            f"{results['local_steps']}, shift at round {results['shift_round']} of {results['rounds']}, x0 "
-            f"recorded")
+    inst = instance_text(results["seed"], results["N"], results["d"], results["local_steps"],
+                         f"shift at round {results['shift_round']} of {results['rounds']}", "x0 recorded")
     for key, case in (("restart-departure", "departure"), ("restart-arrival", "arrival")):
         r = results[case]
         with_r, without = float(r["restart"][-1]), float(r["no_restart"][-1])
@@ -114,9 +110,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
         if without <= 0:
             out.append(Check(key, "not checkable", None, f"{text}: no error left without restart; {inst}"))
             continue
-        ratio = with_r / without
-        out.append(Check(key, "holds" if ratio <= 1 else "violated", ratio,
-        text if ratio <= 1 else f"{text}; {inst}"))
+        out.append(ratio_check(key, with_r / without, text, inst))
     return out
 
 
@@ -125,7 +119,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             for k in ("restart", "no_restart")}
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Any:
     fig, axes = plotting.figure(1, 2)
     for ax, case in zip(axes, ("departure", "arrival"), strict=True):
         r = results[case]

@@ -23,6 +23,7 @@ import numpy as np
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
+from fltheory.errors import InvalidProblemError
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.bounds import table1_efl_comparison
 
@@ -66,6 +67,8 @@ def run(config: dict[str, Any], rng: np.random.Generator,
     fed = random_quadratic(f["n_clients"], f["dim"], L=f["L"], mu=f["mu"], heterogeneity=f["heterogeneity"],
                            seed=seed, constants="clients")
     k = fed.constants(radius=f["radius"])
+    if k.G2_max is None:
+        raise InvalidProblemError(f"constants(radius={f['radius']}) of the random quadratic carry no G2_max")
     G = float(np.sqrt(k.G2_max))
     fed_rows = [table1_efl_comparison(eps=e, S=S, G=G, mu=float(k.client_mu.min()), L=float(k.client_L.max()),
                                       delta=float(k.delta)) for e in eps]
@@ -109,7 +112,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             "share_efl_tighter_scaffold": float(np.mean(np.asarray(results["ratio_scaffold"]) < 1))}
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Any:
     fig, (ax,) = plotting.figure(1, 1)
     grid = np.log10(np.asarray(results["ratio_scaffold"]))
     lim = float(np.abs(grid).max()) or 1.0

@@ -4,6 +4,7 @@
 from .efl import (StepMoments, efl_abandonment, efl_heterogeneity, efl_incomplete_rate,
                   efl_inactive_rate, efl_step_moments, efl_theorem1, efl_theorem1_from_constants)
 from .efl import ElasticConstants, efl_elastic_constants
+from .efl_corollaries import efl_abandonment_bounds, efl_departed_moments
 from .elasticnet import (elasticnet_C0, elasticnet_constants, elasticnet_sign_term,
                          elasticnet_theorem31, elasticnet_theorem31_from_constants)
 from .gd_contraction import gd_contraction_factor, gd_rate_threshold, gd_step_factor
@@ -25,4 +26,5 @@ __all__ = [
     "TABLE1_ALGORITHMS", "table1_rounds",
     "gd_contraction_factor", "gd_rate_threshold", "gd_step_factor", "table1_efl_comparison",
     "ElasticConstants", "efl_elastic_constants",
+    "efl_abandonment_bounds", "efl_departed_moments",
 ]

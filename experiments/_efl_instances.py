@@ -1,0 +1,89 @@
+"""Shared pieces of the EFL experiments (Ma et al., arXiv:2106.09433): the random quadratic instance, its
+one-line description, and the ratio-to-verdict rule of their checks.
+
+Not an experiment (the leading underscore keeps it out of the reproduce registry).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fltheory.problems.generators import random_quadratic
+from fltheory.reproduce import Check
+
+PAPER = "EFL (EFL, Ma et al.)"
+
+
+def quadratic_instance(config: dict[str, Any], rng: np.random.Generator) -> tuple[int, Any, np.ndarray]:
+    """(seed, federation, x0) of one EFL experiment.
+
+    Draw order on ``rng`` (kept fixed so that every recorded number is reproducible): one integer seed for
+    ``random_quadratic`` (every client exactly ``L``-smooth and ``mu``-strongly convex, ``constants="clients"``),
+    then a standard normal direction u of length ``dim``; x0 = x* + ``init_distance`` u / ||u||.
+    """
+    seed = int(rng.integers(0, 2**31 - 1))
+    fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
+                           heterogeneity=config["heterogeneity"], seed=seed, constants="clients")
+    u = rng.standard_normal(config["dim"])
+    x0 = fed.optimum() + config["init_distance"] * u / np.linalg.norm(u)
+    return seed, fed, x0
+
+
+def instance_text(seed: int, N: int, d: int, E: int, *details: str) -> str:
+    """"random_quadratic seed S, N = .., d = .., E = .." followed by ``details`` (comma-separated)."""
+    return ", ".join([f"random_quadratic seed {seed}, N = {N}, d = {d}, E = {E}", *details])
+
+
+def ratio_check(key: str, ratio: float, text: str, instance: str) -> Check:
+    """A check that holds when ``ratio <= 1``; a violated one names its instance after ``text``."""
+    holds = ratio <= 1
+    return Check(key, "holds" if holds else "violated", ratio, text if holds else f"{text}; {instance}")
+
+
+class TableSteps:
+    """Step law with a fixed per-client table P(s_k = j), j = 0..E (independent clients, every round).
+
+    ``pmf`` gives the exact law (for ``fltheory.theory.moments.exact_moments``); a draw makes one call
+    ``rng.random(m)`` and inverts each selected client's CDF.
+    """
+
+    def __init__(self, probs: np.ndarray) -> None:
+        self.probs = np.asarray(probs, dtype=np.float64)
+        self.cdf = np.cumsum(self.probs, axis=1)
+        self.cdf[:, -1] = 1.0
+
+    def pmf(self, t: int, E: int, client: int) -> np.ndarray:
+        """P(s = j), j = 0..E, of ``client`` in round ``t`` (the same every round)."""
+        return self.probs[client, : E + 1].copy()
+
+    def __call__(self, rng: np.random.Generator, t: int, E: np.ndarray, clients: np.ndarray) -> np.ndarray:
+        u = np.asarray(rng.random(clients.shape[0]))
+        return (u[:, None] >= self.cdf[clients]).sum(axis=1).astype(np.int64)
+
+
+class RateSchedule:
+    """lr_schedule(tau) = eta[tau] (the last entry repeated past the end)."""
+
+    def __init__(self, eta: np.ndarray) -> None:
+        self.eta = np.asarray(eta, dtype=np.float64)
+
+    def __call__(self, tau: int) -> float:
+        return float(self.eta[min(tau, self.eta.shape[0] - 1)])
+
+    def __repr__(self) -> str:
+        return f"RateSchedule({self.eta.shape[0]} rounds, eta_0 = {self.eta[0]:.6g})"
+
+
+def quadratic_gap(H: np.ndarray, x_star: np.ndarray, mean: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """E[f(x_t)] - f* = 1/2 tr(H E[(x_t - x*)(x_t - x*)^T]) of f(x) = 1/2 (x - x*)^T H (x - x*) + f*,
+    from the exact moments mean (T, d) = E[x_t] and second (T, d, d) = E[x_t x_t^T]."""
+    dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
+        + np.outer(x_star, x_star)
+    return 0.5 * np.einsum("ij,tji->t", H, dev)
+
+
+def dist2_from_moments(x_star: np.ndarray, mean: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """E||x_t - x*||^2 = tr E[x x^T] - 2 x*^T E[x] + ||x*||^2 per round."""
+    return np.einsum("tii->t", second) - 2 * mean @ x_star + float(x_star @ x_star)
