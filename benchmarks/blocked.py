@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from fltheory import optim
-from fltheory._threads import blas_threads
+from fltheory._threads import single_threaded_blas
 from fltheory.algorithms import FedAvg, FedOpt, FedProx, run
 from fltheory.algorithms.scaffold import Scaffold
 from fltheory.problems.quadratic import QuadraticFederation
@@ -106,7 +106,7 @@ def candidates(fed: QuadraticFederation, tau: int, lr: float, rounds: int,
     def bare(alg: Any) -> Callable[[], None]:
         def go() -> None:
             rng = np.random.default_rng(0)
-            with blas_threads():
+            with single_threaded_blas():
                 state = alg.init(fed, x0, rng)
                 for _ in range(rounds):
                     state, _ = alg.round(state, fed, None, rng)
@@ -196,7 +196,7 @@ def measure_logistic(trials: int, rounds: int) -> None:
 
     def bare() -> None:
         rng = np.random.default_rng(0)
-        with blas_threads():
+        with single_threaded_blas():
             state = alg.init(fed, x0, rng)
             for _ in range(rounds):
                 state, _ = alg.round(state, fed, None, rng)

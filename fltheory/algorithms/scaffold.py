@@ -37,10 +37,10 @@ from typing import ClassVar
 import numpy as np
 
 from .._validate import choice, per_client, positive
-from ..compression import Communication, threshold
+from ..compression import threshold
 from ..participation import Participants, Participation
 from ..problems.base import Federation
-from .base import Algorithm, RoundInfo, resolve_per_client
+from .base import Algorithm, DeferredCommunication, RoundInfo, resolve_per_client
 from .fedavg import empty_round
 from .invariants import LinearInvariant, total_minus_sum
 from .local import LocalObjective, local_descent
@@ -122,10 +122,10 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     else:
         C = state.c_clients.copy()
         C[clients] = ci_new
-    up = np.hstack([sent, dc])
     # every participant receives (x, c): a broadcast view, measured like the stacked copy
     down = np.broadcast_to(np.concatenate([x, c]), (part.m, 2 * d))
-    comm = Communication.measure(up, down, up_kind="sparse" if eps > 0 else "dense")
+    # measured when read; up = [sent | dc] is stacked then
+    comm = DeferredCommunication((sent, dc), down, up_kind="sparse" if eps > 0 else "dense")
     new = ScaffoldState(x=x_new, c=c_new, c_clients=C, t=state.t + 1)
     return new, RoundInfo(clients, steps, comm)
 
