@@ -20,13 +20,14 @@ itself samples.  ``algorithms.reference`` follows the same order one client at a
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validate import per_client
+from .._validate import MAX_STEPS, per_client
 from ..errors import InvalidHyperparameterError
 from ..compression import Communication
 from ..participation import FullParticipation, Participants, Participation
@@ -97,10 +98,28 @@ class DeferredCommunication:
 
 def resolve_per_client(name: str, value: Any, n_clients: int, *, integer: bool = False,
                        minimum: float = 0.0, strict: bool = True) -> np.ndarray:
-    """A scalar or per-client hyperparameter as an (N,) array, validated against N."""
+    """A scalar or per-client hyperparameter as an (N,) array, validated against N.
+
+    A plain Python scalar that passes the checks of ``per_client`` is filled
+    directly (the same array, without the array checks: rounds call this every
+    round); anything else goes through ``per_client``."""
+    if _plain_scalar(value, integer=integer, minimum=minimum, strict=strict):
+        return np.full(n_clients, value, dtype=np.int64 if integer else np.float64)
     v = per_client(name, value, n_clients, integer=integer, minimum=minimum, strict=strict)
     dtype = np.int64 if integer else np.float64
     return np.broadcast_to(np.asarray(v, dtype=dtype), (n_clients,)).copy()
+
+
+def _plain_scalar(value: Any, *, integer: bool, minimum: float, strict: bool) -> bool:
+    """True for a Python int (or float when not ``integer``) that ``per_client`` accepts."""
+    kind = type(value)
+    if kind is int:
+        ok = -(2 ** 62) < value < 2 ** 62
+    elif kind is float and not integer:
+        ok = math.isfinite(value)
+    else:
+        return False
+    return ok and (value > minimum if strict else value >= minimum) and (not integer or value <= MAX_STEPS)
 
 
 def aggregation_weights(problem: Federation, clients: np.ndarray, scheme: str) -> np.ndarray:

@@ -63,6 +63,17 @@ def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1, out: np.ndarray | None =
     return out[:, 0, :]
 
 
+def _first_of_run(clients: Any, n_clients: int) -> int | None:
+    """a when ``clients`` is an int64 array a, a+1, ..., b-1 with 0 <= a < b <= n_clients
+    (e.g. full participation), else None (then the indices go through the full checks)."""
+    if type(clients) is not np.ndarray or clients.dtype != np.int64 or clients.ndim != 1 or not clients.size:
+        return None
+    a, b = int(clients[0]), int(clients[-1]) + 1
+    if a < 0 or b > n_clients or b - a != clients.size or (clients[1:] - clients[:-1] != 1).any():
+        return None
+    return a
+
+
 # Bytes of Hessians checked and symmetrised at a time: construction then peaks at
 # the final H plus about 2 such chunks (instead of 3 full copies of H).
 _CHUNK_BYTES = 1 << 20
@@ -285,20 +296,28 @@ class QuadraticFederation(Federation):
         hook (:meth:`Federation.row_gradient`)."""
         if type(self) is not QuadraticFederation or self.is_stochastic:
             return super().row_gradient(clients, rng)
-        idx = self._clients(clients)
-        m = idx.shape[0]
-        if m and int(idx[-1]) - int(idx[0]) + 1 == m and bool(np.all(np.diff(idx) == 1)):
-            a = int(idx[0])
+        a = _first_of_run(clients, self.n_clients)
+        if a is not None:                      # a checked run a, a+1, ..., a+m-1: views
+            m = clients.shape[0]               # type: ignore[union-attr]
             H, e = self.H[a:a + m], self.e[a:a + m]
         else:
+            idx = self._clients(clients)
+            m = idx.shape[0]
             H, e = self.H[idx], self.e[idx]
         threads = self._threads
+        if threads > 1 and m >= 2 * threads and H.size >= _MIN_THREADED_FLOATS:
+            def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+                G = _hx(H, X, threads, out)
+                G -= e
+                return G
+            return grad
 
-        def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-            G = _hx(H, X, threads, out)
+        def grad_one_thread(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+            G = np.empty(X.shape) if out is None else out        # the kernel of _hx, one thread
+            np.matmul(X[:, None, :], H, out=G[:, None, :])
             G -= e
             return G
-        return grad
+        return grad_one_thread
 
     def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """H_i (independent of x) -> (m, d, d), a copy."""
