@@ -88,7 +88,8 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     rates = lr[clients]
     x, c = state.x, state.c
     X0 = np.broadcast_to(x, (part.m, d))
-    ci = state.c_clients[clients]
+    identity = part.m == problem.n_clients and _is_identity(clients)
+    ci = state.c_clients if identity else state.c_clients[clients]     # read only below
     # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient;
     # ci_minus_c is formed once per round (the local loop subtracts it in place)
     ci_minus_c = ci - c
@@ -117,7 +118,7 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     sent = threshold(delta, eps) if eps > 0 else delta
     x_new = x + (server_lr / part.m) * sent.sum(axis=0)
     c_new = c + dc.sum(axis=0) / problem.n_clients
-    if part.m == problem.n_clients and every and _is_identity(clients):
+    if identity and every:
         C = ci_new                                     # every row replaced: no copy + scatter
     else:
         C = state.c_clients.copy()

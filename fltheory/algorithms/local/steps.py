@@ -39,6 +39,7 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     lr_col = lr[:, None]
     # one rate for every row: the scalar gives the same products as the column
     rate: float | np.ndarray = float(lr[0]) if m and bool(np.all(lr == lr[0])) else lr_col
+    unit_rate = isinstance(rate, float) and rate == 1.0
     extra = _ExtraGradient(objective, Y)
     grad = problem.row_gradient(clients, rng) if kmin > 0 else None
     G_buf = np.empty_like(Y) if optimizer is None and kmin > 0 else None
@@ -52,7 +53,9 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
                 Y -= G
                 continue
             U, state = optimizer.update(G, state, Y)
-            if _fresh(U, G, Y, state):
+            if unit_rate:
+                pass                                       # 1.0 * u == u exactly: no pass
+            elif _fresh(U, G, Y, state):
                 U *= rate                                  # same products as lr_col * U, no temporary
             else:
                 U = rate * U
@@ -97,8 +100,9 @@ class _ExtraGradient:
     * a linear term alone (the SCAFFOLD correction): G - b == G + (0 - b) exactly,
       subtracted directly;
     * D * y - b (proximal, FedDyn, elastic net l2, ...): into one reused buffer;
-      a D equal to one number mu everywhere is applied as the scalar (mu * y is
-      the same product as D * y), so D is not read every step;
+      a D or b stored as a broadcast view of one number or one row (stride 0,
+      ``LocalObjective.proximal``) is applied as that number or row (the same
+      products and differences), so no (m, d) array is read for it every step;
     * anything with an l1 term: ``objective.grad``.
     """
 
@@ -112,15 +116,15 @@ class _ExtraGradient:
             self.kind = "linear"
         elif D is not None:
             self.kind = "diagonal"
-            flat = D.reshape(-1)
-            self.D: float | np.ndarray = float(flat[0]) if flat.size and bool(np.all(flat == flat[0])) else D
+            self.D: float | np.ndarray = float(D[0, 0]) if D.size and D.strides == (0, 0) else D
             self.buf = np.empty_like(Y)
+        self.b = b[0] if b is not None and b.shape[0] > 1 and b.strides[0] == 0 else b
 
     def add_to(self, G: np.ndarray, Y: np.ndarray) -> None:
         kind = self.kind
         if kind == "none":
             return
-        b = self.objective.b
+        b = self.b
         if kind == "linear":
             G -= b
         elif kind == "diagonal":
