@@ -266,6 +266,30 @@ class LogisticFederation(Federation):
         assert out is not None                           # m >= 2 clients: at least one group
         return out
 
+    def loss_and_grad_norm2(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """F(x_t) and ||grad F(x_t)||^2 for every row x_t of X (T, d) -> ((T,), (T,)).
+
+        Each point takes one pass over the data: every client's loss and gradient
+        come from the same logits (``binary_loss_grad`` / ``multi_loss_grad``, the
+        operations of ``client_loss`` and ``client_grad``), then F = sum_i p_i f_i
+        and grad F = sum_i p_i grad f_i as in :meth:`Federation.loss` and
+        :meth:`Federation.grad`: the same numbers as the default hook at half the
+        cost.  The loop runs over the T points (one per call from ``run``)."""
+        C = self.n_classes
+        fn: Callable[..., np.ndarray] = lo.binary_loss_grad if C is None else lo.multi_loss_grad
+        args = (self.reg,) if C is None else (self.reg, C)
+        idx = np.arange(self.n_clients)
+        T = X.shape[0]
+        losses, norms = np.empty(T), np.empty(T)
+        for t in range(T):                               # points of a history, not clients
+            x = self._check_point(X[t])
+            Xb = np.ascontiguousarray(np.broadcast_to(x, (self.n_clients, self.dim)))
+            with np.errstate(over="ignore", invalid="ignore"):
+                both = finite_output("client loss and gradient", self._planned(fn, Xb, idx, args))
+            losses[t] = float(self.weights @ np.ascontiguousarray(both[:, 0]))
+            norms[t] = float(np.sum((self.weights @ np.ascontiguousarray(both[:, 1:])) ** 2))
+        return losses, norms
+
     def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(X[r]) for each listed client -> (m,)."""
         return self._call("loss", X, clients)
