@@ -200,7 +200,9 @@ def measure_logistic(trials: int, rounds: int) -> None:
     from fltheory.problems.synthetic import synthetic_fedprox
     fed = synthetic_fedprox(1.0, 1.0, seed=0, reg=1e-3).train
     tau, lr = 10, 0.05
-    A, y, rows, C = fed._A, fed._y, fed._rows, fed.n_classes
+    A, y, rows = fed._A, fed._y, fed._rows
+    C = fed.n_classes
+    assert C is not None                                       # softmax clients
     alg = FedAvg(lr=lr, local_steps=tau)
     x0 = np.zeros(fed.dim)
 
