@@ -141,20 +141,28 @@ def multi_residual(A: np.ndarray, y: np.ndarray, X: np.ndarray, C: int) -> np.nd
     return R
 
 
-def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
+def label_positions(y: np.ndarray, C: int) -> np.ndarray:
+    """Flat positions of the labels in class-major logits (m, C, n): entry
+    (i, y_ij, j) for every row j of every client i -> (m n,)."""
+    m, n = y.shape
+    return (np.arange(m)[:, None] * (C * n) + y.astype(np.int64, copy=False) * n + np.arange(n)).reshape(-1)
+
+
+def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int,
+               at: np.ndarray | None = None) -> np.ndarray:
     """sum_j rw_j a_j (p_j - e_yj)^T + reg W, flattened (j, c) -> (m, f*C).
 
     Works on class-major logits Z^T = W^T A^T (m, C, n): the max / sum over
     classes then run over the outer axis (contiguous rows of n, vectorised)
-    instead of over a short last axis, and G^T = (rw (.) (P - E_y))^T A."""
+    instead of over a short last axis, and G^T = (rw (.) (P - E_y))^T A.
+    ``at``: :func:`label_positions` of ``y`` when the caller has them."""
     m, n, f = A.shape
     Z = np.matmul(np.swapaxes(X.reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2))   # (m, C, n)
     Z -= Z.max(axis=1, keepdims=True)
     np.exp(Z, out=Z)
     Z *= rw[:, None, :] / Z.sum(axis=1, keepdims=True)                           # rw_j p_jc
     flat = Z.reshape(-1)                                   # a view: Z is a fresh contiguous array
-    at = (np.arange(m)[:, None] * (C * n) + y.astype(np.int64, copy=False) * n + np.arange(n))
-    flat[at.reshape(-1)] -= rw.reshape(-1)                 # - rw_j e_yj
+    flat[label_positions(y, C) if at is None else at] -= rw.reshape(-1)            # - rw_j e_yj
     return np.swapaxes(np.matmul(Z, A), 1, 2).reshape(m, f * C) + reg * X
 
 
@@ -176,8 +184,7 @@ def multi_loss_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray,
         loss = loss + 0.5 * reg * np.einsum("md,md->m", X, X)
     Z *= rw[:, None, :] / total[:, None, :]                                      # rw_j p_jc
     flat = Z.reshape(-1)
-    at = (np.arange(m)[:, None] * (C * n) + y.astype(np.int64, copy=False) * n + np.arange(n))
-    flat[at.reshape(-1)] -= rw.reshape(-1)                                        # - rw_j e_yj
+    flat[label_positions(y, C)] -= rw.reshape(-1)                                 # - rw_j e_yj
     out = np.empty((m, 1 + f * C))
     out[:, 0] = loss
     out[:, 1:] = np.swapaxes(np.matmul(Z, A), 1, 2).reshape(m, f * C) + reg * X
