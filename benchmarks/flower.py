@@ -4,7 +4,7 @@ Usage::
 
     pip install "flwr[simulation]"      # once; never a dependency of fltheory
     python benchmarks/flower.py         # N = 100, d = 50, tau = 10
-    python benchmarks/flower.py --rounds 3 5 --trials 3
+    python benchmarks/flower.py --rounds 6 --trials 3
 
 Nothing is installed by this script: without ``flwr`` (and ``ray``, its
 simulation extra) it says so and exits.
@@ -19,13 +19,14 @@ model and full participation.  Flower runs it as a legacy Ray simulation
 (= x + sum_i p_i (y_i - x) up to rounding).  The final models must agree to
 1e-12 (checked, printed).
 
-Timing: Flower's start-up (Ray initialisation, actor pool) is excluded by
-timing two simulations of R1 < R2 rounds and taking the difference, so the
-figure is the marginal cost of a round: (t(R2) - t(R1)) / ((R2 - R1) N) per
-client-round.  fltheory is timed the same way (``--our-rounds``, more rounds
-because its rounds are cheaper) with ``run(FedAvg, ...)`` (default per-round
-metrics) and with ``metrics=()``, in the same process, trials interleaved
-(trial k of every candidate before trial k + 1), medians.
+Timing: every round is timed on its own, so Flower's start-up (Ray
+initialisation, actor pool) is not counted: a Flower round from the
+strategy's ``configure_fit`` to the end of its ``aggregate_fit``; an fltheory
+round of ``run(FedAvg, ...)`` (default per-round metrics, and ``metrics=()``)
+between consecutive callbacks.  The first round of every run is left out;
+the figure is the median round over all trials divided by N (per
+client-round).  Trials are interleaved (one Flower simulation, then the
+fltheory runs, then the next trial) in one process.
 """
 
 from __future__ import annotations
@@ -50,8 +51,11 @@ def problem(N: int, d: int, seed: int = 0) -> QuadraticFederation:
     return QuadraticFederation(H, rng.standard_normal((N, d)), n_samples=n)
 
 
-def flower_fedavg(fed: QuadraticFederation, rounds: int, lr: float, tau: int) -> tuple[np.ndarray, float]:
-    """(final server model, wall seconds of ``start_simulation``) of Flower's FedAvg."""
+def flower_fedavg(fed: QuadraticFederation, rounds: int, lr: float, tau: int) -> tuple[np.ndarray, list[float]]:
+    """(final server model, seconds of every round) of Flower's FedAvg.  A round is
+    timed from the strategy's ``configure_fit`` (the server starts it) to the end of
+    its ``aggregate_fit`` (the new model exists): dispatch to the clients, their
+    fits and the aggregation, without the simulation's start-up."""
     import flwr
     from flwr.common import Context, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.server import ServerConfig
@@ -77,24 +81,42 @@ def flower_fedavg(fed: QuadraticFederation, rounds: int, lr: float, tau: int) ->
         return QuadraticClient(int(context.node_config["partition-id"])).to_client()
 
     final: list[np.ndarray] = []
+    started: dict[int, float] = {}
+    seconds: list[float] = []
 
-    class Recording(FlowerFedAvg):
+    class Timed(FlowerFedAvg):
+        def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> Any:
+            started[server_round] = time.perf_counter()
+            return super().configure_fit(server_round, parameters, client_manager)
+
         def aggregate_fit(self, server_round: int, results: Any, failures: Any) -> Any:
             params, metrics = super().aggregate_fit(server_round, results, failures)
             if params is not None:
                 final[:] = [parameters_to_ndarrays(params)[0]]
+            seconds.append(time.perf_counter() - started[server_round])
             return params, metrics
 
-    strategy = Recording(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=N, min_evaluate_clients=0,
-                         min_available_clients=N, initial_parameters=ndarrays_to_parameters([np.zeros(d)]))
-    start = time.perf_counter()
+    strategy = Timed(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=N, min_evaluate_clients=0,
+                     min_available_clients=N, initial_parameters=ndarrays_to_parameters([np.zeros(d)]))
     start_simulation(client_fn=client_fn, num_clients=N, config=ServerConfig(num_rounds=rounds),
                      strategy=strategy, client_resources={"num_cpus": 1, "num_gpus": 0.0},
                      ray_init_args={"include_dashboard": False, "num_cpus": 2, "log_to_driver": False,
                                     "ignore_reinit_error": True},
                      keep_initialised=True)
-    seconds = time.perf_counter() - start
     return final[0], seconds
+
+
+def fltheory_fedavg(fed: QuadraticFederation, rounds: int, lr: float, tau: int,
+                    metrics: tuple[str, ...] | None) -> list[float]:
+    """Seconds of every round of ``run(FedAvg, ...)`` (round and its metrics), from
+    the callback after round t - 1 to the callback after round t."""
+    stamps = [time.perf_counter()]
+
+    def stamp(t: int, state: Any, info: Any) -> None:
+        stamps.append(time.perf_counter())
+
+    run(FedAvg(lr=lr, local_steps=tau), fed, rounds, metrics=metrics, callback=stamp)
+    return list(np.diff(stamps))
 
 
 def main() -> None:
@@ -102,9 +124,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--dim", type=int, default=50)
     parser.add_argument("--tau", type=int, default=10)
-    parser.add_argument("--rounds", type=int, nargs=2, default=(3, 6), metavar=("R1", "R2"))
-    parser.add_argument("--our-rounds", type=int, nargs=2, default=(10, 110), metavar=("R1", "R2"),
-                        help="round counts of the fltheory runs (more rounds: a cheaper round needs more to time)")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds per Flower simulation")
+    parser.add_argument("--our-rounds", type=int, default=60, help="rounds per fltheory run")
     parser.add_argument("--trials", type=int, default=3)
     args = parser.parse_args()
     try:
@@ -115,42 +136,33 @@ def main() -> None:
         return
     logging.getLogger("flwr").setLevel(logging.WARNING)
     N, d, tau, lr = args.clients, args.dim, args.tau, 0.05
-    R1, R2 = args.rounds
     fed = problem(N, d)
-    alg = FedAvg(lr=lr, local_steps=tau)
 
-    x_flower, _ = flower_fedavg(fed, R1, lr, tau)                 # warm-up: Ray and its actors start here
-    x_ours = run(alg, fed, R1, metrics=()).x[-1]
+    x_flower, _ = flower_fedavg(fed, 3, lr, tau)                  # warm-up: Ray and its actors start here
+    x_ours = run(FedAvg(lr=lr, local_steps=tau), fed, 3, metrics=()).x[-1]
     agree = float(np.abs(x_flower - x_ours).max())
 
-    times: dict[str, list[float]] = {"Flower": [], "run() default": [], "run() metrics=()": []}
+    rounds: dict[str, list[float]] = {"Flower": [], "run() default": [], "run() metrics=()": []}
     before = " ".join(f"{v:.2f}" for v in os.getloadavg())
     try:
-        for _ in range(args.trials):
-            t1, t2 = flower_fedavg(fed, R1, lr, tau)[1], flower_fedavg(fed, R2, lr, tau)[1]
-            times["Flower"].append((t2 - t1) / ((R2 - R1) * N))
-            Q1, Q2 = args.our_rounds
-            metric_sets: tuple[tuple[str, tuple[str, ...] | None], ...] = (
-                ("run() default", None), ("run() metrics=()", ()))
-            for name, metrics in metric_sets:
-                a = time.perf_counter()
-                run(alg, fed, Q1, metrics=metrics)
-                b = time.perf_counter()
-                run(alg, fed, Q2, metrics=metrics)
-                c = time.perf_counter()
-                times[name].append(((c - b) - (b - a)) / ((Q2 - Q1) * N))
+        for _ in range(args.trials):                         # the first round of every run is left out
+            rounds["Flower"] += flower_fedavg(fed, args.rounds, lr, tau)[1][1:]
+            rounds["run() default"] += fltheory_fedavg(fed, args.our_rounds, lr, tau, None)[1:]
+            rounds["run() metrics=()"] += fltheory_fedavg(fed, args.our_rounds, lr, tau, ())[1:]
     finally:
         ray.shutdown()
     after = " ".join(f"{v:.2f}" for v in os.getloadavg())
-    med = {k: float(np.median(v)) for k, v in times.items()}
-    print(f"FedAvg, N = {N}, d = {d}, tau = {tau}, lr = {lr}; marginal cost of rounds {R1} -> {R2}, "
-          f"{args.trials} interleaved trials (medians); load average before {before}, after {after}")
-    print(f"max |x_Flower - x_fltheory| after {R1} rounds = {agree:.1e} "
+    per = {k: float(np.median(v)) / N for k, v in rounds.items()}
+    print(f"FedAvg, N = {N}, d = {d}, tau = {tau}, lr = {lr}; {args.trials} interleaved trials of "
+          f"{args.rounds} Flower rounds and {args.our_rounds} fltheory rounds (median round, first round of "
+          f"each run left out); load average before {before}, after {after}")
+    print(f"max |x_Flower - x_fltheory| after 3 rounds = {agree:.1e} "
           f"({'agree' if agree <= 1e-12 else 'DISAGREE'} to 1e-12)")
-    print(f"  {'candidate':<18} {'us per client-round':>20} {'Flower / candidate':>19}   trials (us)")
-    for k, v in med.items():
-        trials = ", ".join(f"{1e6 * t:.1f}" for t in times[k])
-        print(f"  {k:<18} {1e6 * v:>20.2f} {med['Flower'] / v:>19.0f}   {trials}")
+    print(f"  {'candidate':<18} {'us per client-round':>20} {'Flower / candidate':>19}   "
+          f"quartiles of the round (ms)")
+    for k, v in per.items():
+        q1, q3 = np.percentile(rounds[k], [25, 75])
+        print(f"  {k:<18} {1e6 * v:>20.2f} {per['Flower'] / v:>19.0f}   {1e3 * q1:.3f} - {1e3 * q3:.3f}")
 
 
 if __name__ == "__main__":
