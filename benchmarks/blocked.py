@@ -95,19 +95,25 @@ def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int) -> dict[str, float]:
-    """Median seconds per round of every candidate: each call of a candidate runs
-    ``rounds`` rounds; trial 1 of every candidate, then trial 2, ... (after one
-    warm-up call each), so that load from other processes hits all alike."""
+def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int
+                ) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall and CPU seconds per round of every candidate: each call of a
+    candidate runs ``rounds`` rounds; trial 1 of every candidate, then trial 2,
+    ... (after one warm-up call each), so that load from other processes hits
+    all alike.  CPU time (``time.process_time``, all threads of the process)
+    counts only the work done, not the time spent waiting for a core."""
     for fn in runs.values():                                  # warm-up (pools, caches, imports)
         fn()
-    times: dict[str, list[float]] = {k: [] for k in runs}
+    wall: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(trials):
         for name, fn in runs.items():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             fn()
-            times[name].append((time.perf_counter() - t) / rounds)
-    return {k: float(np.median(v)) for k, v in times.items()}
+            wall[name].append((time.perf_counter() - t) / rounds)
+            cpu[name].append((time.process_time() - c) / rounds)
+    return ({k: float(np.median(v)) for k, v in wall.items()},
+            {k: float(np.median(v)) for k, v in cpu.items()})
 
 
 def rounds_of(alg: Any, fed: Any, x0: np.ndarray, rounds: int) -> Callable[[], None]:
@@ -162,16 +168,18 @@ def measure(N: int, d: int, tau: int, trials: int, rounds: int, pool: ThreadPool
     fed = quadratic_problem(N, d)
     lr = 0.05
     before = load()
-    med = interleaved(candidates(fed, tau, lr, rounds, pool), trials, rounds)
-    ref = med["blocked numpy"]
+    med, cpu = interleaved(candidates(fed, tau, lr, rounds, pool), trials, rounds)
+    ref, ref_cpu = med["blocked numpy"], cpu["blocked numpy"]
     print(f"\n(N, d, tau) = ({N}, {d}, {tau}); {trials} interleaved trials of {rounds} rounds; "
           f"load average before {before}, after {load()}; "
           f"max |x_blocked - x_FedAvg| after 3 rounds = {agreement(fed, tau, lr, pool):.1e}")
-    print(f"  {'candidate':<18} {'median s/round':>15} {'ratio to blocked':>17}")
+    print(f"  {'candidate':<18} {'median s/round':>15} {'ratio to blocked':>17} {'CPU s/round':>12} "
+          f"{'CPU ratio':>10}")
     for k, v in med.items():
-        print(f"  {k:<18} {v:>15.6f} {v / ref:>17.2f}")
-    print(f"  run() default / bare FedAvg rounds = {med['run() default'] / med['FedAvg']:.3f}; "
-          f"run() metrics=() / bare = {med['run() metrics=()'] / med['FedAvg']:.3f}")
+        print(f"  {k:<18} {v:>15.6f} {v / ref:>17.2f} {cpu[k]:>12.6f} {cpu[k] / ref_cpu:>10.2f}")
+    print(f"  run() default / bare FedAvg rounds = {med['run() default'] / med['FedAvg']:.3f} "
+          f"(CPU {cpu['run() default'] / cpu['FedAvg']:.3f}); run() metrics=() / bare = "
+          f"{med['run() metrics=()'] / med['FedAvg']:.3f} (CPU {cpu['run() metrics=()'] / cpu['FedAvg']:.3f})")
 
 
 def per_client_logistic_round(A: np.ndarray, y: np.ndarray, rows: np.ndarray, p: np.ndarray, reg: float,
@@ -217,16 +225,16 @@ def measure_logistic(trials: int, rounds: int) -> None:
     runs = {"per-client numpy loop": loop, "FedAvg.round": rounds_of(alg, fed, x0, rounds),
             "run() default": lambda: run(alg, fed, rounds)}
     before = load()
-    med = interleaved(runs, trials, rounds)
+    med, cpu = interleaved(runs, trials, rounds)
     x_loop = per_client_logistic_round(A, y, rows, fed.weights, fed.reg, C, x0, lr, tau)
     x_alg = run(alg, fed, 1, metrics=()).x[-1]
     print(f"\nSynthetic(1,1) logistic, N = {fed.n_clients}, d = {fed.dim}, tau = {tau}; {trials} interleaved "
           f"trials of {rounds} rounds; load average before {before}, after {load()}; "
           f"max |x_loop - x_FedAvg| after 1 round = {np.abs(x_loop - x_alg).max():.1e}")
-    ref = med["per-client numpy loop"]
-    print(f"  {'candidate':<22} {'median s/round':>15} {'speed-up over the loop':>23}")
+    ref, ref_cpu = med["per-client numpy loop"], cpu["per-client numpy loop"]
+    print(f"  {'candidate':<22} {'median s/round':>15} {'speed-up over the loop':>23} {'CPU speed-up':>13}")
     for k, v in med.items():
-        print(f"  {k:<22} {v:>15.6f} {ref / v:>23.2f}")
+        print(f"  {k:<22} {v:>15.6f} {ref / v:>23.2f} {ref_cpu / cpu[k]:>13.2f}")
 
 
 def busy_core() -> subprocess.Popen[bytes]:
