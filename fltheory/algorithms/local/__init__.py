@@ -89,6 +89,6 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     else:
         state, psum = blocking.descend_blocks(problem, Y, clients, steps, lr, objective, optimizer,
                                               state, record_precond, blocks)
-    if not np.all(np.isfinite(Y)):
+    if not np.isfinite(Y).all():
         raise DivergenceError("local steps produced non-finite values")
     return Y, {"opt_state": state, "precond_sum": psum}

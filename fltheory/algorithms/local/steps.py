@@ -38,13 +38,21 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     lr = np.asarray(lr, dtype=np.float64)
     lr_col = lr[:, None]
     # one rate for every row: the scalar gives the same products as the column
-    rate: float | np.ndarray = float(lr[0]) if m and bool(np.all(lr == lr[0])) else lr_col
+    rate: float | np.ndarray = float(lr[0]) if m and (lr == lr[0]).all() else lr_col
     unit_rate = isinstance(rate, float) and rate == 1.0
     extra = _ExtraGradient(objective, Y)
     grad = problem.row_gradient(clients, rng) if kmin > 0 else None
     G_buf = np.empty_like(Y) if optimizer is None and kmin > 0 else None
     with np.errstate(over="ignore", invalid="ignore"):
-        for _ in range(kmin):
+        if optimizer is None and grad is not None and extra.kind == "none":
+            for _ in range(kmin):                          # plain steps, nothing added: the bare loop
+                G = grad(Y, G_buf)
+                G *= rate
+                Y -= G
+            kdone = kmin
+        else:
+            kdone = 0
+        for _ in range(kdone, kmin):
             assert grad is not None
             G = grad(Y, G_buf)
             extra.add_to(G, Y)
