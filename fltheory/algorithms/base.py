@@ -20,26 +20,26 @@ itself samples.  ``algorithms.reference`` follows the same order one client at a
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validate import per_client
+from .._validate import MAX_STEPS, per_client
 from ..errors import InvalidHyperparameterError
+from ..compression import Communication
 from ..participation import FullParticipation, Participants, Participation
 from ..problems.base import Federation
 from .invariants import LinearInvariant
 
-__all__ = ["Algorithm", "RoundInfo", "aggregation_weights", "resolve_per_client",
+__all__ = ["Algorithm", "DeferredCommunication", "RoundInfo", "aggregation_weights", "resolve_per_client",
            "AGGREGATIONS"]
 
 AGGREGATIONS = ("weights", "samples", "uniform")
 
 
-@dataclass(frozen=True)
 class RoundInfo:
     """Diagnostics of one round (never part of the algorithm state).
 
@@ -47,20 +47,79 @@ class RoundInfo:
     steps : (m,) completed local steps.
     communication : ``fltheory.compression.Communication`` of the round.
     extra : algorithm-specific diagnostics (e.g. EFL's client-side model copy).
+
+    ``communication`` may be given as a :class:`DeferredCommunication`: it is
+    then measured the first time it is read (counts and the entropy of the
+    uplink values, which cost passes over the (m, d) messages), so rounds whose
+    communication nobody reads do not pay for it.  The value is the same.
     """
 
-    clients: np.ndarray
-    steps: np.ndarray
-    communication: Any
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    __slots__ = ("_communication", "clients", "extra", "steps")
+
+    def __init__(self, clients: np.ndarray, steps: np.ndarray, communication: Any,
+                 extra: Mapping[str, Any] | None = None) -> None:
+        self.clients = clients
+        self.steps = steps
+        self._communication = communication
+        self.extra: Mapping[str, Any] = {} if extra is None else extra
+
+    @property
+    def communication(self) -> Any:
+        comm = self._communication
+        if isinstance(comm, DeferredCommunication):
+            comm = self._communication = comm.measure()
+        return comm
+
+    def __repr__(self) -> str:
+        return (f"RoundInfo(clients={self.clients!r}, steps={self.steps!r}, "
+                f"communication={self.communication!r}, extra={self.extra!r})")
+
+
+class DeferredCommunication:
+    """``Communication.measure(up, down, **options)`` computed when first read.
+
+    ``up`` is an (m, d) array or a tuple of (m, d_j) arrays sent side by side
+    (stacked with ``np.hstack`` only when measured).  The arrays are held, not
+    copied: pass arrays that nothing modifies afterwards (the round's own
+    temporaries, or the new state's arrays, which rounds never modify in place).
+    """
+
+    __slots__ = ("down", "options", "up")
+
+    def __init__(self, up: np.ndarray | tuple[np.ndarray, ...], down: np.ndarray, **options: Any) -> None:
+        self.up = up
+        self.down = down
+        self.options = options
+
+    def measure(self) -> Communication:
+        up = np.hstack(self.up) if isinstance(self.up, tuple) else self.up
+        return Communication.measure(up, self.down, **self.options)
 
 
 def resolve_per_client(name: str, value: Any, n_clients: int, *, integer: bool = False,
                        minimum: float = 0.0, strict: bool = True) -> np.ndarray:
-    """A scalar or per-client hyperparameter as an (N,) array, validated against N."""
+    """A scalar or per-client hyperparameter as an (N,) array, validated against N.
+
+    A plain Python scalar that passes the checks of ``per_client`` is filled
+    directly (the same array, without the array checks: rounds call this every
+    round); anything else goes through ``per_client``."""
+    if _plain_scalar(value, integer=integer, minimum=minimum, strict=strict):
+        return np.full(n_clients, value, dtype=np.int64 if integer else np.float64)
     v = per_client(name, value, n_clients, integer=integer, minimum=minimum, strict=strict)
     dtype = np.int64 if integer else np.float64
     return np.broadcast_to(np.asarray(v, dtype=dtype), (n_clients,)).copy()
+
+
+def _plain_scalar(value: Any, *, integer: bool, minimum: float, strict: bool) -> bool:
+    """True for a Python int (or float when not ``integer``) that ``per_client`` accepts."""
+    kind = type(value)
+    if kind is int:
+        ok = -(2 ** 62) < value < 2 ** 62
+    elif kind is float and not integer:
+        ok = math.isfinite(value)
+    else:
+        return False
+    return ok and (value > minimum if strict else value >= minimum) and (not integer or value <= MAX_STEPS)
 
 
 def aggregation_weights(problem: Federation, clients: np.ndarray, scheme: str) -> np.ndarray:

@@ -25,7 +25,14 @@ from .._validate import choice, per_client, positive
 from ..compression import Communication
 from ..participation import Participation
 from ..problems.base import Federation
-from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
+from .base import (
+    AGGREGATIONS,
+    Algorithm,
+    DeferredCommunication,
+    RoundInfo,
+    aggregation_weights,
+    resolve_per_client,
+)
 from .local import local_descent
 from ..aliases import Rate, Steps
 
@@ -95,5 +102,5 @@ class FedAvg(Algorithm):
         delta = Y - state.x
         w = aggregation_weights(problem, part.clients, self.aggregation)
         x = state.x + self.server_lr * (w @ delta)
-        comm = Communication.measure(delta, X0)
+        comm = DeferredCommunication(delta, X0)          # measured when read
         return FedAvgState(x=x, t=state.t + 1), RoundInfo(part.clients, part.steps, comm)

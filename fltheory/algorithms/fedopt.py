@@ -48,13 +48,19 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._validate import choice, per_client
-from ..compression import Communication
 from ..errors import DivergenceError, InvalidHyperparameterError
 from ..optim.base import Optimizer, mean_rows, put_rows, take_rows
 from ..optim.first_order import sgd
 from ..participation import Participation
 from ..problems.base import Federation
-from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
+from .base import (
+    AGGREGATIONS,
+    Algorithm,
+    DeferredCommunication,
+    RoundInfo,
+    aggregation_weights,
+    resolve_per_client,
+)
 from .fedavg import empty_round
 from .local import local_descent
 from ..aliases import Steps
@@ -262,7 +268,7 @@ class FedOpt(Algorithm):
             sent = _float_fields(info["opt_state"])
             up = np.hstack([up, sent])
             down = np.hstack([X0, sent])
-        comm = Communication.measure(up, down)
+        comm = DeferredCommunication(up, down)           # measured when read
         return (FedOptState(x=x, t=state.t + 1, server=server, clients=clients),
                 RoundInfo(part.clients, part.steps, comm))
 

@@ -31,11 +31,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._validate import choice, per_client, positive
-from ..compression import Communication
 from ..errors import InvalidHyperparameterError
 from ..participation import Participation
 from ..problems.base import Federation
-from .base import AGGREGATIONS, Algorithm, RoundInfo, aggregation_weights, resolve_per_client
+from .base import (
+    AGGREGATIONS,
+    Algorithm,
+    DeferredCommunication,
+    RoundInfo,
+    aggregation_weights,
+    resolve_per_client,
+)
 from .fedavg import empty_round
 from .local import LocalObjective, exact_local_solve, local_descent
 from .targets import EnsembleState, TemporalEnsemble, require_ensemble
@@ -175,7 +181,7 @@ class FedProx(Algorithm):
         w = aggregation_weights(problem, part.clients, self.aggregation)
         x = state.x + self.server_lr * (w @ delta)
         te = state.target if self.target is None else self.target.update(require_ensemble(state.target), x)
-        comm = Communication.measure(delta, X0)
+        comm = DeferredCommunication(delta, X0)          # measured when read
         return FedProxState(x=x, t=state.t + 1, target=te), RoundInfo(part.clients, part.steps, comm)
 
 

@@ -37,10 +37,10 @@ from typing import ClassVar
 import numpy as np
 
 from .._validate import choice, per_client, positive
-from ..compression import Communication, threshold
+from ..compression import threshold
 from ..participation import Participants, Participation
 from ..problems.base import Federation
-from .base import Algorithm, RoundInfo, resolve_per_client
+from .base import Algorithm, DeferredCommunication, RoundInfo, resolve_per_client
 from .fedavg import empty_round
 from .invariants import LinearInvariant, total_minus_sum
 from .local import LocalObjective, local_descent
@@ -88,7 +88,8 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     rates = lr[clients]
     x, c = state.x, state.c
     X0 = np.broadcast_to(x, (part.m, d))
-    ci = state.c_clients[clients]
+    identity = part.m == problem.n_clients and _is_identity(clients)
+    ci = state.c_clients if identity else state.c_clients[clients]     # read only below
     # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient;
     # ci_minus_c is formed once per round (the local loop subtracts it in place)
     ci_minus_c = ci - c
@@ -117,15 +118,15 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     sent = threshold(delta, eps) if eps > 0 else delta
     x_new = x + (server_lr / part.m) * sent.sum(axis=0)
     c_new = c + dc.sum(axis=0) / problem.n_clients
-    if part.m == problem.n_clients and every and _is_identity(clients):
+    if identity and every:
         C = ci_new                                     # every row replaced: no copy + scatter
     else:
         C = state.c_clients.copy()
         C[clients] = ci_new
-    up = np.hstack([sent, dc])
     # every participant receives (x, c): a broadcast view, measured like the stacked copy
     down = np.broadcast_to(np.concatenate([x, c]), (part.m, 2 * d))
-    comm = Communication.measure(up, down, up_kind="sparse" if eps > 0 else "dense")
+    # measured when read; up = [sent | dc] is stacked then
+    comm = DeferredCommunication((sent, dc), down, up_kind="sparse" if eps > 0 else "dense")
     new = ScaffoldState(x=x_new, c=c_new, c_clients=C, t=state.t + 1)
     return new, RoundInfo(clients, steps, comm)
 

@@ -56,6 +56,20 @@ def binary_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg
     return _rmatvec(A, rw * coef) + reg * X
 
 
+def binary_loss_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float) -> np.ndarray:
+    """Loss and gradient from one product with A -> (m, 1 + f): column 0 is
+    :func:`binary_loss`, columns 1: are :func:`binary_grad` (the same operations,
+    so the same numbers; the margins a^T x are computed once)."""
+    z = y * _matvec(A, X)
+    loss = np.einsum("mn,mn->m", rw, np.logaddexp(0.0, -z))
+    if reg:
+        loss = loss + 0.5 * reg * np.einsum("md,md->m", X, X)
+    out = np.empty((X.shape[0], 1 + X.shape[1]))
+    out[:, 0] = loss
+    out[:, 1:] = _rmatvec(A, rw * (-y * expit(-z))) + reg * X
+    return out
+
+
 def binary_curvature(A: np.ndarray, y: np.ndarray, X: np.ndarray) -> np.ndarray:
     """s(z) s(-z) per row (the same for z and -z, so labels drop out)."""
     z = _matvec(A, X)
@@ -127,21 +141,54 @@ def multi_residual(A: np.ndarray, y: np.ndarray, X: np.ndarray, C: int) -> np.nd
     return R
 
 
-def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int) -> np.ndarray:
+def label_positions(y: np.ndarray, C: int) -> np.ndarray:
+    """Flat positions of the labels in class-major logits (m, C, n): entry
+    (i, y_ij, j) for every row j of every client i -> (m n,)."""
+    m, n = y.shape
+    return (np.arange(m)[:, None] * (C * n) + y.astype(np.int64, copy=False) * n + np.arange(n)).reshape(-1)
+
+
+def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int,
+               at: np.ndarray | None = None) -> np.ndarray:
     """sum_j rw_j a_j (p_j - e_yj)^T + reg W, flattened (j, c) -> (m, f*C).
 
     Works on class-major logits Z^T = W^T A^T (m, C, n): the max / sum over
     classes then run over the outer axis (contiguous rows of n, vectorised)
-    instead of over a short last axis, and G^T = (rw (.) (P - E_y))^T A."""
+    instead of over a short last axis, and G^T = (rw (.) (P - E_y))^T A.
+    ``at``: :func:`label_positions` of ``y`` when the caller has them."""
     m, n, f = A.shape
     Z = np.matmul(np.swapaxes(X.reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2))   # (m, C, n)
     Z -= Z.max(axis=1, keepdims=True)
     np.exp(Z, out=Z)
     Z *= rw[:, None, :] / Z.sum(axis=1, keepdims=True)                           # rw_j p_jc
     flat = Z.reshape(-1)                                   # a view: Z is a fresh contiguous array
-    at = (np.arange(m)[:, None] * (C * n) + y.astype(np.int64, copy=False) * n + np.arange(n))
-    flat[at.reshape(-1)] -= rw.reshape(-1)                 # - rw_j e_yj
+    flat[label_positions(y, C) if at is None else at] -= rw.reshape(-1)            # - rw_j e_yj
     return np.swapaxes(np.matmul(Z, A), 1, 2).reshape(m, f * C) + reg * X
+
+
+def multi_loss_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int
+                    ) -> np.ndarray:
+    """Loss and gradient from one logit product -> (m, 1 + f*C): column 0 is
+    :func:`multi_loss`, columns 1: are :func:`multi_grad` (the same operations on
+    the same logits, so the same numbers; the logits, their maximum over classes
+    and the exponentials are computed once instead of twice)."""
+    m, n, f = A.shape
+    Z = np.matmul(np.swapaxes(X.reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2))   # (m, C, n)
+    picked = np.take_along_axis(Z, y[:, None, :].astype(np.int64, copy=False), axis=1)[:, 0, :]
+    top = Z.max(axis=1)
+    Z -= top[:, None, :]
+    np.exp(Z, out=Z)
+    total = Z.sum(axis=1)
+    loss = np.einsum("mn,mn->m", rw, (top - picked) + np.log(total))
+    if reg:
+        loss = loss + 0.5 * reg * np.einsum("md,md->m", X, X)
+    Z *= rw[:, None, :] / total[:, None, :]                                      # rw_j p_jc
+    flat = Z.reshape(-1)
+    flat[label_positions(y, C)] -= rw.reshape(-1)                                 # - rw_j e_yj
+    out = np.empty((m, 1 + f * C))
+    out[:, 0] = loss
+    out[:, 1:] = np.swapaxes(np.matmul(Z, A), 1, 2).reshape(m, f * C) + reg * X
+    return out
 
 
 _BLOCK_FLOATS = 4_000_000   # temporaries of at most ~32 MB per row block

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -90,6 +91,9 @@ def normalize_weights(n_clients: int, n_samples: ArrayLike | None = None, weight
 
 FederationT = TypeVar("FederationT", bound="Federation")
 
+#: ``grad(X, out=None) -> G``: an oracle bound to fixed clients (``Federation.row_gradient``).
+RowGradient = Callable[..., np.ndarray]
+
 class Federation(ABC):
     """The federation contract: N clients, weights, batched oracles and hooks.
 
@@ -125,6 +129,9 @@ class Federation(ABC):
                               steps), or None
     ``client_data_bytes``     bytes of client data one oracle row reads (the
                               block-size model of cache-blocked local steps)
+    ``row_gradient``          the configured oracle bound to fixed clients, with
+                              the argument checks done once (hot loops of local
+                              steps)
     ``cvxpy_client_loss``     f_i as a cvxpy expression (cross-check solver only)
     ========================  ==================================================
     """
@@ -411,6 +418,29 @@ class Federation(ABC):
         """Bytes of client data one gradient-oracle row streams (the cache-block
         size model of ``client_block`` users).  Default 8 d."""
         return 8 * self.dim
+
+    def row_gradient(self, clients: ClientSelection, rng: np.random.Generator | None
+                     ) -> RowGradient:
+        """The configured oracle bound to the listed clients, for loops that call it many times.
+
+        ``clients`` is checked once, here.  The returned function
+        ``grad(X, out=None)`` gives the same numbers (and draws the same random
+        numbers, in the same order) as ``stochastic_grad(X, clients, rng)`` but
+        checks nothing: X must be a finite float64 (m, d) array, one row per
+        listed client, and ``out`` (an (m, d) float64 array, or None) may be used
+        for the result, which is returned.  A value that overflows float64 comes
+        back as inf or NaN instead of an OutOfRangeError: the caller checks its
+        iterates (``local_descent`` raises DivergenceError).
+
+        Default: ``stochastic_grad`` with the checked indices (``out`` unused).
+        Quadratic clients override it with the batched product on the selected
+        Hessians, picked once (views for a contiguous run of clients).
+        """
+        idx = self._clients(clients)
+
+        def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+            return self.stochastic_grad(X, idx, rng)
+        return grad
 
     def cvxpy_client_loss(self, client: int, y: Any) -> Any:
         """f_client(y) as a cvxpy expression of the cvxpy variable ``y`` (the

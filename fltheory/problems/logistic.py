@@ -48,7 +48,7 @@ from ..errors import InvalidProblemError
 from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, make_plan
 from ._separation import is_separable
-from .base import Federation, finite_output, normalize_weights
+from .base import Federation, RowGradient, finite_output, normalize_weights
 from .constants import CurvatureBounds
 from .newton import newton
 from ..aliases import ClientSelection
@@ -265,6 +265,71 @@ class LogisticFederation(Federation):
             out[part] = res
         assert out is not None                           # m >= 2 clients: at least one group
         return out
+
+    def row_gradient(self, clients: ClientSelection, rng: np.random.Generator | None) -> RowGradient:
+        """The exact gradient bound to the listed clients: their size groups
+        (``_plan``) and, for softmax clients, the label positions of each group
+        are picked once; every call then runs the batched oracle of
+        ``client_grad`` on each group (same operations, same bits) without
+        argument checks.  Stochastic oracles and subclasses: the generic hook."""
+        if type(self) is not LogisticFederation or self.is_stochastic:
+            return super().row_gradient(clients, rng)
+        idx = self._clients(clients)
+        plan = self._plan(idx)
+        groups: list[tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]]
+        if plan is None:
+            A, y, rw = self._data(idx)
+            groups = [(None, A, y, rw)]
+        else:
+            groups = [(b.pos, b.A, b.y, b.rw) for b in plan]
+        reg, C = self.reg, self.n_classes
+        if C is None:
+            def one(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, at: Any) -> np.ndarray:
+                return lo.binary_grad(A, y, rw, X, reg)
+            labels: list[Any] = [None] * len(groups)
+        else:
+            n_classes = C
+
+            def one(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, at: Any) -> np.ndarray:
+                return lo.multi_grad(A, y, rw, X, reg, n_classes, at)
+            labels = [lo.label_positions(g[2], C) for g in groups]
+        work = list(zip(groups, labels, strict=True))
+
+        def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+            X = np.ascontiguousarray(X)
+            if out is None:
+                out = np.empty(X.shape)
+            for (pos, A, y, rw), at in work:             # a few size groups, not clients
+                if pos is None:
+                    out[...] = one(A, y, rw, X, at)
+                else:
+                    out[pos] = one(A, y, rw, X[pos], at)
+            return out
+        return grad
+
+    def loss_and_grad_norm2(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """F(x_t) and ||grad F(x_t)||^2 for every row x_t of X (T, d) -> ((T,), (T,)).
+
+        Each point takes one pass over the data: every client's loss and gradient
+        come from the same logits (``binary_loss_grad`` / ``multi_loss_grad``, the
+        operations of ``client_loss`` and ``client_grad``), then F = sum_i p_i f_i
+        and grad F = sum_i p_i grad f_i as in :meth:`Federation.loss` and
+        :meth:`Federation.grad`: the same numbers as the default hook at half the
+        cost.  The loop runs over the T points (one per call from ``run``)."""
+        C = self.n_classes
+        fn: Callable[..., np.ndarray] = lo.binary_loss_grad if C is None else lo.multi_loss_grad
+        args = (self.reg,) if C is None else (self.reg, C)
+        idx = np.arange(self.n_clients)
+        T = X.shape[0]
+        losses, norms = np.empty(T), np.empty(T)
+        for t in range(T):                               # points of a history, not clients
+            x = self._check_point(X[t])
+            Xb = np.ascontiguousarray(np.broadcast_to(x, (self.n_clients, self.dim)))
+            with np.errstate(over="ignore", invalid="ignore"):
+                both = finite_output("client loss and gradient", self._planned(fn, Xb, idx, args))
+            losses[t] = float(self.weights @ np.ascontiguousarray(both[:, 0]))
+            norms[t] = float(np.sum((self.weights @ np.ascontiguousarray(both[:, 1:])) ** 2))
+        return losses, norms
 
     def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(X[r]) for each listed client -> (m,)."""

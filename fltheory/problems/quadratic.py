@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
-from .base import Federation, finite_output, normalize_weights
+from .base import Federation, RowGradient, finite_output, normalize_weights
 from .constants import CurvatureBounds
 from ..aliases import ClientSelection
 
@@ -35,16 +35,18 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 _MIN_THREADED_FLOATS = 1 << 18      # below ~2 MB of H a second thread costs more than it saves
 
 
-def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1) -> np.ndarray:
+def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1, out: np.ndarray | None = None) -> np.ndarray:
     """Rows H_r x_r for symmetric H_r, computed as x_r^T H_r: numpy's stacked
     (1, d) @ (d, d) kernel streams H about twice as fast as (d, d) @ (d, 1) for
     small d (benchmarks/oracles.py).  H is exactly symmetric (the constructor
     symmetrises it), so the two agree up to summation order.  With
     ``threads > 1`` and a large stack, contiguous blocks of rows are handed to
     a thread pool (numpy releases the GIL in matmul); each row is computed by
-    the same kernel, so the result is identical to the single-threaded one."""
+    the same kernel, so the result is identical to the single-threaded one.
+    ``out``: an optional (m, d) float64 array that receives the result."""
     m, d = X.shape
-    out = np.empty((m, 1, d))
+    rows = out
+    out = np.empty((m, 1, d)) if rows is None else rows[:, None, :]
     if threads <= 1 or m < 2 * threads or H.size < _MIN_THREADED_FLOATS:
         np.matmul(X[:, None, :], H, out=out)
         return out[:, 0, :]
@@ -59,6 +61,17 @@ def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1) -> np.ndarray:
 
     list(pool.map(block, range(threads)))
     return out[:, 0, :]
+
+
+def _first_of_run(clients: Any, n_clients: int) -> int | None:
+    """a when ``clients`` is an int64 array a, a+1, ..., b-1 with 0 <= a < b <= n_clients
+    (e.g. full participation), else None (then the indices go through the full checks)."""
+    if type(clients) is not np.ndarray or clients.dtype != np.int64 or clients.ndim != 1 or not clients.size:
+        return None
+    a, b = int(clients[0]), int(clients[-1]) + 1
+    if a < 0 or b > n_clients or b - a != clients.size or (clients[1:] - clients[:-1] != 1).any():
+        return None
+    return a
 
 
 # Bytes of Hessians checked and symmetrised at a time: construction then peaks at
@@ -274,6 +287,37 @@ class QuadraticFederation(Federation):
             G = _hx(self._H(idx), X, self._threads)
             G -= self._e(idx)
         return finite_output("client gradient", G)
+
+    def row_gradient(self, clients: ClientSelection, rng: np.random.Generator | None) -> RowGradient:
+        """The exact gradient H_i y - e_i bound to the listed clients, computed as
+        ``client_grad`` does (same bits), with the clients' H_i and e_i picked once:
+        views for a contiguous ascending run of clients (e.g. full participation),
+        a gathered copy otherwise.  Stochastic oracles and subclasses: the generic
+        hook (:meth:`Federation.row_gradient`)."""
+        if type(self) is not QuadraticFederation or self.is_stochastic:
+            return super().row_gradient(clients, rng)
+        a = _first_of_run(clients, self.n_clients)
+        if a is not None:                      # a checked run a, a+1, ..., a+m-1: views
+            m = clients.shape[0]               # type: ignore[union-attr]
+            H, e = self.H[a:a + m], self.e[a:a + m]
+        else:
+            idx = self._clients(clients)
+            m = idx.shape[0]
+            H, e = self.H[idx], self.e[idx]
+        threads = self._threads
+        if threads > 1 and m >= 2 * threads and H.size >= _MIN_THREADED_FLOATS:
+            def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+                G = _hx(H, X, threads, out)
+                G -= e
+                return G
+            return grad
+
+        def grad_one_thread(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+            G = np.empty(X.shape) if out is None else out        # the kernel of _hx, one thread
+            np.matmul(X[:, None, :], H, out=G[:, None, :])
+            G -= e
+            return G
+        return grad_one_thread
 
     def client_hess(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """H_i (independent of x) -> (m, d, d), a copy."""

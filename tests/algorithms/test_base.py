@@ -80,3 +80,87 @@ def test_temporal_ensembles_have_no_operator(alg):
 def test_algorithms_without_a_server_rate_are_their_own_averaging_version():
     for alg in (FedDyn(alpha=0.5), EFL()):
         assert alg.averaging_version() is alg
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_resolve_per_client_scalar_fast_path_matches_the_checked_path(integer):
+    """Plain Python scalars skip the array checks: same arrays, same errors."""
+    from fltheory._validate import per_client
+    goods = [1, 7, 10**7] if integer else [0.05, 3, 1e-300, 1e300]
+    for v in goods:
+        got = resolve_per_client("v", v, 4, integer=integer, strict=not integer, minimum=1 if integer else 0.0)
+        want = np.broadcast_to(np.asarray(per_client("v", np.asarray(v), 4, integer=integer,
+                                                     strict=not integer, minimum=1 if integer else 0.0),
+                                          dtype=np.int64 if integer else np.float64), (4,))
+        assert got.dtype == want.dtype and got.flags.writeable
+        np.testing.assert_array_equal(got, want)
+    bads = [0, -3, 10**7 + 1, 2.0, 10**30, True, float("nan")] if integer else \
+        [0.0, -1.0, float("nan"), float("inf"), True, 10**400, "0.1"]
+    for v in bads:
+        with pytest.raises(InvalidHyperparameterError):
+            resolve_per_client("v", v, 4, integer=integer, strict=not integer, minimum=1 if integer else 0.0)
+
+
+def test_deferred_communication_is_measured_once_when_read():
+    from fltheory.algorithms.base import DeferredCommunication, RoundInfo
+    from fltheory.compression import Communication
+    rng = np.random.default_rng(3)
+    up, dc = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    down = np.broadcast_to(rng.standard_normal(8), (3, 8))
+    info = RoundInfo(np.arange(3), np.full(3, 2), DeferredCommunication((up, dc), down, up_kind="sparse"))
+    first = info.communication
+    assert first == Communication.measure(np.hstack([up, dc]), down, up_kind="sparse")
+    assert info.communication is first
+    assert "RoundInfo(" in repr(info)
+
+
+def _hand_local_models(alg, state, fed):
+    """y_i after the round's local steps from ``state``, a plain loop per client (exact
+    oracle, full participation): FedAvg, SCAFFOLD (corrected by c - c_i), FedProx
+    (gradient steps on f_i + mu/2 ||y - x||^2), client AdaGrad (eps 1e-8, restart)."""
+    ys = []
+    for i in range(fed.n_clients):
+        y, nu = state.x.copy(), np.zeros(fed.dim)
+        for _ in range(2):
+            g = fed.H[i] @ y - fed.e[i]
+            if isinstance(alg, Scaffold):
+                g = g + state.c - state.c_clients[i]
+            if isinstance(alg, FedProx):
+                g = g + alg.mu * (y - state.x)
+            if isinstance(alg, FedOpt):
+                nu = nu + g * g
+                y = y - 0.1 * g / (np.sqrt(nu) + 1e-8)
+            else:
+                y = y - 0.1 * g
+        ys.append(y)
+    return np.array(ys)
+
+
+@pytest.mark.parametrize("alg", [FedAvg(lr=0.1, local_steps=2), Scaffold(lr=0.1, local_steps=2),
+                                 FedProx(lr=0.1, local_steps=2, mu=0.3),
+                                 FedOpt(client_optimizer=optim.adagrad(0.1), server_optimizer=optim.sgd(1.0),
+                                        local_steps=2)])
+def test_rounds_report_the_communication_of_their_messages(alg):
+    """The deferred measurement of a round equals Communication.measure of what was sent,
+    recomputed by a loop per client: the model changes (and SCAFFOLD's control changes
+    c_i^+ - c_i) up, the model (and c) down to every participant."""
+    from fltheory.compression import Communication
+    fed = _fed()
+    rng = np.random.default_rng(0)
+    state = alg.init(fed, np.array([0.3, -0.2]), rng)
+    state, _ = alg.round(state, fed, None, rng)
+    new, info = alg.round(state, fed, None, rng)
+    m, d = fed.n_clients, fed.dim
+    delta = _hand_local_models(alg, state, fed) - state.x
+    if isinstance(alg, Scaffold):
+        dc = state.c_clients - state.c - delta / 0.2 - state.c_clients     # option II: c_i - c + (x - y)/(K eta)
+        up, down = np.hstack([delta, dc]), np.broadcast_to(np.concatenate([state.x, state.c]), (m, 2 * d))
+        np.testing.assert_allclose(new.c_clients - state.c_clients, dc, rtol=0, atol=1e-14)
+    else:
+        up, down = delta, np.broadcast_to(state.x, (m, d))
+    want = Communication.measure(up, down)
+    got = info.communication
+    for field in ("floats_up", "floats_down", "nonzeros_up", "nonzeros_down", "bits_up", "bits_down",
+                  "entries_up"):
+        assert getattr(got, field) == getattr(want, field), field
+    assert got.entropy_up == pytest.approx(want.entropy_up, rel=1e-12)

@@ -111,3 +111,45 @@ def test_curvature_bounds_of_the_shipped_federations(quad):
     multi = make_logistic(0, 3, 2, 10, n_classes=3, reg=0.2)
     assert not multi.curvature_bounds().exact
     assert Federation.curvature_bounds(quad) is None
+
+
+@pytest.mark.parametrize("clients", [np.arange(5), np.arange(1, 4), np.array([3, 0, 3, 1]), [2],
+                                     np.array([1, 2, 3], dtype=np.int32)])
+def test_row_gradient_gives_the_bits_of_stochastic_grad(quad, clients):
+    """The bound oracle (checked once) against the checked call, for runs (views),
+    gathered indices with repeats, lists and other integer dtypes, with and without
+    an output buffer; the generic default gives the same."""
+    m = len(clients)
+    X = np.random.default_rng(20).standard_normal((m, quad.dim))
+    want = quad.stochastic_grad(X, clients)
+    for grad in (quad.row_gradient(clients, None), Federation.row_gradient(quad, clients, None)):
+        np.testing.assert_array_equal(grad(X), want)
+        out = np.empty((m, quad.dim))
+        got = grad(X, out)
+        np.testing.assert_array_equal(got, want)
+    fast = quad.row_gradient(clients, None)
+    out = np.empty((m, quad.dim))
+    assert fast(X, out) is out
+
+
+def test_row_gradient_checks_the_clients_once(quad):
+    for bad in ([5], [-1], np.array([0.5]), [[0, 1]]):
+        with pytest.raises(InvalidProblemError):
+            quad.row_gradient(bad, None)
+        with pytest.raises(InvalidProblemError):
+            Federation.row_gradient(quad, bad, None)
+    with pytest.raises(InvalidProblemError):          # a run that leaves the federation
+        quad.row_gradient(np.arange(3, 6), None)
+
+
+def test_row_gradient_of_a_noisy_oracle_draws_as_stochastic_grad(quad):
+    noisy = quad.with_gradient_noise(0.3)
+    clients = np.array([0, 2, 4])
+    X = np.random.default_rng(21).standard_normal((3, quad.dim))
+    grad = noisy.row_gradient(clients, np.random.default_rng(7))
+    a = [grad(X), grad(X)]
+    rng = np.random.default_rng(7)
+    b = [noisy.stochastic_grad(X, clients, rng), noisy.stochastic_grad(X, clients, rng)]
+    for u, v in zip(a, b, strict=True):
+        np.testing.assert_array_equal(u, v)
+    assert not np.array_equal(a[0], a[1])

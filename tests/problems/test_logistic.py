@@ -249,3 +249,55 @@ def test_hessian_of_very_unequal_clients(n_classes):
     for r, i in enumerate(clients):
         ref = ref_binary if n_classes is None else (lambda a, y, x, g: ref_multi(a, y, x, g, 3))
         np.testing.assert_allclose(H[r], ref(feats[i], labs[i], X[r], 0.2)[2], rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multinomial", "multinomial unequal sizes", "no ridge"])
+def test_fused_loss_and_gradient_hook_gives_the_bits_of_the_default(kind):
+    """loss_and_grad_norm2 takes one pass over the data per point (loss and gradient
+    from the same logits) and must give exactly what Federation's default computes
+    from loss() and grad() separately; the gradient is also checked against finite
+    differences of F."""
+    from fltheory.problems import Federation
+    from fltheory.problems.synthetic import synthetic_fedprox
+    if kind == "multinomial unequal sizes":
+        fed = synthetic_fedprox(1.0, 1.0, seed=1, reg=1e-3, n_devices=12, dim=5, n_classes=3).train
+    else:
+        fed = make_logistic(3, 6, 4, 30, n_classes=None if kind == "binary" else 3,
+                            reg=0.0 if kind == "no ridge" else 0.1, weights=True)
+    X = 0.4 * np.random.default_rng(4).standard_normal((3, fed.dim))
+    loss, g2 = fed.loss_and_grad_norm2(X)
+    want = Federation.loss_and_grad_norm2(fed, X)
+    np.testing.assert_array_equal(loss, want[0])
+    np.testing.assert_array_equal(g2, want[1])
+    g = fd_grad(fed.loss, X[0])
+    assert g2[0] == pytest.approx(float(g @ g), rel=1e-6)
+
+
+def test_fused_loss_and_gradient_hook_refuses_bad_points():
+    from fltheory.errors import FLTheoryError
+    fed = make_logistic(5, 3, 2, 10)
+    for bad in (np.array([[np.nan, 0.0]]), np.array([[1e308, 1e308]]) * 10, np.zeros((1, 3))):
+        with pytest.raises(FLTheoryError):
+            fed.loss_and_grad_norm2(bad)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multinomial", "multinomial unequal sizes"])
+@pytest.mark.parametrize("clients", [None, np.array([3, 1, 1, 0])])
+def test_bound_gradient_gives_the_bits_of_client_grad(kind, clients):
+    """row_gradient binds the size groups (and label positions) once; every call must
+    equal client_grad bit for bit, with or without an output buffer; noisy oracles
+    fall back to the generic hook (same draws as stochastic_grad)."""
+    from fltheory.problems.synthetic import synthetic_fedprox
+    if kind == "multinomial unequal sizes":
+        fed = synthetic_fedprox(1.0, 1.0, seed=2, reg=1e-3, n_devices=12, dim=5, n_classes=3).train
+    else:
+        fed = make_logistic(6, 6, 4, 30, n_classes=None if kind == "binary" else 3, reg=0.1)
+    idx = np.arange(fed.n_clients) if clients is None else clients
+    X = 0.5 * np.random.default_rng(8).standard_normal((idx.shape[0], fed.dim))
+    grad = fed.row_gradient(idx, None)
+    want = fed.client_grad(X, idx)
+    np.testing.assert_array_equal(grad(X), want)
+    np.testing.assert_array_equal(grad(X, np.empty_like(X)), want)
+    noisy = fed.with_gradient_noise(0.2)
+    g = noisy.row_gradient(idx, np.random.default_rng(1))(X)
+    np.testing.assert_array_equal(g, noisy.stochastic_grad(X, idx, np.random.default_rng(1)))

@@ -38,6 +38,9 @@ __all__ = [
 ]
 
 
+_ZERO = LocalObjective.zero()
+
+
 def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, steps: np.ndarray,
                   lr: np.ndarray, rng: np.random.Generator | None,
                   objective: LocalObjective | None = None,
@@ -70,19 +73,22 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
     m, d = Y.shape
     steps = np.asarray(steps, dtype=np.int64)
-    lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (m,))
-    objective = objective or LocalObjective.zero()
+    if not (type(lr) is np.ndarray and lr.shape == (m,) and lr.dtype == np.float64):
+        lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (m,))
+    objective = objective or _ZERO
     state = opt_state
     if optimizer is not None and state is None:
         state = optimizer.init(Y, clients)
     kmax = int(steps.max()) if m else 0
-    blocks = blocking.row_blocks(problem, m, d) if blocking.blockable(problem, clients) else [slice(0, m)]
+    blocks = blocking.row_blocks(problem, m, d)
+    if len(blocks) > 1 and not blocking.blockable(problem, clients):
+        blocks = [slice(0, m)]
     if problem.is_stochastic or len(blocks) == 1 or kmax == 0:
         state, psum = descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state,
                               record_precond)
     else:
         state, psum = blocking.descend_blocks(problem, Y, clients, steps, lr, objective, optimizer,
                                               state, record_precond, blocks)
-    if not np.all(np.isfinite(Y)):
+    if not np.isfinite(Y).all():
         raise DivergenceError("local steps produced non-finite values")
     return Y, {"opt_state": state, "precond_sum": psum}

@@ -58,7 +58,7 @@ def _pool() -> ThreadPoolExecutor:
 def _contiguous(clients: np.ndarray) -> bool:
     """True for an ascending run a, a+1, ..., b-1 (e.g. full participation)."""
     c = np.asarray(clients)
-    return c.size > 0 and int(c[-1]) - int(c[0]) + 1 == c.size and bool(np.all(np.diff(c) == 1))
+    return c.size > 0 and int(c[-1]) - int(c[0]) + 1 == c.size and not (c[1:] - c[:-1] != 1).any()
 
 
 def blockable(problem: Federation, clients: np.ndarray) -> bool:

@@ -69,8 +69,16 @@ class LocalObjective:
 
     @classmethod
     def proximal(cls, mu: Any, center: np.ndarray) -> LocalObjective:
-        """(mu/2) ||y - center||^2; ``mu`` scalar or (m,)."""
+        """(mu/2) ||y - center||^2; ``mu`` scalar or (m,).
+
+        A scalar ``mu`` with one centre row shared by all rows (``center`` a
+        broadcast view, stride 0 along the rows, as the received model x of
+        FedProx) gives D and b as read-only broadcast views of mu and mu * c:
+        the same numbers as the full arrays, without m copies of them."""
         m, d = center.shape
+        mu_arr = np.asarray(mu, dtype=np.float64)
+        if mu_arr.ndim == 0 and m > 1 and center.strides[0] == 0:
+            return cls(D=np.broadcast_to(mu_arr, (m, d)), b=np.broadcast_to(mu_arr * center[0], (m, d)))
         D = _rows(mu, m, d)
         return cls(D=D, b=D * center)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import DivergenceError
 from ...optim.base import Optimizer, put_rows, take_rows
 from ...problems.base import Federation
 from .objective import LocalObjective
@@ -21,56 +22,132 @@ __all__ = ["descend"]
 def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.ndarray,
             lr: np.ndarray, rng: np.random.Generator | None, objective: LocalObjective,
             optimizer: Optimizer | None, state: Any, record: bool) -> tuple[Any, np.ndarray | None]:
-    """The step-major loop on rows of Y (modified in place) -> (state, precond_sum)."""
+    """The step-major loop on rows of Y (modified in place) -> (state, precond_sum).
+
+    While every row is active (steps 0..min(steps)-1) the oracle is the
+    federation's ``row_gradient`` bound to ``clients`` once (no argument checks
+    per step; an overflow shows as a non-finite Y, which the caller reports),
+    and plain steps reuse one gradient buffer and one buffer for the extra terms;
+    the numbers are the same as with ``stochastic_grad`` and ``objective.grad``
+    called every step.  Later steps (rows with more steps than others) call the
+    checked ``stochastic_grad`` on the active rows."""
     m = Y.shape[0]
     precond_sum = None
     kmax = int(steps.max()) if m else 0
-    lr_col = np.asarray(lr, dtype=np.float64)[:, None]
-    # a linear term alone (the SCAFFOLD correction): its gradient 0 - b = -b is
-    # subtracted directly, G - b == G + (0 - b) exactly, with no zeros/extra pass
-    linear_only = objective.D is None and objective.b is not None and not objective.has_l1
     kmin = int(steps.min()) if m else 0             # steps 0..kmin-1 involve every row
-    for k in range(kmax):
-        full = k < kmin
-        rows = slice(None) if full else np.flatnonzero(steps > k)
-        Ya = Y if full else Y[rows]
-        G = problem.stochastic_grad(Ya, clients if full else clients[rows], rng)
-        _add_extra_grad(G, objective if full else objective.take(rows), Ya, linear_only)
-        if optimizer is None:
-            G *= lr_col if full else lr_col[rows]
-            if full:
+    lr = np.asarray(lr, dtype=np.float64)
+    lr_col = lr[:, None]
+    # one rate for every row: the scalar gives the same products as the column
+    rate: float | np.ndarray = float(lr[0]) if m and (lr == lr[0]).all() else lr_col
+    unit_rate = isinstance(rate, float) and rate == 1.0
+    extra = _ExtraGradient(objective, Y)
+    grad = problem.row_gradient(clients, rng) if kmin > 0 else None
+    G_buf = np.empty_like(Y) if optimizer is None and kmin > 0 else None
+    with np.errstate(over="ignore", invalid="ignore"):
+        if optimizer is None and grad is not None and extra.kind == "none":
+            for _ in range(kmin):                          # plain steps, nothing added: the bare loop
+                G = grad(Y, G_buf)
+                G *= rate
                 Y -= G
+            kdone = kmin
+        else:
+            kdone = 0
+        for _ in range(kdone, kmin):
+            assert grad is not None
+            G = grad(Y, G_buf)
+            extra.add_to(G, Y)
+            if optimizer is None:
+                G *= rate
+                Y -= G
+                continue
+            U, state = optimizer.update(G, state, Y)
+            if unit_rate:
+                pass                                       # 1.0 * u == u exactly: no pass
+            elif _fresh(U, G, Y, state):
+                U *= rate                                  # same products as lr_col * U, no temporary
             else:
-                Y[rows] -= G
+                U = rate * U
+            Y += U
+            if record:
+                P = np.asarray(optimizer.precond(state))
+                if precond_sum is None:
+                    precond_sum = np.zeros((m, *P.shape[1:]))
+                precond_sum += P
+    if kmax > kmin and not np.all(np.isfinite(Y)):
+        raise DivergenceError("local steps produced non-finite values")
+    for k in range(kmin, kmax):
+        rows = np.flatnonzero(steps > k)
+        Ya = Y[rows]
+        G = problem.stochastic_grad(Ya, clients[rows], rng)
+        _add_extra_grad(G, objective.take(rows), Ya)
+        if optimizer is None:
+            G *= lr_col[rows]
+            Y[rows] -= G
             continue
-        sub = state if full else take_rows(state, rows)
+        sub = take_rows(state, rows)
         U, sub = optimizer.update(G, sub, Ya)
-        scale = lr_col if full else lr_col[rows]
+        scale = lr_col[rows]
         if _fresh(U, G, Ya, sub):
-            U *= scale                                 # same products as scale * U, no temporary
+            U *= scale
         else:
             U = scale * U
-        if full:
-            Y += U
-            state = sub
-        else:
-            Y[rows] += U
-            state = put_rows(state, rows, sub)
+        Y[rows] += U
+        state = put_rows(state, rows, sub)
         if record:
             P = np.asarray(optimizer.precond(sub))
             if precond_sum is None:
                 precond_sum = np.zeros((m, *P.shape[1:]))
-            if full:
-                precond_sum += P
-            else:
-                precond_sum[rows] += P
+            precond_sum[rows] += P
     return state, precond_sum
 
 
-def _add_extra_grad(G: np.ndarray, obj: LocalObjective, Y: np.ndarray, linear_only: bool) -> None:
+class _ExtraGradient:
+    """Adds the gradient of the extra terms of ``objective`` (rows of Y) to G in place,
+    with the floating-point operations of ``G += objective.grad(Y)``:
+
+    * a linear term alone (the SCAFFOLD correction): G - b == G + (0 - b) exactly,
+      subtracted directly;
+    * D * y - b (proximal, FedDyn, elastic net l2, ...): into one reused buffer;
+      a D or b stored as a broadcast view of one number or one row (stride 0,
+      ``LocalObjective.proximal``) is applied as that number or row (the same
+      products and differences), so no (m, d) array is read for it every step;
+    * anything with an l1 term: ``objective.grad``.
+    """
+
+    def __init__(self, objective: LocalObjective, Y: np.ndarray) -> None:
+        self.objective = objective
+        self.kind = "none"
+        D, b = objective.D, objective.b
+        if objective.has_l1:
+            self.kind = "general"
+        elif D is None and b is not None:
+            self.kind = "linear"
+        elif D is not None:
+            self.kind = "diagonal"
+            self.D: float | np.ndarray = float(D[0, 0]) if D.size and D.strides == (0, 0) else D
+            self.buf = np.empty_like(Y)
+        self.b = b[0] if b is not None and b.shape[0] > 1 and b.strides[0] == 0 else b
+
+    def add_to(self, G: np.ndarray, Y: np.ndarray) -> None:
+        kind = self.kind
+        if kind == "none":
+            return
+        b = self.b
+        if kind == "linear":
+            G -= b
+        elif kind == "diagonal":
+            T = np.multiply(self.D, Y, out=self.buf)
+            if b is not None:
+                T -= b
+            G += T
+        else:
+            _add_extra_grad(G, self.objective, Y)
+
+
+def _add_extra_grad(G: np.ndarray, obj: LocalObjective, Y: np.ndarray) -> None:
     """G += gradient of the extra terms, in place (same floating-point result as
-    ``G += obj.grad(Y)``)."""
-    if linear_only:
+    ``G += obj.grad(Y)``; a linear term alone is subtracted directly)."""
+    if obj.D is None and obj.b is not None and not obj.has_l1:
         G -= obj.b
         return
     extra = obj.grad(Y)

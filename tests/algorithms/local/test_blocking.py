@@ -53,3 +53,26 @@ def test_bad_thread_count():
     from fltheory.errors import InvalidProblemError
     with pytest.raises(InvalidProblemError, match="threads"):
         set_num_threads(0)
+
+
+@pytest.mark.parametrize("kind", ["proximal, one mu, shared centre", "linear", "none"])
+def test_blocks_of_broadcast_and_linear_terms_equal_one_batch(monkeypatch, kind):
+    """FedProx's proximal term stored as broadcast views and SCAFFOLD's linear term,
+    cut into row blocks on two threads: the same bits as one batch, with one rate
+    for all rows (the scalar-rate path) and equal steps (the bound-oracle path only)."""
+    from fltheory.algorithms.local import LocalObjective, blocking
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=6)
+    m, d = fed.n_clients, fed.dim
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(d)
+    obj = {"proximal, one mu, shared centre": LocalObjective.proximal(0.3, np.broadcast_to(x, (m, d))),
+           "linear": LocalObjective.linear(rng.standard_normal((m, d))),
+           "none": LocalObjective.zero()}[kind]
+    args = (fed, np.broadcast_to(x, (m, d)), np.arange(m), np.full(m, 5), np.full(m, 0.07), None, obj)
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
+    one, _ = local_descent(*args)
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * d * d * 4)
+    assert len(blocking.row_blocks(fed, m, d)) == 6
+    many, _ = local_descent(*args)
+    np.testing.assert_array_equal(one, many)

@@ -8,7 +8,7 @@ import pytest
 from fltheory import optim
 from fltheory.algorithms.local import LocalObjective, local_descent
 
-from .builders import quadratic
+from .builders import composed, quadratic
 
 
 def test_linear_term_alone_matches_hand_loop_and_is_not_modified():
@@ -89,3 +89,103 @@ def test_record_precond_sums_the_preconditioners():
             total += 1 / (np.sqrt(v) + 1e-8)
             y = y - 0.1 * g / (np.sqrt(v) + 1e-8)
         np.testing.assert_allclose(info["precond_sum"][r], total, rtol=1e-12)
+
+
+# --- the hot loop against the checked per-step loop it replaced (same bits) -----------------
+
+def _checked_loop(fed, Y0, clients, steps, lr, objective, optimizer=None):
+    """The local loop as written before the bound oracle: ``stochastic_grad`` (all argument
+    checks) and ``objective.grad`` every step, lr as a column, step k on the active rows."""
+    Y = np.array(Y0, dtype=np.float64)
+    lr_col = np.broadcast_to(np.asarray(lr, dtype=np.float64), (Y.shape[0],))[:, None]
+    state = None if optimizer is None else optimizer.init(Y, clients)
+    for k in range(int(steps.max())):
+        rows = np.flatnonzero(steps > k)
+        G = fed.stochastic_grad(Y[rows], clients[rows], None)
+        extra = objective.take(rows).grad(Y[rows])
+        if extra is not None:
+            G += extra
+        if optimizer is None:
+            Y[rows] -= lr_col[rows] * G
+            continue
+        sub = optim.take_rows(state, rows)
+        U, sub = optimizer.update(G, sub, Y[rows])
+        Y[rows] += lr_col[rows] * U
+        state = optim.put_rows(state, rows, sub)
+    return Y
+
+
+def _objectives(m, d, rng):
+    X0 = np.broadcast_to(rng.standard_normal(d), (m, d))
+    return {
+        "none": LocalObjective.zero(),
+        "linear": LocalObjective.linear(rng.standard_normal((m, d))),
+        "proximal, one mu, shared centre": LocalObjective.proximal(0.3, X0),
+        "proximal, per-row mu": LocalObjective.proximal(np.linspace(0.1, 0.5, m), rng.standard_normal((m, d))),
+        "composed": composed(m, d, seed=3),
+        "l1": LocalObjective.proximal(0.2, X0) + LocalObjective.l1_term(0.05, X0),
+    }
+
+
+@pytest.mark.parametrize("name", ["none", "linear", "proximal, one mu, shared centre", "proximal, per-row mu",
+                                  "composed", "l1"])
+@pytest.mark.parametrize("rates", ["one", "per-row"])
+@pytest.mark.parametrize("steps_kind", ["equal", "unequal"])
+def test_hot_loop_gives_the_bits_of_the_checked_loop(name, rates, steps_kind):
+    fed = quadratic(seed=11, N=6, d=5)
+    m, d = fed.n_clients, fed.dim
+    rng = np.random.default_rng(12)
+    objective = _objectives(m, d, rng)[name]
+    clients = np.arange(m)
+    steps = np.full(m, 4) if steps_kind == "equal" else np.array([4, 2, 0, 4, 3, 1])
+    lr = 0.07 if rates == "one" else np.linspace(0.03, 0.08, m)
+    Y0 = rng.standard_normal((m, d))
+    Y, _ = local_descent(fed, Y0, clients, steps, np.broadcast_to(lr, (m,)), None, objective)
+    np.testing.assert_array_equal(Y, _checked_loop(fed, Y0, clients, steps, lr, objective))
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+@pytest.mark.parametrize("clients", [np.arange(5), np.array([4, 0, 2, 3, 1]), np.array([1, 2, 3, 4, 5])])
+def test_hot_loop_with_an_optimizer_gives_the_bits_of_the_checked_loop(scale, clients):
+    fed = quadratic(seed=13, N=6, d=4)
+    m, d = clients.shape[0], fed.dim
+    Y0 = np.random.default_rng(14).standard_normal((m, d))
+    steps = np.full(m, 5)
+    opt = optim.adagrad(0.1)
+    Y, _ = local_descent(fed, Y0, clients, steps, np.full(m, scale), None, optimizer=opt)
+    ref = _checked_loop(fed, Y0, clients, steps, scale, LocalObjective.zero(), optimizer=opt)
+    np.testing.assert_array_equal(Y, ref)
+
+
+def test_hot_loop_overflow_is_a_divergence_error_without_warnings():
+    """The bound oracle checks nothing per step: an overflow shows as a non-finite
+    iterate, reported as DivergenceError (no RuntimeWarning on the way)."""
+    import warnings
+
+    from fltheory.errors import DivergenceError
+    fed = quadratic(seed=15)
+    m = fed.n_clients
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DivergenceError, match="non-finite"):
+            local_descent(fed, np.full((m, fed.dim), 1e300), np.arange(m), np.full(m, 50), np.full(m, 10.0),
+                          None)
+        with pytest.raises(DivergenceError, match="non-finite"):   # rows with more steps than others
+            local_descent(fed, np.full((m, fed.dim), 1e300), np.arange(m), np.array([50, 60, 50, 50]),
+                          np.full(m, 10.0), None)
+
+
+def test_proximal_term_of_one_mu_and_a_shared_centre_is_stored_as_views():
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal(3)
+    C = np.broadcast_to(x, (4, 3))
+    shared = LocalObjective.proximal(0.4, C)
+    full = LocalObjective.proximal(np.full(4, 0.4), np.array(C))
+    assert shared.D is not None and shared.b is not None and full.D is not None and full.b is not None
+    assert shared.D.strides == (0, 0) and shared.b.strides[0] == 0
+    assert not shared.D.flags.writeable and not shared.b.flags.writeable
+    np.testing.assert_array_equal(shared.D, full.D)
+    np.testing.assert_array_equal(shared.b, full.b)
+    Y = rng.standard_normal((4, 3))
+    np.testing.assert_array_equal(shared.grad(Y), full.grad(Y))
+    np.testing.assert_array_equal(shared.value(Y), full.value(Y))
