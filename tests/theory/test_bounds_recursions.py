@@ -263,3 +263,19 @@ def test_eq77_exact_errors_match_fedavg_runs_with_the_decaying_rate():
             sq[m, t + 1] = np.sum((state.x - fed.optimum()) ** 2)
     se = sq.std(axis=0, ddof=1) / math.sqrt(M)
     assert np.all(np.abs(sq.mean(axis=0) - exact) <= 5 * se + 1e-12)
+
+
+@pytest.mark.parametrize("a_gamma", [0.9, 0.5, 0.1, 0.01])
+@pytest.mark.parametrize("T", [0, 1, 5, 100, 3000])
+def test_constant_step_bound_holds_for_the_exact_supremum_over_all_sequences(a_gamma, T):
+    # (U) against the exact worst case (supremum_coefficients): r_0 term alpha_0 <= exp(-a gamma (T+1)) / gamma,
+    # c term beta_0 <= gamma; the telescoped identity makes the c term tight when no s_t is paid (b = 0)
+    a, gamma = 0.7, a_gamma / 0.7
+    w = (1 - a * gamma) ** (T - np.arange(T + 1.0))            # w_t / w_T (constant_step_weights overflows)
+    if T <= 100:
+        np.testing.assert_allclose(w, constant_step_weights(T, a, gamma) / constant_step_weights(T, a, gamma)[-1],
+                                   rtol=1e-12)
+    log_alpha, beta = supremum_coefficients(np.full(T + 1, gamma), w, a)
+    assert log_alpha <= -math.log(gamma) - a * gamma * (T + 1) + 1e-12
+    assert beta <= gamma * (1 + 1e-12)
+    assert constant_step_bound(1.0, 1.0, T, a, gamma) >= math.exp(log_alpha) + beta - 1e-12

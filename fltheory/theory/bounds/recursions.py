@@ -43,7 +43,11 @@ gamma_t <= 1/d (d >= a).  With weights w_t >= 0, W_T = sum_t w_t, the lemmas bou
 
       Psi_T <= d r_0 exp(-a (T + 1) / d) + (c / (a T)) (ln M + 1 / ln 2),
 
-  the O~(d r_0 exp(-a T / d) + c / (a T)) the lemma states.
+  of the shape O~(d r_0 exp(-a T / d) + c / (a T)).  Review note: the seed's text of Lemma 5 keeps only
+  "a telescoping sum", so which rate it prints cannot be checked here; the telescoping and the case
+  analysis above were re-derived and hold.  W_T >= w_T is loose: W_T = (w_T - 1) / (a gamma) exactly
+  (a geometric sum), so r_0 / (gamma W_T) = a r_0 / ((1 - a gamma)^{-(T+1)} - 1), of order
+  a r_0 exp(-a gamma (T + 1)); (U) keeps the simpler, larger r_0 / gamma factor.
 
 :func:`sgd_special_case_rate` is App. C's SGD special case with one local step (eq. 77): the
 classical decaying-rate induction with explicit constants.
