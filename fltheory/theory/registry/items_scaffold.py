@@ -200,11 +200,14 @@ ITEMS: tuple[Item, ...] = (
         code=("fltheory.algorithms.Scaffold", "fltheory.algorithms.reference.saga.saga_iterates"),
         tests=("tests/algorithms/test_scaffold_v1_claims.py::test_with_one_client_scaffold_is_local_gradient_descent",
                TSC + "test_one_client_one_step_unit_global_rate_is_saga",
-               TSC + "test_saga_loop_by_hand_on_two_scalar_clients"),
+               TSC + "test_saga_loop_by_hand_on_two_scalar_clients",
+               TSC + "test_saga_equivalence_needs_c_to_be_the_mean_of_the_client_controls"),
         coverage="full", coverage_before="none",
         note="SAGA written from Defazio et al. (2014) equals SCAFFOLD (S = 1, K = 1, eta_g = 1, options I and "
              "II) to 1e-14 over 200 steps, from a zero gradient table and from SAGA's table at x0 (N = 20: the "
-             "equivalence is exact for every N); N = 1 is local GD exactly"),
+             "equivalence is exact for every N); N = 1 is local GD exactly. The section's equations are lost in our "
+             "text: the equivalence is derived (K = 1 makes options I and II coincide; it needs c = mean of the "
+             "c_i, which a start that breaks it shows)"),
     _v1(key=f"{V1}:sampling-unbiased", number="sec. 6.1 (i)", kind="claim",
         statement="In expectation over the client sampling, the update equals the full-participation "
                   "(FedAvg) one.",
