@@ -95,7 +95,8 @@ ITEMS: tuple[Item, ...] = (
         coverage="partial",
         note="with gradient noise the exact expected rounds to eps (best admissible local step) are checked for "
              "the order in 1/eps and independence of heterogeneity; the O~ hides constants and logs, so the "
-             "exact / formula ratio is reported, not judged"),
+             "exact / formula ratio is reported, not judged; the admissible local steps eta_l <= 1/(81 beta K) are "
+             "SCAFFOLD-ICML Theorem III's (v1's own step conditions are lost in our text)"),
     _v1(key=f"{V1}:thm6", number="Theorem 6", kind="theorem",
         statement="Strongly convex with sampling (option II): rounds O~(sigma^2/(mu K S eps) + beta/mu + "
                   "N/S).",
@@ -108,7 +109,8 @@ ITEMS: tuple[Item, ...] = (
         checks=("scaffold_drift:scaffold-rounds", "scaffold_drift:scaffold-noise-rounds"),
         coverage="partial",
         note="noise and sampling S < N are exercised on exact expectations (scaffold_drift: order in 1/eps, "
-             "no heterogeneity term, exact / formula ratio reported); the N/S term is not swept over S"),
+             "no heterogeneity term, exact / formula ratio reported); the N/S term is not swept over S; the local "
+             "step range is SCAFFOLD-ICML Theorem III's (v1's own step conditions are lost in our text)"),
     _v1(key=f"{V1}:same-direction", number="sec. 4.1 (i)", kind="claim",
         statement="Aggregated over clients, SCAFFOLD's local update equals FedAvg's (the server direction "
                   "is unchanged).",
