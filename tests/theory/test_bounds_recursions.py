@@ -5,7 +5,9 @@ are held here to Monte Carlo runs of FedOpt / FedAvg.
 
 Worst case of a recursion r_{t+1} <= (1 - a g_t) r_t - b g_t s_t + c g_t^2: equality, with s_t any
 non-negative sequence that keeps r_{t+1} >= 0 (s_t = u_t ((1 - a g_t) r_t + c g_t^2) / (b g_t), u_t in
-[0, 1]); any sequence satisfying the inequality has a smaller r_{T+1} and Psi is monotone in r.
+[0, 1]); any sequence satisfying the inequality has a smaller r_{T+1} and Psi is monotone in r.  Random u
+samples that family; the exact supremum over it (a backward recursion, see supremum_coefficients) is what
+the *_exact_supremum_* tests hold the lemmas to.
 """
 
 from __future__ import annotations
