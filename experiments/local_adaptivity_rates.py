@@ -5,7 +5,8 @@
   Gaussian gradient noise) and server SGD with the decaying server rates of Stich's lemma (LocalAdaptivity
   Lemma 3, App. C).  The exact E||x_R - x~||^2 (second moments propagated in closed form) against
   :func:`fltheory.theory.bounds.recursions.fedopt_theorem1_rate` (eq. 61 unrolled by Lemma 3 with Stich's
-  constants 32 and 36); ratio = max over R in ``rounds`` of exact / bound.
+  constants 32 and 36, as recalled and not verified against Stich's printed lemma, but checked to bound the
+  recursion's exact worst case); ratio = max over R in ``rounds`` of exact / bound.
 * ``eq77-rate``: identical SGD clients, one local step, client rate 2 / (mu (t + 2 L / mu)): the exact
   error against :func:`~fltheory.theory.bounds.recursions.sgd_special_case_rate`; ratio = max over rounds
   t >= 1 (at t = 0 the bound can equal ||x_0 - x*||^2) and N in ``n_clients_sweep`` of exact / bound.

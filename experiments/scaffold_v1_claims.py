@@ -39,6 +39,25 @@ Checks:
   ||g||^2 <= 2 beta^2 E_r + 4 beta (F(x) - F*)]; ratio = max per round of left / right side, for
   SCAFFOLD and FedAvg at eta_l = ``lemma_step_fraction`` / (4 beta K).
 
+Derivations, re-done in review (tests/experiments/test_scaffold_v1_claims.py checks them by an independent
+route: local iterates from matrix powers, not gradient steps; random states, not only the run's):
+
+* (D): grad f_i(y) = c_i* + H_i (y - x) + H_i (x - x*), so y_{k+1} - x = (I - eta H_i)(y_k - x) - eta v_i and
+  y_k - x = -eta sum_{j<k} (I - eta H_i)^j v_i = -(I - (I - eta H_i)^k) H_i^{-1} v_i; the triangle inequality
+  and ||(I - eta H_i)^j|| = q_i^j give (D), with equality at k = 1.  Nothing uses c = mean c_i or q_i <= 1.
+* Lemma 1 form: with c = (1/N) sum_i c_i (kept by full participation from zero controls) and eta_g = 1,
+  x^+ = x - eta~ g, g = (1/(K N)) sum_{i, k<K} grad f_i(y_{i,k}).  Expand
+  ||x^+ - x*||^2 = ||x - x*||^2 - 2 eta~ <g, x - x*> + eta~^2 ||g||^2.
+  (a) For mu-convex, beta-smooth f and any y: f(x*) >= f(y) + <grad f(y), x* - y> + (mu/2)||x* - y||^2 and
+  f(x) <= f(y) + <grad f(y), x - y> + (beta/2)||x - y||^2; subtracting and using
+  ||x - x*||^2 <= 2||x* - y||^2 + 2||x - y||^2 gives <grad f(y), x - x*> >= f(x) - f(x*) + (mu/4)||x - x*||^2
+  - ((beta + mu)/2)||x - y||^2, and (beta + mu)/2 <= beta; averaging: <g, x - x*> >= F(x) - F* +
+  (mu/4)||x - x*||^2 - beta E_r.  (b) ||g||^2 <= 2||g - grad F(x)||^2 + 2||grad F(x)||^2 <= 2 beta^2 E_r +
+  4 beta (F(x) - F*) (Jensen, smoothness of each f_i, ||grad F||^2 <= 2 beta (F - F*)).  Together:
+  ||x^+ - x*||^2 <= (1 - mu eta~/2)||x - x*||^2 - (2 eta~ - 4 beta eta~^2)(F(x) - F*) + (2 beta eta~ +
+  2 beta^2 eta~^2) E_r, and eta~ <= 1/(4 beta) makes the coefficients at most -eta~ and (5/2) beta eta~ <= 3 beta
+  eta~.  Without that step condition it can fail (test: eta~ = 1.9/beta, K = 1).
+
 Every ratio leaves out the rounds whose right side has fallen below ``ROUNDING_FLOOR`` (1e-24) times its
 first-round value: there x and the controls agree with x*, c* to about 12 digits and rounding decides.
 

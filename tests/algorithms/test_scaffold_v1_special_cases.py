@@ -47,6 +47,22 @@ def test_one_client_one_step_unit_global_rate_is_saga(option, start):
     assert np.linalg.norm(xs[-1] - fed.optimum()) < 1e-2 * np.linalg.norm(x0 - fed.optimum())
 
 
+def test_saga_equivalence_needs_c_to_be_the_mean_of_the_client_controls():
+    # the derivation in fltheory.algorithms.reference.saga uses the invariant c = (1/N) sum_i c_i; a start that
+    # breaks it (table at x0, c = 0) leaves SAGA's path: the first step differs from SAGA's by lr * (mean - c)
+    fed = random_quadratic(8, 3, L=2.0, mu=0.5, heterogeneity=2.0, seed=2, constants="clients")
+    x0 = fed.optimum() + np.array([1.0, -1.0, 2.0])
+    lr = 0.1
+    alg = Scaffold(lr=lr, local_steps=1, server_lr=1.0, option="I")
+    rng = np.random.default_rng(3)
+    table0 = fed.client_grad(np.broadcast_to(x0, (fed.n_clients, fed.dim)))
+    state = replace(alg.init(fed, x0, rng), c_clients=table0.copy(), c=np.zeros(fed.dim))
+    xs, chosen = _scaffold_path(alg, fed, state, 1, UniformSampling(1), rng)
+    saga = saga_iterates(fed, x0, lr, chosen)
+    np.testing.assert_allclose(xs[1] - saga[1], lr * table0.mean(axis=0), rtol=1e-12, atol=1e-15)
+    assert np.linalg.norm(table0.mean(axis=0)) > 0.1
+
+
 def test_saga_loop_by_hand_on_two_scalar_clients():
     # f_1 = x^2/2 - x (grad x - 1), f_2 = x^2 (grad 2x); table at x0 = 1: (0, 2), mean 1
     from fltheory.problems import QuadraticFederation

@@ -5,11 +5,14 @@ are held here to Monte Carlo runs of FedOpt / FedAvg.
 
 Worst case of a recursion r_{t+1} <= (1 - a g_t) r_t - b g_t s_t + c g_t^2: equality, with s_t any
 non-negative sequence that keeps r_{t+1} >= 0 (s_t = u_t ((1 - a g_t) r_t + c g_t^2) / (b g_t), u_t in
-[0, 1]); any sequence satisfying the inequality has a smaller r_{T+1} and Psi is monotone in r.
+[0, 1]); any sequence satisfying the inequality has a smaller r_{T+1} and Psi is monotone in r.  Random u
+samples that family; the exact supremum over it (a backward recursion, see supremum_coefficients) is what
+the *_exact_supremum_* tests hold the lemmas to.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -60,6 +63,49 @@ def test_stich_lemma_holds_on_worst_case_sequences(case):
     assert np.all(gamma <= 1 / d + 1e-15) and np.all(w >= 0) and w.sum() > 0
     r, s = worst_case(r0, a, b, c, gamma, u)
     assert psi(r, s, w, a, b) <= stich_bound(r0, c, T, a, d) * (1 + 1e-12) + 1e-300
+
+
+def supremum_coefficients(gamma, w, a):
+    """(log alpha_0, beta_0) with sup Psi_T = alpha_0 r_0 + beta_0 c over ALL admissible sequences (b > 0).
+
+    Independent route (derived here): with s_t = u_t room_t / (b g_t), room_t = (1 - a g_t) r_t + c g_t^2 and
+    r_{t+1} = (1 - u_t) room_t, Psi_T is affine in each u_t separately, so its supremum over [0, 1]^{T+1} is at a
+    vertex and the value function V_t(r) = max over u_t..u_T is affine, V_t(r) = alpha_t r + beta_t c, with
+    alpha_{T+1} = a, beta_{T+1} = 0 and m_t = max(w_t / (W_T g_t), alpha_{t+1}) (u_t = 1 pays w_t room_t /
+    (W_T g_t), u_t = 0 hands room_t on): alpha_t = m_t (1 - a g_t), beta_t = beta_{t+1} + m_t g_t^2.
+    alpha is kept as a logarithm (it underflows for long runs).
+    """
+    W = float(np.sum(w))
+    log_alpha, beta = math.log(a), 0.0
+    for g, wt in zip(gamma[::-1], w[::-1], strict=True):
+        log_m = max(math.log(wt / (W * g)) if wt > 0 else -math.inf, log_alpha)
+        log_alpha = log_m + (math.log1p(-a * g) if a * g < 1 else -math.inf)
+        beta += math.exp(log_m) * g * g
+    return log_alpha, beta
+
+
+@pytest.mark.parametrize("ratio", [1.0, 0.999, 0.5, 0.1, 0.01, 0.001])
+@pytest.mark.parametrize("T", [1, 2, 3, 7, 10, 11, 50, 999, 1000, 1001, 20000])
+def test_stich_bound_holds_for_the_exact_supremum_over_all_sequences(ratio, T):
+    # The lemma's two constants are checked separately: sup Psi_T = alpha_0 r_0 + beta_0 c must satisfy
+    # alpha_0 <= 32 d exp(-a T / (2 d)) and beta_0 <= 36 / (a T).  Measured worst ratios over a wider grid
+    # (a/d in [1e-3, 1], T in 1..20000): 0.016 for the first constant, 0.333 for the second.
+    a, d = ratio * 2.5, 2.5
+    gamma, w = stich_schedule(T, a, d)
+    log_alpha, beta = supremum_coefficients(gamma, w, a)
+    assert log_alpha <= math.log(32 * d) - a * T / (2 * d) + 1e-12
+    assert beta <= 36 / (a * T) * (1 + 1e-12)
+    # the supremum is attained at a vertex: brute force over all u in {0, 1}^{T+1} for short runs
+    if T <= 7:
+        best = max(psi(*worst_case(1.0, a, 1.0, 1.0, gamma, np.array(u, dtype=float)), w, a, 1.0)
+                   for u in itertools.product([0, 1], repeat=T + 1))
+        assert best == pytest.approx(math.exp(log_alpha) + beta, rel=1e-12)
+    # and it dominates random admissible sequences (b = 1, c = 1, r0 = 1)
+    if T <= 1000:
+        rng = np.random.default_rng(T)
+        for _ in range(5):
+            r, s = worst_case(1.0, a, 1.0, 1.0, gamma, rng.integers(0, 2, T + 1).astype(float))
+            assert psi(r, s, w, a, 1.0) <= math.exp(log_alpha) + beta + 1e-12 * (1 + beta)
 
 
 @given(recursions())
@@ -219,3 +265,19 @@ def test_eq77_exact_errors_match_fedavg_runs_with_the_decaying_rate():
             sq[m, t + 1] = np.sum((state.x - fed.optimum()) ** 2)
     se = sq.std(axis=0, ddof=1) / math.sqrt(M)
     assert np.all(np.abs(sq.mean(axis=0) - exact) <= 5 * se + 1e-12)
+
+
+@pytest.mark.parametrize("a_gamma", [0.9, 0.5, 0.1, 0.01])
+@pytest.mark.parametrize("T", [0, 1, 5, 100, 3000])
+def test_constant_step_bound_holds_for_the_exact_supremum_over_all_sequences(a_gamma, T):
+    # (U) against the exact worst case (supremum_coefficients): r_0 term alpha_0 <= exp(-a gamma (T+1)) / gamma,
+    # c term beta_0 <= gamma; the telescoped identity makes the c term tight when no s_t is paid (b = 0)
+    a, gamma = 0.7, a_gamma / 0.7
+    w = (1 - a * gamma) ** (T - np.arange(T + 1.0))            # w_t / w_T (constant_step_weights overflows)
+    if T <= 100:
+        np.testing.assert_allclose(w, constant_step_weights(T, a, gamma) / constant_step_weights(T, a, gamma)[-1],
+                                   rtol=1e-12)
+    log_alpha, beta = supremum_coefficients(np.full(T + 1, gamma), w, a)
+    assert log_alpha <= -math.log(gamma) - a * gamma * (T + 1) + 1e-12
+    assert beta <= gamma * (1 + 1e-12)
+    assert constant_step_bound(1.0, 1.0, T, a, gamma) >= math.exp(log_alpha) + beta - 1e-12

@@ -138,6 +138,35 @@ def test_elastic_D_against_its_definition_along_the_deterministic_run():
     assert ec.mu == pytest.approx(float(np.linalg.eigvalsh(fed.H).min()), rel=1e-12)
 
 
+def test_the_literal_reading_of_w_star_gives_a_smaller_weighted_D():
+    """EFL eq. 1 defines w* as the minimiser of F = sum_k p^k F~_k, and F~_k carries the elastic term, so read
+    literally w*_t = argmin sum_k p^k F~_{t,k} moves with the anchors.  Our reading fixes w* = argmin sum p^k f_k
+    (bounds/efl.py, reading (i)).  Derived here: for every round and anchor value, since w*_t minimises
+    sum_k p^k F~_{t,k} and the F~*_{t,k} are the same in both readings,
+        sum_k p^k [F~_{t,k}(w*) - F~*_{t,k}] >= sum_k p^k [F~_{t,k}(w*_t) - F~*_{t,k}],
+    so our weighted D is never the smaller one (the theorem's bound is the larger, more conservative, one);
+    both coincide in round 0 (U = 0, V = 0: w*_0 = w*).  Checked along a deterministic run."""
+    fed = _fed(3, 2).exact()
+    lam = 0.9
+    alg = EFL(lr=0.2, local_steps=2, lam=lam, compression=None)
+    x0 = np.array([2.0, -1.0])
+    ec = efl_elastic_constants(fed, lam, elastic_anchor_laws(efl_elastic_moments(alg, fed, 4, x0=x0)))
+    p = fed.weights
+    state = alg.init(fed, x0, np.random.default_rng(0))
+    gaps = []
+    for t in range(5):
+        A = fed.H + lam * np.diag(state.U)[None]
+        b = fed.e + lam * state.V[None]
+        w_t = np.linalg.solve(np.einsum("k,kij->ij", p, A), p @ b)          # argmin sum_k p^k F~_{t,k}
+        grad = np.einsum("kij,j->ki", A, w_t) - b
+        literal = 0.5 * np.einsum("ki,ki->k", grad, np.linalg.solve(A, grad[..., None])[..., 0])
+        gaps.append(float(p @ ec.D[t] - p @ literal))
+        assert p @ ec.D[t] >= p @ literal - 1e-12
+        state, _ = alg.round(state, fed, None, np.random.default_rng(0))
+    assert gaps[0] == pytest.approx(0.0, abs=1e-12)
+    assert max(gaps) > 1e-6                                     # the readings do differ once anchors exist
+
+
 def test_elastic_D_matches_monte_carlo_of_the_random_anchors():
     fed = _fed(3, 2)
     lam = 0.7

@@ -10,6 +10,19 @@ step with sampled index j is
 local step (K = 1) and global rate eta_g = 1 is SAGA: the client controls c_i
 play the stored gradients and c their mean.  The test oracle of that claim;
 exact gradients only (the client oracle without noise).
+
+Checked against the sources (review): the step above, the old table's mean and
+the table write after the step are SAGA's Section 2 update with phi_j <- x_k
+(Defazio et al. 2014).  The SCAFFOLD-v1 paragraph sits in the client-sampling
+section, whose control update is option II (eq. 10); its displayed equations are
+lost in our text, so the following is derived here, not quoted: with K = 1,
+y_j = x - eta_l (g_j(x) - c_j + c), so option II's c_j - c + (x - y_j) / eta_l
+and option I's g_j(x) coincide (exact gradients); eta_g = 1 and S = 1 give
+x <- y_j; and c <- c + (c_j^+ - c_j) / N keeps c = (1/N) sum_i c_i whenever the
+run starts with that invariant.  Hence SCAFFOLD = SAGA with table c_i, for any
+initial table with c its mean: SCAFFOLD's usual zero controls are SAGA with a
+zero table (not SAGA's own start), and SAGA's start phi_i = x_0 is SCAFFOLD with
+c_i = f_i'(x_0), c their mean.  Both are tested, for options I and II.
 """
 
 from __future__ import annotations

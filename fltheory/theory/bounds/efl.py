@@ -51,6 +51,18 @@ Readings (docs/theory/index.md#bounds), ``variant="corrected"`` (default) vs ``"
   occurs: the extreme eigenvalues of H_k + lambda diag U and
   sum_k p^k H_k + lambda diag U.  In round 0 nobody has reported (U = 0), so
   D_k is never below its lambda = 0 value and mu never above it.
+  Review note on (i): read literally, EFL eq. 1 sets F = sum_k p^k F~_k with the
+  elastic F~_k, so "w* minimiser of F" (section 3.2) would be
+  w*_tau = argmin sum_k p^k F~_{tau,k}, a point that moves with the (random)
+  anchors; the proof (supplementary material) is not in the text we have, so
+  which point it uses cannot be checked.  We keep the fixed w* because the
+  theorem's left side E||w_{tau E} - w*||^2 and its "converges to a global
+  optimal" need one target, and w*_tau -> w* as the anchors converge.  The
+  literal reading never gives the larger weighted heterogeneity: per round and
+  anchor value sum_k p^k (F~_{tau,k}(w*) - F~*_{tau,k}) >= the same sum at
+  w*_tau, since w*_tau minimises sum_k p^k F~_{tau,k} (test
+  ``test_the_literal_reading_of_w_star_gives_a_smaller_weighted_D``); per-client
+  D_k are not ordered.
 * Eq. (6) sums j = 0..s, the update has s terms (j = 0..s-1); this concerns the
   algorithm, not the value of the bound.
 

@@ -16,6 +16,16 @@ gamma_t <= 1/d (d >= a).  With weights w_t >= 0, W_T = sum_t w_t, the lemmas bou
 
       Psi_T <= 32 d r_0 exp(-a T / (2 d)) + 36 c / (a T).
 
+  Source status: the step sizes, weights and the constants 32 and 36 are as recalled; the printed
+  statement of Stich's Lemma 3 was not available to us (the seed's text lost eqs. 62-63, and no copy
+  of arXiv:1907.04232 beyond its abstract was found), so they are NOT verified against the source.
+  The abstract's rate O(L R^2 exp(-mu T / (4 L)) + sigma^2 / (mu T)) is what this form gives with
+  a = mu, d = 2 L (consistent, not a confirmation).  What IS verified here: with this schedule the
+  inequality holds for the exact supremum of Psi_T over all admissible sequences (the tests compute
+  it by a backward recursion, brute-forced for short runs); the worst ratios found over a/d in
+  [1e-3, 1], T in 1..20000 are 0.016 for the r_0 term and 0.333 for the c term, so the constants
+  are valid (with slack) whether or not they are the paper's.
+
 * Constant step: Lemma 5 of SCAFFOLD-v1 (App. B; its printed inequality
   was lost in the text we have, we state and prove our own explicit form).
   With w_t = (1 - a gamma)^{-(t+1)} (the weights of the output average, eq. 8
@@ -33,7 +43,11 @@ gamma_t <= 1/d (d >= a).  With weights w_t >= 0, W_T = sum_t w_t, the lemmas bou
 
       Psi_T <= d r_0 exp(-a (T + 1) / d) + (c / (a T)) (ln M + 1 / ln 2),
 
-  the O~(d r_0 exp(-a T / d) + c / (a T)) the lemma states.
+  of the shape O~(d r_0 exp(-a T / d) + c / (a T)).  Review note: the seed's text of Lemma 5 keeps only
+  "a telescoping sum", so which rate it prints cannot be checked here; the telescoping and the case
+  analysis above were re-derived and hold.  W_T >= w_T is loose: W_T = (w_T - 1) / (a gamma) exactly
+  (a geometric sum), so r_0 / (gamma W_T) = a r_0 / ((1 - a gamma)^{-(T+1)} - 1), of order
+  a r_0 exp(-a gamma (T + 1)); (U) keeps the simpler, larger r_0 / gamma factor.
 
 :func:`sgd_special_case_rate` is App. C's SGD special case with one local step (eq. 77): the
 classical decaying-rate induction with explicit constants.
@@ -60,8 +74,10 @@ __all__ = ["constant_step_bound", "constant_step_choice", "constant_step_rate", 
            "fedopt_theorem1_rate", "psi", "sgd_special_case_rate", "stich_bound", "stich_schedule",
            "weighted_output"]
 
-_STICH = "Stich (arXiv:1907.04232) Lemma 3, as LocalAdaptivity App. C Lemma 3 (eqs. 62-63)"
-_EQ7 = "LocalAdaptivity (arXiv:2106.02305) Theorem 1, eq. 7, from eq. 61 and Lemma 3 with Stich's constants"
+_STICH = ("Stich (arXiv:1907.04232) Lemma 3, as LocalAdaptivity App. C Lemma 3 (eqs. 62-63); constants as "
+          "recalled, not verified against the source")
+_EQ7 = ("LocalAdaptivity (arXiv:2106.02305) Theorem 1, eq. 7, from eq. 61 and Lemma 3 with Stich's constants "
+        "(as recalled, not verified against the source)")
 
 
 def _check_a_d(a: float, d: float) -> None:
@@ -74,7 +90,8 @@ def _check_a_d(a: float, d: float) -> None:
 
 @checked_arguments
 def stich_schedule(T: int, a: float, d: float) -> tuple[np.ndarray, np.ndarray]:
-    """Step sizes gamma_t and weights w_t, t = 0..T, of Stich's Lemma 3 (arXiv:1907.04232).
+    """Step sizes gamma_t and weights w_t, t = 0..T, of Stich's Lemma 3 (arXiv:1907.04232), as recalled
+    (not verified against the printed lemma; see the module docstring).
 
     If T <= d/a: gamma_t = 1/d and w_t = (1 - a/d)^{-(t+1)} (for a = d, where these weights are
     undefined: w_T = 1 and the others 0).  Otherwise, with
@@ -102,7 +119,11 @@ def stich_schedule(T: int, a: float, d: float) -> tuple[np.ndarray, np.ndarray]:
 
 @checked_arguments
 def stich_bound(r0: float, c: float, T: int, a: float, d: float) -> float:
-    """32 d r_0 exp(-a T / (2 d)) + 36 c / (a T): Stich's Lemma 3 bound on Psi_T."""
+    """32 d r_0 exp(-a T / (2 d)) + 36 c / (a T): Stich's Lemma 3 bound on Psi_T.
+
+    Constants as recalled, not verified against the printed lemma (see the module docstring); they are
+    verified to bound the exact worst case of the recursion under :func:`stich_schedule`.
+    """
     integer("T", T, minimum=1)
     _check_a_d(a, d)
     positive("r0", r0, allow_zero=True)

@@ -95,7 +95,8 @@ ITEMS: tuple[Item, ...] = (
         coverage="partial",
         note="with gradient noise the exact expected rounds to eps (best admissible local step) are checked for "
              "the order in 1/eps and independence of heterogeneity; the O~ hides constants and logs, so the "
-             "exact / formula ratio is reported, not judged"),
+             "exact / formula ratio is reported, not judged; the admissible local steps eta_l <= 1/(81 beta K) are "
+             "SCAFFOLD-ICML Theorem III's (v1's own step conditions are lost in our text)"),
     _v1(key=f"{V1}:thm6", number="Theorem 6", kind="theorem",
         statement="Strongly convex with sampling (option II): rounds O~(sigma^2/(mu K S eps) + beta/mu + "
                   "N/S).",
@@ -108,7 +109,8 @@ ITEMS: tuple[Item, ...] = (
         checks=("scaffold_drift:scaffold-rounds", "scaffold_drift:scaffold-noise-rounds"),
         coverage="partial",
         note="noise and sampling S < N are exercised on exact expectations (scaffold_drift: order in 1/eps, "
-             "no heterogeneity term, exact / formula ratio reported); the N/S term is not swept over S"),
+             "no heterogeneity term, exact / formula ratio reported); the N/S term is not swept over S; the local "
+             "step range is SCAFFOLD-ICML Theorem III's (v1's own step conditions are lost in our text)"),
     _v1(key=f"{V1}:same-direction", number="sec. 4.1 (i)", kind="claim",
         statement="Aggregated over clients, SCAFFOLD's local update equals FedAvg's (the server direction "
                   "is unchanged).",
@@ -200,11 +202,14 @@ ITEMS: tuple[Item, ...] = (
         code=("fltheory.algorithms.Scaffold", "fltheory.algorithms.reference.saga.saga_iterates"),
         tests=("tests/algorithms/test_scaffold_v1_claims.py::test_with_one_client_scaffold_is_local_gradient_descent",
                TSC + "test_one_client_one_step_unit_global_rate_is_saga",
-               TSC + "test_saga_loop_by_hand_on_two_scalar_clients"),
+               TSC + "test_saga_loop_by_hand_on_two_scalar_clients",
+               TSC + "test_saga_equivalence_needs_c_to_be_the_mean_of_the_client_controls"),
         coverage="full", coverage_before="none",
         note="SAGA written from Defazio et al. (2014) equals SCAFFOLD (S = 1, K = 1, eta_g = 1, options I and "
              "II) to 1e-14 over 200 steps, from a zero gradient table and from SAGA's table at x0 (N = 20: the "
-             "equivalence is exact for every N); N = 1 is local GD exactly"),
+             "equivalence is exact for every N); N = 1 is local GD exactly. The section's equations are lost in our "
+             "text: the equivalence is derived (K = 1 makes options I and II coincide; it needs c = mean of the "
+             "c_i, which a start that breaks it shows)"),
     _v1(key=f"{V1}:sampling-unbiased", number="sec. 6.1 (i)", kind="claim",
         statement="In expectation over the client sampling, the update equals the full-participation "
                   "(FedAvg) one.",
