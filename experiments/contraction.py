@@ -1,4 +1,4 @@
-"""Contraction of the client operators and seed-001 Theorem 1 on a heterogeneous quadratic.
+"""Contraction of the client operators and LocalAdaptivity Theorem 1 on a heterogeneous quadratic.
 
 LocalAdaptivity (Wang et al., "Local Adaptivity in Federated Learning"), section 4,
 restated in docs/theory/fixed-points.md:
@@ -63,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from fltheory.references import cite
 from fltheory.errors import DivergenceError
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
@@ -79,8 +80,8 @@ from fltheory.theory.operators import (fedopt_operator, lipschitz_ratios, operat
                                        sgd_contraction_bound)
 
 NAME = "contraction"
-TITLE = "Assumption-1 constants, Mann-iteration rates and seed-001 Theorem 1 vs Monte Carlo"
-_PAPER = "LocalAdaptivity (Local Adaptivity, Wang et al.)"
+TITLE = "Assumption-1 constants, Mann-iteration rates and LocalAdaptivity Theorem 1 vs Monte Carlo"
+_PAPER = cite("LocalAdaptivity")
 THEOREMS = [
     Theorem("a1-sgd", _PAPER, "Assumption 1 for SGD: Lip(O_i) <= (1 - eta mu_i)^tau_i, eta <= 1/L_i",
             "docs/theory/fixed-points.md (unsquared and squared forms)"),

@@ -111,6 +111,7 @@ from typing import Any
 
 import numpy as np
 
+from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import EFL
@@ -142,7 +143,7 @@ from fltheory.theory.moments import (
 
 NAME = "efl_convergence"
 TITLE = "Monte Carlo E||w - w*||^2 of EFL vs Theorem 1 (eq. 7), incomplete/inactive clients, compression"
-_PAPER = "EFL (EFL, Ma et al.)"
+_PAPER = cite("EFL")
 THEOREMS = [
     Theorem("t1-corrected", _PAPER, "Theorem 1, corrected reading (docs/theory/index.md#bounds)", "eq. 7"),
     Theorem("t1-as-printed", _PAPER, "Theorem 1, as printed (J with D outside its sum, s^K = E)", "eq. 7"),

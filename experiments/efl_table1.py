@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.errors import InvalidProblemError
@@ -29,7 +30,7 @@ from fltheory.theory.bounds import table1_efl_comparison
 
 NAME = "efl_table1"
 TITLE = "EFL Table 1: EFL's round complexity against SCAFFOLD's and MIME's rows for given constants"
-_PAPER = "EFL (EFL, Ma et al.)"
+_PAPER = cite("EFL")
 THEOREMS = [
     Theorem("improves-vs-scaffold", _PAPER, "Table 1 caption: EFL improves the optimization term over "
             "SCAFFOLD's row (EFL rounds <= SCAFFOLD rounds)", "Table 1"),

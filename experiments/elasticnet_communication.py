@@ -66,10 +66,11 @@ from fltheory.theory.bounds import (
     elasticnet_theorem31,
 )
 from fltheory.theory.moments import moment_operator
+from fltheory.references import cite
 
 NAME = "elasticnet_communication"
 TITLE = "FedElasticNet: non-zeros/entropy vs lambda_1 (3 variants) and Theorem 3.1 (eq. 13)"
-_PAPER = "FedElasticNet (FedElasticNet)"
+_PAPER = cite("FedElasticNet")
 THEOREMS = [
     Theorem("t31-corrected", _PAPER, "Theorem 3.1 with C_0 squared (as C_t in the proof)", "eq. 13"),
     Theorem("t31-as-printed", _PAPER, "Theorem 3.1 with C_0 as printed (mean of norms)", "eq. 13"),

@@ -24,13 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.theory.bounds.fedavg_hard_instance import hard_instance_best_error
 
 NAME = "fedavg_hard_instance"
 TITLE = "FedAvg lower bound (SCAFFOLD ICML 2020 Theorem II) on a hard two-client instance, best step per R"
-_PAPER = "Karimireddy et al., SCAFFOLD, ICML 2020 (not in SCAFFOLD-v1 = arXiv v1)"
+_PAPER = cite("SCAFFOLD-ICML") + " (not in SCAFFOLD-v1)"
 THEOREMS = [
     Theorem("order", _PAPER, "Theorem II: for K >= 2, sigma = 0, min over steps of F(x_R) - F* >= "
             "Omega(G^2/(mu R^2)) (log-log slope in R not below -2)", "Theorem II"),

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from fltheory.references import cite
 from fltheory.errors import DivergenceError
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
@@ -54,7 +55,7 @@ from fltheory.theory.operators import fedopt_operator, operator_fixed_point
 
 NAME = "fedopt_fixed_points"
 TITLE = "FedOpt with local GD / preconditioned GD / AdaGrad converges to the fixed point of T, not to x*"
-_PAPER = "LocalAdaptivity (Local Adaptivity, Wang et al.)"
+_PAPER = cite("LocalAdaptivity")
 THEOREMS = [
     Theorem("closed-form", _PAPER, "Theorem 2 (quadratic example), fixed preconditioners",
             "eq. 8-10 as restated in docs/theory/fixed-points.md"),

@@ -59,10 +59,11 @@ from fltheory.problems.generators import random_quadratic
 from fltheory.theory import (fedavg_first_order_bias, fedopt_quadratic_fixed_point,
                              fedopt_small_rate_limit)
 from fltheory.theory.operators import minimizer_inconsistency as operator_inconsistency
+from fltheory.references import cite
 
 NAME = "minimizer_inconsistency"
 TITLE = "Non-vanishing bias of heterogeneous local steps / local AdaGrad, and O(eta) after correction"
-_PAPER = "LocalAdaptivity (Local Adaptivity, Wang et al.)"
+_PAPER = cite("LocalAdaptivity")
 THEOREMS = [
     Theorem("closed-vs-root", _PAPER, "Theorem 2 (quadratic example): closed-form fixed point",
             "eq. 8-10 as restated in docs/theory/fixed-points.md"),

@@ -35,10 +35,11 @@ from fltheory.errors import InvalidHyperparameterError
 from fltheory.problems.generators import random_least_squares, random_quadratic
 from fltheory.problems.logistic import LogisticFederation
 from fltheory.theory import objective_shift as shift
+from fltheory.references import cite
 
 NAME = "objective_shift"
 TITLE = "Exact objective shift vs EFL Theorem 2 when a client departs or joins"
-_PAPER = "EFL (EFL, Ma et al.)"
+_PAPER = cite("EFL")
 _DERIVED = "docs/theory/index.md#bounds / fltheory.theory.objective_shift"
 THEOREMS = [
     Theorem("depart", _PAPER, "Theorem 2, client departure (as printed)", "eq. 10"),

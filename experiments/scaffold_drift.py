@@ -78,6 +78,7 @@ from fltheory.algorithms import run as run_algorithm
 from fltheory.errors import InvalidHyperparameterError
 from fltheory.participation import UniformSampling
 from fltheory.problems.generators import random_quadratic
+from fltheory.references import cite
 from fltheory.theory import run_affine
 from fltheory.theory.affine import affine_round_map, fixed_point, spectral_rate
 from fltheory.theory.bounds import (
@@ -90,7 +91,7 @@ from fltheory.theory.moments import moment_operator, scaffold_rounds_to_accuracy
 
 NAME = "scaffold_drift"
 TITLE = "Client drift vs heterogeneity: SCAFFOLD, FedAvg, FedProx, FedDyn (exact affine maps)"
-_PAPER = "SCAFFOLD-v1 (SCAFFOLD, Karimireddy et al.)"
+_PAPER = cite("SCAFFOLD-v1")
 # Theorems I-III are those of the ICML 2020 version; SCAFFOLD-v1 (arXiv v1) has only Theorems 4 and 6
 _ICML = "Karimireddy et al., SCAFFOLD, ICML 2020 (not in SCAFFOLD-v1 = arXiv v1)"
 THEOREMS = [

@@ -33,10 +33,11 @@ from fltheory import plotting
 from fltheory.algorithms import FedCurv, FedCurvTE, FedProx, FedProxTE
 from fltheory.participation import UniformSampling
 from fltheory.problems import LogisticFederation, dirichlet_partition, synthetic_fedprox
+from fltheory.references import cite
 
 NAME = "te_table2_rows"
 TITLE = "BetterObjects Table 2: every (alpha, beta) row of FedProx(-TE) and FedCL(-TE) with the 0.99 rate decay"
-_PAPER = "BetterObjects (Zhu and Ye, temporal-ensembling targets)"
+_PAPER = cite("BetterObjects")
 THEOREMS = [
     Theorem("prox-rows", _PAPER, "sec. 4.2 with Table 2's FedProx(-TE) rows and the 0.99 decay: FedProx-TE "
             "is not worse than FedProx (final training loss gap)", "Table 2"),

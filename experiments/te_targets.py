@@ -65,11 +65,12 @@ from fltheory.algorithms import FedCurv, FedCurvTE, FedProx, FedProxTE
 from fltheory.algorithms import run as run_algorithm
 from fltheory.participation import UniformSampling
 from fltheory.problems import LogisticFederation, dirichlet_partition, synthetic_fedprox
+from fltheory.references import cite
 
 NAME = "te_targets"
 TITLE = ("FedProx/FedCurv vs their temporal-ensembling variants (BetterObjects Alg. 2) "
          "on Dirichlet-skewed Synthetic(1,1)")
-_PAPER = "BetterObjects (Zhu and Ye, temporal-ensembling targets)"
+_PAPER = cite("BetterObjects")
 THEOREMS = [
     Theorem("prox-te-not-worse", _PAPER,
             "empirical claim, sec. 4.2: FedProx-TE is not worse than FedProx (final training loss gap)",

@@ -106,7 +106,7 @@ def _per_client_values(name: str, value: Any, shape: tuple[int, ...]) -> np.ndar
 def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike, server_lr: float,
                     init_dist2: float, extra_assumptions: tuple[Assumption, ...] = (),
                     strict: bool = False) -> BoundResult:
-    """Unrolled seed-001 Theorem 1 bound on E||x_R - x~||^2 (docs/theory/fixed-points.md).
+    """Unrolled LocalAdaptivity Theorem 1 bound on E||x_R - x~||^2 (docs/theory/fixed-points.md).
 
     value = a^R e_0 + V (1 - a^R)/(1 - a), a = 1 - eta_s (1 - sum p_i rho_i),
     V = eta_s^2 sum p_i^2 phi_i.  ``terms["per_round"]`` holds the bound for
@@ -148,7 +148,7 @@ def fedopt_theorem1(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike, serv
 def fedopt_theorem1_quadratic(fed: QuadraticFederation, rounds: int, *, lr: Rate, local_steps: Steps,
                               sigma2: ArrayLike, server_lr: float, x0: ArrayLike, form: str = "squared",
                               strict: bool = False) -> BoundResult:
-    """Seed-001 Theorem 1 for SGD clients on a QuadraticFederation with Gaussian
+    """LocalAdaptivity Theorem 1 for SGD clients on a QuadraticFederation with Gaussian
     gradient noise: constants from the client spectra (fed.client_mu,
     fed.client_L), x~ from :func:`~fltheory.theory.closed_forms.fedopt_quadratic_fixed_point`,
     e_0 = ||x0 - x~||^2."""
@@ -173,7 +173,7 @@ def fedopt_theorem1_quadratic(fed: QuadraticFederation, rounds: int, *, lr: Rate
 def fedopt_theorem1_from_constants(constants: Any, rounds: int, *, lr: Rate, local_steps: Steps,
                                    weights: ArrayLike, server_lr: float, init_dist2: float,
                                    form: str = "squared", strict: bool = False) -> BoundResult:
-    """Seed-001 Theorem 1 for SGD clients with rho_i, phi_i from the per-client
+    """LocalAdaptivity Theorem 1 for SGD clients with rho_i, phi_i from the per-client
     constants ``client_mu``, ``client_L``, ``sigma2_clients`` of a
     ProblemConstants-like object (see :func:`sgd_operator_constants`).
     ``init_dist2`` is ||x_0 - x~||^2 with x~ the fixed point of T."""
