@@ -376,30 +376,32 @@ def plot(results: dict[str, Any]) -> Any:
     for n, g in enumerate(k for k in r if k != "taus"):
         color = plotting.OKABE_ITO[n % len(plotting.OKABE_ITO)]
         exact = np.asarray(r[g]["exact"])
-        axes[0].loglog(np.arange(1, exact.shape[0]), exact[1:], color=color, label=f"{g}: exact")
+        axes[0].loglog(np.arange(1, exact.shape[0]), exact[1:], color=color, linestyle="-", label=f"{g}: exact")
         axes[0].loglog(taus, r[g]["bound"], color=color, linestyle="--", label=f"{g}: Theorem 1")
     axes[0].set_xlabel(r"round $\tau$")
     axes[0].set_ylabel(r"$E\|w_\tau - w^*\|^2$")
-    axes[0].set_title("Theorem 1's limit by growth of $H_\\tau$")
+    axes[0].set_title("Thm 1 limit, by growth of $H_\\tau$")
     axes[0].legend(fontsize=4, ncol=2)
     s = results["shift"]
     bound, exact = np.asarray(s["bound"]), np.asarray(s["exact"])
     for k, share in enumerate(s["shares"]):
         color = plotting.OKABE_ITO[k % len(plotting.OKABE_ITO)]
         axes[1].loglog(s["heterogeneity"], bound[0, :, k], color=color, linestyle="--", marker="o", markersize=2)
-        axes[1].loglog(s["heterogeneity"], exact[0, :, k], color=color, marker="o", markersize=2,
+        axes[1].loglog(s["heterogeneity"], exact[0, :, k], color=color, linestyle="-", marker="o", markersize=2,
                        label=f"$n_a/n$ = {share:g}")
-    axes[1].set_xlabel("heterogeneity h (0: IID optima)")
-    axes[1].set_ylabel(r"$\|w^* - \hat w^*\|^2$ (solid) and eq. 10 (dashed)")
-    axes[1].set_title("Theorem 2 remark (first instance)")
+    axes[1].set_xticks(s["heterogeneity"], [f"{h:g}" for h in s["heterogeneity"]])
+    axes[1].minorticks_off()
+    axes[1].set_xlabel("heterogeneity h")
+    axes[1].set_ylabel("shift (solid), eq. 10 (dashed)")
+    axes[1].set_title("Thm 2 remark (1st instance)")
     axes[1].legend(fontsize=4)
     f = results["figure3"]
     for n, q in enumerate(f["q"]):
         color = plotting.OKABE_ITO[n % len(plotting.OKABE_ITO)]
-        axes[2].semilogy(np.asarray(f["efl"])[n], color=color, label=f"q = {q:g}")
+        axes[2].semilogy(np.asarray(f["efl"])[n], color=color, linestyle="-", label=f"q = {q:g}")
         axes[2].semilogy(np.asarray(f["fedavg"])[n], color=color, linestyle="--")
     axes[2].set_xlabel("round t")
-    axes[2].set_ylabel(r"$E[F(w_t)] - F^*$ (solid EFL, dashed FedAvg)")
-    axes[2].set_title("Figure 3 analogue (exact)")
+    axes[2].set_ylabel(r"$E[F(w_t)] - F^*$")
+    axes[2].set_title("Fig. 3: EFL (solid), FedAvg (dashed)")
     axes[2].legend(fontsize=4)
     return fig
