@@ -27,7 +27,6 @@ length d).
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 
@@ -38,7 +37,6 @@ from .round_maps import RoundMap, counters_of, round_map, set_counters
 
 __all__ = ["BlockProduct", "block_product"]
 
-logger = logging.getLogger(__name__)
 
 
 class BlockProduct:
