@@ -63,6 +63,7 @@ def main() -> None:
     ]
     if not args.quick:
         configs += [("SCAFFOLD", 10_000, 20, lambda: Scaffold(lr=0.2, local_steps=5)),
+                    ("FedAvg", 100, 500, lambda: FedAvg(lr=0.2, local_steps=5)),
                     ("FedAvg", 100, 1000, lambda: FedAvg(lr=0.2, local_steps=5))]
     if args.only:
         alg_name, n_clients, dim = args.only.split(",")

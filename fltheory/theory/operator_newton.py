@@ -121,7 +121,8 @@ def _local_rate(F: _Residual, x: np.ndarray, fx: np.ndarray) -> tuple[float, flo
 
 def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *, tol: float = 1e-12,
                               max_newton: int = 60, damping: float = 0.5, eta_min: float = 1e-10,
-                              gmres_restart: int = 60, dense_jacobian_max: int = 100) -> FixedPoint:
+                              gmres_restart: int = 60, dense_jacobian_max: int = 100,
+                              max_evaluations: int | None = None) -> FixedPoint:
     """Fixed point of T by globalised Jacobian-free Newton-Krylov (module docstring).
 
     Parameters
@@ -134,6 +135,8 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
     eta_min : float, smallest relative residual asked of GMRES.
     gmres_restart : int, GMRES restart length (and inner iterations per restart).
     dense_jacobian_max : int, largest d for which the dense Jacobian is computed.
+    max_evaluations : int, optional, evaluations of T allowed for the solve (the
+        local rate and the dense Jacobian come after it); exceeding it is a failure.
 
     Returns
     -------
@@ -155,6 +158,7 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
     eta_min = _check_positive("eta_min", eta_min)
     gmres_restart = _check_count("gmres_restart", gmres_restart)
     dense_jacobian_max = _check_count("dense_jacobian_max", dense_jacobian_max, 0)
+    budget = None if max_evaluations is None else _check_count("max_evaluations", max_evaluations)
     a_fp = float(damping)
     if not (0.0 < a_fp <= 1.0):
         raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
@@ -177,6 +181,11 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
     it = 0
     stalled = False
     while not converged(x, fx):
+        if budget is not None and F.evaluations >= budget:
+            raise DivergenceError(
+                f"newton_krylov_fixed_point: evaluation budget {budget} spent after {it} Newton iterations: "
+                f"||T(x) - x||_inf = {np.abs(fx).max():.3e} > {tol:.1e} max(1, ||x||_inf) "
+                f"(last steps: {'; '.join(history[-3:])})")
         if it >= max_newton:
             raise DivergenceError(
                 f"newton_krylov_fixed_point: no fixed point after {it} Newton iterations: "

@@ -59,6 +59,8 @@ def test_identical_client_optima_are_the_fixed_point():
 def test_no_fixed_point_is_a_typed_failure_with_the_residual():
     with pytest.raises(DivergenceError, match=r"\|\|T\(x\) - x\|\|_inf = 1\.000e\+00"):
         newton_krylov_fixed_point(lambda x: x + 1.0, np.zeros(3), max_newton=5)
+    with pytest.raises(DivergenceError, match="budget 4 spent"):
+        newton_krylov_fixed_point(lambda x: 0.5 * x + np.sin(x) + 1.0, np.zeros(3), max_evaluations=4)
     with pytest.raises(InvalidHyperparameterError, match="damping"):
         newton_krylov_fixed_point(lambda x: x, np.zeros(3), damping=0.0)
     with pytest.raises(InvalidHyperparameterError, match="x0"):
