@@ -73,51 +73,60 @@ class DominantEigenvalues:
 
 
 class KrylovSpace:
-    """Orthonormal basis Q (n, k) of V-vectors, the stored products P M Q and T = Q^T P M Q,
-    in contiguous arrays that grow by doubling."""
+    """Orthonormal basis Q (n, k) of V-vectors, the stored products P M Q and T = Q^T P M Q.
+
+    Basis vectors and products are stored as the rows of contiguous (capacity, n)
+    arrays that grow by doubling, so Q^T W and Q c stream each vector once."""
 
     def __init__(self, n: int, capacity: int = 32) -> None:
         self.n = n
         self.k = 0
-        self._Q = np.empty((n, capacity))
-        self._MQ = np.empty((n, capacity))
+        self._B = np.empty((capacity, n))
+        self._MB = np.empty((capacity, n))
         self.T = np.zeros((0, 0))
+        self._new_coefficients: np.ndarray | None = None
 
     @property
     def Q(self) -> np.ndarray:
-        return self._Q[:, :self.k]
+        return self._B[:self.k].T
 
     @property
     def MQ(self) -> np.ndarray:
-        return self._MQ[:, :self.k]
+        return self._MB[:self.k].T
 
     def add(self, Qb: np.ndarray, Wb: np.ndarray) -> None:
         """Append the block Qb (orthonormal, orthogonal to Q) and its product Wb = P M Qb."""
         b = Qb.shape[1]
-        if self.k + b > self._Q.shape[1]:
-            cap = max(2 * self._Q.shape[1], self.k + b)
-            for name in ("_Q", "_MQ"):
-                grown = np.empty((self.n, cap))
-                grown[:, :self.k] = getattr(self, name)[:, :self.k]
+        if self.k + b > self._B.shape[0]:
+            cap = max(2 * self._B.shape[0], self.k + b)
+            for name in ("_B", "_MB"):
+                grown = np.empty((cap, self.n))
+                grown[:self.k] = getattr(self, name)[:self.k]
                 setattr(self, name, grown)
         k0, k = self.k, self.k + b
-        self._Q[:, k0:k] = Qb
-        self._MQ[:, k0:k] = Wb
+        self._B[k0:k] = Qb.T
+        self._MB[k0:k] = Wb.T
         self.k = k
         Tn = np.zeros((k, k))
         Tn[:k0, :k0] = self.T
-        Tn[:, k0:] = self.Q.T @ Wb
-        Tn[k0:, :k0] = Qb.T @ self._MQ[:, :k0]
+        C = self._B[:k] @ Wb                          # Q^T W: the new columns of T
+        Tn[:, k0:] = C
+        Tn[k0:, :k0] = (self._MB[:k0] @ Qb).T
         self.T = Tn
+        self._new_coefficients = C
 
     def project_out(self, W: np.ndarray) -> np.ndarray:
-        """W minus its components along Q (classical Gram-Schmidt, twice)."""
+        """W minus its components along Q (classical Gram-Schmidt, twice; the first
+        coefficients are the new columns of T when W is the block just added)."""
         if self.k == 0:
             return W
-        Q = self.Q
-        for _ in range(2):
-            W = W - Q @ (Q.T @ W)
-        return W
+        B = self._B[:self.k]
+        C = self._new_coefficients
+        if C is None or C.shape != (self.k, W.shape[1]):
+            C = B @ W
+        self._new_coefficients = None
+        W = W - B.T @ C
+        return W - B.T @ (B @ W)
 
     def coefficients(self, rhs_c: np.ndarray, symmetric: bool) -> np.ndarray:
         """c with (I - T) c = rhs_c (T symmetrised for a symmetric M)."""
