@@ -16,8 +16,8 @@ Jacobian: d + 1 evaluations of T per Jacobian, no cross-check), and
 ``newton_krylov_fixed_point`` (Jacobian-free, the smooth setting) or
 ``continuation_fixed_point`` over the initial accumulator
 1, 1e-2, ..., 1e-8, 0 (the kinked setting).  The Newton solves get an
-evaluation budget of ``--budget`` seconds' worth of evaluations of T (per
-solve along a continuation path; estimated from one evaluation); the hybrid solver is
+evaluation budget of ``--budget`` seconds' worth of evaluations of T (for the
+whole continuation path; estimated from one evaluation); the hybrid solver is
 skipped at sizes where its first Jacobian alone exceeds the budget, estimated
 from one evaluation of T).  Reported: seconds, evaluations of T, the residual
 ||T(x) - x||_inf (recomputed here), and the local rate rho(J_T(x~)) with its

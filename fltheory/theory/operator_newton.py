@@ -247,6 +247,8 @@ def continuation_fixed_point(make_operator: Callable[[float], Callable[[np.ndarr
                              **newton: Any) -> tuple[FixedPoint, list[float]]:
     """Follow the fixed point of ``make_operator(s)`` along ``path`` (module docstring).
 
+    ``newton`` options go to :func:`newton_krylov_fixed_point`, except
+    ``max_evaluations``, which bounds the evaluations of T over the whole path.
     Returns (the fixed point of the last operator, the parameters actually solved,
     including inserted midpoints).  Raises DivergenceError naming the parameter at
     which the continuation stopped and the last solver message."""
@@ -259,33 +261,43 @@ def continuation_fixed_point(make_operator: Callable[[float], Callable[[np.ndarr
     if not values or not all(np.isfinite(values)):
         raise InvalidHyperparameterError(f"path must be a non-empty sequence of finite numbers, got {path!r}")
     max_halvings = _check_count("max_halvings", max_halvings, 0)
+    total = newton.pop("max_evaluations", None)
+    total = None if total is None else _check_count("max_evaluations", total)
     x = np.array(x0, dtype=np.float64)
     solved: list[float] = []
     fp: FixedPoint | None = None
-    evaluations = 0
+    count = [0]
     prev: float | None = None
     queue = list(values)
     halvings = 0
+
+    def counted(T: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+        def call(z: np.ndarray) -> np.ndarray:
+            count[0] += 1
+            return T(z)
+        return call
+
     while queue:
         s = queue[0]
+        left = None if total is None else total - count[0]
         try:
-            fp = newton_krylov_fixed_point(make_operator(s), x, **newton)
+            if left is not None and left < 1:
+                raise DivergenceError(f"evaluation budget {total} spent")
+            fp = newton_krylov_fixed_point(counted(make_operator(s)), x, max_evaluations=left, **newton)
         except DivergenceError as exc:
-            if prev is None or halvings >= max_halvings or s == prev:
+            if prev is None or halvings >= max_halvings or s == prev or (left is not None and left < 1):
                 raise DivergenceError(
                     f"continuation stopped at parameter {s!r} (last solved: {prev!r}): "
                     f"{' '.join(str(exc).split())}") from None
             queue.insert(0, 0.5 * (prev + s))
             halvings += 1
             continue
-        assert fp.evaluations is not None
-        evaluations += fp.evaluations
         x, prev = fp.x, s
         solved.append(s)
         queue.pop(0)
         halvings = 0
     assert fp is not None
-    out = FixedPoint(**{**fp.__dict__, "evaluations": evaluations,
+    out = FixedPoint(**{**fp.__dict__, "evaluations": count[0],
                         "message": fp.message + f"; continuation over {len(solved)} parameters "
-                                                f"({evaluations} evaluations of T in all)"})
+                                                f"({count[0]} evaluations of T in all)"})
     return out, solved

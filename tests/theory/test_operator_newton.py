@@ -78,3 +78,9 @@ def test_continuation_in_the_initial_accumulator(fed):
     assert np.abs(T(fp.x) - fp.x).max() <= 1e-9 * max(1.0, np.abs(fp.x).max())
     with pytest.raises(InvalidHyperparameterError, match="path"):
         continuation_fixed_point(make, [], fed.optimum())
+
+
+def test_continuation_budget_is_a_typed_failure(fed):
+    make = lambda v: fedopt_operator(adagrad(v), fed)
+    with pytest.raises(DivergenceError, match="continuation stopped"):
+        continuation_fixed_point(make, [1.0, 0.0], fed.optimum(), dense_jacobian_max=0, max_evaluations=3)
