@@ -249,7 +249,9 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
                 z = space.Q @ c
                 solve_res = float(np.linalg.norm(r - z + space.MQ @ c)) / rnorm   # computed, not estimated
                 solve_ok = solve_res <= solve_tol
-        done = eig_ok and solve_ok and blocks >= min_blocks
+        # a rate of 1 or more: the solve is not needed (the callers refuse such a map)
+        no_solve = want_eig and eig_ok and eig is not None and eig.rate >= 1.0 - 16 * np.finfo(float).eps
+        done = eig_ok and (solve_ok or no_solve) and blocks >= min_blocks
         if done or space.k >= max_vectors:
             break
         Qb = _orthonormal(E, np.linalg.norm(W, axis=0))
