@@ -116,8 +116,9 @@ class KrylovSpace:
         self._new_coefficients = C
 
     def project_out(self, W: np.ndarray) -> np.ndarray:
-        """W minus its components along Q (classical Gram-Schmidt, twice; the first
-        coefficients are the new columns of T when W is the block just added)."""
+        """W minus its components along Q (classical Gram-Schmidt, repeated once when the
+        first pass cancels more than 30% of a column; the first coefficients are the new
+        columns of T when W is the block just added)."""
         if self.k == 0:
             return W
         B = self._B[:self.k]
@@ -125,8 +126,12 @@ class KrylovSpace:
         if C is None or C.shape != (self.k, W.shape[1]):
             C = B @ W
         self._new_coefficients = None
-        W = W - B.T @ C
-        return W - B.T @ (B @ W)
+        W1 = W - B.T @ C
+        # second pass only where the first removed most of a column (Daniel, Gragg, Kaufman
+        # and Stewart's criterion ||w1|| < 0.7 ||w||): otherwise w1 is orthogonal to Q to rounding
+        if np.all(np.linalg.norm(W1, axis=0) >= 0.7 * np.linalg.norm(W, axis=0)):
+            return W1
+        return W1 - B.T @ (B @ W1)
 
     def coefficients(self, rhs_c: np.ndarray, symmetric: bool) -> np.ndarray:
         """c with (I - T) c = rhs_c (T symmetrised for a symmetric M)."""
