@@ -241,22 +241,23 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
         eig_ok = not want_eig
         if want_eig:
             eig = _dominant(space, symmetric, E, b_last)
-            eig_ok = eig.error <= (eig_tol(eig.rate) if callable(eig_tol)
-                                   else eig_tol * max(eig.rate, np.finfo(float).tiny))
+            eig_ok = bool(eig.error <= (eig_tol(eig.rate) if callable(eig_tol)
+                                        else eig_tol * max(eig.rate, np.finfo(float).tiny)))
         solve_ok = True
         if rnorm > 0.0 and rhs is not None:
             e1 = np.zeros(space.k)
             e1[0] = rnorm
             c = space.coefficients(e1, symmetric)
             solve_res = float(np.linalg.norm(E @ c[-b_last:])) / rnorm
-            solve_ok = solve_res <= solve_tol
+            solve_ok = bool(solve_res <= solve_tol)
             if solve_ok or space.k >= max_vectors:
                 z = space.Q @ c
                 solve_res = float(np.linalg.norm(r - z + space.MQ @ c)) / rnorm   # computed, not estimated
                 solve_ok = solve_res <= solve_tol
         # a rate of 1 or more: the solve is not needed (the callers refuse such a map)
-        no_solve = want_eig and eig_ok and eig is not None and eig.rate >= 1.0 - 16 * np.finfo(float).eps
-        done = eig_ok and (solve_ok or no_solve) and blocks >= min_blocks
+        no_solve = bool(want_eig and eig_ok and eig is not None
+                        and eig.rate >= 1.0 - 16 * np.finfo(float).eps)
+        done = bool(eig_ok and (solve_ok or no_solve) and blocks >= min_blocks)
         if done or space.k >= max_vectors:
             break
         Qb = _orthonormal(E, np.linalg.norm(W, axis=0))
