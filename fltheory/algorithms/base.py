@@ -200,6 +200,16 @@ class Algorithm(ABC):
         guess others."""
         return ()
 
+    def linear_part_is_symmetric(self, problem: Federation) -> bool:
+        """True when, on quadratic clients under full participation with exact gradients,
+        the linear part M of the affine round map S -> M S + c is a symmetric matrix in
+        the flat state layout (``fltheory.theory.round_maps``).  The matrix-free exact
+        theory then uses symmetric Krylov methods (Lanczos eigenvalues with quadratic
+        error bounds, conjugate-gradient fixed points) and checks the claim
+        (u^T M v = v^T M u for random u, v).  Default False; an algorithm that returns
+        True proves it in its docstring."""
+        return False
+
     def participants(self, problem: Federation, participation: Participation | None,
                      rng: np.random.Generator, t: int) -> Participants:
         """Draw the round's participants (full participation when ``None``)."""

@@ -86,6 +86,14 @@ class FedAvg(Algorithm):
         """The same algorithm with server rate ``server_lr = 1``."""
         return dataclasses.replace(self, server_lr=1.0)
 
+    def linear_part_is_symmetric(self, problem: Federation) -> bool:
+        """True: on quadratic clients (Hessians H_i, full participation, exact gradients)
+        one local step is y <- (I - eta_i H_i) y + eta_i e_i, so the state x maps to
+        x + eta_g sum_i w_i ((I - eta_i H_i)^{s_i} - I) x + const, whose linear part
+        (1 - eta_g) I + eta_g sum_i w_i (I - eta_i H_i)^{s_i} is a sum of polynomials in
+        the symmetric H_i with real scalar coefficients: symmetric."""
+        return True
+
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> FedAvgState:
         resolve_per_client("lr", self.lr, problem.n_clients)
         self.nominal_steps(problem)

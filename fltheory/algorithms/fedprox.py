@@ -152,6 +152,15 @@ class FedProx(Algorithm):
                 "not on x alone: no operator T(x)")
         return dataclasses.replace(self, server_lr=1.0)
 
+    def linear_part_is_symmetric(self, problem: Federation) -> bool:
+        """True without a temporal-ensembling target.  On quadratic clients a gradient step
+        is y <- A_i y + eta_i mu x + eta_i e_i with A_i = I - eta_i (H_i + mu I), so
+        y^{s} = (A_i^{s} + eta_i mu sum_{k<s} A_i^k) x + const; the exact solver gives
+        y = (H_i + mu I)^{-1} (mu x + e_i).  Either linear part is a rational function of
+        the symmetric H_i, and x <- (1 - eta_g) x + eta_g sum_i w_i y_i keeps it symmetric.
+        With a target the state also carries the ensemble, whose update is not symmetric."""
+        return self.target is None
+
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> FedProxState:
         resolve_per_client("lr", self.lr, problem.n_clients)
         self.nominal_steps(problem)

@@ -127,6 +127,8 @@ class Federation(ABC):
     ``client_block``          a federation viewing a contiguous run of clients
                               without copying their data (cache-blocked local
                               steps), or None
+    ``lifted``                p independent copies side by side in R^{p d} (block
+                              products of round maps in the exact theory), or None
     ``client_data_bytes``     bytes of client data one oracle row reads (the
                               block-size model of cache-blocked local steps)
     ``row_gradient``          the configured oracle bound to fixed clients, with
@@ -412,6 +414,14 @@ class Federation(ABC):
         Local steps cut large batches into such blocks so that a block's data
         stay in cache while it runs all its steps; weights of the block are not
         meaningful (only the client oracles are used)."""
+        return None
+
+    def lifted(self, copies: int) -> Federation | None:
+        """The federation on R^{copies d} whose client i is f_i^(p)(y) = sum_k f_i(y_k),
+        y_k = y[k d:(k + 1) d] (``copies`` independent copies side by side, exact oracle),
+        or None (default) when the federation cannot provide it cheaply.  The exact
+        theory runs one round of it to apply a round map's linear part to ``copies``
+        vectors at once (``fltheory.problems.lifted``)."""
         return None
 
     def client_data_bytes(self) -> int:

@@ -513,6 +513,15 @@ class QuadraticFederation(Federation):
         view.n_clients = stop - start
         return view
 
+    def lifted(self, copies: int) -> Federation | None:
+        """``copies`` independent copies in R^{copies d} sharing H and e
+        (:class:`~fltheory.problems.lifted.LiftedQuadraticFederation`); exact oracle of
+        this class only (None for a stochastic oracle or a subclass with its own oracles)."""
+        if type(self) is not QuadraticFederation or self.is_stochastic:
+            return None
+        from .lifted import LiftedQuadraticFederation
+        return LiftedQuadraticFederation(self, copies)
+
     def client_data_bytes(self) -> int:
         """8 d^2: one row reads its client's Hessian H_i."""
         return 8 * self.dim * self.dim

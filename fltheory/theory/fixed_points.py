@@ -68,6 +68,10 @@ class FixedPoint(SummaryDisplay):
     cross_check_message
         Non-linear operators: the Jacobian at x~, the map evaluations, and the
         independent Anderson cross-check.
+    spectral_rate_error
+        Estimated bound on |spectral_rate - exact value| when the rate comes from an
+        iterative eigenvalue method (matrix-free affine maps, Newton-Krylov operator
+        fixed points); None where it is computed by a dense decomposition.
     """
 
     x: np.ndarray
@@ -94,6 +98,7 @@ class FixedPoint(SummaryDisplay):
     cross_check_gap: float | None = None
     cross_check_agrees: bool | None = None
     cross_check_message: str = ""
+    spectral_rate_error: float | None = None
 
     def _summary_rows(self) -> tuple[str, list[tuple[str, str]]]:
         """Summary for ``repr`` and notebooks: the common fields, then only the

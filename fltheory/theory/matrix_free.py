@@ -12,6 +12,15 @@ the dense recovery uses for each column).  Frozen coordinates (fields whose
 value after a round ignores the state, ``theory.affine``) get zero columns:
 ``v`` is zeroed there before the round.
 
+Block products.  When the federation offers ``Federation.lifted`` (quadratic
+clients) and the algorithm keeps the copies apart (checked against single
+rounds, :mod:`fltheory.theory.block_products`), one round of the lifted
+federation applies M to ``block_size`` vectors (default 8 when the model
+dimension is at least 50), reading every client's data once per local step for
+all of them; otherwise M is applied one vector per round.  Below d = 50 the
+elementwise passes of a round over the whole state outweigh the Hessian
+products, and a block round costs about as much per vector as single rounds.
+
 Invariant subspace.  The declared conserved functionals W (n, K)
 (``Algorithm.linear_invariants`` via :mod:`fltheory.theory.invariants`) give
 the orthogonal projector onto V = {v : W^T v = 0},
@@ -22,20 +31,33 @@ the orthogonal projector onto V = {v : W^T v = 0},
 that are linearly dependent make it singular and raise InvalidProblemError).
 V is M-invariant, so P M P has the spectrum of M_V plus K zeros.
 
-* :func:`spectral_rate`: the largest |lambda| of P M P by ARPACK (``eigs``,
-  implicitly restarted Arnoldi) to relative residual 1e-12 (which bounds
-  |lambda - true eigenvalue| by 1e-12 |lambda| for a normal M_V); an
-  eigenvalue within that bound (at least 16 eps) of 1 is unclassified
-  (UnclassifiedDirectionError), as on the dense route.  Computed once per map.
+Krylov methods (:mod:`fltheory.theory.krylov`): a block Krylov space of P M P
+with Rayleigh-Ritz, symmetric (Lanczos-type, with Kato-Temple error bounds
+that are quadratic in the residual) when the algorithm declares its linear
+part symmetric (``Algorithm.linear_part_is_symmetric``: FedAvg, FedProx;
+checked here as |u^T M v - v^T M u| <= rtol (||u|| ||M v|| + ||v|| ||M u||)),
+general (Arnoldi-type) otherwise.
+
+* :func:`spectral_rate` / :func:`rate_estimate`: rho(M_V) from a Krylov space
+  started at random vectors, grown until the error estimate of the rate is at
+  most ``RATE_RTOL`` = 1e-12 relative (symmetric: Kato-Temple with an estimated
+  gap; general: the Ritz residual, a bound for a normal M_V).  The estimate and
+  its error are cached on the map; an eigenvalue within max(error, 16 eps) of 1
+  is unclassified (UnclassifiedDirectionError), as on the dense route.
 * :func:`fixed_point`: S~ = S_init + z with P (I - M) z = P r,
-  r = Phi(S_init) - S_init, by restarted GMRES; the residual is then measured
-  by an actual round (||Phi(S~) - S~||_inf).
+  r = Phi(S_init) - S_init, by a Galerkin solve on a Krylov space whose first
+  vector is r (conjugate gradients when M_V is symmetric: I - M_V is then
+  symmetric positive definite whenever the rate is below 1), refined with the
+  residual of an actual round; the residual reported is ||Phi(S~) - S~||_inf.
+  With block products the same space also gives the rate (its other start
+  columns are random).
 * :func:`orbit_rate`: Arnoldi (no restarts, full reorthogonalisation) on M_V
   started at the initial error e0 = P (S_init - S~).  The Krylov space of e0
   holds only the eigenvectors e0 excites, so the largest converged Ritz value
   whose share of e0 exceeds ``tol`` is the orbit's rate.
-* ``contraction_factor`` (||M_V||_2) needs products with M^T, which a round
-  does not give: :func:`contraction_factor` raises InvalidProblemError.
+* :func:`contraction_factor` (||M_V||_2): equal to the spectral rate when M_V is
+  symmetric; otherwise it needs products with M^T, which a round does not give,
+  and raises InvalidProblemError.
 
 Affinity is verified matrix-free (:func:`matrix_free_affine_map`): additivity
 M(u + v) = M u + M v, homogeneity at a small scale, the same map after the
@@ -57,7 +79,9 @@ from ..participation import Participation
 from ..problems.base import Federation
 from . import _checks
 from .affine_support import drift_scale, frozen_coordinates, initial_vector, refuse_unclassified
+from .block_products import BlockProduct, block_product
 from .fixed_points import FixedPoint
+from .krylov import DominantEigenvalues, block_krylov
 from .invariants import ConservedFunctionals, check_conserved, conserved_functionals
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
@@ -68,10 +92,15 @@ __all__ = [
     "fixed_point",
     "matrix_free_affine_map",
     "orbit_rate",
+    "rate_estimate",
     "spectral_rate",
 ]
 
 _SMALL_SCALE = 1e-3
+BLOCK_SIZE = 8        # vectors per block round (default)
+BLOCK_MIN_DIM = 50    # below this model dimension a block round costs about as much per vector as
+                      # single rounds (elementwise passes over the state dominate the Hessian
+                      # products; measured SCAFFOLD N = 2000, d = 20: 1.1x per vector; d = 100: 0.44x)
 _NEAR_FIXED = 1e-2
 
 
@@ -120,6 +149,9 @@ class MatrixFreeAffineMap:
     frozen : (n,) bool;  frozen_fields : tuple of str
     rtol : float, accuracy the map was verified to
     projector : Projector onto the subspace without the declared conserved directions
+    symmetric : bool, M declared symmetric by the algorithm and checked
+    block : BlockProduct or None, M applied to several vectors per round
+    block_note : str, why block products are (not) used
     """
 
     dim: int
@@ -140,14 +172,30 @@ class MatrixFreeAffineMap:
     frozen_fields: tuple[str, ...]
     rtol: float
     projector: Projector = field(repr=False)
+    symmetric: bool = False
+    block: BlockProduct | None = field(default=None, repr=False)
+    block_note: str = ""
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    @property
+    def block_size(self) -> int:
+        """Vectors per round of :meth:`apply_linear` (1 without block products)."""
+        return 1 if self.block is None else self.block.copies
+
+    @property
+    def rounds(self) -> int:
+        """Rounds evaluated so far: single rounds plus block rounds (each counts once)."""
+        return self.round_map.evaluations + (0 if self.block is None else self.block.rounds)
+
     def apply_linear(self, V: np.ndarray) -> np.ndarray:
-        """M V for V of shape (n,) or (n, p): one round per column."""
+        """M V for V of shape (n,) or (n, p): one round per ``block_size`` columns."""
         V = np.asarray(V, dtype=np.float64)
         if V.ndim == 1:
             return self._apply_one(V)
-        return np.column_stack([self._apply_one(V[:, j]) for j in range(V.shape[1])])
+        if self.block is None or V.shape[1] == 1:
+            return np.column_stack([self._apply_one(V[:, j]) for j in range(V.shape[1])])
+        b = self.block.copies
+        return np.column_stack([self.block(V[:, j:j + b]) for j in range(0, V.shape[1], b)])
 
     def _apply_one(self, v: np.ndarray) -> np.ndarray:
         v = np.where(self.frozen, 0.0, v)
@@ -187,11 +235,17 @@ def _relative(out: np.ndarray, pred: np.ndarray, *parts: np.ndarray) -> float:
 def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any = None,
                            rtol: float = 1e-9, state: Any = None,
                            participation: Participation | None = None,
-                           rng: np.random.Generator | None = None) -> MatrixFreeAffineMap:
+                           rng: np.random.Generator | None = None,
+                           block_size: int | None = None) -> MatrixFreeAffineMap:
     """The affine round map of ``algorithm`` on ``problem`` as an operator (module docstring).
 
     Same arguments and errors as ``theory.affine.affine_round_map`` (without
-    ``max_dim``): NotAffineError when a check fails.  Costs about 12 rounds."""
+    ``max_dim``): NotAffineError when a check fails; InvalidProblemError when the
+    algorithm declares a symmetric linear part that is not.  ``block_size``: vectors
+    per round when the federation offers block products (1 disables them); None
+    (default) uses ``BLOCK_SIZE`` when the model dimension is at least
+    ``BLOCK_MIN_DIM`` and single rounds below (module docstring).
+    Costs about 12 rounds (2 more with block products)."""
     rtol = _checks.tolerance("rtol", rtol)
     rng = _checks.optional_generator("rng", rng)
     gen = rng if rng is not None else np.random.default_rng(0)
@@ -246,68 +300,127 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
     scale = max(1.0, float(np.abs(Mu).max() / max(float(np.abs(u).max()), 1e-300)))
     check_conserved(funcs, lambda V: np.column_stack([Mu, Mv]), np.column_stack([u, v]), rtol=rtol,
                     scale=scale, algorithm=algorithm.name)
+    symmetric = bool(algorithm.linear_part_is_symmetric(problem))
+    if symmetric:
+        asym = abs(float(u @ Mv) - float(v @ Mu)) / (
+            float(np.linalg.norm(u) * np.linalg.norm(Mv) + np.linalg.norm(v) * np.linalg.norm(Mu))
+            + np.finfo(float).tiny)
+        residuals["symmetry"] = asym
+        if not asym <= rtol:
+            raise InvalidProblemError(
+                f"{algorithm.name} declares a symmetric linear part (Algorithm.linear_part_is_symmetric) "
+                f"but |u^T M v - v^T M u| is {asym:.3e} relative > rtol={rtol:.1e}")
     c = F0 - amap.apply_linear(S0)
     before, after = counters_of(rm.template), counters_of(nxt)
     counter_step = {p: np.asarray(after[p]) - np.asarray(before[p]) for p in before}
+    if block_size is None:
+        block_size = BLOCK_SIZE if problem.dim >= BLOCK_MIN_DIM else 1
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise InvalidHyperparameterError(f"block_size must be an integer >= 1, got {block_size!r}")
+    block, note = block_product(algorithm, problem, rm, S0, h, frozen, int(block_size),
+                                np.column_stack([u, v]), np.column_stack([Mu, Mv]), rtol)
+    if block is None and block_size == 1 and problem.dim < BLOCK_MIN_DIM:
+        note = f"single rounds (model dimension {problem.dim} < {BLOCK_MIN_DIM})"
     return MatrixFreeAffineMap(
         dim=n, layout=rm.layout, x_slice=rm.x_slice, base=S0, F0=F0, c=c, step=h,
         residual=max(residuals.values()), residuals=residuals, algorithm=algorithm.name,
         warmup=rm.warmup, counter_step=counter_step, info=info, round_map=rm, frozen=frozen,
         frozen_fields=tuple(p for p in rm.layout.paths if frozen[rm.layout.slices[p]].all()),
-        rtol=rtol, projector=proj)
+        rtol=rtol, projector=proj, symmetric=symmetric, block=block, block_note=note)
 
 
-ARPACK_TOL = 1e-12   # relative residual of the Ritz pairs: eigenvalue error <= 1e-12 |lambda| (normal M_V)
+RATE_RTOL = 1e-12       # relative error estimate at which the spectral rate is accepted
+SOLVE_RTOL = 1e-13      # relative residual of the Krylov fixed-point solve
+MAX_KRYLOV_BYTES = 1 << 30   # memory of the stored Krylov basis and its products
 
 
-def _dominant(amap: MatrixFreeAffineMap) -> np.ndarray:
-    """The largest-magnitude eigenvalue(s) of M_V (computed once per map and cached).
+def _max_vectors(amap: MatrixFreeAffineMap) -> int:
+    """Largest Krylov dimension: the subspace dimension, 1000 columns, or the memory cap."""
+    free = amap.dim - amap.projector.count - int(np.count_nonzero(amap.frozen))
+    return int(max(8, min(free, 1000, MAX_KRYLOV_BYTES // (16 * amap.dim))))
 
-    ARPACK stops when every Ritz pair has ||P M P u - lambda u|| <= ARPACK_TOL |lambda|,
-    which bounds |lambda - eigenvalue| by that amount when M_V is normal.  Two
-    eigenvalues are computed (a dominant pair may be complex conjugate); when the
-    largest modulus is at least 0.999 the six largest are computed instead, and one
-    within max(that bound, 16 eps) of 1 is unclassified (below 0.999 no eigenvalue
-    can be near 1)."""
+
+def _start_block(amap: MatrixFreeAffineMap, columns: int, seed: int) -> np.ndarray:
+    gen = np.random.default_rng(seed)
+    return np.where(amap.frozen[:, None], 0.0, gen.standard_normal((amap.dim, columns)))
+
+
+def _check_dominant(amap: MatrixFreeAffineMap, eig: DominantEigenvalues) -> None:
+    """UnclassifiedDirectionError for a leading Ritz value within its error (at least 16 eps) of 1."""
+    for value in eig.values:
+        resolution = max(eig.error, 16.0 * np.finfo(float).eps * max(1.0, abs(value)))
+        refuse_unclassified(np.array([value]), resolution, amap.algorithm, amap.projector.names)
+
+
+def rate_tolerance(amap: MatrixFreeAffineMap, rate: float) -> float:
+    """Accepted error of the spectral rate: RATE_RTOL relative, but not below 100 times the
+    rounding level of one product (the 'additivity' residual measured at construction,
+    at least 16 eps), which no Krylov space can beat."""
+    noise = max(amap.residuals.get("additivity", 0.0), 16.0 * np.finfo(float).eps)
+    return max(RATE_RTOL * rate, 100.0 * noise * max(1.0, rate))
+
+
+def _store(amap: MatrixFreeAffineMap, eig: DominantEigenvalues, blocks: int, invariant: bool
+           ) -> DominantEigenvalues:
+    """Check and cache a rate.  An invariant Krylov space (it cannot grow) is accepted with
+    the rounding-level error it reports, up to 1e-8 relative."""
+    _check_dominant(amap, eig)
+    accepted = max(rate_tolerance(amap, eig.rate), 1e-8 * max(eig.rate, 1.0) if invariant else 0.0)
+    if eig.error > accepted:
+        raise InvalidProblemError(
+            f"{amap.algorithm}: the spectral rate did not converge: {eig.rate:.15g} with error estimate "
+            f"{eig.error:.2e} after a Krylov space of {eig.dimension} vectors ({blocks} block products); "
+            "use the dense route (matrix_free=False)")
+    amap.cache["dominant"] = eig
+    return eig
+
+
+def _krylov_run(amap: MatrixFreeAffineMap, S_init: np.ndarray, want_eig: bool, solve_tol: float) -> Any:
+    """One block Krylov space started at [r, random columns], r = P (Phi(S_init) - S_init):
+    the Galerkin fixed point and (``want_eig``) the rate from the same space.  At least two
+    start columns (single products cost one round per column either way)."""
+    r = amap.projector(amap(S_init) - S_init)
+    start = _start_block(amap, max(2, amap.block_size), 0)
+    return block_krylov(amap.apply_linear, amap.projector, start, symmetric=amap.symmetric, rhs=r,
+                        want_eig=want_eig, eig_tol=lambda rate: rate_tolerance(amap, rate),
+                        solve_tol=solve_tol, max_vectors=_max_vectors(amap))
+
+
+def rate_estimate(amap: MatrixFreeAffineMap) -> DominantEigenvalues:
+    """rho(M_V) with its error estimate (module docstring; computed once per map and cached,
+    together with the fixed point reachable from ``amap.base``, from the same space).
+
+    Raises
+    ------
+    InvalidProblemError
+        The state is too small for a Krylov method, or the estimate does not reach
+        its tolerance (:func:`rate_tolerance`) within the largest Krylov space
+        (``MAX_KRYLOV_BYTES``).
+    UnclassifiedDirectionError
+        A leading eigenvalue cannot be told from 1.
+    """
     if "dominant" in amap.cache:
         return amap.cache["dominant"]
     n = amap.dim
     if n <= 8 + amap.projector.count:
         raise InvalidProblemError(
             f"{amap.algorithm}: the state has only {n} numbers; use the dense route (matrix_free=False)")
-    op = amap.restricted_operator()
-    v0 = amap.projector(np.where(amap.frozen, 0.0, np.random.default_rng(0).standard_normal(n)))
-
-    def largest(k: int) -> np.ndarray:
-        # a wider search space on failure: heavy-ball maps have whole circles of equal modulus
-        for kk, ncv in ((k, max(2 * k + 1, 20)), (k + 4, max(2 * k + 9, 40))):
-            kk = min(kk, n - 2 - amap.projector.count)
-            try:
-                return spla.eigs(op, k=kk, which="LM", v0=v0, tol=ARPACK_TOL, ncv=min(n, ncv),
-                                 maxiter=max(1000, 10 * n), return_eigenvectors=False)
-            except spla.ArpackNoConvergence as exc:
-                got = len(exc.eigenvalues)
-        raise InvalidProblemError(
-            f"{amap.algorithm}: ARPACK did not converge on the dominant eigenvalues of the round map "
-            f"({got} of {kk} converged); use the dense route (matrix_free=False)")
-
-    lam = largest(2)                          # 2: a dominant complex-conjugate pair
-    if np.abs(lam).max() >= 0.999:
-        lam = largest(6)
-    for value in lam:
-        resolution = max(ARPACK_TOL * abs(value), 16.0 * np.finfo(float).eps)
-        refuse_unclassified(np.array([value]), resolution, amap.algorithm, amap.projector.names)
-    amap.cache["dominant"] = lam
-    return lam
+    res = _krylov_run(amap, np.array(amap.base), True, SOLVE_RTOL)
+    assert res.eig is not None
+    amap.cache["base_run"] = res
+    return _store(amap, res.eig, res.blocks, res.invariant)
 
 
 def spectral_rate(amap: MatrixFreeAffineMap) -> float:
-    """rho(M_V) by ARPACK (module docstring)."""
-    return float(np.abs(_dominant(amap)).max())
+    """rho(M_V) by a Krylov method (module docstring; :func:`rate_estimate` gives its error)."""
+    return float(rate_estimate(amap).rate)
 
 
 def contraction_factor(amap: MatrixFreeAffineMap) -> float:
-    """||M_V||_2 needs M^T, which a round does not give: always raises."""
+    """||M_V||_2: the spectral rate when M_V is symmetric (declared and checked); otherwise
+    it needs M^T, which a round does not give: raises InvalidProblemError."""
+    if amap.symmetric:
+        return spectral_rate(amap)
     raise InvalidProblemError(
         f"{amap.algorithm}: the contraction factor ||M_V||_2 needs products with M^T, which the "
         "matrix-free map does not provide; use the dense route (affine_round_map(..., matrix_free=False))")
@@ -315,19 +428,23 @@ def contraction_factor(amap: MatrixFreeAffineMap) -> float:
 
 def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition: float = 1e13,
                 gmres_rtol: float = 1e-13, maxiter: int = 50) -> FixedPoint:
-    """S~ = S_init + z with P (I - M) z = P (Phi(S_init) - S_init) by GMRES (module docstring).
+    """S~ = S_init + z with P (I - M) z = P (Phi(S_init) - S_init) by a Krylov Galerkin solve
+    (module docstring).
 
     ``max_condition`` is accepted for the same signature as the dense route;
     the condition number is not computed here (``condition`` is None).
+    ``gmres_rtol`` is the relative residual the Krylov solve must reach;
+    ``maxiter`` bounds the refinement steps with the residual of actual rounds
+    (at most 3 are used).
 
     Raises
     ------
     InvalidHyperparameterError
         A conserved quantity drifts (no fixed point).
     InvalidProblemError
-        The spectral rate is >= 1 (GMRES could return one of several solutions), or
-        GMRES does not reach ``gmres_rtol`` within ``maxiter`` restarts, or the
-        fixed point fails the affinity check near it.
+        The spectral rate is >= 1 (the solution would not be the limit of the
+        rounds, and need not be unique), or the Krylov solve does not reach
+        ``gmres_rtol``, or the fixed point fails the affinity check near it.
     UnclassifiedDirectionError
         As :func:`spectral_rate`.
     """
@@ -341,41 +458,38 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
             raise InvalidHyperparameterError(
                 f"{amap.algorithm}: a conserved quantity of the round map drifts by {drift:.3e} per "
                 "round (w^T c != 0 for a declared conserved w): no fixed point")
-    rate = float(np.abs(_dominant(amap)).max())
+    cached = amap.cache.get("base_run")
+    if initial is None and cached is not None and cached.solve_residual <= gmres_rtol:
+        res = cached
+    else:
+        res = _krylov_run(amap, S_init, "dominant" not in amap.cache, gmres_rtol)
+        if res.eig is not None:
+            _store(amap, res.eig, res.blocks, res.invariant)
+    eig = rate_estimate(amap)
+    rate = float(eig.rate)
     if rate >= 1.0:
         raise InvalidProblemError(
             f"{amap.algorithm}: the round map does not contract on the invariant subspace (spectral "
             f"rate {rate:.12g} >= 1); the matrix-free fixed point needs a contraction to certify a "
             "unique solution: use the dense route (matrix_free=False)")
-    r = P(amap(S_init) - S_init)
-
-    def matvec(z: np.ndarray) -> np.ndarray:
-        z = P(np.ravel(z))
-        return P(z - amap._apply_one(z))
-
-    A = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
-    bnorm = float(np.linalg.norm(r))
-    if bnorm == 0.0:
-        z = np.zeros(n)
-        iters = 0
-    else:
-        count = [0]
-
-        def cb(_: Any) -> None:
-            count[0] += 1
-
-        z, info = spla.gmres(A, r, rtol=gmres_rtol, atol=0.0, restart=min(n, 100), maxiter=maxiter,
-                             callback=cb, callback_type="pr_norm")
-        iters = count[0]
-        if info != 0:
-            got = float(np.linalg.norm(matvec(z) - r)) / bnorm
-            raise InvalidProblemError(
-                f"{amap.algorithm}: GMRES did not reach relative residual {gmres_rtol:.0e} for the fixed "
-                f"point (got {got:.2e} after {iters} iterations; spectral rate {rate:.12g}); use the "
-                "dense route (matrix_free=False)")
-    S = S_init + P(z)
+    if not res.solve_residual <= gmres_rtol:
+        raise InvalidProblemError(
+            f"{amap.algorithm}: the Krylov solve did not reach relative residual {gmres_rtol:.0e} for the "
+            f"fixed point (got {res.solve_residual:.2e} with {res.dimension} vectors; spectral rate "
+            f"{rate:.12g}); use the dense route (matrix_free=False)")
+    assert res.z is not None
+    S = S_init + P(res.z)
     out = amap.round_map(S)
     resid = float(np.abs(out - S).max())
+    steps = 0
+    for _ in range(min(3, max(0, int(maxiter)))):      # refinement: Galerkin on the same space
+        z, _ = res.space.galerkin(out - S, P, amap.symmetric)
+        S2 = S + P(z)
+        out2 = amap.round_map(S2)
+        r2 = float(np.abs(out2 - S2).max())
+        if not r2 < resid:
+            break
+        S, out, resid, steps = S2, out2, r2, steps + 1
     pred = amap(S)
     near = _relative(out, pred, out, amap.F0)
     if not near <= amap.rtol:
@@ -389,13 +503,18 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
         raise NotAffineError(
             f"{amap.algorithm} is not affine on this problem: matrix-free check 'near fixed point' has "
             f"relative residual {near2:.3e} > rtol={amap.rtol:.1e}")
+    kind = "conjugate-gradient (symmetric M)" if amap.symmetric else "Galerkin (full orthogonalisation)"
+    cf = rate if amap.symmetric else None
     return FixedPoint(
-        x=S[amap.x_slice].copy(), residual=resid, spectral_rate=rate, contraction_factor=None,
+        x=S[amap.x_slice].copy(), residual=resid, spectral_rate=rate, contraction_factor=cf,
         success=True,
-        message=f"matrix-free: GMRES in {iters} iterations on the subspace without {P.count} declared "
-                "conserved functionals; contraction_factor not computed (needs M^T)",
+        message=f"matrix-free: {kind} solve on a block Krylov space of {res.dimension} vectors "
+                f"({amap.block_size} per round; {amap.block_note or 'single rounds'}) on the subspace "
+                f"without {P.count} declared conserved functionals, {steps} refinement step(s); "
+                f"spectral rate {rate:.15g} +- {eig.error:.1e}"
+                + ("" if amap.symmetric else "; contraction_factor not computed (needs M^T)"),
         method="matrix-free affine", condition=None, S=S, state=amap.to_state(S), initial=S_init,
-        subspace=P)
+        subspace=P, spectral_rate_error=float(eig.error))
 
 
 def orbit_rate(amap: MatrixFreeAffineMap, *, initial: Any = None, tol: float = 1e-9,

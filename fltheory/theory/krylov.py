@@ -1,0 +1,308 @@
+"""Block Krylov (Rayleigh-Ritz) for the dominant eigenvalues and the fixed point of an
+affine round map, one product with M per block of vectors (``theory.matrix_free``).
+
+The space.  From an orthonormal start block Q_1 (n, b) in the invariant subspace
+V (``P Q_1 = Q_1``, P the projector onto V), block j + 1 is the orthonormalised
+part of P M Q_j orthogonal to Q_1, ..., Q_j (full reorthogonalisation, twice).
+Q = [Q_1 ... Q_j] spans the block Krylov space K_j = span{X, M X, ..., M^{j-1} X};
+every product P M Q_j is kept, so the projected matrix T = Q^T (P M Q) is formed
+from actual products, not from a recurrence.
+
+Eigenvalues (Rayleigh-Ritz).  Ritz pairs (theta, y) of T give approximate
+eigenpairs (theta, Q y) of M_V with residual rho = ||P M Q y - theta Q y||_2,
+computed as ||E y_last|| from the part E of the last block's products outside
+the space (the older blocks' products lie in the space up to rounding, kept
+there by full reorthogonalisation).
+
+* Symmetric M_V (declared by ``Algorithm.linear_part_is_symmetric`` and checked):
+  T is symmetrised and the extreme Ritz values satisfy
+  lambda_min <= theta_min <= theta_max <= lambda_max (Cauchy interlacing).  With
+  delta = theta_max - (theta_2 + rho_2) an estimated lower bound of the gap to the
+  next eigenvalue (theta_2 the second-largest Ritz value), the Kato-Temple
+  inequality gives 0 <= lambda_max - theta_max <= rho_max^2 / delta when delta > rho_max;
+  otherwise only |lambda - theta_max| <= rho_max for some eigenvalue lambda (Weyl).
+  The same at the lower end.  The reported rate is max(theta_max, -theta_min) and
+  its error estimate the largest amount either end can still move.  The estimate
+  assumes the Krylov space has found the extreme eigenvalue (the start block has a
+  component along its eigenvector; a random start has one with probability 1).
+* General M_V: the Ritz value of largest modulus and its residual; for a normal M_V
+  the eigenvalue error is at most rho, for a non-normal one at most
+  rho cond(eigenvector basis), which is not estimated: the error reported is rho.
+
+Fixed point (Galerkin).  With the right-hand side r as the first column of Q_1,
+(I - M) z = r is solved by z = Q c, (I - T) c = Q^T r = ||r|| e_1 (the
+conjugate-gradient iterate for a symmetric M_V, the full orthogonalisation method
+otherwise), and its residual r - (Q c - P M Q c) is computed from the stored products.
+
+The iteration stops when every requested quantity meets its tolerance, when the
+space becomes invariant (the next block is numerically zero: results are then
+exact up to rounding), or at ``max_vectors`` columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["DominantEigenvalues", "KrylovResult", "KrylovSpace", "block_krylov"]
+
+_RANK_TOL = 1e-10          # a new column shorter than this (relative) adds nothing to the space
+
+
+@dataclass(frozen=True)
+class DominantEigenvalues:
+    """Dominant eigenvalues of M_V from a Krylov space (module docstring).
+
+    rate : float, the spectral radius estimate max |theta| over the Ritz values.
+    error : float, estimated bound on |rate - rho(M_V)| (module docstring for its assumptions).
+    values : complex array, the Ritz values of modulus >= 0.999 rate (largest first) with
+        their residual norms in ``residuals``.
+    residuals : float array.
+    symmetric : bool, whether the symmetric (Kato-Temple) estimate was used.
+    dimension : int, columns of the Krylov space.
+    """
+
+    rate: float
+    error: float
+    values: np.ndarray
+    residuals: np.ndarray
+    symmetric: bool
+    dimension: int
+
+
+class KrylovSpace:
+    """Orthonormal basis Q (n, k) of V-vectors, the stored products P M Q and T = Q^T P M Q.
+
+    Basis vectors and products are stored as the rows of contiguous (capacity, n)
+    arrays that grow by doubling, so Q^T W and Q c stream each vector once."""
+
+    def __init__(self, n: int, capacity: int = 32) -> None:
+        self.n = n
+        self.k = 0
+        self._B = np.empty((capacity, n))
+        self._MB = np.empty((capacity, n))
+        self.T = np.zeros((0, 0))
+        self._new_coefficients: np.ndarray | None = None
+
+    @property
+    def Q(self) -> np.ndarray:
+        return self._B[:self.k].T
+
+    @property
+    def MQ(self) -> np.ndarray:
+        return self._MB[:self.k].T
+
+    def add(self, Qb: np.ndarray, Wb: np.ndarray) -> None:
+        """Append the block Qb (orthonormal, orthogonal to Q) and its product Wb = P M Qb."""
+        b = Qb.shape[1]
+        if self.k + b > self._B.shape[0]:
+            cap = max(2 * self._B.shape[0], self.k + b)
+            for name in ("_B", "_MB"):
+                grown = np.empty((cap, self.n))
+                grown[:self.k] = getattr(self, name)[:self.k]
+                setattr(self, name, grown)
+        k0, k = self.k, self.k + b
+        self._B[k0:k] = Qb.T
+        self._MB[k0:k] = Wb.T
+        self.k = k
+        Tn = np.zeros((k, k))
+        Tn[:k0, :k0] = self.T
+        C = self._B[:k] @ Wb                          # Q^T W: the new columns of T
+        Tn[:, k0:] = C
+        Tn[k0:, :k0] = (self._MB[:k0] @ Qb).T
+        self.T = Tn
+        self._new_coefficients = C
+
+    def project_out(self, W: np.ndarray) -> np.ndarray:
+        """W minus its components along Q (classical Gram-Schmidt, repeated once when the
+        first pass cancels more than 30% of a column; the first coefficients are the new
+        columns of T when W is the block just added)."""
+        if self.k == 0:
+            return W
+        B = self._B[:self.k]
+        C = self._new_coefficients
+        if C is None or C.shape != (self.k, W.shape[1]):
+            C = B @ W
+        self._new_coefficients = None
+        W1 = W - B.T @ C
+        # second pass only where the first removed most of a column (Daniel, Gragg, Kaufman
+        # and Stewart's criterion ||w1|| < 0.7 ||w||): otherwise w1 is orthogonal to Q to rounding
+        if np.all(np.linalg.norm(W1, axis=0) >= 0.7 * np.linalg.norm(W, axis=0)):
+            return W1
+        return W1 - B.T @ (B @ W1)
+
+    def coefficients(self, rhs_c: np.ndarray, symmetric: bool) -> np.ndarray:
+        """c with (I - T) c = rhs_c (T symmetrised for a symmetric M)."""
+        A = np.eye(self.k) - ((self.T + self.T.T) / 2 if symmetric else self.T)
+        try:
+            return np.linalg.solve(A, rhs_c)
+        except np.linalg.LinAlgError:
+            return np.linalg.lstsq(A, rhs_c, rcond=None)[0]
+
+    def galerkin(self, rhs: np.ndarray, project: Callable[[np.ndarray], np.ndarray], symmetric: bool
+                 ) -> tuple[np.ndarray, float]:
+        """z = Q c with (I - T) c = Q^T rhs, and ||P rhs - (I - P M) z|| / ||P rhs|| (computed)."""
+        r = project(rhs)
+        rn = float(np.linalg.norm(r))
+        if rn == 0.0 or self.k == 0:
+            return np.zeros(self.n), 0.0
+        c = self.coefficients(self.Q.T @ r, symmetric)
+        z = self.Q @ c
+        return z, float(np.linalg.norm(r - z + self.MQ @ c)) / rn
+
+
+@dataclass(frozen=True)
+class KrylovResult:
+    """What :func:`block_krylov` found: ``eig`` (or None), the Galerkin solution ``z``
+    (or None) with its relative residual ``solve_residual``, the number of columns
+    ``dimension``, block products ``blocks``, whether every target was met
+    (``converged``) or the space became invariant (``invariant``), and the ``space``
+    itself (for further Galerkin solves)."""
+
+    eig: DominantEigenvalues | None
+    z: np.ndarray | None
+    solve_residual: float
+    dimension: int
+    blocks: int
+    converged: bool
+    invariant: bool
+    space: KrylovSpace
+
+
+def _orthonormal(W: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of the columns of W that are not negligible against ``scale``
+    (the column norms before orthogonalisation against the existing space)."""
+    if W.shape[1] == 0:
+        return W
+    U, s, _ = np.linalg.svd(W, full_matrices=False)
+    keep = s > _RANK_TOL * max(float(scale.max(initial=0.0)), float(s.max(initial=0.0)), 1e-300)
+    return U[:, keep]
+
+
+def _symmetric_estimate(theta: np.ndarray, resid: dict[int, float]) -> tuple[float, float]:
+    """(rate, error) from the ordered Ritz values of a symmetric T (module docstring)."""
+    k = theta.shape[0]
+
+    def end_error(j: int, nxt: int | None, sign: float) -> float:
+        r = resid[j]
+        if nxt is None:
+            return r
+        gap = sign * (theta[j] - theta[nxt]) - resid[nxt]
+        return r * r / gap if gap > r else r
+
+    top, bot = k - 1, 0
+    e_top = end_error(top, top - 1 if k > 1 else None, 1.0)
+    e_bot = end_error(bot, 1 if k > 1 else None, -1.0)
+    rate = max(theta[top], -theta[bot], 0.0)
+    worst = max(theta[top] + e_top, -theta[bot] + e_bot)
+    return float(rate), float(max(worst - rate, 0.0))
+
+
+def _columns(project: Callable[[np.ndarray], np.ndarray], W: np.ndarray) -> np.ndarray:
+    return np.column_stack([project(w) for w in W.T]) if W.shape[1] else W
+
+
+def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[np.ndarray], np.ndarray],
+                 start: np.ndarray, *, symmetric: bool, rhs: np.ndarray | None = None,
+                 want_eig: bool = True, eig_tol: float | Callable[[float], float] = 1e-12,
+                 solve_tol: float = 1e-13, max_vectors: int = 400, min_blocks: int = 2) -> KrylovResult:
+    """Block Krylov space of P M P from ``start`` (n, b) (module docstring).
+
+    ``apply(V)`` returns M V for V (n, q), q <= b; ``project`` is P.  With ``rhs``
+    given, its normalised projection replaces the first start column and the
+    Galerkin solution of (I - M) z = rhs on V is returned.  ``eig_tol`` is relative
+    to the rate, or a function rate -> accepted error; ``solve_tol`` is relative to ||P rhs||."""
+    n, b = start.shape
+    X = _columns(project, start)
+    r = None if rhs is None else project(rhs)
+    rnorm = 0.0 if r is None else float(np.linalg.norm(r))
+    space = KrylovSpace(n)
+    if rnorm > 0.0:
+        assert r is not None
+        first = (r / rnorm)[:, None]
+        rest = X[:, 1:] - first @ (first.T @ X[:, 1:])
+        rest = rest - first @ (first.T @ rest)
+        Qb = np.column_stack([first, _orthonormal(rest, np.linalg.norm(X[:, 1:], axis=0))])
+    else:
+        Qb = _orthonormal(X, np.linalg.norm(X, axis=0))
+    eig: DominantEigenvalues | None = None
+    z: np.ndarray | None = None
+    solve_res = 0.0
+    blocks = 0
+    invariant = done = False
+    while True:
+        W = _columns(project, apply(Qb))
+        blocks += 1
+        space.add(Qb, W)
+        E = space.project_out(W)          # P M Q - Q T = E (last block rows): the Krylov residual
+        b_last = Qb.shape[1]
+        eig_ok = not want_eig
+        if want_eig:
+            eig = _dominant(space, symmetric, E, b_last)
+            eig_ok = bool(eig.error <= (eig_tol(eig.rate) if callable(eig_tol)
+                                        else eig_tol * max(eig.rate, np.finfo(float).tiny)))
+        solve_ok = True
+        if rnorm > 0.0 and rhs is not None:
+            e1 = np.zeros(space.k)
+            e1[0] = rnorm
+            c = space.coefficients(e1, symmetric)
+            solve_res = float(np.linalg.norm(E @ c[-b_last:])) / rnorm
+            solve_ok = bool(solve_res <= solve_tol)
+            if solve_ok or space.k >= max_vectors:
+                z = space.Q @ c
+                solve_res = float(np.linalg.norm(r - z + space.MQ @ c)) / rnorm   # computed, not estimated
+                solve_ok = solve_res <= solve_tol
+        # a rate of 1 or more: the solve is not needed (the callers refuse such a map)
+        no_solve = bool(want_eig and eig_ok and eig is not None
+                        and eig.rate >= 1.0 - 16 * np.finfo(float).eps)
+        done = bool(eig_ok and (solve_ok or no_solve) and blocks >= min_blocks)
+        if done or space.k >= max_vectors:
+            break
+        Qb = _orthonormal(E, np.linalg.norm(W, axis=0))
+        if Qb.shape[1]:
+            # a nearly dependent block amplifies the rounding outside V (and along the space)
+            # by 1 / (its smallest kept singular value): project and orthogonalise once more
+            Qb = _orthonormal(space.project_out(_columns(project, Qb)), np.ones(1))
+        if Qb.shape[1] == 0:
+            invariant = True
+            break
+        Qb = Qb[:, :max_vectors - space.k]
+    if rhs is not None and rnorm == 0.0:
+        z = np.zeros(n)
+    return KrylovResult(eig=eig, z=z, solve_residual=solve_res, dimension=space.k, blocks=blocks,
+                        converged=done or invariant, invariant=invariant, space=space)
+
+
+def _dominant(space: KrylovSpace, symmetric: bool, E: np.ndarray, b_last: int) -> DominantEigenvalues:
+    """Ritz values of T and the residuals of the ones that decide the spectral radius:
+    P M Q y - theta Q y = Q (T y - theta y) + E y_last, E the part of the last block's
+    products outside the space (full reorthogonalisation keeps the older blocks' part at
+    rounding level), so ||residual|| is computed from the small matrices and E."""
+    T, k = space.T, space.k
+    if symmetric:
+        theta, Y = np.linalg.eigh((T + T.T) / 2)
+        picks = sorted({0, 1, k - 2, k - 1} & set(range(k)))
+    else:
+        theta, Y = np.linalg.eig(T)
+        order = np.argsort(-np.abs(theta))
+        big = np.abs(theta) >= 0.999 * np.abs(theta).max()
+        picks = sorted(set(order[:2].tolist()) | set(np.flatnonzero(big).tolist()))
+    Yp = Y[:, picks]
+    G = E.T @ E
+    tail = Yp[-b_last:]
+    outside = np.sqrt(np.maximum(np.real(np.einsum("ip,ij,jp->p", tail.conj(), G, tail)), 0.0))
+    inside = np.linalg.norm(T @ Yp - Yp * theta[picks], axis=0)
+    norms = np.hypot(outside, inside) / np.linalg.norm(Yp, axis=0)
+    resid = {j: float(v) for j, v in zip(picks, norms, strict=True)}
+    if symmetric:
+        rate, error = _symmetric_estimate(theta, resid)
+    else:
+        j = int(np.argmax(np.abs(theta)))
+        rate, error = float(np.abs(theta[j])), resid[j]
+    big_j = [j for j in picks if abs(theta[j]) >= 0.999 * rate]
+    big_j.sort(key=lambda j: -abs(theta[j]))
+    return DominantEigenvalues(rate=rate, error=error, values=np.asarray(theta[big_j], dtype=complex),
+                               residuals=np.array([resid[j] for j in big_j]), symmetric=symmetric,
+                               dimension=k)

@@ -1,0 +1,303 @@
+"""Fixed points of non-linear round operators at scale: globalised Newton-Krylov and continuation.
+
+For an operator T: R^d -> R^d (``theory.operators.fedopt_operator``: one
+averaging round of FedOpt with adaptive clients, LocalAdaptivity eq. 6) the
+fixed point solves F(x) = T(x) - x = 0.
+
+:func:`newton_krylov_fixed_point` (Jacobian-free Newton-Krylov):
+
+* Jacobian-vector products by forward differences of T,
+  J_F(x) v ~ (F(x + h v) - F(x)) / h, h = sqrt(eps) max(1, ||x||_2) / ||v||_2
+  (one evaluation of T per product; the truncation error is O(h ||F''||));
+* the Newton step dx solves J_F dx = -F to the relative residual eta_k by
+  restarted GMRES, eta_k = min(0.5, max(eta_min, 0.9 (||F_k|| / ||F_{k-1}||)^2))
+  (Eisenstat and Walker's choice 2, so the steps become exact Newton steps near
+  the root and the convergence superlinear);
+* globalisation by backtracking: x + a dx with the largest a in {1, 1/2, ..., 2^-12}
+  such that ||F(x + a dx)||_2 <= (1 - 1e-4 a) ||F(x)||_2 (Armijo on the merit
+  ||F||_2); when none decreases ||F||, the damped fixed-point step
+  x + a F(x) (the Mann iteration of FedOpt with server rate a, a = ``damping``)
+  is tried instead; when that does not decrease ||F|| either, the solve fails;
+* success when ||F(x)||_inf <= tol max(1, ||x||_inf), or when no step decreases
+  ||F|| any more and ||F(x)||_inf <= 1e3 tol max(1, ||x||_inf) (the rounding
+  floor of T; the same acceptance as ``operator_fixed_point``).
+
+Failure is reported, never returned as a result: :class:`DivergenceError` with
+the residual reached, the iterations and the reason (no decrease, non-finite
+values, iteration limit).
+
+:func:`continuation_fixed_point` follows the fixed point along a path of
+operators T_{s_0}, ..., T_{s_m} (e.g. AdaGrad's initial accumulator decreasing
+to its target value, where the restarted client maps become steep near the
+points where a client's gradient coordinate vanishes): each solve starts at
+the previous fixed point, and a failed step is halved in the parameter (up to
+``max_halvings`` times) before the whole continuation fails.
+
+The local rate of the fixed-point iteration, rho(J_T(x~)), is computed by
+ARPACK on the Jacobian-vector products (largest modulus, residual tolerance
+1e-8): ``spectral_rate`` with ``spectral_rate_error`` the Ritz residual (an
+eigenvalue-error bound when J_T is normal).  The dense Jacobian (2 d
+evaluations, central differences) and the contraction factor ||J_T||_2 are
+filled only for d <= ``dense_jacobian_max`` (default 100).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse.linalg as spla
+from numpy.typing import ArrayLike
+
+from ..errors import DivergenceError, InvalidHyperparameterError
+from .fixed_points import FixedPoint
+
+__all__ = ["continuation_fixed_point", "newton_krylov_fixed_point"]
+
+logger = logging.getLogger(__name__)
+
+_EPS = np.finfo(float).eps
+_FD_STEP = float(np.sqrt(_EPS))
+_ARMIJO = 1e-4
+_MIN_STEP = 2.0 ** -12
+_STALL = 1e3        # a residual that no step decreases is accepted below _STALL tol max(1, ||x||)
+
+
+def _check_positive(name: str, value: Any) -> float:
+    v = float(value)
+    if not (np.isfinite(v) and v > 0):
+        raise InvalidHyperparameterError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def _check_count(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidHyperparameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+class _Residual:
+    """F(x) = T(x) - x with an evaluation counter and finiteness check."""
+
+    def __init__(self, T: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.T = T
+        self.evaluations = 0
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        self.evaluations += 1
+        with np.errstate(all="ignore"):
+            f = np.asarray(self.T(x), dtype=np.float64) - x
+        return f
+
+    def jvp(self, x: np.ndarray, fx: np.ndarray, v: np.ndarray) -> np.ndarray:
+        nv = float(np.linalg.norm(v))
+        if nv == 0.0:
+            return np.zeros_like(v)
+        h = _FD_STEP * max(1.0, float(np.linalg.norm(x))) / nv
+        return (self(x + h * v) - fx) / h
+
+
+def _local_rate(F: _Residual, x: np.ndarray, fx: np.ndarray) -> tuple[float, float]:
+    """(rho(J_T(x)), Ritz residual) by ARPACK on J_T v = J_F v + v."""
+    d = x.shape[0]
+    if d <= 2:
+        J = np.column_stack([F.jvp(x, fx, e) for e in np.eye(d)]) + np.eye(d)
+        return float(np.abs(np.linalg.eigvals(J)).max()), 0.0
+    op = spla.LinearOperator((d, d), matvec=lambda v: F.jvp(x, fx, np.ravel(v)) + np.ravel(v),
+                             dtype=np.float64)
+    v0 = np.random.default_rng(0).standard_normal(d)
+    try:
+        vals, vecs = spla.eigs(op, k=1, which="LM", v0=v0, tol=1e-8, ncv=min(d, 20), maxiter=50 * d)
+    except spla.ArpackNoConvergence as exc:
+        if len(exc.eigenvalues) == 0:
+            return float("nan"), float("inf")
+        vals, vecs = exc.eigenvalues, exc.eigenvectors
+    lam, u = vals[0], vecs[:, 0]
+    Ju = op.matvec(u.real) + 1j * op.matvec(u.imag)
+    return float(abs(lam)), float(np.linalg.norm(Ju - lam * u) / max(np.linalg.norm(u), 1e-300))
+
+
+def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *, tol: float = 1e-12,
+                              max_newton: int = 60, damping: float = 0.5, eta_min: float = 1e-10,
+                              gmres_restart: int = 60, dense_jacobian_max: int = 100,
+                              max_evaluations: int | None = None) -> FixedPoint:
+    """Fixed point of T by globalised Jacobian-free Newton-Krylov (module docstring).
+
+    Parameters
+    ----------
+    T : callable (d,) -> (d,)
+    x0 : array (d,), the start.
+    tol : float, success when ||T(x) - x||_inf <= tol max(1, ||x||_inf).
+    max_newton : int, Newton iterations allowed.
+    damping : float in (0, 1], rate of the fallback Mann step x + a F(x).
+    eta_min : float, smallest relative residual asked of GMRES.
+    gmres_restart : int, GMRES restart length (and inner iterations per restart).
+    dense_jacobian_max : int, largest d for which the dense Jacobian is computed.
+    max_evaluations : int, optional, evaluations of T allowed for the solve (the
+        local rate and the dense Jacobian come after it); exceeding it is a failure.
+
+    Returns
+    -------
+    FixedPoint
+        ``method`` "newton-krylov", ``evaluations`` the evaluations of T,
+        ``spectral_rate`` rho(J_T(x~)) with ``spectral_rate_error``.
+
+    Raises
+    ------
+    DivergenceError
+        No fixed point reached: the message gives the residual, the iterations and why.
+    InvalidHyperparameterError
+        Invalid options or a start that is not a finite vector.
+    """
+    if not callable(T):
+        raise InvalidHyperparameterError(f"T must be a callable x -> T(x), got {T!r}")
+    tol = _check_positive("tol", tol)
+    max_newton = _check_count("max_newton", max_newton)
+    eta_min = _check_positive("eta_min", eta_min)
+    gmres_restart = _check_count("gmres_restart", gmres_restart)
+    dense_jacobian_max = _check_count("dense_jacobian_max", dense_jacobian_max, 0)
+    budget = None if max_evaluations is None else _check_count("max_evaluations", max_evaluations)
+    a_fp = float(damping)
+    if not (0.0 < a_fp <= 1.0):
+        raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
+    x = np.array(x0, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
+        raise InvalidHyperparameterError(f"x0 must be a finite non-empty vector, got shape {x.shape}")
+    d = x.shape[0]
+    F = _Residual(T)
+    fx = F(x)
+    if not np.all(np.isfinite(fx)):
+        raise DivergenceError("newton_krylov_fixed_point: T is non-finite at the start x0")
+    norm = float(np.linalg.norm(fx))
+    prev_norm = norm
+    eta = 0.5
+    history: list[str] = []
+
+    def converged(x: np.ndarray, fx: np.ndarray) -> bool:
+        return float(np.abs(fx).max()) <= tol * max(1.0, float(np.abs(x).max()))
+
+    it = 0
+    stalled = False
+    while not converged(x, fx):
+        if budget is not None and F.evaluations >= budget:
+            raise DivergenceError(
+                f"newton_krylov_fixed_point: evaluation budget {budget} spent after {it} Newton iterations: "
+                f"||T(x) - x||_inf = {np.abs(fx).max():.3e} > {tol:.1e} max(1, ||x||_inf) "
+                f"(last steps: {'; '.join(history[-3:])})")
+        if it >= max_newton:
+            raise DivergenceError(
+                f"newton_krylov_fixed_point: no fixed point after {it} Newton iterations: "
+                f"||T(x) - x||_inf = {np.abs(fx).max():.3e} > {tol:.1e} max(1, ||x||_inf) "
+                f"({F.evaluations} evaluations of T; last steps: {'; '.join(history[-3:])})")
+        it += 1
+        if it > 1:
+            eta = min(0.5, max(eta_min, 0.9 * (norm / prev_norm) ** 2))
+        A = spla.LinearOperator((d, d), matvec=lambda v, xc=x, fc=fx: F.jvp(xc, fc, np.ravel(v)),
+                                dtype=np.float64)
+        dx, _ = spla.gmres(A, -fx, rtol=eta, atol=0.0, restart=min(d, gmres_restart), maxiter=3)
+        step, how = 1.0, "newton"
+        while True:
+            xn = x + step * dx
+            fn = F(xn)
+            nn = float(np.linalg.norm(fn)) if np.all(np.isfinite(fn)) else np.inf
+            if nn <= (1.0 - _ARMIJO * step) * norm:
+                break
+            step /= 2.0
+            if step < _MIN_STEP:
+                xn = x + a_fp * fx                      # fallback: a damped fixed-point step
+                fn = F(xn)
+                nn = float(np.linalg.norm(fn)) if np.all(np.isfinite(fn)) else np.inf
+                how, step = "damped fixed-point step", a_fp
+                if not nn < norm and float(np.abs(fx).max()) <= _STALL * tol * max(1.0, float(np.abs(x).max())):
+                    stalled = True                      # at the rounding floor of T: accept x
+                    xn, fn, nn = x, fx, norm
+                    break
+                if not nn < norm:
+                    raise DivergenceError(
+                        f"newton_krylov_fixed_point: no decrease of ||T(x) - x|| along the Newton "
+                        f"direction (steps down to {_MIN_STEP:g}) nor by a damped fixed-point step after "
+                        f"{it} iterations: ||T(x) - x||_inf = {np.abs(fx).max():.3e} "
+                        f"({F.evaluations} evaluations of T)")
+                break
+        if stalled:
+            break
+        history.append(f"{how} {step:g}, ||F|| {nn:.2e}")
+        prev_norm, norm = norm, nn
+        x, fx = xn, fn
+    rate, rate_err = _local_rate(F, x, fx)
+    J = None
+    cf = None
+    if d <= dense_jacobian_max:
+        from .operators import operator_jacobian
+        J = operator_jacobian(T, x)
+        cf = float(np.linalg.norm(J, 2))
+        rate, rate_err = float(np.abs(np.linalg.eigvals(J)).max()), 0.0
+    return FixedPoint(
+        x=x, residual=float(np.abs(fx).max()), spectral_rate=rate, contraction_factor=cf, success=True,
+        message=f"Newton-Krylov: {it} iterations, {F.evaluations} evaluations of T"
+                + (" (stopped at the rounding floor of T, below 1e3 tol)" if stalled else ""),
+        method="newton-krylov", jacobian=J, evaluations=F.evaluations,
+        spectral_rate_error=rate_err)
+
+
+def continuation_fixed_point(make_operator: Callable[[float], Callable[[np.ndarray], np.ndarray]],
+                             path: Sequence[float], x0: ArrayLike, *, max_halvings: int = 6,
+                             **newton: Any) -> tuple[FixedPoint, list[float]]:
+    """Follow the fixed point of ``make_operator(s)`` along ``path`` (module docstring).
+
+    ``newton`` options go to :func:`newton_krylov_fixed_point`, except
+    ``max_evaluations``, which bounds the evaluations of T over the whole path.
+    Returns (the fixed point of the last operator, the parameters actually solved,
+    including inserted midpoints).  Raises DivergenceError naming the parameter at
+    which the continuation stopped and the last solver message."""
+    if not callable(make_operator):
+        raise InvalidHyperparameterError(f"make_operator must be a callable s -> T_s, got {make_operator!r}")
+    try:
+        values = [float(v) for v in path]
+    except (TypeError, ValueError):
+        raise InvalidHyperparameterError(f"path must be a sequence of numbers, got {path!r}") from None
+    if not values or not all(np.isfinite(values)):
+        raise InvalidHyperparameterError(f"path must be a non-empty sequence of finite numbers, got {path!r}")
+    max_halvings = _check_count("max_halvings", max_halvings, 0)
+    total = newton.pop("max_evaluations", None)
+    total = None if total is None else _check_count("max_evaluations", total)
+    x = np.array(x0, dtype=np.float64)
+    solved: list[float] = []
+    fp: FixedPoint | None = None
+    count = [0]
+    prev: float | None = None
+    queue = list(values)
+    halvings = 0
+
+    def counted(T: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+        def call(z: np.ndarray) -> np.ndarray:
+            count[0] += 1
+            return T(z)
+        return call
+
+    while queue:
+        s = queue[0]
+        left = None if total is None else total - count[0]
+        try:
+            if left is not None and left < 1:
+                raise DivergenceError(f"evaluation budget {total} spent")
+            fp = newton_krylov_fixed_point(counted(make_operator(s)), x, max_evaluations=left, **newton)
+        except DivergenceError as exc:
+            if prev is None or halvings >= max_halvings or s == prev or (left is not None and left < 1):
+                raise DivergenceError(
+                    f"continuation stopped at parameter {s!r} (last solved: {prev!r}): "
+                    f"{' '.join(str(exc).split())}") from None
+            queue.insert(0, 0.5 * (prev + s))
+            halvings += 1
+            continue
+        x, prev = fp.x, s
+        solved.append(s)
+        queue.pop(0)
+        halvings = 0
+    assert fp is not None
+    out = FixedPoint(**{**fp.__dict__, "evaluations": count[0],
+                        "message": fp.message + f"; continuation over {len(solved)} parameters "
+                                                f"({count[0]} evaluations of T in all)"})
+    return out, solved
