@@ -13,7 +13,7 @@ import numpy as np
 from fltheory.problems.generators import random_quadratic
 from fltheory.reproduce import Check
 
-PAPER = "EFL (EFL, Ma et al.)"
+PAPER = "EFL (Ma et al.)"
 
 
 def quadratic_instance(config: dict[str, Any], rng: np.random.Generator) -> tuple[int, Any, np.ndarray]:

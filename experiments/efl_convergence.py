@@ -1,6 +1,6 @@
 """Monte Carlo E||w_{tau E} - w*||^2 of EFL against its Theorem 1 (EFL, eq. 7).
 
-EFL (EFL, Ma et al.), section 4, Theorem 1: under Assumptions 1-5
+EFL (Ma et al.), section 4, Theorem 1: under Assumptions 1-5
 (every F~_k L-smooth and mu-strongly convex, gradient noise E||g - grad||^2 <=
 sigma_k^2, E||g||^2 <= G^2, aggregation weights p_tau^k <= theta p^k) and with
 the decreasing step size

@@ -1,6 +1,6 @@
 """Exact objective shift against EFL Theorem 2 when a client departs or joins.
 
-EFL (EFL, Ma et al.), section 4.3-4.4, Theorem 2: with F = sum_k (n_k/n) F_k
+EFL (Ma et al.), section 4.3-4.4, Theorem 2: with F = sum_k (n_k/n) F_k
 mu-strongly convex, every F_k L-smooth and D^_a = F_a(w^*) - F_a*,
 
 * client a departs:  ||w* - w^*||^2 <= 8 L n_a^2 D^_a / (mu^2 n^2)          (eq. 10)

@@ -49,7 +49,7 @@ from fltheory.theory.operators import fedopt_operator, operator_fixed_point
 NAME = "server_optimizers"
 TITLE = "FedAvg / FedAvgM / FedAdagrad / FedAdam / FedYogi all converge to the same fixed point of T"
 THEOREMS = [
-    Theorem("server-fixed-point", "LocalAdaptivity (Local Adaptivity, Wang et al.)",
+    Theorem("server-fixed-point", "LocalAdaptivity (Wang et al.)",
             "Section 4: server optimizers change the iteration, not the fixed points of T", "eq. 6"),
 ]
 QUICK: dict[str, Any] = {

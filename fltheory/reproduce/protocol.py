@@ -55,7 +55,7 @@ class Theorem:
     key : str
         Short identifier used by :class:`Check` (e.g. ``"efl-t2-depart"``).
     paper : str
-        Seed file and short name, e.g. ``"EFL (EFL, Ma et al.)"``.
+        Seed file and short name, e.g. ``"EFL (Ma et al.)"``.
     theorem : str
         e.g. ``"Theorem 2"``.
     equation : str

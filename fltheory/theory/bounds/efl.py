@@ -1,4 +1,4 @@
-"""EFL (EFL, Ma et al.) Theorem 1 (eq. 7), its corollaries (eq. 8-9,
+"""EFL (Ma et al.) Theorem 1 (eq. 7), its corollaries (eq. 8-9,
 section 4.1) and the incomplete-client rate (section 4.2).
 
 Notation: N clients with base weights p^k, E local steps per round, client k

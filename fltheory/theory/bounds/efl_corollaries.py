@@ -1,4 +1,4 @@
-"""EFL (EFL, Ma et al.) Corollary 1 (eq. 8) with both of its bounds evaluated from Theorem 1.
+"""EFL (Ma et al.) Corollary 1 (eq. 8) with both of its bounds evaluated from Theorem 1.
 
 Corollary 1 compares f_0(T), the Theorem 1 bound when an inactive client a is kept, with f_1(T), the bound
 when it is abandoned at round tau0, and then approximates both (f_0 ~ y^a J, f_1 ~ T C / (E (T - tau0) +
