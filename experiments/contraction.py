@@ -62,6 +62,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.errors import DivergenceError
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
@@ -510,7 +511,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     fig, axes = plotting.figure(2, 3, height=8.4)
     fig.delaxes(axes[5])
     C = plotting.OKABE_ITO

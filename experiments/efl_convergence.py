@@ -110,6 +110,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
@@ -763,7 +764,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     """(a) exact E||w - w*||^2 (solid; Monte Carlo mean dash-dot for the compressed variants, which have
     no exact expectation) with the Monte Carlo 95% bands and the corrected bound (dashed) per variant;
     (b) exact (or MC) / bound per round, corrected (solid) and as printed (dotted); (c) the exact
