@@ -128,6 +128,7 @@ from fltheory.participation import (
 from fltheory.problems import QuadraticFederation
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.bounds import (
+    StepMoments,
     efl_elastic_constants,
     efl_step_moments,
     efl_theorem1,
@@ -276,11 +277,11 @@ def _participation(kind: str, probs: np.ndarray, inactive: np.ndarray, S: int) -
     return IncompleteSteps(FullParticipation(), _TableSteps(probs))
 
 
-def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0: np.ndarray,
-             seeds: np.ndarray) -> dict[str, Any]:
-    if spec.get("elastic"):
-        return _elastic_variant(name, spec, fed, cfg, x0, seeds)
-    N, E, T = fed.n_clients, cfg["E"], cfg["rounds"]
+def _step_law(spec: dict[str, Any], fed: Any, cfg: dict[str, Any]
+              ) -> tuple[np.ndarray, Participation | None, StepMoments, float]:
+    """The variant's local-step law: the (N, E+1) table of P(s_k = j), the participation realising it, the
+    moments of the aggregation weights under it and theta = max(largest weight ratio, 1)."""
+    N, E = fed.n_clients, cfg["E"]
     inactive = np.asarray(cfg["inactive_prob"], dtype=np.float64)
     S = int(cfg["sampled"])
     if not 1 <= S <= N:
@@ -288,6 +289,15 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
     probs = _step_table(spec["steps"], N, E, inactive, S / N)
     mom = efl_step_moments(fed.weights, probs, E, weighting=spec["weights"])
     theta = max(mom.max_ratio, 1.0)
+    return probs, _participation(spec["steps"], probs, inactive, S), mom, theta
+
+
+def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0: np.ndarray,
+             seeds: np.ndarray) -> dict[str, Any]:
+    if spec.get("elastic"):
+        return _elastic_variant(name, spec, fed, cfg, x0, seeds)
+    E, T = cfg["E"], cfg["rounds"]
+    probs, part, mom, theta = _step_law(spec, fed, cfg)
     x_star = fed.optimum()
     init_dist2 = float(np.sum((x0 - x_star) ** 2))
     consts0 = fed.constants()
@@ -300,7 +310,6 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
     alg = EFL(lr=1.0, local_steps=E, lam=0.0, weights=spec["weights"], theta=theta,
               compression=spec["compression"], q=cfg["q"], server_update=spec["server_update"],
               error_feedback=spec.get("error_feedback", True), lr_schedule=_Schedule(eta))
-    part = _participation(spec["steps"], probs, inactive, S)
     server = np.empty((seeds.shape[0], T + 1))
     client = np.empty((seeds.shape[0], T + 1))
     for j, s in enumerate(seeds):
@@ -367,17 +376,11 @@ def _elastic_variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, A
     elastic objective (``efl_elastic_constants``: D_k = max over the rounds before tau of the exact
     E[F~_{t,k}(w*) - F~_{t,k}*], mu and L over every F~ the run meets), the exact expectation
     (``efl_elastic_moments``) and Monte Carlo replicates of the real rounds beside it."""
-    N, E, T = fed.n_clients, cfg["E"], cfg["rounds"]
+    E, T = cfg["E"], cfg["rounds"]
     lam = float(cfg["lam"])
     if not lam > 0:
         raise InvalidHyperparameterError(f"{name}: the elastic variants need lam > 0, got {cfg['lam']!r}")
-    inactive = np.asarray(cfg["inactive_prob"], dtype=np.float64)
-    S = int(cfg["sampled"])
-    if not 1 <= S <= N:
-        raise InvalidHyperparameterError(f"sampled must be in [1, N = {N}], got {S}")
-    probs = _step_table(spec["steps"], N, E, inactive, S / N)
-    mom = efl_step_moments(fed.weights, probs, E, weighting=spec["weights"])
-    theta = max(mom.max_ratio, 1.0)
+    probs, part, mom, theta = _step_law(spec, fed, cfg)
     exact_fed = fed.exact()
     x_star = fed.optimum()
     init_dist2 = float(np.sum((x0 - x_star) ** 2))
@@ -391,7 +394,6 @@ def _elastic_variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, A
     eta = np.asarray(pre.terms["eta"])
     alg = EFL(lr=1.0, local_steps=E, lam=lam, weights=spec["weights"], theta=theta, compression=None,
               lr_schedule=_Schedule(eta))
-    part = _participation(spec["steps"], probs, inactive, S)
     server = np.array([run_algorithm(alg, fed, T, participation=part, seed=int(sd), x0=x0).dist2 for sd in seeds])
     ex = efl_elastic_moments(alg, fed, T, participation=part, x0=x0)
     ec = efl_elastic_constants(exact_fed, lam, elastic_anchor_laws(ex))
