@@ -48,7 +48,7 @@ from ...errors import AssumptionError, InvalidHyperparameterError, InvalidProble
 from ...participation import Participation
 from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
-from .engine import ExactMoments, StateComponent
+from .engine import ExactMoments, StateComponent, quadratic_errors
 from .noise import AdditiveNoise, noise_of
 from .support import participation_support
 
@@ -236,10 +236,7 @@ def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
         states.append(snapshot())
     mean, second = np.array(means), np.array(seconds)
     x_star = problem.optimum()
-    dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
-        + np.outer(x_star, x_star)
-    dist2 = np.einsum("tii->t", dev)
-    gap = 0.5 * np.einsum("ij,tji->t", problem.hess(), dev)
+    dist2, gap = quadratic_errors(mean, second, x_star, problem.hess())
     mu_all = sum(w * m for w, _, m, _ in comps.values())
     S_all = sum(w * S for w, _, _, S in comps.values())
     info = {"method": "EFL without compression: mixture over reported sets x enumerated outcomes",

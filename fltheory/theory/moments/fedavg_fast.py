@@ -53,7 +53,7 @@ from ...participation import (
     UniformSampling,
 )
 from ...problems.quadratic import QuadraticFederation
-from .engine import ExactMoments
+from .engine import ExactMoments, quadratic_errors
 from .noise import AdditiveNoise, noise_of
 
 __all__ = ["fedavg_client_maps", "fedavg_sampling_moments"]
@@ -173,10 +173,7 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
         seconds.append(Sig.copy())
     mean, second = np.array(means), np.array(seconds)
     x_star = problem.optimum()
-    dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
-        + np.outer(x_star, x_star)
-    dist2 = np.einsum("tii->t", dev)
-    gap = 0.5 * np.einsum("ij,tji->t", problem.hess(), dev)
+    dist2, gap = quadratic_errors(mean, second, x_star, problem.hess())
     clip = float(max(0.0, -dist2.min(), -gap.min()))
     info = {"method": "closed form in inclusion probabilities (per-client blocks batched)",
             "noise": "none" if model is None else "AdditiveNoise",

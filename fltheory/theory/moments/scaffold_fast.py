@@ -50,7 +50,7 @@ from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ...participation import FullParticipation, Participation, UniformSampling
 from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
-from .engine import ExactMoments
+from .engine import ExactMoments, quadratic_errors
 from .noise import AdditiveNoise, noise_of
 
 __all__ = ["scaffold_rounds_to_accuracy", "scaffold_sampling_moments"]
@@ -234,10 +234,7 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: Federation, rounds: 
         seconds.append(Sxx.copy())
     mean, second = np.array(means), np.array(seconds)
     x_star = problem.optimum()
-    dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
-        + np.outer(x_star, x_star)
-    dist2 = np.einsum("tii->t", dev)
-    gap = 0.5 * np.einsum("ij,tji->t", exact.hess(), dev)
+    dist2, gap = quadratic_errors(mean, second, x_star, exact.hess())
     # whole state (x, c, c_1..c_N): c = mean_k c_k
     mg = mc.mean(axis=0)
     n = (N + 2) * d
