@@ -54,7 +54,7 @@ from ...participation import (
 )
 from ...problems.quadratic import QuadraticFederation
 from .engine import ExactMoments, quadratic_errors
-from .noise import AdditiveNoise, noise_of
+from .noise import additive_noise_of
 
 __all__ = ["fedavg_client_maps", "fedavg_sampling_moments"]
 
@@ -111,9 +111,7 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
         raise InvalidHyperparameterError(f"fedavg_sampling_moments needs a FedAvg, got {algorithm!r}")
     if not isinstance(problem, QuadraticFederation):
         raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
-    model = noise_of(problem, noise)
-    if model is not None and not isinstance(model, AdditiveNoise):
-        raise InvalidHyperparameterError("fedavg_sampling_moments handles additive noise; use exact_moments")
+    model = additive_noise_of(problem, noise, "fedavg_sampling_moments handles additive noise; use exact_moments")
     N, d = problem.n_clients, problem.dim
     full = participation is None or type(participation) is FullParticipation
     if full:

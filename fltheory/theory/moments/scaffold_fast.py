@@ -51,7 +51,7 @@ from ...participation import FullParticipation, Participation, UniformSampling
 from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
 from .engine import ExactMoments, quadratic_errors
-from .noise import AdditiveNoise, noise_of
+from .noise import additive_noise_of, noise_of
 
 __all__ = ["scaffold_rounds_to_accuracy", "scaffold_sampling_moments"]
 
@@ -148,9 +148,7 @@ def _setup(algorithm: Scaffold, problem: Federation, participation: Participatio
         raise InvalidHyperparameterError(f"the SCAFFOLD block path needs a Scaffold, got {algorithm!r}")
     if not isinstance(problem, QuadraticFederation):
         raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
-    model = noise_of(problem, noise)
-    if model is not None and not isinstance(model, AdditiveNoise):
-        raise InvalidHyperparameterError("the SCAFFOLD block path handles additive noise; use exact_moments")
+    model = additive_noise_of(problem, noise, "the SCAFFOLD block path handles additive noise; use exact_moments")
     exact = problem.exact()
     if not isinstance(exact, QuadraticFederation):
         raise InvalidProblemError(f"{type(problem).__name__}.exact() is not a QuadraticFederation")
