@@ -107,6 +107,7 @@ has no option to compress without error feedback (reported, not re-implemented).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -127,6 +128,7 @@ from fltheory.participation import (
 )
 from fltheory.problems import QuadraticFederation
 from fltheory.problems.generators import random_quadratic
+from fltheory.theory import BoundResult
 from fltheory.theory.bounds import (
     StepMoments,
     efl_elastic_constants,
@@ -292,6 +294,22 @@ def _step_law(spec: dict[str, Any], fed: Any, cfg: dict[str, Any]
     return probs, _participation(spec["steps"], probs, inactive, S), mom, theta
 
 
+def _bound_curves(out: dict[str, Any], T: int, bound_at: Callable[[int, str], BoundResult]) -> None:
+    """Theorem 1's bound ``bound_at(tau, variant)`` at tau = 1..T for the "corrected" and "as_printed"
+    variants into ``out``: the curves, the hypotheses unmet on the way and (corrected bound at T) gamma, J, H."""
+    for variant in ("corrected", "as_printed"):
+        bound: list[float | None] = []
+        unmet: list[str] = []
+        for tau in range(1, T + 1):
+            res = bound_at(tau, variant)
+            bound.append(res.value)
+            unmet.extend(f"{a.name} ({a.detail})" for a in res.violated)
+        out[f"bound_{variant}"] = bound
+        out[f"unmet_{variant}"] = sorted(set(unmet))
+        if variant == "corrected" and res.value is not None:
+            out["gamma"], out["J"], out["H_final"] = res.terms["gamma"], res.terms["J"], res.terms["H"]
+
+
 def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0: np.ndarray,
              seeds: np.ndarray) -> dict[str, Any]:
     if spec.get("elastic"):
@@ -335,18 +353,8 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
         ex = np.asarray(out["exact"])
         zs = np.abs(server.mean(axis=0) - ex)[1:] / np.maximum(series_se[1:], 1e-300)
         out["mc_exact_max_z"] = float(zs.max())
-    for variant in ("corrected", "as_printed"):
-        bound: list[float | None] = []
-        unmet: list[str] = []
-        for tau in range(1, T + 1):
-            res = efl_theorem1_from_constants(consts, tau, E=E, theta=theta, weights=fed.weights,
-                                              init_dist2=init_dist2, moments=mom, variant=variant)
-            bound.append(res.value)
-            unmet.extend(f"{a.name} ({a.detail})" for a in res.violated)
-        out[f"bound_{variant}"] = bound
-        out[f"unmet_{variant}"] = sorted(set(unmet))
-        if variant == "corrected" and res.value is not None:
-            out["gamma"], out["J"], out["H_final"] = res.terms["gamma"], res.terms["J"], res.terms["H"]
+    _bound_curves(out, T, lambda tau, variant: efl_theorem1_from_constants(
+        consts, tau, E=E, theta=theta, weights=fed.weights, init_dist2=init_dist2, moments=mom, variant=variant))
     # Sensitivity (not a check): G^2 at w* alone, max_k ||grad f_k(w*)||^2 + max sigma_k^2, is no admissible
     # constant for the whole run but shows how much of the slack the choice of G^2 explains.
     at_opt = fed.constants(radius=0.0)
@@ -418,19 +426,9 @@ def _elastic_variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, A
     for label in ("server", "client"):                # no compression: the client copy is the server model
         out[f"{label}_mean"], out[f"{label}_low"], out[f"{label}_high"] = mean, mean - z * se, mean + z * se
     out["mc_exact_max_z"] = float((np.abs(mean - ex.dist2)[1:] / np.maximum(se[1:], 1e-300)).max())
-    for variant in ("corrected", "as_printed"):
-        bound: list[float | None] = []
-        unmet: list[str] = []
-        for tau in range(1, T + 1):
-            res = efl_theorem1(tau, E=E, theta=theta, mu=mu_el, L=L_el, sigma2=sig, D=ec.D[:tau].max(axis=0),
-                               G2=float(G2_rounds[:tau].max()), weights=fed.weights, init_dist2=init_dist2,
-                               moments=mom, variant=variant)
-            bound.append(res.value)
-            unmet.extend(f"{a.name} ({a.detail})" for a in res.violated)
-        out[f"bound_{variant}"] = bound
-        out[f"unmet_{variant}"] = sorted(set(unmet))
-        if variant == "corrected" and res.value is not None:
-            out["gamma"], out["J"], out["H_final"] = res.terms["gamma"], res.terms["J"], res.terms["H"]
+    _bound_curves(out, T, lambda tau, variant: efl_theorem1(
+        tau, E=E, theta=theta, mu=mu_el, L=L_el, sigma2=sig, D=ec.D[:tau].max(axis=0),
+        G2=float(G2_rounds[:tau].max()), weights=fed.weights, init_dist2=init_dist2, moments=mom, variant=variant))
     # sensitivity (not a check): G^2 at w* with the anchors at w* (elastic gradient 0 there)
     at_opt = fed.constants(radius=0.0)
     out["G2_at_optimum"] = float(at_opt.G2_max + sig.max())
