@@ -22,13 +22,16 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
-from fltheory.algorithms import FedAvg, Scaffold, run
+from fltheory.algorithms import FedAvg, History, Scaffold, run
 from fltheory.participation import UniformSampling
-from fltheory.problems import random_quadratic
+from fltheory.problems import QuadraticFederation, random_quadratic
 from fltheory.theory.moments import (
+    ExactMoments,
     fedavg_sampling_moments,
     moment_operator,
     scaffold_sampling_moments,
@@ -40,8 +43,10 @@ def load() -> str:
     return f"load {a:.2f} {b:.2f} {c:.2f}"
 
 
-def instance(N: int, d: int, seed: int = 0):
-    return random_quadratic(N, d, L=1.0, mu=0.1, heterogeneity=1.0, seed=seed).with_gradient_noise(0.5)
+def instance(N: int, d: int, seed: int = 0) -> QuadraticFederation:
+    noisy = random_quadratic(N, d, L=1.0, mu=0.1, heterogeneity=1.0, seed=seed).with_gradient_noise(0.5)
+    # with_gradient_noise is annotated -> Federation but returns a copy of its own class
+    return cast(QuadraticFederation, noisy)
 
 
 def time_fedavg(N: int, d: int, rounds: int) -> float:
@@ -77,12 +82,12 @@ def scaffold_block_vs_dense(N: int, d: int, S: int, rounds: int) -> None:
           f"{np.abs(gaps - ex.loss_gap).max():.2e} ({load()})", flush=True)
 
 
-def frontier(timer, name: str, dims: list[int], start_N: int, rounds: int,
+def frontier(timer: Callable[[int, int, int], float], name: str, dims: list[int], start_N: int, rounds: int,
              budget: float) -> list[tuple[int, int, float]]:
     """For each d: the largest N (doubling from ``start_N``) whose ``rounds`` rounds take < budget s."""
-    out = []
+    out: list[tuple[int, int, float]] = []
     for d in dims:
-        best = None
+        best: tuple[int, int, float] | None = None
         N = start_N
         while True:
             t = timer(N, d, rounds)
@@ -97,7 +102,15 @@ def frontier(timer, name: str, dims: list[int], start_N: int, rounds: int,
     return out
 
 
-def mc_ratio(alg, N: int, d: int, rounds: int, pilot: int, exact_fn) -> None:
+def final_dist2(history: History) -> float:
+    """||x_R - x*||^2 of a run (the quadratic federations here have a known optimum)."""
+    if history.dist2 is None:
+        raise ValueError("history.dist2 is None: the federation has no known optimum")
+    return float(history.dist2[-1])
+
+
+def mc_ratio(alg: FedAvg | Scaffold, N: int, d: int, rounds: int, pilot: int,
+             exact_fn: Callable[..., ExactMoments]) -> None:
     fed = instance(N, d)
     part = UniformSampling(max(1, N // 2))
     t0 = time.perf_counter()
@@ -106,7 +119,7 @@ def mc_ratio(alg, N: int, d: int, rounds: int, pilot: int, exact_fn) -> None:
     vals = np.empty(pilot)
     t0 = time.perf_counter()
     for r in range(pilot):
-        vals[r] = run(alg, fed, rounds, participation=part, seed=r, x0=np.ones(d)).dist2[-1]
+        vals[r] = final_dist2(run(alg, fed, rounds, participation=part, seed=r, x0=np.ones(d)))
     per_run = (time.perf_counter() - t0) / pilot
     cv = vals.std(ddof=1) / vals.mean()
     need = (cv / 1e-3) ** 2

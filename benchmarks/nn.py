@@ -31,7 +31,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from fltheory.algorithms import FedAvg, run
-from fltheory.nn import NeuralFederation, SoftmaxCrossEntropy, cnn, mlp
+from fltheory.nn import NeuralFederation, Sequential, SoftmaxCrossEntropy, cnn, mlp
 
 
 def median_time(fn: Callable[[], object], repeats: int) -> float:
@@ -44,7 +44,7 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
     return float(np.median(times))
 
 
-def bench_model(name: str, net, batch: int, repeats: int, rng: np.random.Generator,
+def bench_model(name: str, net: Sequential, batch: int, repeats: int, rng: np.random.Generator,
                 threads: int = 1) -> None:
     x = net.init(rng)[None]
     u = rng.random((1, batch, *net.input_shape))
@@ -66,7 +66,7 @@ def bench_model(name: str, net, batch: int, repeats: int, rng: np.random.Generat
     bench_torch(name, net, batch, repeats, fb, threads, hv)
 
 
-def bench_torch(name: str, net, batch: int, repeats: int, ours: float,
+def bench_torch(name: str, net: Sequential, batch: int, repeats: int, ours: float,
                 threads: int, ours_hvp: float) -> None:  # pragma: no cover - optional
     """The same network in torch (float64, same thread count), and our time over torch's."""
     import torch
@@ -83,7 +83,7 @@ def bench_torch(name: str, net, batch: int, repeats: int, ours: float,
         u = torch.rand(batch, 1, 28, 28, dtype=torch.float64)
     y = torch.randint(0, 10, (batch,))
 
-    def step():
+    def step() -> None:
         model.zero_grad()
         nn.functional.cross_entropy(model(u), y).backward()
 
@@ -91,9 +91,10 @@ def bench_torch(name: str, net, batch: int, repeats: int, ours: float,
     params = list(model.parameters())
     vecs = [torch.randn_like(p) for p in params]
 
-    def hvp_step():             # reverse-over-reverse: grad of <grad L, v>
+    def hvp_step() -> None:     # reverse-over-reverse: grad of <grad L, v>
         g = torch.autograd.grad(nn.functional.cross_entropy(model(u), y), params, create_graph=True)
-        torch.autograd.grad(sum((a * b).sum() for a, b in zip(g, vecs, strict=True)), params)
+        inner = sum(((a * b).sum() for a, b in zip(g, vecs, strict=True)), torch.zeros((), dtype=torch.float64))
+        torch.autograd.grad(inner, params)
 
     ref_hvp = median_time(hvp_step, repeats)
     print(f"{'':>4} torch {torch.__version__} (float64, {threads} thread(s)) forward+backward "
@@ -122,9 +123,10 @@ def bench_federation(n_clients: int, rounds: int, repeats: int, rng: np.random.G
     run(alg, mb, rounds, seed=0, x0=x0)
     per_round = (time.perf_counter() - t) / rounds
     examples = n_clients * steps * b
+    samples = "?" if fed.n_samples is None else int(fed.n_samples.sum())
     print(f"FedAvg on {n_clients} digits clients (MLP 64-200-100-10, {steps} local steps, minibatch {b}): "
           f"{per_round * 1e3:.1f} ms/round incl. run()'s per-round F and grad F over "
-          f"{int(fed.n_samples.sum())} samples; {examples / per_round:,.0f} local examples/s")
+          f"{samples} samples; {examples / per_round:,.0f} local examples/s")
     X = np.tile(x0, (n_clients, 1))
     batched = median_time(lambda: fed.client_grad(X), repeats)
     looped = median_time(lambda: [fed.client_grad(X[i][None], [i]) for i in range(n_clients)],

@@ -31,6 +31,7 @@ import math
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
@@ -208,7 +209,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax,) = plotting.figure(1, 1, width=6.5, height=3.2)
     edges = 10.0 ** np.asarray(results["log_edges"], dtype=np.float64)
     centres = np.sqrt(edges[:-1] * edges[1:])

@@ -62,6 +62,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.references import cite
 from fltheory.errors import DivergenceError
@@ -511,7 +512,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     fig, axes = plotting.figure(2, 3, height=8.4)
     fig.delaxes(axes[5])
     C = plotting.OKABE_ITO

@@ -107,9 +107,11 @@ has no option to compress without error feedback (reported, not re-implemented).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
@@ -127,7 +129,9 @@ from fltheory.participation import (
 )
 from fltheory.problems import QuadraticFederation
 from fltheory.problems.generators import random_quadratic
+from fltheory.theory import BoundResult
 from fltheory.theory.bounds import (
+    StepMoments,
     efl_elastic_constants,
     efl_step_moments,
     efl_theorem1,
@@ -276,11 +280,11 @@ def _participation(kind: str, probs: np.ndarray, inactive: np.ndarray, S: int) -
     return IncompleteSteps(FullParticipation(), _TableSteps(probs))
 
 
-def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0: np.ndarray,
-             seeds: np.ndarray) -> dict[str, Any]:
-    if spec.get("elastic"):
-        return _elastic_variant(name, spec, fed, cfg, x0, seeds)
-    N, E, T = fed.n_clients, cfg["E"], cfg["rounds"]
+def _step_law(spec: dict[str, Any], fed: Any, cfg: dict[str, Any]
+              ) -> tuple[np.ndarray, Participation | None, StepMoments, float]:
+    """The variant's local-step law: the (N, E+1) table of P(s_k = j), the participation realising it, the
+    moments of the aggregation weights under it and theta = max(largest weight ratio, 1)."""
+    N, E = fed.n_clients, cfg["E"]
     inactive = np.asarray(cfg["inactive_prob"], dtype=np.float64)
     S = int(cfg["sampled"])
     if not 1 <= S <= N:
@@ -288,6 +292,31 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
     probs = _step_table(spec["steps"], N, E, inactive, S / N)
     mom = efl_step_moments(fed.weights, probs, E, weighting=spec["weights"])
     theta = max(mom.max_ratio, 1.0)
+    return probs, _participation(spec["steps"], probs, inactive, S), mom, theta
+
+
+def _bound_curves(out: dict[str, Any], T: int, bound_at: Callable[[int, str], BoundResult]) -> None:
+    """Theorem 1's bound ``bound_at(tau, variant)`` at tau = 1..T for the "corrected" and "as_printed"
+    variants into ``out``: the curves, the hypotheses unmet on the way and (corrected bound at T) gamma, J, H."""
+    for variant in ("corrected", "as_printed"):
+        bound: list[float | None] = []
+        unmet: list[str] = []
+        for tau in range(1, T + 1):
+            res = bound_at(tau, variant)
+            bound.append(res.value)
+            unmet.extend(f"{a.name} ({a.detail})" for a in res.violated)
+        out[f"bound_{variant}"] = bound
+        out[f"unmet_{variant}"] = sorted(set(unmet))
+        if variant == "corrected" and res.value is not None:
+            out["gamma"], out["J"], out["H_final"] = res.terms["gamma"], res.terms["J"], res.terms["H"]
+
+
+def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0: np.ndarray,
+             seeds: np.ndarray) -> dict[str, Any]:
+    if spec.get("elastic"):
+        return _elastic_variant(name, spec, fed, cfg, x0, seeds)
+    E, T = cfg["E"], cfg["rounds"]
+    probs, part, mom, theta = _step_law(spec, fed, cfg)
     x_star = fed.optimum()
     init_dist2 = float(np.sum((x0 - x_star) ** 2))
     consts0 = fed.constants()
@@ -300,7 +329,6 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
     alg = EFL(lr=1.0, local_steps=E, lam=0.0, weights=spec["weights"], theta=theta,
               compression=spec["compression"], q=cfg["q"], server_update=spec["server_update"],
               error_feedback=spec.get("error_feedback", True), lr_schedule=_Schedule(eta))
-    part = _participation(spec["steps"], probs, inactive, S)
     server = np.empty((seeds.shape[0], T + 1))
     client = np.empty((seeds.shape[0], T + 1))
     for j, s in enumerate(seeds):
@@ -326,18 +354,8 @@ def _variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, Any], x0:
         ex = np.asarray(out["exact"])
         zs = np.abs(server.mean(axis=0) - ex)[1:] / np.maximum(series_se[1:], 1e-300)
         out["mc_exact_max_z"] = float(zs.max())
-    for variant in ("corrected", "as_printed"):
-        bound: list[float | None] = []
-        unmet: list[str] = []
-        for tau in range(1, T + 1):
-            res = efl_theorem1_from_constants(consts, tau, E=E, theta=theta, weights=fed.weights,
-                                              init_dist2=init_dist2, moments=mom, variant=variant)
-            bound.append(res.value)
-            unmet.extend(f"{a.name} ({a.detail})" for a in res.violated)
-        out[f"bound_{variant}"] = bound
-        out[f"unmet_{variant}"] = sorted(set(unmet))
-        if variant == "corrected" and res.value is not None:
-            out["gamma"], out["J"], out["H_final"] = res.terms["gamma"], res.terms["J"], res.terms["H"]
+    _bound_curves(out, T, lambda tau, variant: efl_theorem1_from_constants(
+        consts, tau, E=E, theta=theta, weights=fed.weights, init_dist2=init_dist2, moments=mom, variant=variant))
     # Sensitivity (not a check): G^2 at w* alone, max_k ||grad f_k(w*)||^2 + max sigma_k^2, is no admissible
     # constant for the whole run but shows how much of the slack the choice of G^2 explains.
     at_opt = fed.constants(radius=0.0)
@@ -367,17 +385,11 @@ def _elastic_variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, A
     elastic objective (``efl_elastic_constants``: D_k = max over the rounds before tau of the exact
     E[F~_{t,k}(w*) - F~_{t,k}*], mu and L over every F~ the run meets), the exact expectation
     (``efl_elastic_moments``) and Monte Carlo replicates of the real rounds beside it."""
-    N, E, T = fed.n_clients, cfg["E"], cfg["rounds"]
+    E, T = cfg["E"], cfg["rounds"]
     lam = float(cfg["lam"])
     if not lam > 0:
         raise InvalidHyperparameterError(f"{name}: the elastic variants need lam > 0, got {cfg['lam']!r}")
-    inactive = np.asarray(cfg["inactive_prob"], dtype=np.float64)
-    S = int(cfg["sampled"])
-    if not 1 <= S <= N:
-        raise InvalidHyperparameterError(f"sampled must be in [1, N = {N}], got {S}")
-    probs = _step_table(spec["steps"], N, E, inactive, S / N)
-    mom = efl_step_moments(fed.weights, probs, E, weighting=spec["weights"])
-    theta = max(mom.max_ratio, 1.0)
+    probs, part, mom, theta = _step_law(spec, fed, cfg)
     exact_fed = fed.exact()
     x_star = fed.optimum()
     init_dist2 = float(np.sum((x0 - x_star) ** 2))
@@ -391,7 +403,6 @@ def _elastic_variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, A
     eta = np.asarray(pre.terms["eta"])
     alg = EFL(lr=1.0, local_steps=E, lam=lam, weights=spec["weights"], theta=theta, compression=None,
               lr_schedule=_Schedule(eta))
-    part = _participation(spec["steps"], probs, inactive, S)
     server = np.array([run_algorithm(alg, fed, T, participation=part, seed=int(sd), x0=x0).dist2 for sd in seeds])
     ex = efl_elastic_moments(alg, fed, T, participation=part, x0=x0)
     ec = efl_elastic_constants(exact_fed, lam, elastic_anchor_laws(ex))
@@ -416,19 +427,9 @@ def _elastic_variant(name: str, spec: dict[str, Any], fed: Any, cfg: dict[str, A
     for label in ("server", "client"):                # no compression: the client copy is the server model
         out[f"{label}_mean"], out[f"{label}_low"], out[f"{label}_high"] = mean, mean - z * se, mean + z * se
     out["mc_exact_max_z"] = float((np.abs(mean - ex.dist2)[1:] / np.maximum(se[1:], 1e-300)).max())
-    for variant in ("corrected", "as_printed"):
-        bound: list[float | None] = []
-        unmet: list[str] = []
-        for tau in range(1, T + 1):
-            res = efl_theorem1(tau, E=E, theta=theta, mu=mu_el, L=L_el, sigma2=sig, D=ec.D[:tau].max(axis=0),
-                               G2=float(G2_rounds[:tau].max()), weights=fed.weights, init_dist2=init_dist2,
-                               moments=mom, variant=variant)
-            bound.append(res.value)
-            unmet.extend(f"{a.name} ({a.detail})" for a in res.violated)
-        out[f"bound_{variant}"] = bound
-        out[f"unmet_{variant}"] = sorted(set(unmet))
-        if variant == "corrected" and res.value is not None:
-            out["gamma"], out["J"], out["H_final"] = res.terms["gamma"], res.terms["J"], res.terms["H"]
+    _bound_curves(out, T, lambda tau, variant: efl_theorem1(
+        tau, E=E, theta=theta, mu=mu_el, L=L_el, sigma2=sig, D=ec.D[:tau].max(axis=0),
+        G2=float(G2_rounds[:tau].max()), weights=fed.weights, init_dist2=init_dist2, moments=mom, variant=variant))
     # sensitivity (not a check): G^2 at w* with the anchors at w* (elastic gradient 0 there)
     at_opt = fed.constants(radius=0.0)
     out["G2_at_optimum"] = float(at_opt.G2_max + sig.max())
@@ -764,7 +765,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     """(a) exact E||w - w*||^2 (solid; Monte Carlo mean dash-dot for the compressed variants, which have
     no exact expectation) with the Monte Carlo 95% bands and the corrected bound (dashed) per variant;
     (b) exact (or MC) / bound per round, corrected (solid) and as printed (dotted); (c) the exact

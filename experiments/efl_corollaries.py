@@ -64,6 +64,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory import plotting
 from fltheory.algorithms import EFL
@@ -510,7 +511,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     fig, axes = plotting.figure(1, 3)
     ax = axes[0]
     for i, (kind, v) in enumerate(results["inactive"].items()):

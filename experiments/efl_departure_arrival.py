@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
@@ -119,7 +120,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             for k in ("restart", "no_restart")}
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     fig, axes = plotting.figure(1, 2)
     for ax, case in zip(axes, ("departure", "arrival"), strict=True):
         r = results[case]

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory import plotting
 from fltheory.algorithms import EFL
@@ -221,7 +222,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     fig, axes = plotting.figure(1, 2)
     rho, loss = np.asarray(results["rho"], dtype=float), np.asarray(results["loss"], dtype=float)
     lams = np.asarray(results["lams"], dtype=float)

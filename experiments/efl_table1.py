@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
@@ -113,7 +114,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             "share_efl_tighter_scaffold": float(np.mean(np.asarray(results["ratio_scaffold"]) < 1))}
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax,) = plotting.figure(1, 1)
     grid = np.log10(np.asarray(results["ratio_scaffold"]))
     lim = float(np.abs(grid).max()) or 1.0

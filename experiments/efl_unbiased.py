@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
@@ -119,7 +120,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             "slope_adaptive": slope(results["eta"], results["bias_adaptive"])}
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax,) = plotting.figure(1, 1)
     eta = np.asarray(results["eta"])
     ax.loglog(eta, results["bias_adaptive"], marker="o", color=plotting.OKABE_ITO[0],

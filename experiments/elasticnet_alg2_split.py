@@ -31,13 +31,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
 from fltheory.algorithms import FedElasticNet
 from fltheory.algorithms import run as run_algorithm
-from ._instances import random_quadratic_instance
+from ._instances import final_gap, random_quadratic_instance
 
 NAME = "elasticnet_alg2_split"
 TITLE = "FedElasticNet Alg. 2: model-change vs control-change non-zeros against lambda_1"
@@ -79,7 +80,7 @@ def alg2_split(fed: Any, x0: np.ndarray, lambda1: float, cfg: dict[str, Any]) ->
     hist = run_algorithm(alg, fed, cfg["rounds"], x0=x0, callback=callback)
     e = count["entries"]
     return {"model": (count["total"] - count["control"]) / e, "control": count["control"] / e,
-            "uplink": count["total"] / (2 * e), "final_gap": float(max(hist.loss_gap[-1], 0.0))}
+            "uplink": count["total"] / (2 * e), "final_gap": final_gap(hist)}
 
 
 def run(config: dict[str, Any], rng: np.random.Generator,
@@ -125,7 +126,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             "uplink_fraction_lambdamax": float(results["uplink"][-1])}
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax,) = plotting.figure(1, 1)
     lam = results["lambda1"]
     xpos = np.arange(len(lam))

@@ -59,6 +59,7 @@ from itertools import combinations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
@@ -303,7 +304,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             "feddyn_nonzero_fraction": float(results["feddyn"]["nonzero_fraction"])}
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax1, ax2) = plotting.figure(1, 2)
     edges = np.asarray(results["hist_edges"])
     centres = (edges[:-1] + edges[1:]) / 2

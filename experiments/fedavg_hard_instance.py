@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
@@ -91,7 +92,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax,) = plotting.figure(1, 1)
     R = np.asarray(results["R"], dtype=float)
     for c, K in enumerate(results["K"]):

@@ -36,9 +36,10 @@ in its R rounds shows up as a ratio > 1, not as a silent pass.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.references import cite
 from fltheory.errors import DivergenceError
@@ -226,7 +227,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
         if not keys:
             continue
         ratios = {k: results["dist_to_fp"][k] / tol for k in keys}
-        worst = max(ratios, key=ratios.get)
+        worst = max(ratios, key=ratios.__getitem__)
         summary = "; ".join(f"{k}: ||x_R - x~|| = {results['dist_to_fp'][k]:.3g} "
                             f"(rate {results['rate'][k]:.4f}, R = {results['rounds'][k]})" for k in keys)
         if ratios[worst] <= 1.0:
@@ -244,10 +245,10 @@ def checks(results: dict[str, Any]) -> list[Check]:
                          "no corrected/uncorrected pair has both fixed points: " + "; ".join(
                              f"{k}: {v}" for k, v in unsolved.items())))
         return out
-    worst = max(ratios, key=ratios.get)
+    worst = max(ratios, key=ratios.__getitem__)
     summary = "; ".join(f"{k}: {results['bias'][k]:.4g} vs {PAIRS[k]}: {results['bias'][PAIRS[k]]:.4g}"
                         for k in ratios)
-    status = "holds" if ratios[worst] <= 1.0 else "violated"
+    status: Literal["holds", "violated"] = "holds" if ratios[worst] <= 1.0 else "violated"
     detail = f"||x~ - x*||: {summary}"
     if status == "violated":
         detail += f"; {_instance(results)}"
@@ -262,7 +263,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     """Left: contours of F - F* with trajectories, x*, client optima, predicted
     (hollow) and simulated (cross) fixed points.  Right: ||x_t - x*|| with the
     predicted bias ||x~ - x*|| dashed."""

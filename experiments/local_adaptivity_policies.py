@@ -32,6 +32,7 @@ import math
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
@@ -39,7 +40,7 @@ from fltheory import optim, plotting
 from fltheory.algorithms import FedOpt
 from fltheory.algorithms import run as run_rounds
 from fltheory.theory import fedopt_quadratic_fixed_point, mann_rate
-from ._instances import random_quadratic_instance, ratio_check
+from ._instances import distances, final_gap, random_quadratic_instance, ratio_check
 
 NAME = "local_adaptivity_policies"
 TITLE = "LocalAdaptivity: restart / persist / synchronise client states (Fig. 1) and ideal preconditioners"
@@ -78,7 +79,7 @@ def _fedopt(client: optim.Optimizer, tau: int, policy: str = "restart", server_l
 
 
 def _dist(alg: FedOpt, fed: Any, rounds: int, x0: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.maximum(run_rounds(alg, fed, rounds, x0=x0).dist2, 0.0))
+    return distances(run_rounds(alg, fed, rounds, x0=x0))
 
 
 def _policies(fed: Any, cfg: dict[str, Any], x0: np.ndarray) -> dict[str, Any]:
@@ -98,8 +99,8 @@ def _policies(fed: Any, cfg: dict[str, Any], x0: np.ndarray) -> dict[str, Any]:
     gaps = {}
     for policy in POLICIES:
         hist = run_rounds(_fedopt(optim.adagrad(rate), tau, policy), fed, R, x0=x0)
-        curves[policy] = np.sqrt(np.maximum(hist.dist2, 0.0))
-        gaps[policy] = float(max(hist.loss_gap[-1], 0.0))
+        curves[policy] = distances(hist)
+        gaps[policy] = final_gap(hist)
     return {"level": level, "best": best, "adagrad_rate": rate, "curves": curves, "final_gap": gaps}
 
 
@@ -196,7 +197,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax1, ax2) = plotting.figure(1, 2)
     pol = results["policies"]
     for c, (key, label) in enumerate((("fedavg", "FedAvg (tuned rate)"), ("restart", "AdaGrad, restart"),

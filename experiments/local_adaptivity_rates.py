@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory import plotting
 from fltheory.problems import QuadraticFederation
@@ -165,7 +166,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             "eq_seventyseven_worst_ratio": max(float(s["ratio"]) for s in results["sgd"])}
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax1, ax2) = plotting.figure(1, 2)
     rows = [r for r in results["eq7"] if r["bound"] is not None]
     R = [r["R"] for r in rows]

@@ -47,9 +47,11 @@ Checks (slopes are least-squares fits of log ||.|| on log eta over the
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
@@ -106,7 +108,7 @@ def _steps(kind: str, cfg: dict[str, Any]) -> Any:
     return int(cfg["equal_steps"]) if kind == "equal" else np.asarray(cfg["hetero_steps"])
 
 
-def _maker(case: str, cfg: dict[str, Any]):
+def _maker(case: str, cfg: dict[str, Any]) -> Callable[[float], FedOpt]:
     _, opt, kind, correction = CASES[case]
     steps = _steps(kind, cfg)
     client = optim.sgd if opt == "gd" else optim.adagrad
@@ -172,7 +174,7 @@ def run(config: dict[str, Any], rng: np.random.Generator,
         if opt != "gd":
             out["points"][case], out["failures"][case] = _adaptive_sweep(case, config, fed, rates)
             continue
-        inc = operator_inconsistency(_maker(case, config), fed, rates)
+        inc = operator_inconsistency(_maker(case, config), fed, rates.tolist())
         if not np.all(inc.converged):            # local GD: T is affine, its root always exists
             raise DivergenceError(f"{case}: root of T(x) = x not found at rates "
                                   f"{list(inc.failed_rates)}: {list(inc.messages)}")
@@ -204,7 +206,7 @@ def _slope_check(theorem: str, what: str, measured: float | None, target: float,
                      f"{what}: no fixed point at some of the smallest rates (root of T(x) - x not "
                      f"found), so the small-rate slope cannot be measured; {detail}")
     ratio = abs(measured - target) / tol
-    status = "holds" if ratio <= 1.0 else "violated"
+    status: Literal["holds", "violated"] = "holds" if ratio <= 1.0 else "violated"
     return Check(theorem, status, ratio, f"{what}: slope {measured:.4f}, expected {target:g} "
                                          f"+- {tol:g}; {detail}")
 
@@ -249,12 +251,13 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     slopes = {c: slope(results["rates"][c], results["points"][c], k) for c in results["cases"]}
     out = {f"slope_{c}": v for c, v in slopes.items() if v is not None}
     out["eq8_limit_bias"] = float(results["eq8_limit_bias"])
-    out["slope_first_order_remainder"] = slope(results["rates"]["gd_equal"],
-                                               results["first_order_remainder"], k)
+    remainder = slope(results["rates"]["gd_equal"], results["first_order_remainder"], k)
+    if remainder is not None:
+        out["slope_first_order_remainder"] = remainder
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     """Left: local GD clients, closed-form curves (lines) over operator fixed
     points (markers), eq. 8 limit and first-order FedAvg bias.  Right: local
     AdaGrad clients (operator fixed points), with an O(eta) guide."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
@@ -201,7 +202,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 table = results[kind][family]
                 worst, where, count, total = _worst(table, key)
                 theorem = kind + variant
-                if worst is None:
+                if worst is None or where is None:      # both None together: nothing evaluated
                     reasons = sorted({u for row in table["unmet"] for cell in row for u in cell})
                     out.append(Check(theorem, "not checkable", None,
                                      f"{family}: no instance meets the hypotheses ({'; '.join(reasons)})"))
@@ -242,7 +243,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     """Two panels (departure, arrival): worst exact/bound over instances
     against n_a/n, log-log; solid = as printed, dashed = derived."""
     fig, axes = plotting.figure(1, 2, sharey=True, height=3.3)

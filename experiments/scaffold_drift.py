@@ -70,6 +70,7 @@ import math
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import plotting
@@ -576,7 +577,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     """(a) rounds to eps vs h (stalls drawn at the top as crosses); (b) exact
     fixed-point distance vs h with an h^2 reference; (c) Theorem II lower
     bound / measured FedAvg gap vs R, per h; (d) step-tuned rounds vs G with

@@ -71,6 +71,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory import plotting
 from fltheory.algorithms import Scaffold
@@ -291,7 +292,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             "drift_bound_ratio": max(_ratio(v["scaffold_II"]) for v in levels.values())}
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax1, ax2) = plotting.figure(1, 2)
     for c, (h, lv) in enumerate(results["levels"].items()):
         color = plotting.OKABE_ITO[c % len(plotting.OKABE_ITO)]

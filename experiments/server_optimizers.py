@@ -32,15 +32,18 @@ g, which is why lr and tau_s are set equal.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import run as run_rounds
 from fltheory.algorithms.fedopt import FedOpt
 from fltheory.errors import DivergenceError
+from fltheory.problems import QuadraticFederation
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.logistic import LogisticFederation
 from fltheory.theory import fedopt_quadratic_fixed_point
@@ -83,8 +86,9 @@ def _server(spec: dict[str, Any]) -> optim.Optimizer:
         return optim.fedavg(spec["lr"])
     if kind == "fedavgm":
         return optim.fedavgm(spec["lr"], spec["beta"])
-    make = {"fedadagrad": optim.fedadagrad, "fedadam": optim.fedadam, "fedyogi": optim.fedyogi}[kind]
-    return make(spec["lr"], tau=spec["tau"])
+    adaptive: dict[str, Callable[..., optim.Optimizer]] = {
+        "fedadagrad": optim.fedadagrad, "fedadam": optim.fedadam, "fedyogi": optim.fedyogi}
+    return adaptive[kind](spec["lr"], tau=spec["tau"])
 
 
 def _logistic(cfg: dict[str, Any], seed: int) -> LogisticFederation:
@@ -121,10 +125,10 @@ def _fixed_point(T: Any, start: np.ndarray) -> tuple[Any, str]:
 def run(config: dict[str, Any], rng: np.random.Generator,
         progress: Progress = silent_progress) -> dict[str, Any]:
     seed = int(rng.integers(0, 2**31 - 1))
-    feds = {"quadratic": random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
-                                          heterogeneity=config["heterogeneity"], seed=seed,
-                                          constants="clients"),
-            "logistic": _logistic(config, seed)}
+    quadratic = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
+                                 heterogeneity=config["heterogeneity"], seed=seed, constants="clients")
+    feds: dict[str, QuadraticFederation | LogisticFederation] = {"quadratic": quadratic,
+                                                                 "logistic": _logistic(config, seed)}
     u = rng.standard_normal(config["dim"])
     u = config["start_distance"] * u / np.linalg.norm(u)
     tau = np.asarray(config["local_steps"])
@@ -153,7 +157,7 @@ def run(config: dict[str, Any], rng: np.random.Generator,
             continue
         out["jacobian_radius"][setting] = fp.spectral_radius
         if setting == "quadratic/sgd":
-            closed = fedopt_quadratic_fixed_point(fed, eta, tau)
+            closed = fedopt_quadratic_fixed_point(quadratic, eta, tau)
             out["closed_vs_root_sgd"] = float(np.linalg.norm(fp.x - closed.x))
         if client == "sgd":
             out["eta_sgd"][problem] = eta
@@ -233,7 +237,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     """Two rows, one column per client optimizer.  Top: ||x_t - x~|| per server
     optimizer with the tolerance.  Bottom: ||x_t - x*|| / ||x~ - x*||, which
     tends to 1 (the bias line, drawn wide and light *under* the curves) for

@@ -26,6 +26,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 from scipy import stats
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
@@ -170,7 +171,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return {f"{r['kind']}_row_{i}_geomean": float(r["geomean"]) for i, r in enumerate(results["rows"])}
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     fig, axes = plotting.figure(1, 2)
     for ax, kind, label in zip(axes, ("prox", "curv"), ("FedProx", "FedCL (FedCurv)"), strict=True):
         rows = [r for r in results["rows"] if r["kind"] == kind]

@@ -53,9 +53,10 @@ under which FedCurv's centres w_j are kept) vs FedCurv, same seed: the largest
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 from scipy import stats
 
@@ -241,7 +242,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
     worst = max(r["max_abs_diff"] for r in results["reduction"].values())
     detail = "; ".join(f"{b}: max |x_TE - x_base| = {r['max_abs_diff']:.3g} over {r['rounds']} rounds "
                        f"(max |x| {r['max_abs_x']:.3g})" for b, r in results["reduction"].items())
-    status = "holds" if worst <= tol else "violated"
+    status: Literal["holds", "violated"] = "holds" if worst <= tol else "violated"
     out.append(Check("beta0-reduction", status, worst / tol, f"tolerance {tol:g}; {detail}"))
     return out
 
@@ -267,7 +268,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     """(a) training loss gap, (b) test accuracy: mean over seeds with the
     min-max band; (c) TE/base gap ratio per round (geomean over seeds, band
     min-max over seeds) with the ratio = 1 line."""

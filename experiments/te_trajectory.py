@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory import plotting
 from fltheory.algorithms import FedAvg
@@ -143,7 +144,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
             "winding_noniid": float(levels[max(levels, key=float)]["winding"])}
 
 
-def plot(results: dict[str, Any]) -> Any:
+def plot(results: dict[str, Any]) -> Figure:
     fig, (ax1, ax2) = plotting.figure(1, 2)
     names = list(results["levels"])
     for c, h in enumerate(names):

@@ -88,6 +88,14 @@ def _check_a_d(a: float, d: float) -> None:
                                          f"a = {a!r}, d = {d!r}")
 
 
+def _check_lemma(r0: float, c: float, T: int, a: float, d: float) -> None:
+    """The arguments of the lemma's bound: T >= 1 rounds, 0 < a <= d, r_0 >= 0, c >= 0."""
+    integer("T", T, minimum=1)
+    _check_a_d(a, d)
+    positive("r0", r0, allow_zero=True)
+    positive("c", c, allow_zero=True)
+
+
 @checked_arguments
 def stich_schedule(T: int, a: float, d: float) -> tuple[np.ndarray, np.ndarray]:
     """Step sizes gamma_t and weights w_t, t = 0..T, of Stich's Lemma 3 (arXiv:1907.04232), as recalled
@@ -124,10 +132,7 @@ def stich_bound(r0: float, c: float, T: int, a: float, d: float) -> float:
     Constants as recalled, not verified against the printed lemma (see the module docstring); they are
     verified to bound the exact worst case of the recursion under :func:`stich_schedule`.
     """
-    integer("T", T, minimum=1)
-    _check_a_d(a, d)
-    positive("r0", r0, allow_zero=True)
-    positive("c", c, allow_zero=True)
+    _check_lemma(r0, c, T, a, d)
     return 32.0 * d * r0 * math.exp(-a * T / (2.0 * d)) + 36.0 * c / (a * T)
 
 
@@ -146,10 +151,7 @@ def constant_step_weights(T: int, a: float, gamma: float) -> np.ndarray:
 @checked_arguments
 def constant_step_choice(r0: float, c: float, T: int, a: float, d: float) -> float:
     """gamma = min(1/d, ln(M) / (a T)), M = max(2, a^2 r_0 T^2 / c); 1/d when c = 0."""
-    integer("T", T, minimum=1)
-    _check_a_d(a, d)
-    positive("r0", r0, allow_zero=True)
-    positive("c", c, allow_zero=True)
+    _check_lemma(r0, c, T, a, d)
     if c == 0:
         return 1.0 / d
     M = max(2.0, a * a * r0 * T * T / c)
@@ -174,10 +176,7 @@ def constant_step_bound(r0: float, c: float, T: int, a: float, gamma: float) -> 
 def constant_step_rate(r0: float, c: float, T: int, a: float, d: float) -> float:
     """d r_0 exp(-a (T + 1) / d) + (c / (a T)) (ln M + 1 / ln 2): the bound on Psi_T with the step of
     :func:`constant_step_choice` (M as there; the second term is 0 when c = 0)."""
-    integer("T", T, minimum=1)
-    _check_a_d(a, d)
-    positive("r0", r0, allow_zero=True)
-    positive("c", c, allow_zero=True)
+    _check_lemma(r0, c, T, a, d)
     first = d * r0 * math.exp(-a * (T + 1) / d)
     if c == 0:
         return first

@@ -43,7 +43,7 @@ import numpy as np
 
 from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ...problems.quadratic import QuadraticFederation
-from .engine import ExactMoments
+from .engine import ExactMoments, quadratic_errors
 from .noise import AdditiveNoise
 
 __all__ = ["averaging_moments"]
@@ -153,10 +153,7 @@ def averaging_moments(problem: QuadraticFederation, rounds: int, *, lr: Any, loc
         seconds.append(Sig.copy())
     mean, second_arr = np.array(means), np.array(seconds)
     x_star = problem.optimum()
-    dev = second_arr - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
-        + np.outer(x_star, x_star)
-    dist2 = np.einsum("tii->t", dev)
-    gap = 0.5 * np.einsum("ij,tji->t", problem.hess(), dev)
+    dist2, gap = quadratic_errors(mean, second_arr, x_star, problem.hess())
     info = {"method": "independent per-client laws" if step_pmf is not None else "uniform sampling (pi_1, pi_2)",
             "seconds": time.perf_counter() - t0, "state_dim": d}
     return ExactMoments(mean=mean, dist2=np.maximum(dist2, 0.0), loss_gap=np.maximum(gap, 0.0),

@@ -48,8 +48,8 @@ from ...errors import AssumptionError, InvalidHyperparameterError, InvalidProble
 from ...participation import Participation
 from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
-from .engine import ExactMoments, StateComponent
-from .noise import AdditiveNoise, noise_of
+from .engine import ExactMoments, StateComponent, quadratic_errors
+from .noise import additive_noise_of
 from .support import participation_support
 
 __all__ = ["AnchorLaw", "ElasticState", "efl_elastic_gradient_moments", "efl_elastic_moments",
@@ -145,10 +145,8 @@ def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
         raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
         raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
-    model = noise_of(problem, noise)
-    if model is not None and not isinstance(model, AdditiveNoise):
-        raise InvalidHyperparameterError(
-            "efl_elastic_moments handles additive noise; minibatch noise goes through exact_moments")
+    model = additive_noise_of(
+        problem, noise, "efl_elastic_moments handles additive noise; minibatch noise goes through exact_moments")
     exact = problem.exact()
     if not isinstance(exact, QuadraticFederation):
         raise InvalidProblemError(f"{type(problem).__name__}.exact() is not a QuadraticFederation")
@@ -236,10 +234,7 @@ def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
         states.append(snapshot())
     mean, second = np.array(means), np.array(seconds)
     x_star = problem.optimum()
-    dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
-        + np.outer(x_star, x_star)
-    dist2 = np.einsum("tii->t", dev)
-    gap = 0.5 * np.einsum("ij,tji->t", problem.hess(), dev)
+    dist2, gap = quadratic_errors(mean, second, x_star, problem.hess())
     mu_all = sum(w * m for w, _, m, _ in comps.values())
     S_all = sum(w * S for w, _, _, S in comps.values())
     info = {"method": "EFL without compression: mixture over reported sets x enumerated outcomes",
@@ -309,9 +304,7 @@ def efl_elastic_gradient_moments(algorithm: EFL, problem: Federation, moments: E
         raise InvalidHyperparameterError("efl_elastic_gradient_moments needs an EFL and a QuadraticFederation")
     if moments.states is None or not all(isinstance(c.state, ElasticState) for r in moments.states for c in r):
         raise InvalidHyperparameterError("moments must come from efl_elastic_moments")
-    model = noise_of(problem, noise)
-    if model is not None and not isinstance(model, AdditiveNoise):
-        raise InvalidHyperparameterError("efl_elastic_gradient_moments handles additive noise only")
+    model = additive_noise_of(problem, noise, "efl_elastic_gradient_moments handles additive noise only")
     exact = problem.exact()
     if not isinstance(exact, QuadraticFederation):
         raise InvalidProblemError(f"{type(problem).__name__}.exact() is not a QuadraticFederation")

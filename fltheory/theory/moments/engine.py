@@ -70,6 +70,17 @@ from .support import participation_support
 __all__ = ["ExactMoments", "StateComponent", "exact_moments", "refuse_non_affine"]
 
 
+def quadratic_errors(mean: np.ndarray, second: np.ndarray, x_star: np.ndarray, hess: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(E||x_t - x*||^2, E[F(x_t)] - F*) per round of a quadratic F with Hessian ``hess`` and minimiser
+    ``x_star``, from the exact moments ``mean`` (T, d) = E[x_t] and ``second`` (T, d, d) = E[x_t x_t^T]:
+    with D_t = E[(x_t - x*)(x_t - x*)^T] = E[x_t x_t^T] - E[x_t] x*^T - x* E[x_t]^T + x* x*^T, the distance
+    is tr D_t and the gap 1/2 tr(H D_t).  Unclipped: rounding can leave tiny negative values."""
+    dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
+        + np.outer(x_star, x_star)
+    return np.einsum("tii->t", dev), 0.5 * np.einsum("ij,tji->t", hess, dev)
+
+
 @dataclass(frozen=True)
 class ExactMoments:
     """Exact moments of a stochastic run, rounds t = 0..R.
@@ -375,10 +386,7 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     second = 0.5 * (second + np.swapaxes(second, 1, 2))
     x_star = problem.optimum()
     Hbar = problem.hess(x_star)                       # constant Hessians: the same at every point
-    dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
-        + np.outer(x_star, x_star)
-    dist2 = np.einsum("tii->t", dev)
-    gap = 0.5 * np.einsum("ij,tji->t", Hbar, dev)
+    dist2, gap = quadratic_errors(mean, second, x_star, Hbar)
     clip = float(max(0.0, -dist2.min(), -gap.min()))
     info = {"noise": type(model).__name__ if model is not None else "none",
             "participation": repr(participation) if participation is not None else "full",

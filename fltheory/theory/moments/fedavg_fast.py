@@ -53,8 +53,8 @@ from ...participation import (
     UniformSampling,
 )
 from ...problems.quadratic import QuadraticFederation
-from .engine import ExactMoments
-from .noise import AdditiveNoise, noise_of
+from .engine import ExactMoments, quadratic_errors
+from .noise import additive_noise_of
 
 __all__ = ["fedavg_client_maps", "fedavg_sampling_moments"]
 
@@ -111,9 +111,7 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
         raise InvalidHyperparameterError(f"fedavg_sampling_moments needs a FedAvg, got {algorithm!r}")
     if not isinstance(problem, QuadraticFederation):
         raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
-    model = noise_of(problem, noise)
-    if model is not None and not isinstance(model, AdditiveNoise):
-        raise InvalidHyperparameterError("fedavg_sampling_moments handles additive noise; use exact_moments")
+    model = additive_noise_of(problem, noise, "fedavg_sampling_moments handles additive noise; use exact_moments")
     N, d = problem.n_clients, problem.dim
     full = participation is None or type(participation) is FullParticipation
     if full:
@@ -173,10 +171,7 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
         seconds.append(Sig.copy())
     mean, second = np.array(means), np.array(seconds)
     x_star = problem.optimum()
-    dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
-        + np.outer(x_star, x_star)
-    dist2 = np.einsum("tii->t", dev)
-    gap = 0.5 * np.einsum("ij,tji->t", problem.hess(), dev)
+    dist2, gap = quadratic_errors(mean, second, x_star, problem.hess())
     clip = float(max(0.0, -dist2.min(), -gap.min()))
     info = {"method": "closed form in inclusion probabilities (per-client blocks batched)",
             "noise": "none" if model is None else "AdditiveNoise",

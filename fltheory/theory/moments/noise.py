@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidProblemError
+from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ...problems.base import Federation
 
 __all__ = ["AdditiveNoise", "MinibatchNoise", "NoiseModel", "noise_of"]
@@ -163,3 +163,12 @@ def noise_of(problem: Federation, noise: Any = None) -> NoiseModel | None:
     if s is not None:
         return AdditiveNoise(s, problem.n_clients, problem.dim)
     return None
+
+
+def additive_noise_of(problem: Federation, noise: Any, refusal: str) -> AdditiveNoise | None:
+    """:func:`noise_of` for the closed-form paths, which need per-client covariances: the additive model or
+    None; any other model (minibatch sampling) raises ``InvalidHyperparameterError(refusal)``."""
+    model = noise_of(problem, noise)
+    if model is not None and not isinstance(model, AdditiveNoise):
+        raise InvalidHyperparameterError(refusal)
+    return model

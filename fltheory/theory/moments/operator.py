@@ -40,7 +40,7 @@ from .engine import (
     _revalidated,
     refuse_non_affine,
 )
-from .noise import AdditiveNoise, noise_of
+from .noise import additive_noise_of
 from .support import participation_support
 
 __all__ = ["MomentOperator", "moment_operator"]
@@ -164,9 +164,7 @@ def moment_operator(algorithm: Algorithm, problem: Federation, *,
     if not (isinstance(problem, Federation) and problem.has_constant_hessians):   # quadratic clients (hook)
         raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
     refuse_non_affine(algorithm)
-    model = noise_of(problem, noise)
-    if model is not None and not isinstance(model, AdditiveNoise):
-        raise InvalidHyperparameterError("moment_operator handles additive noise only; use exact_moments")
+    model = additive_noise_of(problem, noise, "moment_operator handles additive noise only; use exact_moments")
     d = problem.dim
     exact = problem.exact()
     x0v = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)

@@ -50,8 +50,8 @@ from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ...participation import FullParticipation, Participation, UniformSampling
 from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
-from .engine import ExactMoments
-from .noise import AdditiveNoise, noise_of
+from .engine import ExactMoments, quadratic_errors
+from .noise import additive_noise_of, noise_of
 
 __all__ = ["scaffold_rounds_to_accuracy", "scaffold_sampling_moments"]
 
@@ -148,9 +148,7 @@ def _setup(algorithm: Scaffold, problem: Federation, participation: Participatio
         raise InvalidHyperparameterError(f"the SCAFFOLD block path needs a Scaffold, got {algorithm!r}")
     if not isinstance(problem, QuadraticFederation):
         raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
-    model = noise_of(problem, noise)
-    if model is not None and not isinstance(model, AdditiveNoise):
-        raise InvalidHyperparameterError("the SCAFFOLD block path handles additive noise; use exact_moments")
+    model = additive_noise_of(problem, noise, "the SCAFFOLD block path handles additive noise; use exact_moments")
     exact = problem.exact()
     if not isinstance(exact, QuadraticFederation):
         raise InvalidProblemError(f"{type(problem).__name__}.exact() is not a QuadraticFederation")
@@ -234,10 +232,7 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: Federation, rounds: 
         seconds.append(Sxx.copy())
     mean, second = np.array(means), np.array(seconds)
     x_star = problem.optimum()
-    dev = second - np.einsum("ti,j->tij", mean, x_star) - np.einsum("i,tj->tij", x_star, mean) \
-        + np.outer(x_star, x_star)
-    dist2 = np.einsum("tii->t", dev)
-    gap = 0.5 * np.einsum("ij,tji->t", exact.hess(), dev)
+    dist2, gap = quadratic_errors(mean, second, x_star, exact.hess())
     # whole state (x, c, c_1..c_N): c = mean_k c_k
     mg = mc.mean(axis=0)
     n = (N + 2) * d
