@@ -45,6 +45,9 @@ class Sequential:
     """
 
     def __init__(self, layers: Sequence[Layer], input_shape: Sequence[int]) -> None:
+        if isinstance(layers, (str, bytes, np.ndarray)) or not isinstance(layers, Sequence):
+            raise InvalidProblemError(f"layers must be a list of Layer instances, got {layers!r:.80} "
+                                      f"({type(layers).__name__})")
         if len(layers) == 0:
             raise InvalidProblemError("Sequential needs at least one layer")
         for i, layer in enumerate(layers):
