@@ -1,6 +1,7 @@
 """Speed of the numpy neural backend.
 
-    python benchmarks/nn.py [--batch 64] [--repeats 20] [--clients 100] [--rounds 3] [--threads 1]
+    python benchmarks/nn.py [--batch 64] [--repeats 20] [--clients 100] [--rounds 3] [--threads 1,2]
+                            [--models MLP,CNN] [--no-federation]
 
 Prints, for the seed-003 MLP (784-200-100-10) and the seed-002 Table 1 CNN on
 MNIST-shaped inputs (1x28x28, random data: no download):
@@ -17,13 +18,17 @@ MNIST-shaped inputs (1x28x28, random data: no download):
   the oracle one client at a time;
 * a torch comparison only when torch is importable (skipped otherwise).
 
-``--threads`` limits BLAS threads through threadpoolctl when available
-(0 = leave the BLAS default).  Times are medians over ``--repeats``.
+``--threads`` lists BLAS thread counts run in turn through threadpoolctl
+(0 = leave the BLAS default); above one, convolutional gradients also split
+the batch over that many threads (``fltheory.nn.batch_threads``).  Times are
+medians over ``--repeats``; against torch, trials are interleaved and the
+ratio is the median of per-trial ratios (load from other jobs hits both).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -68,10 +73,14 @@ def bench_model(name: str, net: Sequential, batch: int, repeats: int, rng: np.ra
 
 def bench_torch(name: str, net: Sequential, batch: int, repeats: int, ours: float,
                 threads: int, ours_hvp: float) -> None:  # pragma: no cover - optional
-    """The same network in torch (float64, same thread count), and our time over torch's."""
+    """The same network in torch (float64, same thread count): forward+backward
+    timed in interleaved trials (ours, torch, ours, torch, ...) so that load
+    from other jobs hits both alike; the ratio is the median of the per-trial
+    ratios.  Also the HVP (reverse-over-reverse in torch)."""
     import torch
     from torch import nn
     torch.set_num_threads(threads)
+    rng = np.random.default_rng(1)
     if name == "MLP":
         model = nn.Sequential(nn.Linear(784, 200), nn.ReLU(), nn.Linear(200, 100), nn.ReLU(),
                               nn.Linear(100, 10)).double()
@@ -87,7 +96,28 @@ def bench_torch(name: str, net: Sequential, batch: int, repeats: int, ours: floa
         model.zero_grad()
         nn.functional.cross_entropy(model(u), y).backward()
 
-    ref = median_time(step, repeats)
+    x = net.init(rng)[None]
+    uu = u.numpy().reshape(1, batch, *net.input_shape)
+    yy = y.numpy()[None]
+    loss = SoftmaxCrossEntropy()
+
+    def ours_step():
+        net.value_and_grad(x, uu, yy, loss)
+
+    ours_step()
+    step()
+    t_ours, t_ref, ratios, cpu_ours = [], [], [], []
+    for _ in range(repeats):
+        a, pa = time.perf_counter(), time.process_time()
+        ours_step()
+        b, pb = time.perf_counter(), time.process_time()
+        step()
+        c = time.perf_counter()
+        t_ours.append(b - a)
+        t_ref.append(c - b)
+        ratios.append((b - a) / (c - b))
+        cpu_ours.append((pb - pa) / (b - a))
+    ref = float(np.median(t_ref))
     params = list(model.parameters())
     vecs = [torch.randn_like(p) for p in params]
 
@@ -98,8 +128,11 @@ def bench_torch(name: str, net: Sequential, batch: int, repeats: int, ours: floa
 
     ref_hvp = median_time(hvp_step, repeats)
     print(f"{'':>4} torch {torch.__version__} (float64, {threads} thread(s)) forward+backward "
-          f"{ref * 1e3:7.2f} ms; fltheory.nn / torch = {ours / ref:.2f}x | HVP {ref_hvp * 1e3:7.2f} ms; "
-          f"fltheory.nn / torch = {ours_hvp / ref_hvp:.2f}x")
+          f"{ref * 1e3:7.2f} ms, ours {float(np.median(t_ours)) * 1e3:7.2f} ms interleaved; "
+          f"fltheory.nn / torch = {float(np.median(ratios)):.2f}x (median of {repeats} per-trial ratios; "
+          f"quartiles {np.percentile(ratios, 25):.2f}-{np.percentile(ratios, 75):.2f}); our CPU time / wall "
+          f"time {float(np.median(cpu_ours)):.2f} (cores in use) | "
+          f"HVP {ref_hvp * 1e3:7.2f} ms; fltheory.nn / torch = {ours_hvp / ref_hvp:.2f}x")
 
 
 def digits_like(n_clients: int, rng: np.random.Generator) -> NeuralFederation:
@@ -141,26 +174,35 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--clients", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", default="1",
+                    help="comma-separated BLAS thread counts to run in turn, e.g. 1,2 (0 = BLAS default)")
+    ap.add_argument("--models", default="MLP,CNN", help="comma-separated subset of MLP,CNN")
+    ap.add_argument("--no-federation", action="store_true", help="skip the FedAvg rounds benchmark")
     args = ap.parse_args()
-    limit = nullcontext()
-    if args.threads > 0:
-        try:
-            from threadpoolctl import threadpool_limits
-            limit = threadpool_limits(limits=args.threads, user_api="blas")
-        except ImportError:
-            print("threadpoolctl not installed: BLAS threads left at their default")
     rng = np.random.default_rng(0)
-    with limit:
-        print(f"BLAS threads: {args.threads if args.threads > 0 else 'default'}")
-        torch_threads = args.threads if args.threads > 0 else 2
-        bench_model("MLP", mlp(784, 10), args.batch, args.repeats, rng, torch_threads)
-        bench_model("CNN", cnn((1, 28, 28), 10), args.batch, args.repeats, rng, torch_threads)
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            print("torch not importable: comparison skipped")
+    print(f"load average (1, 5, 15 min): {os.getloadavg()}")
+    models = {"MLP": lambda: mlp(784, 10), "CNN": lambda: cnn((1, 28, 28), 10)}
+    for threads in (int(t) for t in args.threads.split(",")):
+        limit = nullcontext()
+        if threads > 0:
+            try:
+                from threadpoolctl import threadpool_limits
+                limit = threadpool_limits(limits=threads, user_api="blas")
+            except ImportError:
+                print("threadpoolctl not installed: BLAS threads left at their default")
+        with limit:
+            print(f"BLAS threads: {threads if threads > 0 else 'default'} (convolutional gradients split the "
+                  f"batch over {threads if threads > 0 else 'the BLAS'} thread(s), fltheory.nn.batch_threads)")
+            torch_threads = threads if threads > 0 else 2
+            for name in args.models.split(","):
+                bench_model(name, models[name](), args.batch, args.repeats, rng, torch_threads)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("torch not importable: comparison skipped")
+    if not args.no_federation:
         bench_federation(args.clients, args.rounds, args.repeats, rng)
+    print(f"load average after (1, 5, 15 min): {os.getloadavg()}")
 
 
 if __name__ == "__main__":

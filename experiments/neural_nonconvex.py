@@ -57,7 +57,7 @@ from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
 from fltheory.algorithms import FedOpt
 from fltheory.algorithms import run as run_algorithm
-from fltheory.nn import Dense, Sequential, Tanh, image_federation, load_image_dataset, trajectory_constants
+from fltheory.nn import Dense, Sequential, Tanh, image_setup, trajectory_constants
 from fltheory.problems.base import Federation
 
 NAME = "neural_nonconvex"
@@ -112,19 +112,16 @@ def bound(F0: float, F_inf: float, gamma: float, T: int, L: float, eta: float, G
 
 def run(config: dict[str, Any], rng: np.random.Generator,
         progress: Progress = silent_progress) -> dict[str, Any]:
-    ds = load_image_dataset(config["dataset"]).downsampled(config["downsample"])
-    side = ds.images.shape[1]
-    partition_seed = int(rng.integers(2**63 - 1))
-    fed = image_federation(_model(side * side, config["hidden"]), ds, config["n_clients"],
-                           np.random.default_rng(partition_seed), partition="dirichlet",
-                           gamma=config["gamma"], n_samples=config["n_samples"], reg=config["reg"])
+    setup = image_setup(lambda side: _model(side * side, config["hidden"]), rng, dataset=config["dataset"],
+                        downsample=config["downsample"], n_clients=config["n_clients"], gamma=config["gamma"],
+                        n_samples=config["n_samples"], reg=config["reg"], draw_oracle_seed=False)
+    fed = setup.fed
     eta, tau, eta_s = float(config["client_lr"]), int(config["local_steps"]), float(config["server_lr"])
     client = optim.adagrad(eta, initial_accumulator=config["v0"])
     alg = FedOpt(client_optimizer=client, server_optimizer=optim.sgd(eta_s), local_steps=tau,
                  correction="local")
-    x0 = fed.init_params(rng)
     T = int(config["rounds"])
-    hist = run_algorithm(alg, fed, T, x0=x0, seed=0)
+    hist = run_algorithm(alg, fed, T, x0=setup.x0, seed=0)
     X = np.asarray(hist.x)
     G, dev = 0.0, 0.0
     for t in range(T):                                               # loop over rounds, clients batched
@@ -139,7 +136,8 @@ def run(config: dict[str, Any], rng: np.random.Generator,
     F0 = float(fed.loss(X[0]))
     gamma = eta_s * eta
     B = bound(F0, 0.0, gamma, T, L, eta, G, tau)
-    return {"data_provenance": ds.provenance(), "partition_seed": partition_seed, "dim": int(fed.dim),
+    return {"data_provenance": setup.dataset.provenance(), "partition_seed": setup.partition_seed,
+            "dim": int(fed.dim),
             "n_clients": fed.n_clients, "rounds": T, "client_lr": eta, "server_lr": eta_s, "local_steps": tau,
             "v0": config["v0"], "reg": config["reg"],
             "grad_norm2": grad2, "min_grad_norm2": float(grad2.min()), "F0": F0, "F_inf": 0.0,

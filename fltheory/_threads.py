@@ -22,7 +22,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["KEEP_ENV", "pin_process_blas", "pinned_blas", "single_threaded_blas"]
+__all__ = ["KEEP_ENV", "blas_threads", "pin_process_blas", "pinned_blas", "single_threaded_blas"]
 
 #: Set this environment variable to ``keep`` to leave the process's BLAS threads alone on import.
 KEEP_ENV = "FLTHEORY_BLAS_THREADS"
@@ -48,6 +48,15 @@ def pin_process_blas() -> bool:
         return False
     _controller().limit(limits=1, user_api="blas")
     return True
+
+
+def blas_threads() -> int:
+    """The largest thread count among the loaded BLAS libraries right now: 1
+    while pinned (the default after importing ``fltheory``), more when the
+    user raised it (``FLTHEORY_BLAS_THREADS=keep`` or ``threadpoolctl``).
+    About 20 microseconds."""
+    infos = _controller().select(user_api="blas").info()
+    return max((int(i.get("num_threads", 1)) for i in infos), default=1)
 
 
 @contextlib.contextmanager

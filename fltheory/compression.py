@@ -49,14 +49,36 @@ def _as_rows(V: Any, name: str) -> tuple[np.ndarray, bool]:
     return arr, False
 
 
-def top_k_mask(A: np.ndarray, k: int, ties: str = "index") -> np.ndarray:
-    """Boolean (m, d) mask of the k largest |A| per row (see module doc for ties).
+def top_k_mask(A: ArrayLike, k: int, ties: str = "index") -> np.ndarray:
+    """Boolean mask of the k largest |A| per row (see module doc for ties).
 
     Vectorised: the k-th largest magnitude t of each row comes from
     ``np.partition``; entries with |a| > t are kept, and among |a| == t the
     first (k - #{|a| > t}) by index (``ties="index"``) or all of them
     (``ties="keep_all"``).
+
+    Parameters
+    ----------
+    A : (m, d) or (d,) finite real array
+    k : int
+        Entries kept per row, an integer in [1, d].
+    ties : {"index", "keep_all"}
+
+    Returns
+    -------
+    Boolean array of A's shape.
     """
+    rows, single = _as_rows(A, "top_k_mask: A")
+    choice("top_k_mask: ties", ties, _TIES)
+    if rows.size == 0:
+        integer("top_k_mask: k", k, minimum=0)
+        return np.zeros(rows.shape[1:] if single else rows.shape, dtype=bool)
+    mask = _top_k_mask(rows, _k_of(rows.shape[1], k, "top_k_mask"), ties)
+    return mask[0] if single else mask
+
+
+def _top_k_mask(A: np.ndarray, k: int, ties: str) -> np.ndarray:
+    """:func:`top_k_mask` for a checked (m, d) array and k in [1, d]."""
     m, d = A.shape
     if m == 0 or d == 0:
         return np.zeros(A.shape, dtype=bool)
@@ -112,7 +134,7 @@ def st(V: ArrayLike, q: float, *, ties: str = "index") -> np.ndarray:
     k = max(math.floor(d * q), 1)
     if d == 0:
         return A.copy()[0] if flat else A.copy()
-    mask = top_k_mask(A, k, ties)
+    mask = _top_k_mask(A, k, ties)
     mu = np.where(mask, np.abs(A), 0.0).sum(axis=1, keepdims=True) / k
     out = np.where(mask, mu * np.sign(A), 0.0)
     return out[0] if flat else out
@@ -132,7 +154,7 @@ def top_k(V: ArrayLike, k: int, *, ties: str = "index") -> np.ndarray:
     ties = choice("top_k: ties", ties, _TIES)
     A, flat = _as_rows(V, "top_k: V")
     kk = _k_of(A.shape[1], k, "top_k")
-    out = np.where(top_k_mask(A, kk, ties), A, 0.0)
+    out = np.where(_top_k_mask(A, kk, ties), A, 0.0)
     return out[0] if flat else out
 
 
@@ -175,8 +197,15 @@ def ef_compress(V: ArrayLike, residual: ArrayLike, compressor: Callable[[np.ndar
     if A.shape != R.shape:
         raise InvalidHyperparameterError(
             f"ef_compress: V has shape {A.shape} but residual has shape {R.shape}")
-    total = A + R
-    sent = np.asarray(compressor(total), dtype=np.float64)
+    if not callable(compressor):
+        raise InvalidHyperparameterError(
+            f"ef_compress: compressor must be a callable mapping an array to an array of the same shape, "
+            f"got {compressor!r} ({type(compressor).__name__})")
+    with np.errstate(over="ignore"):
+        total = A + R
+    if not np.all(np.isfinite(total)):
+        raise InvalidProblemError("ef_compress: V + residual overflows float64 (entries beyond 1.8e308)")
+    sent = finite_array("ef_compress: the compressor's output", compressor(total), error=InvalidProblemError)
     if sent.shape != total.shape:
         raise InvalidHyperparameterError(
             f"ef_compress: the compressor returned shape {sent.shape} for input shape {total.shape}")

@@ -228,3 +228,31 @@ def test_measure_counts_a_broadcast_downlink_row_once_with_the_same_result():
         C.Communication.measure(U, np.broadcast_to(bad, (9, 17)))
     with pytest.raises(InvalidHyperparameterError, match="bin_width"):
         C.Communication.measure(U, x, bin_width=0.0)
+
+
+def test_top_k_mask_public_checks_and_shapes():
+    A = np.array([[3.0, -1.0, 2.0], [0.0, 5.0, -5.0]])
+    np.testing.assert_array_equal(C.top_k_mask(A, 2), [[True, False, True], [False, True, True]])
+    np.testing.assert_array_equal(C.top_k_mask(A[0], 1), [True, False, False])     # a (d,) row keeps its shape
+    assert C.top_k_mask(np.zeros((0, 3)), 1).shape == (0, 3)
+    for bad, match in [(float("nan"), "non-finite"), (2.0, "shape"), ("abc", "numeric"), (np.ones((2, 2, 2)), "shape"),
+                       (np.array([[1.0, np.nan]]), "non-finite"), (np.ones((2, 2), dtype=complex), "numeric")]:
+        with pytest.raises((InvalidProblemError, InvalidHyperparameterError), match=match):
+            C.top_k_mask(bad, 1)
+    for k in (0, 4, 1.5, float("nan"), "2", True):
+        with pytest.raises(InvalidHyperparameterError, match="k must be"):
+            C.top_k_mask(A, k)
+    with pytest.raises(InvalidHyperparameterError, match="ties must be one of"):
+        C.top_k_mask(A, 1, ties="random")
+
+
+def test_ef_compress_checks_the_compressor():
+    V, R = np.ones((2, 3)), np.zeros((2, 3))
+    with pytest.raises(InvalidHyperparameterError, match="compressor must be a callable"):
+        C.ef_compress(V, R, 1.0)
+    with pytest.raises(InvalidProblemError, match="compressor's output contains a non-finite value"):
+        C.ef_compress(V, R, lambda a: np.full_like(a, np.nan))
+    with pytest.raises(InvalidProblemError, match="numeric"):
+        C.ef_compress(V, R, lambda a: a.astype(complex))
+    with pytest.raises(InvalidProblemError, match="overflows"):
+        C.ef_compress(np.full((1, 2), 1e308), np.full((1, 2), 1e308), lambda a: a)

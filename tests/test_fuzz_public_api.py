@@ -39,24 +39,7 @@ CALLABLES = dict(public_callables())
 #: Public callables that still break the contract for some bad input, with the
 #: number of violating inputs out of those tried (one parameter replaced at a
 #: time by each of the BAD_VALUES) and the first example.
-KNOWN_VIOLATIONS: dict[str, str] = {
-    'fltheory.nn.Sequential': "12 of 38 (RAW 12); e.g. layers=nan: TypeError: object of type 'float' has no len()",
-    'fltheory.nn.ParamLayout': "14 of 19 (RAW 14); e.g. blocks=nan: TypeError: 'float' object is not iterable",
-    'fltheory.nn.mlp': "12 of 57 (RAW 12); e.g. hidden=nan: TypeError: 'float' object is not iterable",
-    'fltheory.nn.cnn': "28 of 95 (RAW 28); e.g. input_shape=nan: TypeError: object of type 'float' has no len()",
-    'fltheory.nn.federation_from_partition': "111 of 133 (RAW 111); e.g. model=nan: TypeError: 'float' object is not iterable",
-    'fltheory.nn.digits_federation': "152 of 152 (RAW 152); e.g. model=nan: AttributeError: 'float' object has no attribute 'input_shape",
-    'fltheory.nn.synthetic_next_char': "19 of 133 (RAW 19); e.g. rng=nan: AttributeError: 'float' object has no attribute 'dirichlet'",
-    'fltheory.nn.synthetic_fedprox_federation': "28 of 95 (RAW 28); e.g. model=nan: AttributeError: 'float' object has no attribute 'input_shape",
-    'fltheory.optim.take_rows': "38 of 38 (RAW 38); e.g. state=nan: TypeError: 'float' object is not iterable",
-    'fltheory.optim.put_rows': "57 of 57 (RAW 57); e.g. full=nan: TypeError: 'float' object is not iterable",
-    'fltheory.optim.mean_rows': "38 of 38 (RAW 38); e.g. state=nan: TypeError: 'float' object is not iterable",
-    'fltheory.compression.ef_compress': "5 of 57 (RAW 5); e.g. V=negative: TypeError: 'float' object is not callable",
-    'fltheory.nn.image_federation': "209 of 209 (RAW 209); e.g. model=nan: AttributeError: 'float' object has no attribute 'images'",
-    'fltheory.nn.load_image_dataset': "6 of 19 (RAW 6); e.g. name=empty array: ValueError: The truth value of an empty array is ambiguous. Use `array",
-    'fltheory.nn.trajectory_constants': "19 of 114 (RAW 19); e.g. fed=nan: AttributeError: 'float' object has no attribute 'dim'",
-    'fltheory.compression.top_k_mask': "54 of 57 (RAW 54); e.g. A=nan: AttributeError: 'float' object has no attribute 'shape'",
-}
+KNOWN_VIOLATIONS: dict[str, str] = {}
 
 _VIOLATIONS = (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)
 

@@ -23,6 +23,7 @@ from .models import char_lstm, cnn, mlp
 from .params import ParamLayout, ParamSpec
 from .sequential import Sequential
 from .trajectory_constants import TrajectoryConstants, trajectory_constants
+from .training import ImageSetup, image_setup, majority_accuracy, train_and_evaluate
 
 __all__ = [
                    "HESS_MAX_DIM",
@@ -34,6 +35,7 @@ __all__ = [
                    "Dense",
                    "Flatten",
                    "ImageDataset",
+                   "ImageSetup",
                    "Layer",
                    "Loss",
                    "MaxPool2D",
@@ -53,11 +55,14 @@ __all__ = [
                    "federation_from_partition",
                    "iid_partition",
                    "image_federation",
+                   "image_setup",
                    "load_digits",
                    "load_image_dataset",
+                   "majority_accuracy",
                    "mlp",
                    "split_clients",
                    "synthetic_fedprox_federation",
                    "synthetic_next_char",
+                   "train_and_evaluate",
                    "trajectory_constants",
 ]

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..aliases import Seed
-from .._validate import in_unit_interval, per_client, scalar_int
+from .._validate import choice, flag, generator, in_unit_interval, instance, per_client, scalar_int
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .federation import NeuralFederation
 from .partitions import iid_partition, split_clients
@@ -54,7 +54,14 @@ def federation_from_partition(model: Sequential, inputs: np.ndarray, targets: np
                               parts: Sequence[Any], rng: np.random.Generator, *,
                               loss: Loss | None = None, test_fraction: float = 0.2) -> NeuralFederation:
     """A NeuralFederation whose client i holds ``parts[i]`` of the pooled data,
-    split by :func:`split_clients`; loss defaults to SoftmaxCrossEntropy."""
+    split by :func:`split_clients`; loss defaults to SoftmaxCrossEntropy.
+
+    ``inputs`` (n, *model.input_shape) and ``targets`` (n,) are arrays with one
+    row per pooled sample; ``parts`` lists integer index arrays into range(n),
+    one per client; bad input raises a typed error naming the argument."""
+    instance("model", model, Sequential, "a Sequential model")
+    if loss is not None:
+        instance("loss", loss, Loss, "a Loss (e.g. SoftmaxCrossEntropy()) or None")
     tu, tt, su, st = split_clients(inputs, targets, parts, test_fraction, rng)
     return NeuralFederation(model, loss or SoftmaxCrossEntropy(), tu, tt, test_inputs=su, test_targets=st)
 
@@ -71,6 +78,11 @@ def digits_federation(model: Sequential, n_clients: int, rng: np.random.Generato
     split by :func:`split_clients`.  Inputs are shaped for the model: (64,)
     for an MLP, (1, 8, 8) for a CNN.
     """
+    instance("model", model, Sequential, "a Sequential model")
+    n_clients = scalar_int("n_clients", n_clients)
+    generator("rng", rng)
+    choice("partition", partition, PARTITIONS)
+    in_unit_interval("test_fraction", test_fraction, right_closed=False)
     images, labels = load_digits()
     shape = tuple(model.input_shape)
     if shape == (64,):
@@ -90,6 +102,9 @@ def digits_federation(model: Sequential, n_clients: int, rng: np.random.Generato
             parts = m_class_partition(labels, n_clients, classes_per_client, rng)
         else:
             raise InvalidHyperparameterError(f"partition must be one of {PARTITIONS}, got {partition!r}")
+    elif isinstance(parts, (str, bytes, np.ndarray)) or not isinstance(parts, Sequence):
+        raise InvalidProblemError(f"parts must be a list of index arrays (one per client) or None, got "
+                                  f"{parts!r:.80} ({type(parts).__name__})")
     elif len(parts) != n_clients:
         raise InvalidProblemError(f"parts has {len(parts)} entries, expected n_clients={n_clients}")
     return federation_from_partition(model, inputs, labels, parts, rng, test_fraction=test_fraction)
@@ -103,7 +118,8 @@ def synthetic_fedprox_federation(model: Sequential, alpha: float, beta: float, *
     with its per-device 90/10 train/test split.  The model must take inputs
     (dim,) and output n_classes logits (60 and 10 by default)."""
     from ..problems.synthetic import synthetic_fedprox
-    data = synthetic_fedprox(alpha, beta, iid=iid, seed=seed, **kwargs)
+    instance("model", model, Sequential, "a Sequential model")
+    data = synthetic_fedprox(alpha, beta, iid=flag("iid", iid), seed=seed, **kwargs)
     d, C = data.W.shape[1:]
     if tuple(model.input_shape) != (d,) or tuple(model.output_shape) != (C,):
         raise InvalidProblemError(f"Synthetic data has inputs ({d},) and {C} classes; the model maps "
@@ -127,6 +143,7 @@ def synthetic_next_char(n_clients: int, rng: np.random.Generator, *, vocab: int 
     Returns (inputs, targets): lists of (n_i, seq_len, vocab) and (n_i,).
     """
     n_clients = scalar_int("n_clients", n_clients)
+    generator("rng", rng)
     vocab = scalar_int("vocab", vocab, minimum=1)
     seq_len = scalar_int("seq_len", seq_len)
     h = in_unit_interval("heterogeneity", heterogeneity, left_closed=True)

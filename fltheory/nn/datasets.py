@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import per_client
+from .._validate import choice, generator, in_unit_interval, instance, per_client, positive, scalar_int
 from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError
 from .federation import NeuralFederation
 from .losses import Loss
@@ -129,7 +129,7 @@ def load_image_dataset(name: str) -> ImageDataset:
     images 8x8, the file ``sklearn.datasets.load_digits()`` reads), pixels
     scaled to [0, 1] (module docstring).  Loaded once per process; the arrays
     are read-only."""
-    if name not in DATASETS:
+    if not isinstance(name, str) or name not in DATASETS:
         raise InvalidHyperparameterError(f"dataset must be one of {DATASETS}, got {name!r}")
     return _load(name)
 
@@ -173,6 +173,15 @@ def image_federation(model: Sequential, dataset: ImageDataset, n_clients: int, r
     flattened for an MLP ((H W,)) or given one channel for a CNN ((1, H, W)).
     Draw order from ``rng``: subset, partition, splits."""
     from .losses import SoftmaxCrossEntropy
+    instance("model", model, Sequential, "a Sequential model")
+    instance("dataset", dataset, ImageDataset, "an ImageDataset (e.g. load_image_dataset('mnist'))")
+    n_clients = scalar_int("n_clients", n_clients)
+    generator("rng", rng)
+    choice("partition", partition, PARTITIONS)
+    in_unit_interval("test_fraction", test_fraction, right_closed=False)
+    if loss is not None:
+        instance("loss", loss, Loss, "a Loss (e.g. SoftmaxCrossEntropy()) or None")
+    positive("reg", reg, allow_zero=True)
     images, labels = dataset.images, dataset.labels
     if n_samples is not None:
         k = int(per_client("n_samples", n_samples, None, integer=True))

@@ -161,11 +161,7 @@ class Dense(Layer):
                    need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
         """R{dx} = R{dy} W^T + dy V_W^T, R{dW} = R{x}^T dy + x^T R{dy}, R{db} = sum_j R{dy_j}."""
         x, rx = cache
-        dx = rdx = None
-        if need_dx:
-            dx = np.matmul(dy, np.swapaxes(p["W"], 1, 2))
-            rdx = np.matmul(rdy, np.swapaxes(p["W"], 1, 2)) + np.matmul(dy, np.swapaxes(v["W"], 1, 2))
-        rdW = np.matmul(np.swapaxes(rx, 1, 2), dy) + np.matmul(np.swapaxes(x, 1, 2), rdy)
+        dx, rdx, rdW = RK.linear_backward_r(x, rx, p["W"], v["W"], dy, rdy, need_dx)
         return dx, rdx, {"W": rdW, "b": rdy.sum(axis=1)}
 
     def __repr__(self) -> str:
@@ -355,54 +351,72 @@ class ReLU(_Activation):
         return K.relu_backward(x, dy), K.relu_backward(x, rdy), {}
 
 
-class Tanh(_Activation):
-    """tanh(x)."""
+class _SmoothActivation(_Activation):
+    """y = f(x) elementwise with f' written through y (``_backward(y, dy) = dy f'(x)``)
+    and the curvature factor ``_curvature(y) = f''(x) / f'(x)``, so that
+
+        R{dx} = R{dy} f'(x) + dy f''(x) R{x} = _backward(y, R{dy}) + dy _curvature(y) R{y},
+
+    with R{y} = f'(x) R{x} (hence f''(x) R{x} = (f''/f') R{y})."""
+
+    @abstractmethod
+    def _forward(self, x: np.ndarray) -> np.ndarray:
+        """See the class docstring."""
+
+    @abstractmethod
+    def _backward(self, y: np.ndarray, dy: np.ndarray) -> np.ndarray:
+        """See the class docstring."""
+
+    @abstractmethod
+    def _curvature(self, y: np.ndarray) -> np.ndarray:
+        """See the class docstring."""
 
     def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
-        y = K.tanh_forward(x)
+        y = self._forward(x)
         return y, y
 
     def backward(self, p: Params, y: Any, dy: np.ndarray, mode: str = "sum",
                  need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
-        return K.tanh_backward(y, dy), {}
+        return self._backward(y, dy), {}
 
     def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, Any]:
-        """R{y} = (1 - y^2) R{x}."""
-        y = K.tanh_forward(x)
-        ry = K.tanh_backward(y, rx)
+        """R{y} = f'(x) R{x}."""
+        y = self._forward(x)
+        ry = self._backward(y, rx)
         return y, ry, (y, ry)
 
     def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
                    need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
-        """dx = dy (1 - y^2), R{dx} = R{dy} (1 - y^2) - 2 dy y R{y}."""
+        """dx = dy f'(x), R{dx} = R{dy} f'(x) + dy (f''/f') R{y} (class docstring)."""
         y, ry = cache
-        return K.tanh_backward(y, dy), K.tanh_backward(y, rdy) - 2.0 * dy * y * ry, {}
+        return self._backward(y, dy), self._backward(y, rdy) + dy * self._curvature(y) * ry, {}
 
 
-class Sigmoid(_Activation):
-    """1 / (1 + exp(-x)), overflow-free."""
+class Tanh(_SmoothActivation):
+    """tanh(x): f' = 1 - y^2, f''/f' = -2 y."""
 
-    def forward(self, p: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
-        y = K.sigmoid_forward(x)
-        return y, y
+    def _forward(self, x: np.ndarray) -> np.ndarray:
+        return K.tanh_forward(x)
 
-    def backward(self, p: Params, y: Any, dy: np.ndarray, mode: str = "sum",
-                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
-        return K.sigmoid_backward(y, dy), {}
+    def _backward(self, y: np.ndarray, dy: np.ndarray) -> np.ndarray:
+        return K.tanh_backward(y, dy)
 
-    def forward_r(self, p: Params, v: Params, x: np.ndarray, rx: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, Any]:
-        """R{y} = y (1 - y) R{x}."""
-        y = K.sigmoid_forward(x)
-        ry = K.sigmoid_backward(y, rx)
-        return y, ry, (y, ry)
+    def _curvature(self, y: np.ndarray) -> np.ndarray:
+        return -2.0 * y
 
-    def backward_r(self, p: Params, v: Params, cache: Any, dy: np.ndarray, rdy: np.ndarray,
-                   need_dx: bool = True) -> tuple[np.ndarray | None, np.ndarray | None, Params]:
-        """dx = dy y (1 - y), R{dx} = R{dy} y (1 - y) + dy (1 - 2y) R{y}."""
-        y, ry = cache
-        return K.sigmoid_backward(y, dy), K.sigmoid_backward(y, rdy) + dy * (1.0 - 2.0 * y) * ry, {}
+
+class Sigmoid(_SmoothActivation):
+    """1 / (1 + exp(-x)), overflow-free: f' = y (1 - y), f''/f' = 1 - 2 y."""
+
+    def _forward(self, x: np.ndarray) -> np.ndarray:
+        return K.sigmoid_forward(x)
+
+    def _backward(self, y: np.ndarray, dy: np.ndarray) -> np.ndarray:
+        return K.sigmoid_backward(y, dy)
+
+    def _curvature(self, y: np.ndarray) -> np.ndarray:
+        return 1.0 - 2.0 * y
 
 
 class _Recurrent(Layer):

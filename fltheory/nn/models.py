@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from .._validate import scalar_int
 from ..errors import InvalidHyperparameterError
 from .layers import LSTM, Conv2D, Dense, Flatten, MaxPool2D, ReLU
@@ -30,9 +32,12 @@ def mlp(input_dim: int, n_classes: int, hidden: Sequence[int] = (200, 100)) -> S
     """Dense(h_1) ReLU ... Dense(h_k) ReLU Dense(n_classes); FedElasticNet uses (200, 100)."""
     input_dim = scalar_int("input_dim", input_dim)
     n_classes = scalar_int("n_classes", n_classes)
+    if isinstance(hidden, (str, bytes)) or not isinstance(hidden, (Sequence, np.ndarray)):
+        raise InvalidHyperparameterError(f"hidden must be a sequence of positive integer widths, got "
+                                         f"{hidden!r:.80} ({type(hidden).__name__})")
     layers = []
-    for h in hidden:
-        layers += [Dense(scalar_int("hidden width", h)), ReLU()]
+    for i, h in enumerate(hidden):
+        layers += [Dense(scalar_int(f"hidden[{i}]", h)), ReLU()]
     return Sequential(layers + [Dense(n_classes)], (input_dim,))
 
 
@@ -40,11 +45,21 @@ def cnn(input_shape: tuple[int, int, int], n_classes: int, *, channels: tuple[in
         kernel: int = 5, fc: int = 512) -> Sequential:
     """BetterObjects Table 1: Conv(k, c1, pad k//2) ReLU MaxPool(2) Conv(k, c2, pad k//2)
     ReLU MaxPool(2) Flatten Dense(fc) ReLU Dense(n_classes).  Needs H, W >= 4."""
-    if len(channels) != 2:
-        raise InvalidHyperparameterError(f"channels must be two integers, got {channels!r}")
-    if len(input_shape) != 3 or min(input_shape[1:]) < 4:
+    if isinstance(channels, (str, bytes)) or not isinstance(channels, (Sequence, np.ndarray)) \
+            or len(channels) != 2:
+        raise InvalidHyperparameterError(f"channels must be two positive integers, got {channels!r:.80}")
+    channels = (scalar_int("channels[0]", channels[0]), scalar_int("channels[1]", channels[1]))
+    if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, (Sequence, np.ndarray)) \
+            or len(input_shape) != 3:
+        raise InvalidHyperparameterError(f"input_shape must be (C, H, W), got {input_shape!r:.80}")
+    input_shape = (scalar_int("input_shape[0]", input_shape[0]), scalar_int("input_shape[1]", input_shape[1]),
+                   scalar_int("input_shape[2]", input_shape[2]))
+    if min(input_shape[1:]) < 4:
         raise InvalidHyperparameterError(
             f"input_shape must be (C, H, W) with H, W >= 4 (two 2x2 poolings), got {input_shape!r}")
+    n_classes = scalar_int("n_classes", n_classes)
+    kernel = scalar_int("kernel", kernel)
+    fc = scalar_int("fc", fc)
     pad = kernel // 2
     return Sequential([Conv2D(channels[0], kernel, padding=pad), ReLU(), MaxPool2D(2),
                        Conv2D(channels[1], kernel, padding=pad), ReLU(), MaxPool2D(2),

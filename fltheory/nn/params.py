@@ -62,15 +62,32 @@ def init_weight(spec: ParamSpec, rng: np.random.Generator) -> np.ndarray:
     raise InvalidHyperparameterError(f"init must be one of {INIT_SCHEMES}, got {spec.init!r}")
 
 
+def _sequence(name: str, value: object) -> Sequence[object]:
+    if isinstance(value, (str, bytes, np.ndarray)) or not isinstance(value, Sequence):
+        raise InvalidProblemError(f"{name} must be a list, got {value!r:.80} ({type(value).__name__})")
+    return value
+
+
+def _spec_list(i: int, block: object) -> list[ParamSpec]:
+    specs: list[ParamSpec] = []
+    for j, spec in enumerate(_sequence(f"blocks[{i}]", block)):
+        if not isinstance(spec, ParamSpec):
+            raise InvalidProblemError(f"blocks[{i}][{j}] must be a ParamSpec, got {spec!r:.80} "
+                                      f"({type(spec).__name__})")
+        specs.append(spec)
+    return specs
+
+
 class ParamLayout:
     """Offsets of the parameter blocks of a list of layers in the flat vector.
 
-    ``blocks[l]`` lists the :class:`ParamSpec` of layer l; block order is layer
-    order, then the order the layer declares.
+    ``blocks[l]`` lists the :class:`ParamSpec` of layer l (a list of lists;
+    anything else is an :class:`~fltheory.errors.InvalidProblemError`); block
+    order is layer order, then the order the layer declares.
     """
 
     def __init__(self, blocks: Sequence[Sequence[ParamSpec]]) -> None:
-        self.blocks = [list(b) for b in blocks]
+        self.blocks = [_spec_list(i, b) for i, b in enumerate(_sequence("blocks", blocks))]
         self.offsets: list[list[int]] = []
         off = 0
         for specs in self.blocks:

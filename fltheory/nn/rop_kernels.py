@@ -30,12 +30,38 @@ __all__ = [
     "RNNTangent",
     "conv2d_backward_r",
     "conv2d_forward_r",
+    "linear_backward_r",
     "lstm_backward_r",
     "lstm_forward_r",
+    "product_r",
     "recurrent_param_grads_r",
     "rnn_backward_r",
     "rnn_forward_r",
 ]
+
+
+# ------------------------------------------------------- linear maps
+def product_r(a: np.ndarray, ra: np.ndarray, b: np.ndarray, rb: np.ndarray) -> np.ndarray:
+    """Product rule of a batched matrix product: R{a b} = R{a} b + a R{b}."""
+    return np.matmul(ra, b) + np.matmul(a, rb)
+
+
+def linear_backward_r(x: np.ndarray, rx: np.ndarray, W: np.ndarray, V: np.ndarray, dy: np.ndarray,
+                      rdy: np.ndarray, need_dx: bool) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """R of the backward pass of y = x W + b, in the layout of :func:`fltheory.nn.kernels.dense_forward`
+    (x (m, n, I), W (m, I, O), dy (m, n, O); V the direction's block of W):
+
+    * dx = dy W^T, R{dx} = R{dy} W^T + dy V^T;
+    * R{dW} = R{x^T dy} = R{x}^T dy + x^T R{dy};  (R{db} = sum_j R{dy_j} is the caller's.)
+
+    A convolution is this map on its im2col columns (:func:`conv2d_backward_r`).
+    -> (dx, R{dx}) (None unless ``need_dx``), R{dW} (m, I, O)."""
+    dx = rdx = None
+    if need_dx:
+        Wt = np.swapaxes(W, 1, 2)
+        dx = np.matmul(dy, Wt)
+        rdx = product_r(dy, rdy, Wt, np.swapaxes(V, 1, 2))
+    return dx, rdx, product_r(np.swapaxes(x, 1, 2), np.swapaxes(rx, 1, 2), dy, rdy)
 
 
 # ------------------------------------------------------------------ conv
@@ -71,13 +97,13 @@ def conv2d_backward_r(cols: np.ndarray, rcols: np.ndarray, weight: np.ndarray, V
     n = dy.shape[1]
     dyc = dy.transpose(0, 2, 1, 3, 4).reshape(m, n_out, -1)
     rdyc = rdy.transpose(0, 2, 1, 3, 4).reshape(m, n_out, -1)
-    rdW = (np.matmul(rdyc, np.swapaxes(cols, 1, 2)) + np.matmul(dyc, np.swapaxes(rcols, 1, 2)))
+    rdW = product_r(dyc, rdyc, np.swapaxes(cols, 1, 2), np.swapaxes(rcols, 1, 2))
     dx = rdx = None
     if need_dx:
         Wt = np.swapaxes(weight.reshape(m, n_out, -1), 1, 2)
         k = weight.shape[-1]
         dx = K.col2im(np.matmul(Wt, dyc), n, *in_shape, k, stride, padding)
-        rcol = np.matmul(Wt, rdyc) + np.matmul(np.swapaxes(Vw.reshape(m, n_out, -1), 1, 2), dyc)
+        rcol = product_r(Wt, np.swapaxes(Vw.reshape(m, n_out, -1), 1, 2), dyc, rdyc)
         rdx = K.col2im(rcol, n, *in_shape, k, stride, padding)
     return dx, rdx, rdW.reshape(weight.shape), rdyc.sum(axis=-1)
 

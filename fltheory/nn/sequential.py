@@ -25,7 +25,8 @@ from numpy.typing import ArrayLike
 
 from .._validate import integer
 from ..errors import InvalidHyperparameterError, InvalidProblemError
-from .layers import MODES, Dense, Layer
+from .batch_threads import chunk_count, split_value_and_grad
+from .layers import MODES, Conv2D, Dense, Layer
 from .losses import Loss
 from .params import ParamLayout
 
@@ -45,6 +46,9 @@ class Sequential:
     """
 
     def __init__(self, layers: Sequence[Layer], input_shape: Sequence[int]) -> None:
+        if isinstance(layers, (str, bytes, np.ndarray)) or not isinstance(layers, Sequence):
+            raise InvalidProblemError(f"layers must be a list of Layer instances, got {layers!r:.80} "
+                                      f"({type(layers).__name__})")
         if len(layers) == 0:
             raise InvalidProblemError("Sequential needs at least one layer")
         for i, layer in enumerate(layers):
@@ -62,6 +66,7 @@ class Sequential:
             shape = layer.build(shape)
         self.output_shape = shape
         self.layout = ParamLayout([layer.specs() for layer in self.layers])
+        self._has_conv = any(isinstance(layer, Conv2D) for layer in self.layers)
         self.dim = self.layout.dim
 
     # ----------------------------------------------------------- parameters
@@ -135,7 +140,27 @@ class Sequential:
 
         ``mode`` as in :meth:`backward`; for ``"per_sample"`` the rows are
         w_rj grad l_j, for ``"sq_sum"`` the gradient block holds
-        sum_j w_rj (grad l_j)^2 (the weights enter as sqrt(w) in dout)."""
+        sum_j w_rj (grad l_j)^2 (the weights enter as sqrt(w) in dout).
+
+        Models with a convolution, evaluated while the BLAS thread count is
+        above one, split the samples over threads (:mod:`.batch_threads`):
+        the same sums grouped by chunk, equal to rounding; with the library's
+        default single BLAS thread the computation is the one above."""
+        if mode != "per_sample" and self._has_conv:
+            X = self._rows(X)
+            u = self._inputs(inputs, X.shape[0])
+            m, n = u.shape[:2]
+            chunks = chunk_count(n)
+            if chunks > 1:
+                t = np.asarray(targets)
+                w_all = np.full((m, n), 1.0 / n) if sample_weights is None else np.asarray(sample_weights)
+                return split_value_and_grad(n, chunks, lambda s: self._value_and_grad(
+                    X, u[:, s], t[:, s], loss, w_all[:, s], mode))
+            inputs = u
+        return self._value_and_grad(X, inputs, targets, loss, sample_weights, mode)
+
+    def _value_and_grad(self, X: ArrayLike, inputs: ArrayLike, targets: np.ndarray, loss: Loss,
+                        sample_weights: np.ndarray | None, mode: str) -> tuple[np.ndarray, np.ndarray]:
         out, caches = self.forward(X, inputs)
         val, dl = loss.value_and_grad(out, targets)
         m, n = val.shape

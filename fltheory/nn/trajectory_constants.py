@@ -194,6 +194,9 @@ def trajectory_constants(fed: Federation, points: Any, rng: np.random.Generator,
     noise_draws : int
         Oracle calls per client and point for the Monte-Carlo variance.
     """
+    if not isinstance(fed, Federation):
+        raise InvalidProblemError(f"fed must be a Federation (e.g. a NeuralFederation or a problem of "
+                                  f"fltheory.problems), got {fed!r:.80} ({type(fed).__name__})")
     if not isinstance(rng, np.random.Generator):
         raise InvalidHyperparameterError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     if isinstance(power_iters, bool) or not isinstance(power_iters, (int, np.integer)) or power_iters < 1:

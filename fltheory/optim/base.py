@@ -29,6 +29,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from .._validate import real_array
 from ..errors import InvalidHyperparameterError
 
 __all__ = ["Optimizer", "take_rows", "put_rows", "mean_rows"]
@@ -46,39 +47,113 @@ class Optimizer(NamedTuple):
 StateT = TypeVar("StateT", bound=tuple)   # an optimizer state: a NamedTuple of per-row arrays
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _state_fields(name: str, state: Any) -> list[np.ndarray]:
+    """The fields of an optimizer state: a NamedTuple of real arrays, each with
+    the row axis first and the same number of rows."""
+    if not (isinstance(state, tuple) and hasattr(state, "_fields")):
+        raise InvalidHyperparameterError(
+            f"{name} must be an optimizer state (a NamedTuple of per-row arrays), got {_short(state)} "
+            f"({type(state).__name__})")
+    fields = []
+    rows = None
+    for field_name, value in zip(state._fields, state):
+        arr = np.asarray(value)
+        if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+            raise InvalidHyperparameterError(
+                f"{name}.{field_name} must be a real numeric array, got dtype {arr.dtype}")
+        if arr.ndim == 0:
+            raise InvalidHyperparameterError(
+                f"{name}.{field_name} must have a leading row axis, got a scalar {_short(value)}")
+        if rows is not None and arr.shape[0] != rows:
+            raise InvalidHyperparameterError(
+                f"{name}.{field_name} has {arr.shape[0]} rows, the state's first field has {rows}")
+        rows = arr.shape[0]
+        fields.append(arr)
+    return fields
+
+
+def _row_index(rows: Any, n_rows: int) -> np.ndarray | slice:
+    """``rows`` as a slice, or an integer index array into range(n_rows) (a boolean
+    mask of length n_rows is accepted too)."""
+    if isinstance(rows, slice):
+        return rows
+    if isinstance(rows, (str, bytes)):
+        raise InvalidHyperparameterError(f"rows must be a slice or integer row indices, got {_short(rows)}")
+    try:
+        idx = np.asarray(rows)
+    except (TypeError, ValueError) as exc:
+        raise InvalidHyperparameterError(f"rows must be a slice or integer row indices, got {_short(rows)}") \
+            from exc
+    if idx.dtype == np.bool_ and idx.shape == (n_rows,):
+        return idx
+    if idx.ndim != 1 or not (np.issubdtype(idx.dtype, np.integer) or idx.size == 0):
+        raise InvalidHyperparameterError(
+            f"rows must be a slice, a 1-D integer index array or a boolean mask of length {n_rows}, "
+            f"got {_short(rows)}")
+    idx = idx.astype(np.int64, copy=False)
+    if idx.size and (idx.min() < -n_rows or idx.max() >= n_rows):
+        raise InvalidHyperparameterError(f"rows must index the state's {n_rows} rows, got {_short(rows)}")
+    return idx
+
+
 def take_rows(state: StateT, rows: np.ndarray | slice) -> StateT:
-    """The state restricted to ``rows`` (every field indexed on axis 0)."""
-    return type(state)(*(np.asarray(f)[rows] for f in state))
+    """The state restricted to ``rows`` (every field indexed on axis 0).
+
+    ``state`` is an optimizer state (NamedTuple of arrays with the same number
+    of rows); ``rows`` a slice, an integer index array or a boolean mask."""
+    fields = _state_fields("state", state)
+    idx = _row_index(rows, fields[0].shape[0] if fields else 0)
+    return type(state)(*(f[idx] for f in fields))
 
 
 def put_rows(full: StateT, rows: np.ndarray | slice, part: StateT) -> StateT:
-    """A copy of ``full`` with ``rows`` replaced by the rows of ``part``."""
-    fields = []
-    for f, p in zip(full, part):
-        g = np.array(f, copy=True)
-        g[rows] = p
-        fields.append(g)
-    return type(full)(*fields)
+    """A copy of ``full`` with ``rows`` replaced by the rows of ``part``
+    (a state of the same type whose fields have the selected rows' shapes)."""
+    fields = _state_fields("full", full)
+    parts = _state_fields("part", part)
+    if type(part) is not type(full):
+        raise InvalidHyperparameterError(
+            f"part must be a state of the same type as full ({type(full).__name__}), got {type(part).__name__}")
+    idx = _row_index(rows, fields[0].shape[0] if fields else 0)
+    out = []
+    for field_name, f, p in zip(full._fields, fields, parts):  # type: ignore[attr-defined]
+        g = f.copy()
+        target_shape = g[idx].shape
+        if p.shape != target_shape:
+            raise InvalidHyperparameterError(
+                f"part.{field_name} has shape {p.shape}, the selected rows of full have {target_shape}")
+        g[idx] = p
+        out.append(g)
+    return type(full)(*out)
 
 
 def mean_rows(state: StateT, weights: np.ndarray | None = None) -> StateT:
     """Every row replaced by the (weighted) mean over rows: synchronised state.
-    Integer fields (step counters) are kept as they are."""
+    Integer fields (step counters) are kept as they are.  ``weights``: None
+    (uniform) or (m,) finite, non-negative with a positive sum."""
     fields = []
-    for f in state:
-        f = np.asarray(f)
+    checked = _state_fields("state", state)
+    n_rows = checked[0].shape[0] if checked else 0
+    if n_rows == 0:
+        raise InvalidHyperparameterError("mean_rows: state has no rows to average")
+    w = None
+    if weights is not None:
+        w = real_array("mean_rows: weights", weights, InvalidHyperparameterError).astype(np.float64)
+        if w.shape != (n_rows,) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise InvalidHyperparameterError(
+                f"mean_rows: weights must be ({n_rows},) finite, non-negative with a positive sum, "
+                f"got {_short(weights)}")
+        w = w / w.sum()
+    for f in checked:
         if np.issubdtype(f.dtype, np.integer):
             fields.append(f.copy())
             continue
-        if weights is None:
-            w = np.full(f.shape[0], 1.0 / f.shape[0])
-        else:
-            w = np.asarray(weights, dtype=np.float64)
-            if w.shape != (f.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-                raise InvalidHyperparameterError(
-                    f"mean_rows: weights must be ({f.shape[0]},) non-negative with a positive sum, "
-                    f"got {weights!r}")
-            w = w / w.sum()
-        avg = np.tensordot(w, f, axes=(0, 0))
+        ww = np.full(n_rows, 1.0 / n_rows) if w is None else w
+        avg = np.tensordot(ww, f, axes=(0, 0))
         fields.append(np.broadcast_to(avg, f.shape).copy())
     return type(state)(*fields)

