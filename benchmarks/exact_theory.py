@@ -24,12 +24,13 @@ import numpy as np
 
 from fltheory.algorithms import FedAvg, Scaffold
 from fltheory.algorithms.base import Algorithm
+from fltheory.problems.base import Federation
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.affine import affine_round_map, fixed_point, spectral_rate
 from fltheory.theory.matrix_free import matrix_free_affine_map, rate_estimate
 
 
-def _solve(alg: Algorithm, fed, matrix_free: bool, block_size: int | None = None
+def _solve(alg: Algorithm, fed: Federation, matrix_free: bool, block_size: int | None = None
            ) -> tuple[float, float, np.ndarray, str]:
     t0 = time.perf_counter()
     if matrix_free:

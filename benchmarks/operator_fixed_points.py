@@ -29,28 +29,31 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from fltheory import optim
 from fltheory.algorithms import FedOpt
 from fltheory.errors import DivergenceError
+from fltheory.problems.base import Federation
 from fltheory.problems.generators import random_quadratic
+from fltheory.theory.fixed_points import FixedPoint
 from fltheory.theory.operator_newton import continuation_fixed_point, newton_krylov_fixed_point
-from fltheory.theory.operators import fedopt_operator, operator_fixed_point
+from fltheory.theory.operators import FedOptOperator, fedopt_operator, operator_fixed_point
 
 N = 100
 PATH = [1.0, 1e-2, 1e-4, 1e-6, 1e-8, 0.0]
 
 
-def _operator(fed, v0: float):
+def _operator(fed: Federation, v0: float) -> FedOptOperator:
     steps = np.where(np.arange(N) % 2 == 0, 2, 10)
     alg = FedOpt(client_optimizer=optim.adagrad(0.05, initial_accumulator=v0), server_optimizer=optim.sgd(1.0),
                  local_steps=steps)
     return fedopt_operator(alg, fed)
 
 
-def _report(label: str, d: int, seconds: float, T, fp) -> None:
+def _report(label: str, d: int, seconds: float, T: Callable[[np.ndarray], np.ndarray], fp: FixedPoint) -> None:
     x = fp.x
     res = float(np.abs(T(x) - x).max())
     err = "" if fp.spectral_rate_error is None else f" +- {fp.spectral_rate_error:.0e}"

@@ -59,10 +59,7 @@ from fltheory.algorithms.reference import reference_run
 from fltheory.problems.quadratic import QuadraticFederation
 from fltheory.problems.synthetic import synthetic_fedprox
 
-try:                                   # written by another engineer; included when present
-    from fltheory.algorithms.scaffold import Scaffold
-except ImportError:                    # pragma: no cover - depends on the checkout
-    Scaffold = None
+from fltheory.algorithms.scaffold import Scaffold
 
 QUADRATIC_SIZES = [(100, 50, 10), (1000, 100, 10), (10000, 20, 10)]
 QUICK_SIZES = [(50, 10, 5), (200, 20, 5)]
@@ -77,8 +74,7 @@ def quadratic_problem(N: int, d: int, seed: int = 0) -> QuadraticFederation:
 
 def algorithms(tau: int, lr: float) -> dict[str, Any]:
     algs: dict[str, Any] = {"FedAvg": FedAvg(lr=lr, local_steps=tau)}
-    if Scaffold is not None:
-        algs["SCAFFOLD"] = Scaffold(lr=lr, local_steps=tau, server_lr=1.0, option="II")
+    algs["SCAFFOLD"] = Scaffold(lr=lr, local_steps=tau, server_lr=1.0, option="II")
     algs["FedOpt-AdaGrad"] = FedOpt(client_optimizer=optim.adagrad(lr), server_optimizer=optim.sgd(1.0),
                                     local_steps=tau)
     return algs
@@ -133,7 +129,7 @@ def logistic_roofline(fed: Any, calls: int) -> Callable[[], np.ndarray]:
 def measure(fed: Any, algs: dict[str, Any], flops: float, roofline: Callable[[], np.ndarray],
             roof_flops: float, repeats: int, reference: bool) -> list[dict[str, Any]]:
     """Best (wall, CPU) times of rounds, roofline kernel and reference loop."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     roof = np.full(2, np.inf)
     for name, alg in algs.items():
         rng = np.random.default_rng(0)
@@ -186,7 +182,7 @@ def main() -> None:
              f"threads={args.threads})", rows)
     syn = synthetic_fedprox(1.0, 1.0, seed=0, reg=1e-3).train
     tau = 10
-    work = 4.0 * syn._A.shape[2] * syn.n_classes * float(syn.n_samples.sum())
+    work = 4.0 * syn._A.shape[2] * syn.n_classes * float(np.asarray(syn.n_samples).sum())
     padded = 4.0 * syn._A.shape[2] * syn.n_classes * syn._A.shape[0] * syn._A.shape[1]
     rows = measure(syn, algorithms(tau, 0.05), tau * work, logistic_roofline(syn, tau), padded,
                    args.repeats, not args.no_reference)

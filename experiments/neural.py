@@ -69,6 +69,7 @@ import re
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory import optim, plotting
@@ -366,7 +367,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def plot(results: dict[str, Any]):
+def plot(results: dict[str, Any]) -> Figure:
     """(a), (b): test accuracy against rounds for every algorithm, MLP and CNN,
     with the majority-class accuracy; (c) ||grad F||^2 against rounds for
     client AdaGrad without / with local / with joint correction at the largest

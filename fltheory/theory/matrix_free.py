@@ -232,6 +232,10 @@ def _relative(out: np.ndarray, pred: np.ndarray, *parts: np.ndarray) -> float:
     return float(np.abs(out - pred).max() / scale)
 
 
+#: Most vectors one block round may carry (each copy of the state is held in memory at once).
+MAX_BLOCK_SIZE = 256
+
+
 def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any = None,
                            rtol: float = 1e-9, state: Any = None,
                            participation: Participation | None = None,
@@ -315,8 +319,10 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
     counter_step = {p: np.asarray(after[p]) - np.asarray(before[p]) for p in before}
     if block_size is None:
         block_size = BLOCK_SIZE if problem.dim >= BLOCK_MIN_DIM else 1
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise InvalidHyperparameterError(f"block_size must be an integer >= 1, got {block_size!r}")
+    if (isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer))
+            or not 1 <= block_size <= MAX_BLOCK_SIZE):
+        raise InvalidHyperparameterError(
+            f"block_size must be an integer in [1, {MAX_BLOCK_SIZE}] (vectors per round), got {block_size!r}")
     block, note = block_product(algorithm, problem, rm, S0, h, frozen, int(block_size),
                                 np.column_stack([u, v]), np.column_stack([Mu, Mv]), rtol)
     if block is None and block_size == 1 and problem.dim < BLOCK_MIN_DIM:
