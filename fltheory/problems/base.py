@@ -56,6 +56,16 @@ def finite_output(what: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
+def client_offsets(n_clients: int, offsets: ArrayLike | None) -> np.ndarray:
+    """The constant added to each client's loss: zeros when None, else a finite (N,) array."""
+    if offsets is None:
+        return np.zeros(n_clients)
+    c = finite_array("offsets", offsets, ndim=1)
+    if c.shape != (n_clients,):
+        raise InvalidProblemError(f"offsets must have shape ({n_clients},), got {c.shape}")
+    return c
+
+
 def normalize_weights(n_clients: int, n_samples: ArrayLike | None = None, weights: ArrayLike | None = None
                       ) -> tuple[np.ndarray, np.ndarray | None]:
     """Return (p, n) with p_i > 0 summing to 1.

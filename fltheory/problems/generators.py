@@ -16,6 +16,8 @@ Every function takes ``seed``: an int or a ``numpy.random.Generator``.
 from __future__ import annotations
 
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -56,6 +58,25 @@ def _psd_power(S: np.ndarray, power: float) -> np.ndarray:
 #: cannot place the smallest eigenvalue to within 1% (measured: 1e-3 relative at
 #: 1e13..1e14, 10% at 1e15).
 MAX_CONDITION = 1e14
+
+
+def spectrum_arguments(L: Any, mu: Any, heterogeneity: Any, constants: Any) -> tuple[float, float, float, str]:
+    """Checked (L, mu, heterogeneity, constants) of the random quadratic generators.
+
+    0 < mu <= L with L/mu at most :data:`MAX_CONDITION`, heterogeneity >= 0, constants
+    "global" or "clients"; typed errors naming the value otherwise.
+    """
+    L = positive("L", L)
+    mu = positive("mu", mu)
+    h = positive("heterogeneity", heterogeneity, allow_zero=True)
+    constants = choice("constants", constants, ("global", "clients"))
+    if mu > L:
+        raise InvalidHyperparameterError(f"need L >= mu, got L = {L!r} < mu = {mu!r}")
+    if L / mu > MAX_CONDITION:
+        raise OutOfRangeError(
+            f"condition number L/mu = {L / mu:.3g} (L = {L!r}, mu = {mu!r}) exceeds {MAX_CONDITION:.0e}: "
+            f"float64 rounding of about 1e-16 L would move mu by more than 1% of itself")
+    return L, mu, h, constants
 
 #: Largest total number of design-matrix entries sum(rows) * dim random_least_squares
 #: draws (8e8 bytes in float64); larger requests are refused before allocating.
@@ -140,16 +161,7 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     """
     N = count("n_clients", n_clients)
     d = count("dim", dim)
-    L = positive("L", L)
-    mu = positive("mu", mu)
-    h = positive("heterogeneity", heterogeneity, allow_zero=True)
-    constants = choice("constants", constants, ("global", "clients"))
-    if mu > L:
-        raise InvalidHyperparameterError(f"need L >= mu, got L = {L!r} < mu = {mu!r}")
-    if L / mu > MAX_CONDITION:
-        raise OutOfRangeError(
-            f"condition number L/mu = {L / mu:.3g} (L = {L!r}, mu = {mu!r}) exceeds {MAX_CONDITION:.0e}: "
-            f"float64 rounding of about 1e-16 L would move mu by more than 1% of itself")
+    L, mu, h, constants = spectrum_arguments(L, mu, heterogeneity, constants)
     if d == 1 and L != mu:
         raise InvalidHyperparameterError(
             f"in dimension 1 the extreme eigenvalues coincide: need L == mu, got L = {L!r}, mu = {mu!r}")

@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
-from .base import Federation, RowGradient, finite_output, normalize_weights
+from .base import client_offsets, Federation, RowGradient, finite_output, normalize_weights
 from .constants import CurvatureBounds
 from ..aliases import ClientSelection
 
@@ -194,12 +194,7 @@ class QuadraticFederation(Federation):
         self.e = e
         self.n_clients, self.dim = N, d
         self.weights, self.n_samples = normalize_weights(N, n_samples, weights)
-        if offsets is None:
-            self.offsets = np.zeros(N)
-        else:
-            self.offsets = finite_array("offsets", offsets, ndim=1)
-            if self.offsets.shape != (N,):
-                raise InvalidProblemError(f"offsets must have shape ({N},), got {self.offsets.shape}")
+        self.offsets = client_offsets(N, offsets)
         self._A: np.ndarray | None = None     # padded rows (N, n_max, d)
         self._b: np.ndarray | None = None     # padded targets (N, n_max)
         self._rows: np.ndarray | None = None  # n_i rows per client

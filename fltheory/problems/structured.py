@@ -50,7 +50,7 @@ from ._structured_linalg import (
     matvec,
     woodbury_solve,
 )
-from .base import Federation, finite_output, normalize_weights
+from .base import client_offsets, Federation, finite_output, normalize_weights
 from .constants import CurvatureBounds, ProblemConstants
 from .quadratic import QuadraticFederation
 from .structured_constants import diagonal_constants
@@ -135,12 +135,7 @@ class StructuredQuadraticFederation(Federation):
         self._V = V
         self.n_clients, self.dim = N, d
         self.weights, self.n_samples = normalize_weights(N, n_samples, weights)
-        if offsets is None:
-            self.offsets = np.zeros(N)
-        else:
-            self.offsets = finite_array("offsets", offsets, ndim=1)
-            if self.offsets.shape != (N,):
-                raise InvalidProblemError(f"offsets must have shape ({N},), got {self.offsets.shape}")
+        self.offsets = client_offsets(N, offsets)
         self._explicit_weights = weights is not None
 
     # ------------------------------------------------------------ structure

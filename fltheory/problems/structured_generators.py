@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import choice, finite_array, positive
+from .._validate import finite_array
 from ..aliases import Seed
-from ..errors import InvalidHyperparameterError, OutOfRangeError
+from ..errors import InvalidHyperparameterError
 from ._seeding import as_generator, count
 from ._structured_linalg import matvec, woodbury_solve
 from .base import normalize_weights
-from .generators import MAX_CONDITION
+from .generators import spectrum_arguments
 from .structured import StructuredQuadraticFederation
 
 __all__ = ["random_structured_quadratic"]
@@ -89,15 +89,7 @@ def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float
     N = count("n_clients", n_clients)
     d = count("dim", dim)
     r = count("rank", rank, minimum=0)
-    L = positive("L", L)
-    mu = positive("mu", mu)
-    h = positive("heterogeneity", heterogeneity, allow_zero=True)
-    constants = choice("constants", constants, ("global", "clients"))
-    if mu > L:
-        raise InvalidHyperparameterError(f"need L >= mu, got L = {L!r} < mu = {mu!r}")
-    if L / mu > MAX_CONDITION:
-        raise OutOfRangeError(
-            f"condition number L/mu = {L / mu:.3g} (L = {L!r}, mu = {mu!r}) exceeds {MAX_CONDITION:.0e}")
+    L, mu, h, constants = spectrum_arguments(L, mu, heterogeneity, constants)
     if r > 0 and (d < 2 or L == mu):
         raise InvalidHyperparameterError(
             f"rank = {r} > 0 needs dim >= 2 and L > mu (the low-rank part lifts lambda_max above the "
