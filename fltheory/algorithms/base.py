@@ -32,6 +32,7 @@ from ..errors import InvalidHyperparameterError
 from ..compression import Communication
 from ..participation import FullParticipation, Participants, Participation
 from ..problems.base import Federation
+from ._method_checks import checked_methods
 from .invariants import LinearInvariant
 
 __all__ = ["Algorithm", "DeferredCommunication", "RoundInfo", "aggregation_weights", "resolve_per_client",
@@ -150,6 +151,12 @@ class Algorithm(ABC):
 
     name: ClassVar[str] = "algorithm"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass's own init / round / nominal_steps / participants /
+        linear_invariants check their arguments (``_method_checks``)."""
+        super().__init_subclass__(**kwargs)
+        checked_methods(cls)
+
     @abstractmethod
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> Any:
         """The initial state at server model ``x0``."""
@@ -205,3 +212,6 @@ class Algorithm(ABC):
         """Draw the round's participants (full participation when ``None``)."""
         part = participation if participation is not None else FullParticipation()
         return part.draw(rng, t, self.nominal_steps(problem))
+
+
+checked_methods(Algorithm)

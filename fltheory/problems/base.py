@@ -37,6 +37,7 @@ from ..errors import (
     NonFinitePointError,
     OutOfRangeError,
 )
+from ._hook_checks import checked_hooks
 from .constants import CurvatureBounds, ProblemConstants, problem_constants
 from .newton import shifted_newton
 from ..aliases import ClientSelection
@@ -140,6 +141,11 @@ class Federation(ABC):
     dim: int
     weights: np.ndarray
     n_samples: np.ndarray | None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass's own hooks check their arguments (``_hook_checks``)."""
+        super().__init_subclass__(**kwargs)
+        checked_hooks(cls)
 
     # --- configured stochastic oracle ------------------------------------
     _noise_sigma2: np.ndarray | None = None   # per-client sigma_i^2, or None
@@ -452,3 +458,6 @@ class Federation(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n_clients={self.n_clients}, dim={self.dim})"
+
+
+checked_hooks(Federation)
