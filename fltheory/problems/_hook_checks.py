@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._validate import _short, integer, positive, real_array
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from ..errors import InvalidHyperparameterError, InvalidProblemError, NonFinitePointError
 
 if TYPE_CHECKING:
     from .base import Federation
@@ -32,14 +32,15 @@ __all__ = ["HOOK_CHECKS", "checked_hooks", "check_rows", "check_client_index"]
 
 
 def check_rows(fed: Federation, name: str, value: Any, m: int) -> np.ndarray:
-    """``value`` as a finite float64 (m, d) array (one row per listed client)."""
+    """``value`` as a finite float64 (m, d) array (one row per listed client); NaN/inf
+    raise NonFinitePointError (an InvalidProblemError), as the oracles do."""
     arr = real_array(name, value, InvalidProblemError)
     if arr.shape != (m, fed.dim):
         raise InvalidProblemError(
             f"{name} must have shape ({m}, {fed.dim}) (one row per listed client), got shape {arr.shape}")
     arr = np.asarray(arr, dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise InvalidProblemError(f"{name} must be finite, got a non-finite entry in {_short(arr)}")
+    if not np.all(np.isfinite(arr)):      # NonFinitePointError: runners read it as divergence
+        raise NonFinitePointError(f"{name} must be finite, got a non-finite entry in {_short(arr)}")
     return arr
 
 
