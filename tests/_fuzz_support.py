@@ -14,6 +14,7 @@ the session by ``tests/conftest.py``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import dataclasses
 import enum
 import importlib
@@ -455,7 +456,7 @@ def sweep_method(target: str, factory: Callable[[], Any], method: str) -> list[C
     for parameter in names:
         for kind, value in BAD_VALUES:
             bound, kwargs, _ = method_base(factory, method)
-            call = fuzz_call(target, bound, parameter, kind, value, base=lambda kwargs=kwargs: kwargs)
+            call = fuzz_call(target, bound, parameter, kind, value, base=functools.partial(dict, kwargs))
             METHOD_TALLY[call.outcome.value] += 1
             calls.append(call)
     return calls
