@@ -15,7 +15,6 @@ algorithm gets the same checks.
 from __future__ import annotations
 
 import functools
-import inspect
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -135,15 +134,9 @@ METHOD_CHECKS: dict[str, Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]] 
 
 def _wrap(method: Callable[..., Any], check: Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]
           ) -> Callable[..., Any]:
-    signature = inspect.signature(check)
-
     @functools.wraps(method)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            signature.bind(self, *args, **kwargs)
-        except TypeError as exc:            # missing / unknown argument names
-            raise InvalidHyperparameterError(f"{method.__name__}: {exc}") from None
-        args, kwargs = check(self, *args, **kwargs)
+        args, kwargs = check(self, *args, **kwargs)     # a missing argument: Python's own TypeError
         return method(self, *args, **kwargs)
     checked.__method_checked__ = True  # type: ignore[attr-defined]
     return checked

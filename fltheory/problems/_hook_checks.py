@@ -16,7 +16,6 @@ user's federation gets the same checks for free.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -108,15 +107,9 @@ HOOK_CHECKS: dict[str, Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]] = 
 
 def _wrap(method: Callable[..., Any], check: Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]
           ) -> Callable[..., Any]:
-    signature = inspect.signature(check)
-
     @functools.wraps(method)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            signature.bind(self, *args, **kwargs)
-        except TypeError as exc:            # missing / unknown argument names
-            raise InvalidHyperparameterError(f"{method.__name__}: {exc}") from None
-        args, kwargs = check(self, *args, **kwargs)
+        args, kwargs = check(self, *args, **kwargs)     # a missing argument: Python's own TypeError
         return method(self, *args, **kwargs)
     checked.__hook_checked__ = True  # type: ignore[attr-defined]
     return checked
