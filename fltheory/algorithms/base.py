@@ -11,6 +11,12 @@ in ``__post_init__``) with two methods:
 ``RoundInfo`` holds diagnostics (who took part, completed steps,
 communication) and never feeds back into the state.
 
+``init``, ``round``, ``nominal_steps``, ``participants`` and
+``linear_invariants`` of every subclass check their arguments first (a
+Federation, a state of this algorithm for this problem's dimension, a
+Participation or None, a Generator or None): typed errors, O(1) per round
+(``algorithms._method_checks``).
+
 Random numbers are drawn in a fixed order every round: first
 ``participation.draw``, then the local oracle calls step by step (all active
 rows of step k in client order, then step k+1), then anything the algorithm

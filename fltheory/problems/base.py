@@ -135,6 +135,13 @@ class Federation(ABC):
                               steps)
     ``cvxpy_client_loss``     f_i as a cvxpy expression (cross-check solver only)
     ========================  ==================================================
+
+    The hooks that take arguments (``shifted_solve``, ``smoothness_bounds``,
+    ``client_gaps``, ``loss_and_grad_norm2``, ``client_block``,
+    ``cvxpy_client_loss``) check them before an override runs, in this class
+    and in every subclass (a typed error naming the argument, the value and the
+    expectation); they run at most a few times per round.  The kernel returned
+    by ``row_gradient`` is the one deliberate exception (called every local step).
     """
 
     n_clients: int
