@@ -589,8 +589,6 @@ class LogisticFederation(Federation):
                 f"{(other.n_features, other.n_classes, other.reg)}")
         if weight is not None:
             w = in_unit_interval("weight", weight, right_closed=False, error=InvalidProblemError)
-            if not 0 < w < 1:
-                raise InvalidProblemError(f"weight must lie in (0, 1), got {weight!r}")
             weights = np.concatenate([self.weights * (1 - w), other.weights * w])
         elif self._explicit_weights or other._explicit_weights:
             raise InvalidProblemError(

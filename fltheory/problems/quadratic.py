@@ -580,8 +580,6 @@ class QuadraticFederation(Federation):
         c = np.concatenate([self.offsets, other.offsets])
         if weight is not None:
             w = in_unit_interval("weight", weight, right_closed=False, error=InvalidProblemError)
-            if not 0 < w < 1:
-                raise InvalidProblemError(f"weight must lie in (0, 1), got {weight!r}")
             weights = np.concatenate([self.weights * (1 - w), other.weights * w])
             n = None
         elif self._explicit_weights or other._explicit_weights or \
