@@ -14,6 +14,7 @@ the session by ``tests/conftest.py``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import dataclasses
 import enum
 import importlib
@@ -274,4 +275,188 @@ def sweep(target: str, fn: Callable[..., Any], kinds: list[tuple[str, Any]] | No
     for parameter in names:
         for kind, value in (BAD_VALUES if kinds is None else kinds):
             calls.append(fuzz_call(target, fn, parameter, kind, value, base))
+    return calls
+
+
+# ------------------------------------------------------------- public methods
+# Public methods (no leading underscore) of the public classes of
+# fltheory.problems and fltheory.algorithms, called on a small valid instance
+# with one parameter at a time replaced by each of the BAD_VALUES.  A fresh
+# instance is built for every call, so that no call sees what another left.
+
+#: Packages whose public classes have their public methods fuzzed.
+METHOD_PACKAGES = ("fltheory.problems", "fltheory.algorithms")
+
+#: Methods left out on purpose, with the reason.
+EXCLUDED_METHODS = {
+    # The deliberately unchecked hot-path kernel: its caller validates the
+    # clients once per round and then calls it every local step with
+    # float64 (m, d) arrays it made itself; checks here would cost every step.
+    "row_gradient": "hot-path kernel, validated once per round by its caller",
+}
+
+
+def _least_squares() -> Any:
+    from fltheory.problems import random_least_squares
+    return random_least_squares(3, 2, rows=4, seed=0)
+
+
+def _structured() -> Any:
+    from fltheory.problems import random_structured_quadratic
+    return random_structured_quadratic(3, 2, rank=1, L=1.0, mu=0.5, heterogeneity=0.5, seed=0)
+
+
+def _history() -> Any:
+    from fltheory.algorithms import run
+    return run(_algorithm(), _quadratic(), 2, seed=0)
+
+
+def _algorithms() -> dict[str, Callable[[], Any]]:
+    from fltheory import optim
+    from fltheory.algorithms import (EFL, FedAvg, FedCurv, FedDyn, FedElasticNet, FedOpt, FedProx, Scaffold,
+                                     TemporalEnsemble)
+    return {
+        "FedAvg": lambda: FedAvg(lr=0.1, local_steps=2),
+        "FedProx": lambda: FedProx(lr=0.1, local_steps=2, mu=0.5),
+        "FedCurv": lambda: FedCurv(lr=0.1, local_steps=2, alpha=0.1),
+        "FedOpt": lambda: FedOpt(client_optimizer=optim.sgd(0.1), server_optimizer=optim.sgd(1.0), local_steps=2),
+        "Scaffold": lambda: Scaffold(lr=0.1, local_steps=2),
+        "FedDyn": lambda: FedDyn(alpha=1.0),
+        "FedElasticNet": lambda: FedElasticNet(lambda1=0.01, lambda2=0.01, solver="gd", lr=0.1, local_steps=2),
+        "EFL": lambda: EFL(lr=0.1, local_steps=2, compression=None),
+        "TemporalEnsemble": lambda: TemporalEnsemble(beta=0.5),
+    }
+
+
+def instance_factories() -> dict[str, Callable[[], Any]]:
+    """A small valid instance of every public class with public methods, by class name."""
+    return {"QuadraticFederation": _least_squares, "LogisticFederation": _logistic,
+            "StructuredQuadraticFederation": _structured, "History": _history,
+            "ProblemConstants": lambda: _quadratic().constants(), **_algorithms()}
+
+
+def _method_plausible(owner: Any) -> dict[str, Callable[[], Any]]:
+    """Working values of method parameters (by name), on top of ``_PLAUSIBLE``;
+    ``owner`` is the instance (its state / shapes are what a method expects)."""
+    from fltheory.algorithms import Algorithm, TemporalEnsemble
+    rows = lambda: np.zeros((3, 2))
+    values: dict[str, Callable[[], Any]] = {
+        "clients": lambda: np.arange(3), "idx": lambda: np.arange(3), "D": lambda: np.ones((3, 2)),
+        "b": rows, "Y0": rows, "Y": rows, "W": rows, "X": rows, "V": lambda: np.ones((3, 2)),
+        "start": lambda: 0, "stop": lambda: 2, "client": lambda: 0, "a": lambda: 0,
+        "t": lambda: 0, "tau": lambda: 2, "threads": lambda: 1, "batch_size": lambda: 2,
+        "other": _quadratic, "shape": lambda: (3, 2), "G": rows, "fallback": lambda: np.zeros(2),
+    }
+    if isinstance(owner, TemporalEnsemble):
+        values["state"] = lambda: owner.init((3, 2))
+        values["fallback"] = rows
+    elif isinstance(owner, Algorithm):
+        values["state"] = lambda: owner.init(_quadratic(), np.zeros(2), np.random.default_rng(0))
+    if hasattr(owner, "client_loss"):
+        values["other"] = lambda: owner.without_client(0)
+    if type(owner).__name__ == "LogisticFederation":
+        values["other"] = _logistic
+    try:
+        import cvxpy as cp
+        values["y"] = lambda: cp.Variable(2)
+    except ImportError:          # pragma: no cover - cvxpy is a test dependency
+        pass
+    return values
+
+
+#: Per-method working arguments where the by-name values do not fit.
+_METHOD_BASES: dict[str, Callable[[], dict[str, Any]]] = {
+    "from_least_squares": lambda: {"A": [np.eye(2)] * 3, "b": [np.ones(2)] * 3},
+    "with_client": lambda: {"weight": 0.25},      # works whether or not the federations have sample counts
+}
+
+
+#: Per-method set-up of the instance (a method that needs a configured oracle).
+_OWNER_SETUP: dict[str, Callable[[Any], Any]] = {
+    "minibatch_variance": lambda owner: owner.with_minibatch(2),
+}
+
+
+def public_methods() -> list[tuple[str, Callable[[], Any], str]]:
+    """(qualified name, instance factory, method name) for every public method of
+    the public classes of :data:`METHOD_PACKAGES` (abstract bases are reached
+    through their concrete subclasses; :data:`EXCLUDED_METHODS` left out).  A
+    public class with public methods but no entry in :func:`instance_factories`
+    makes :func:`test_every_public_method_is_enumerated` fail."""
+    factories = instance_factories()
+    out = []
+    for package in METHOD_PACKAGES:
+        module = importlib.import_module(package)
+        for cls_name in getattr(module, "__all__", ()):
+            cls = getattr(module, cls_name)
+            if not isinstance(cls, type) or inspect.isabstract(cls) or cls_name not in factories:
+                continue
+            for name in sorted(dir(cls)):
+                attr = inspect.getattr_static(cls, name)
+                if name.startswith("_") or name in EXCLUDED_METHODS:
+                    continue
+                if inspect.isfunction(attr) or isinstance(attr, (classmethod, staticmethod)):
+                    out.append((f"{package}.{cls_name}.{name}", factories[cls_name], name))
+    return out
+
+
+def unfuzzed_public_classes() -> list[str]:
+    """Public concrete classes of METHOD_PACKAGES that have public methods but no instance factory."""
+    factories = instance_factories()
+    missing = []
+    for package in METHOD_PACKAGES:
+        module = importlib.import_module(package)
+        for cls_name in getattr(module, "__all__", ()):
+            cls = getattr(module, cls_name)
+            if not isinstance(cls, type) or inspect.isabstract(cls) or cls_name in factories:
+                continue
+            if _is_data_container(cls) and not _own_public_methods(cls):
+                continue
+            if _own_public_methods(cls):
+                missing.append(f"{package}.{cls_name}")
+    return missing
+
+
+def _own_public_methods(cls: type) -> list[str]:
+    return [n for n in dir(cls) if not n.startswith("_") and n not in EXCLUDED_METHODS
+            and (inspect.isfunction(inspect.getattr_static(cls, n))
+                 or isinstance(inspect.getattr_static(cls, n), (classmethod, staticmethod)))]
+
+
+#: Count of fuzzed calls to public methods (a part of TALLY), for the printed summary.
+METHOD_TALLY: Counter[str] = Counter()
+METHODS_SWEPT: set[str] = set()
+
+
+def method_base(factory: Callable[[], Any], method: str) -> tuple[Callable[..., Any], dict[str, Any], list[str]]:
+    """A fresh bound ``method`` of a fresh instance, its working arguments and its fuzzable parameters."""
+    owner = factory()
+    if method in _OWNER_SETUP:
+        owner = _OWNER_SETUP[method](owner)
+    bound = getattr(owner, method)
+    plausible = _method_plausible(owner)
+    kwargs: dict[str, Any] = {}
+    names: list[str] = []
+    for name, par in inspect.signature(bound).parameters.items():
+        if par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD):
+            continue
+        names.append(name)
+        if par.default is par.empty:
+            kwargs[name] = plausible.get(name, _PLAUSIBLE.get(name, lambda: 1.0))()
+    if method in _METHOD_BASES:
+        kwargs.update(_METHOD_BASES[method]())
+    return bound, kwargs, names
+
+
+def sweep_method(target: str, factory: Callable[[], Any], method: str) -> list[Call]:
+    """Every parameter of ``factory().method`` times every bad value, each call on a fresh instance."""
+    _, _, names = method_base(factory, method)
+    METHODS_SWEPT.add(target)
+    calls = []
+    for parameter in names:
+        for kind, value in BAD_VALUES:
+            bound, kwargs, _ = method_base(factory, method)
+            call = fuzz_call(target, bound, parameter, kind, value, base=functools.partial(dict, kwargs))
+            METHOD_TALLY[call.outcome.value] += 1
+            calls.append(call)
     return calls

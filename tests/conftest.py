@@ -37,3 +37,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: igno
     terminalreporter.write_line(f"distinct inputs tried: {len(support.INPUTS)}")
     for outcome, count in sorted(support.TALLY.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"  {outcome}: {count}")
+    if support.METHOD_TALLY:
+        terminalreporter.write_line(f"of which public methods of public classes: {len(support.METHODS_SWEPT)} "
+                                    f"methods, {sum(support.METHOD_TALLY.values())} calls")
+        for outcome, count in sorted(support.METHOD_TALLY.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"  {outcome}: {count}")

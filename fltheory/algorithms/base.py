@@ -11,6 +11,12 @@ in ``__post_init__``) with two methods:
 ``RoundInfo`` holds diagnostics (who took part, completed steps,
 communication) and never feeds back into the state.
 
+``init``, ``round``, ``nominal_steps``, ``participants`` and
+``linear_invariants`` of every subclass check their arguments first (a
+Federation, a state of this algorithm for this problem's dimension, a
+Participation or None, a Generator or None): typed errors, O(1) per round
+(``algorithms._method_checks``).
+
 Random numbers are drawn in a fixed order every round: first
 ``participation.draw``, then the local oracle calls step by step (all active
 rows of step k in client order, then step k+1), then anything the algorithm
@@ -32,6 +38,7 @@ from ..errors import InvalidHyperparameterError
 from ..compression import Communication
 from ..participation import FullParticipation, Participants, Participation
 from ..problems.base import Federation
+from ._method_checks import checked_methods
 from .invariants import LinearInvariant
 
 __all__ = ["Algorithm", "DeferredCommunication", "RoundInfo", "aggregation_weights", "resolve_per_client",
@@ -150,6 +157,12 @@ class Algorithm(ABC):
 
     name: ClassVar[str] = "algorithm"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass's own init / round / nominal_steps / participants /
+        linear_invariants check their arguments (``_method_checks``)."""
+        super().__init_subclass__(**kwargs)
+        checked_methods(cls)
+
     @abstractmethod
     def init(self, problem: Federation, x0: np.ndarray, rng: np.random.Generator) -> Any:
         """The initial state at server model ``x0``."""
@@ -215,3 +228,6 @@ class Algorithm(ABC):
         """Draw the round's participants (full participation when ``None``)."""
         part = participation if participation is not None else FullParticipation()
         return part.draw(rng, t, self.nominal_steps(problem))
+
+
+checked_methods(Algorithm)

@@ -77,7 +77,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validate import choice, in_unit_interval, per_client, positive
+from .._validate import choice, in_unit_interval, integer, per_client, positive
 from ..compression import Communication, st
 from ..errors import AssumptionError, InvalidHyperparameterError
 from ..participation import Participation
@@ -209,7 +209,8 @@ class EFL(Algorithm):
         return out
 
     def rate_factor(self, tau: int) -> float:
-        """lr_schedule(tau), validated (1 without a schedule)."""
+        """lr_schedule(tau), validated (1 without a schedule); ``tau`` is a round index >= 0."""
+        integer("tau", tau, minimum=0, maximum=None)
         if self.lr_schedule is None:
             return 1.0
         return positive(f"lr_schedule({tau})", self.lr_schedule(tau))

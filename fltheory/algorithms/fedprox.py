@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._validate import choice, per_client, positive
-from ..errors import InvalidHyperparameterError
+from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
 from ..problems.base import Federation
 from .base import (
@@ -170,6 +170,9 @@ class FedProx(Algorithm):
 
     def centre(self, state: FedProxState) -> np.ndarray:
         """The penalty centre: x_t, or the TE target once a global model has been ensembled."""
+        if not isinstance(state, FedProxState):
+            raise InvalidProblemError(
+                f"state must be a FedProxState (from FedProx.init), got {state!r:.80} ({type(state).__name__})")
         if self.target is None:
             return state.x
         return self.target.centre(require_ensemble(state.target), state.x)

@@ -27,11 +27,11 @@ receives in round t + 1: the base algorithm, bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validate import choice
+from .._validate import choice, real_array
 from ..errors import InvalidHyperparameterError
 
 __all__ = ["TemporalEnsemble", "EnsembleState", "require_ensemble"]
@@ -55,6 +55,32 @@ def require_ensemble(state: EnsembleState | None) -> EnsembleState:
             "state has no temporal-ensembling state (target=None) but the algorithm has a target; "
             "start from the algorithm's own init(...)")
     return state
+
+
+def _check_state(state: Any) -> None:
+    if not isinstance(state, EnsembleState):
+        raise InvalidHyperparameterError(
+            f"state must be an EnsembleState (from TemporalEnsemble.init), got {state!r:.80} ({type(state).__name__})")
+
+
+def _check_models(name: str, value: Any, shape: tuple[int, ...] | None) -> np.ndarray:
+    """A finite real (d,) or (N, d) array of models (shape checked when given).  Called
+    once per round (one pass over the models, nothing per local step)."""
+    arr = real_array(name, value, InvalidHyperparameterError)
+    if arr.ndim not in (1, 2) or (shape is not None and arr.shape != shape):
+        expected = "(d,) or (N, d)" if shape is None else str(shape)
+        raise InvalidHyperparameterError(f"{name} must have shape {expected}, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidHyperparameterError(f"{name} must be finite, got {value!r:.80}")
+    return arr
+
+
+def per_row_indices(rows: Any, n: int) -> np.ndarray:
+    """``rows`` as a 1-D integer index array into n rows."""
+    idx = real_array("rows", rows, InvalidHyperparameterError)
+    if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or (idx.size and (idx.min() < 0 or idx.max() >= n)):
+        raise InvalidHyperparameterError(f"rows must be a 1-D array of integer indices in [0, {n}), got {rows!r:.80}")
+    return idx
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,14 +116,26 @@ class TemporalEnsemble:
 
     def init(self, shape: tuple[int, ...]) -> EnsembleState:
         """T_hat = 0 and no model ensembled; ``shape`` is (d,) or (N, d)."""
+        if not isinstance(shape, tuple) or not 1 <= len(shape) <= 2 or any(
+                isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1 for n in shape):
+            raise InvalidHyperparameterError(
+                f"shape must be a tuple (d,) or (N, d) of positive integers, got {shape!r:.80}")
         return EnsembleState(hat=np.zeros(shape), count=np.zeros(shape[:-1], dtype=np.int64))
 
     def update(self, state: EnsembleState, G: np.ndarray,
                rows: np.ndarray | None = None) -> EnsembleState:
         """T_hat <- (1 - beta) G + beta T_hat and count += 1 (on ``rows`` only when given)."""
+        _check_state(state)
         b = float(self.beta)
+        G = _check_models("G", G, state.hat.shape if rows is None else None)
         if rows is None:
             return EnsembleState(hat=(1.0 - b) * G + b * state.hat, count=state.count + 1)
+        if state.hat.ndim != 2:
+            raise InvalidHyperparameterError("rows can only be given for a per-client ensemble of shape (N, d)")
+        rows = per_row_indices(rows, state.hat.shape[0])
+        if G.shape != (rows.shape[0], state.hat.shape[1]):
+            raise InvalidHyperparameterError(
+                f"G must have shape ({rows.shape[0]}, {state.hat.shape[1]}) (one row per listed row), got {G.shape}")
         hat = state.hat.copy()
         count = state.count.copy()
         hat[rows] = (1.0 - b) * G + b * state.hat[rows]
@@ -107,6 +145,8 @@ class TemporalEnsemble:
     def centre(self, state: EnsembleState, fallback: np.ndarray) -> np.ndarray:
         """T = T_hat / (1 - beta^count), and ``fallback`` (the base centre) where
         nothing has been ensembled yet (count 0: round 1, or a client's first round)."""
+        _check_state(state)
+        fallback = _check_models("fallback", fallback, state.hat.shape)
         b = float(self.beta)
         count = np.asarray(state.count)
         if count.ndim == 0:

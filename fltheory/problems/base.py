@@ -37,6 +37,7 @@ from ..errors import (
     NonFinitePointError,
     OutOfRangeError,
 )
+from ._hook_checks import checked_hooks
 from .constants import CurvatureBounds, ProblemConstants, problem_constants
 from .newton import shifted_newton
 from ..aliases import ClientSelection
@@ -146,12 +147,24 @@ class Federation(ABC):
                               steps)
     ``cvxpy_client_loss``     f_i as a cvxpy expression (cross-check solver only)
     ========================  ==================================================
+
+    The hooks that take arguments (``shifted_solve``, ``smoothness_bounds``,
+    ``client_gaps``, ``loss_and_grad_norm2``, ``client_block``,
+    ``cvxpy_client_loss``) check them before an override runs, in this class
+    and in every subclass (a typed error naming the argument, the value and the
+    expectation); they run at most a few times per round.  The kernel returned
+    by ``row_gradient`` is the one deliberate exception (called every local step).
     """
 
     n_clients: int
     dim: int
     weights: np.ndarray
     n_samples: np.ndarray | None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass's own hooks check their arguments (``_hook_checks``)."""
+        super().__init_subclass__(**kwargs)
+        checked_hooks(cls)
 
     # --- configured stochastic oracle ------------------------------------
     _noise_sigma2: np.ndarray | None = None   # per-client sigma_i^2, or None
@@ -472,3 +485,6 @@ class Federation(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n_clients={self.n_clients}, dim={self.dim})"
+
+
+checked_hooks(Federation)

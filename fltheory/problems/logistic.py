@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import finite_array, positive
+from .._validate import finite_array, in_unit_interval, positive
 from ..errors import InvalidProblemError
 from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, make_plan
@@ -588,9 +588,7 @@ class LogisticFederation(Federation):
                 f"{(self.n_features, self.n_classes, self.reg)}, got "
                 f"{(other.n_features, other.n_classes, other.reg)}")
         if weight is not None:
-            w = float(weight)
-            if not 0 < w < 1:
-                raise InvalidProblemError(f"weight must lie in (0, 1), got {weight!r}")
+            w = in_unit_interval("weight", weight, right_closed=False, error=InvalidProblemError)
             weights = np.concatenate([self.weights * (1 - w), other.weights * w])
         elif self._explicit_weights or other._explicit_weights:
             raise InvalidProblemError(

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import finite_array, positive
+from .._validate import finite_array, in_unit_interval, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from .base import client_offsets, Federation, RowGradient, finite_output, normalize_weights
 from .constants import CurvatureBounds
@@ -213,6 +213,14 @@ class QuadraticFederation(Federation):
         ridge > 0).
         """
         ridge = positive("ridge", ridge, allow_zero=True, error=InvalidProblemError)
+        for name, seq in (("A", A), ("b", b)):
+            try:
+                len(seq)
+            except TypeError:
+                raise InvalidProblemError(
+                    f"{name} must be a sequence of per-client arrays, got {seq!r:.80} ({type(seq).__name__})") from None
+            if isinstance(seq, (str, bytes)):
+                raise InvalidProblemError(f"{name} must be a sequence of per-client arrays, got the string {seq!r:.80}")
         if len(A) != len(b) or len(A) == 0:
             raise InvalidProblemError(
                 f"A and b must be non-empty sequences of equal length, got {len(A)} and {len(b)}")
@@ -332,8 +340,15 @@ class QuadraticFederation(Federation):
         diag = np.einsum("mii->mi", self.H[idx])
         return diag - self._ridge
 
-    def per_sample_residuals(self, X: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        """r_ij = a_ij^T x_i - b_ij, zero on padding rows -> (m, n_max)."""
+    def per_sample_residuals(self, X: ArrayLike, idx: ClientSelection) -> np.ndarray:
+        """r_ij = a_ij^T x_i - b_ij for the rows x_i of X (m, d) and the listed clients
+        ``idx``, zero on padding rows -> (m, n_max)."""
+        self._require_data("per-sample residuals")
+        clients = self._clients(idx)
+        return self._per_sample_residuals(self._points(X, clients.shape[0]), clients)
+
+    def _per_sample_residuals(self, X: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """:meth:`per_sample_residuals` without argument checks (callers checked them)."""
         A_all, b_all, rows_all = self._require_data("per-sample residuals")
         A = A_all[idx]
         r = np.einsum("mrd,md->mr", A, X) - b_all[idx]
@@ -346,7 +361,7 @@ class QuadraticFederation(Federation):
         A_all, _, rows_all = self._require_data("the empirical Fisher")
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
-        r = self.per_sample_residuals(X, idx)
+        r = self._per_sample_residuals(X, idx)
         return np.einsum("mr,mrd->md", r * r, A_all[idx] ** 2) / rows_all[idx][:, None]
 
     def _require_data(self, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -376,7 +391,7 @@ class QuadraticFederation(Federation):
             raise InvalidProblemError("no minibatch oracle configured; call with_minibatch(b) first")
         idx = self._clients(clients)
         X = self._points(X, idx.shape[0])
-        r = self.per_sample_residuals(X, idx)
+        r = self._per_sample_residuals(X, idx)
         n = rows_all[idx]
         G = r[:, :, None] * A_all[idx]                       # (m, n_max, d), zero on padding
         mean = G.sum(axis=1) / n[:, None]
@@ -568,9 +583,7 @@ class QuadraticFederation(Federation):
         e = np.concatenate([self.e, other.e])
         c = np.concatenate([self.offsets, other.offsets])
         if weight is not None:
-            w = float(weight)
-            if not 0 < w < 1:
-                raise InvalidProblemError(f"weight must lie in (0, 1), got {weight!r}")
+            w = in_unit_interval("weight", weight, right_closed=False, error=InvalidProblemError)
             weights = np.concatenate([self.weights * (1 - w), other.weights * w])
             n = None
         elif self._explicit_weights or other._explicit_weights or \

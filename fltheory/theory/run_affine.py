@@ -186,9 +186,14 @@ def run_affine(algorithm: Algorithm, problem: Federation, rounds: int, *, x0: Ar
     else:
         final = state
 
+    finite_rows = np.all(np.isfinite(X), axis=1)
     with np.errstate(over="ignore", invalid="ignore"):
         try:
-            loss, g2 = problem.loss_and_grad_norm2(X)
+            if finite_rows.all():
+                loss, g2 = problem.loss_and_grad_norm2(X)
+            else:                      # the hook refuses non-finite rows: those rows diverged
+                loss, g2 = np.full(X.shape[0], np.inf), np.full(X.shape[0], np.inf)
+                loss[finite_rows], g2[finite_rows] = problem.loss_and_grad_norm2(X[finite_rows])
         except (NonFinitePointError, OutOfRangeError):     # an oracle refused a diverged row
             loss = g2 = np.full(X.shape[0], np.inf)
     bad = ~(np.all(np.isfinite(X), axis=1) & np.isfinite(loss) & np.isfinite(g2))
