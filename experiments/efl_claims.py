@@ -371,7 +371,7 @@ def macros(results: dict[str, Any]) -> dict[str, float]:
 
 
 def plot(results: dict[str, Any]) -> Any:
-    fig, axes = plotting.figure(1, 3)
+    fig, axes = plotting.figure(1, 3, height=3.4)
     r, taus = results["limit"], np.asarray(results["limit"]["taus"])
     for n, g in enumerate(k for k in r if k != "taus"):
         color = plotting.OKABE_ITO[n % len(plotting.OKABE_ITO)]
@@ -381,7 +381,7 @@ def plot(results: dict[str, Any]) -> Any:
     axes[0].set_xlabel(r"round $\tau$")
     axes[0].set_ylabel(r"$E\|w_\tau - w^*\|^2$")
     axes[0].set_title("Thm 1 limit, by growth of $H_\\tau$")
-    axes[0].legend(fontsize=4, ncol=2)
+    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2)
     s = results["shift"]
     bound, exact = np.asarray(s["bound"]), np.asarray(s["exact"])
     for k, share in enumerate(s["shares"]):
@@ -394,7 +394,7 @@ def plot(results: dict[str, Any]) -> Any:
     axes[1].set_xlabel("heterogeneity h")
     axes[1].set_ylabel("shift (solid), eq. 10 (dashed)")
     axes[1].set_title("Thm 2 remark (1st instance)")
-    axes[1].legend(fontsize=4)
+    axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2)
     f = results["figure3"]
     for n, q in enumerate(f["q"]):
         color = plotting.OKABE_ITO[n % len(plotting.OKABE_ITO)]
@@ -402,6 +402,6 @@ def plot(results: dict[str, Any]) -> Any:
         axes[2].semilogy(np.asarray(f["fedavg"])[n], color=color, linestyle="--")
     axes[2].set_xlabel("round t")
     axes[2].set_ylabel(r"$E[F(w_t)] - F^*$")
-    axes[2].set_title("Fig. 3: EFL (solid), FedAvg (dashed)")
-    axes[2].legend(fontsize=4)
+    axes[2].set_title("Fig. 3: EFL (solid),\nFedAvg (dashed)")
+    axes[2].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2)
     return fig

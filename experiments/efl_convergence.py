@@ -798,9 +798,9 @@ def plot(results: dict[str, Any]) -> Figure:
     axr.plot([], [], color="grey", linestyle=":", label="as printed")
     axr.set_xlabel(r"round $\tau$")
     axr.set_title("(b) tightness of eq. 7", fontsize=8)
-    axr.legend(loc="upper right", bbox_to_anchor=(1.0, 0.88), fontsize=6)
+    axr.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=6)
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=7)
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=7)
     _plot_counterexamples(axc, results)
     fig.suptitle(_headline(results), fontsize=7)
     return fig
@@ -838,8 +838,8 @@ def _plot_counterexamples(ax: Any, results: dict[str, Any]) -> None:
             rows = [(tau, e, b) for tau, (e, b) in enumerate(zip(r["error"], r[f"bound_{reading}"]), start=1)
                     if b is not None]
             if not rows:
-                ax.annotate("undefined\n(J divides\nby D = 0)", (i + 0.25, 0.1), fontsize=6,
-                            ha="center", color=colour)
+                ax.annotate("undefined\n(D = 0 in J)", (i + 0.15, 0.05), fontsize=6,
+                            ha="center", va="bottom", color=colour)
             for k, (_tau, e, b) in enumerate(rows):
                 x = i + (c - 0.5) * 0.3 + 0.06 * k
                 if b > 0:

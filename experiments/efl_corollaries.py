@@ -545,6 +545,6 @@ def plot(results: dict[str, Any]) -> Figure:
                   label=f"{law} (E[1/s] = {v['inv_steps']:.2f})")
     ax.set_xlabel("round tau")
     ax.set_ylabel("exact error / sec. 4.2 rate (ratio)")
-    ax.set_title("incomplete clients (sec. 4.2)")
+    ax.set_title("incomplete clients\n(sec. 4.2)")
     ax.legend(fontsize=5)
     return fig

@@ -183,6 +183,6 @@ def plot(results: dict[str, Any]) -> Figure:
         ax2.loglog(t, np.asarray(s["bound"], dtype=float)[1:], color=color, linestyle="--")
     ax2.set_xlabel("round t")
     ax2.set_ylabel(r"$E\|x_t - x^*\|^2$ (model units$^2$)")
-    ax2.set_title("SGD special case, eq. 77 (dashed: bound)")
+    ax2.set_title("SGD special case, eq. 77\n(dashed: bound)")
     ax2.legend(fontsize=6)
     return fig

@@ -159,6 +159,6 @@ def plot(results: dict[str, Any]) -> Figure:
     ax2.bar(names, [results["levels"][h]["winding"] for h in names], color=plotting.OKABE_ITO[1])
     ax2.set_yscale("log")
     ax2.set_xlabel("heterogeneity h")
-    ax2.set_ylabel("late path length / displacement (ratio)")
+    ax2.set_ylabel("late path length /\ndisplacement (ratio)")
     ax2.set_title("winding of the late phase")
     return fig
