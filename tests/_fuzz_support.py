@@ -157,6 +157,7 @@ _PLAUSIBLE: dict[str, Callable[[], Any]] = {
     "mean": lambda: 1.0, "sigma": lambda: 1.0, "concentration": lambda: 1.0,
     "layers": list, "method": lambda: "simulate", "constants": lambda: _quadratic().constants(),
     "diag": lambda: np.ones((3, 2)), "rank": lambda: 1,          # StructuredQuadraticFederation
+    "copies": lambda: 2,                                           # Federation.lifted
 }
 
 
