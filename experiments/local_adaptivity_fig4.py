@@ -53,6 +53,7 @@ from matplotlib.figure import Figure
 
 from fltheory import optim, plotting
 from fltheory.algorithms.fedopt import FedOpt
+from fltheory.errors import InvalidHyperparameterError
 from fltheory.nn import load_image_dataset
 from fltheory.problems.logistic import LogisticFederation
 from fltheory.references import cite
@@ -92,7 +93,7 @@ def mnist_logistic_federation(downsample: int, n_clients: int, samples_per_clien
     data = load_image_dataset("mnist").downsampled(downsample)
     n = n_clients * samples_per_client
     if n > data.labels.shape[0]:
-        raise ValueError(f"n_clients * samples_per_client must be <= {data.labels.shape[0]}, got {n}")
+        raise InvalidHyperparameterError(f"n_clients * samples_per_client must be <= {data.labels.shape[0]}, got {n}")
     idx = rng.permutation(data.labels.shape[0])[:n].reshape(n_clients, samples_per_client)
     X = data.images.reshape(data.images.shape[0], -1)
     X = np.concatenate([X, np.ones((X.shape[0], 1))], axis=1)
@@ -107,7 +108,7 @@ def client_optimizer(kind: str, lr: float) -> optim.Optimizer:
         return optim.adam(lr)
     if kind == "adagrad":
         return optim.adagrad(lr)
-    raise ValueError(f"kind must be one of {OPTIMIZERS}, got {kind!r}")
+    raise InvalidHyperparameterError(f"kind must be one of {OPTIMIZERS}, got {kind!r}")
 
 
 def measure(fed: LogisticFederation, kind: str, lr: float, tau: int, n_pairs: int, radius: float,
