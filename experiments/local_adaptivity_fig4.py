@@ -203,7 +203,7 @@ def plot(results: dict[str, Any]) -> Figure:
                     label=r"SGD bound $q^{2\tau}$")
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_xlabel(r"local steps $\tau$")
-        ax.set_ylabel(r"measured $\rho = (\|O_i(x)-O_i(y)\| / \|x-y\|)^2$")
+        ax.set_ylabel(r"measured $\rho$ = ratio$^2$" if a == 0 else "")
         ax.set_title(f"MNIST logistic, lr = {lr}", fontsize=9)
         ax.legend(fontsize=6)
     return fig
