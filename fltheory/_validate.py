@@ -9,6 +9,8 @@ sizes, seeds) must be integers, not floats that happen to be whole.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -250,3 +252,27 @@ def instance(name: str, value: Any, cls: type | tuple[type, ...], expected: str,
     if not isinstance(value, cls):
         raise error(f"{name} must be {expected}, got {_short(value)} ({type(value).__name__})")
     return value
+
+
+#: A check of a method's arguments: (self, *args, **kwargs) -> (checked args, checked kwargs).
+ArgumentCheck = Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]
+
+
+def check_methods_of(cls: type, checks: dict[str, ArgumentCheck]) -> None:
+    """Replace each method named in ``checks`` that ``cls`` itself defines by a version that
+    runs its check first (once per method; abstract methods are left alone).  Used by
+    ``Federation`` and ``Algorithm`` subclasses so that user classes keep the typed-error contract."""
+    for name, check in checks.items():
+        method = vars(cls).get(name)
+        if callable(method) and not getattr(method, "__arguments_checked__", False) \
+                and not getattr(method, "__isabstractmethod__", False):
+            setattr(cls, name, _checked_method(method, check))
+
+
+def _checked_method(method: Callable[..., Any], check: ArgumentCheck) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = check(self, *args, **kwargs)     # a missing argument: Python's own TypeError
+        return method(self, *args, **kwargs)
+    checked.__arguments_checked__ = True  # type: ignore[attr-defined]
+    return checked

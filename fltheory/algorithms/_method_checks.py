@@ -14,14 +14,12 @@ algorithm gets the same checks.
 
 from __future__ import annotations
 
-import functools
 import typing
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .._validate import _short, finite_array, generator, integer
+from .._validate import ArgumentCheck, check_methods_of, _short, finite_array, generator, integer
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
 from ..problems.base import Federation
@@ -123,7 +121,7 @@ def _participants(alg: Any, problem: Any, participation: Any, rng: Any, t: Any
 
 
 #: method name -> check(algorithm, *args, **kwargs) -> (checked args, checked kwargs)
-METHOD_CHECKS: dict[str, Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]] = {
+METHOD_CHECKS: dict[str, ArgumentCheck] = {
     "init": _init,
     "round": _round,
     "nominal_steps": _problem_only,
@@ -132,20 +130,6 @@ METHOD_CHECKS: dict[str, Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]] 
 }
 
 
-def _wrap(method: Callable[..., Any], check: Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]
-          ) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs = check(self, *args, **kwargs)     # a missing argument: Python's own TypeError
-        return method(self, *args, **kwargs)
-    checked.__method_checked__ = True  # type: ignore[attr-defined]
-    return checked
-
-
 def checked_methods(cls: type) -> None:
-    """Replace each shared method that ``cls`` itself defines by a checked version (once)."""
-    for name, check in METHOD_CHECKS.items():
-        method = vars(cls).get(name)
-        if callable(method) and not getattr(method, "__method_checked__", False) \
-                and not getattr(method, "__isabstractmethod__", False):
-            setattr(cls, name, _wrap(method, check))
+    """Replace each method of ``METHOD_CHECKS`` that ``cls`` itself defines by a checked version (once)."""
+    check_methods_of(cls, METHOD_CHECKS)

@@ -15,13 +15,11 @@ user's federation gets the same checks for free.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._validate import _short, integer, positive, real_array
+from .._validate import ArgumentCheck, check_methods_of, _short, integer, positive, real_array
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NonFinitePointError
 
 if TYPE_CHECKING:
@@ -95,7 +93,7 @@ def _cvxpy_client_loss(fed: Federation, client: Any, y: Any) -> tuple[tuple[Any,
 
 
 #: hook name -> check(fed, *args, **kwargs) -> (checked args, checked kwargs)
-HOOK_CHECKS: dict[str, Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]] = {
+HOOK_CHECKS: dict[str, ArgumentCheck] = {
     "shifted_solve": _shifted_solve,
     "smoothness_bounds": _smoothness_bounds,
     "client_gaps": _client_gaps,
@@ -105,19 +103,6 @@ HOOK_CHECKS: dict[str, Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]] = 
 }
 
 
-def _wrap(method: Callable[..., Any], check: Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]
-          ) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs = check(self, *args, **kwargs)     # a missing argument: Python's own TypeError
-        return method(self, *args, **kwargs)
-    checked.__hook_checked__ = True  # type: ignore[attr-defined]
-    return checked
-
-
 def checked_hooks(cls: type) -> None:
-    """Replace each hook that ``cls`` itself defines by a checked version (once)."""
-    for name, check in HOOK_CHECKS.items():
-        method = vars(cls).get(name)
-        if callable(method) and not getattr(method, "__hook_checked__", False):
-            setattr(cls, name, _wrap(method, check))
+    """Replace each method of ``HOOK_CHECKS`` that ``cls`` itself defines by a checked version (once)."""
+    check_methods_of(cls, HOOK_CHECKS)
