@@ -32,7 +32,8 @@ from fltheory.errors import FLTheoryError
 #: Packages whose ``__all__`` is the public surface under test.
 PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory",
                    "fltheory.theory.bounds", "fltheory.nn", "fltheory.optim",
-                   "fltheory.compression", "fltheory.participation")
+                   "fltheory.compression", "fltheory.participation", "fltheory.theory.moments",
+                   "fltheory.theory.bounds.recursions", "fltheory.theory.matrix_free", "fltheory.theory.krylov")
 
 #: Seconds one call may take before it counts as a hang.
 TIME_LIMIT = 3.0
