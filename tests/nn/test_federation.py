@@ -254,3 +254,31 @@ def test_iid_partition_and_split_clients():
         np.testing.assert_array_equal(a[:, 0], b)
     with pytest.raises(InvalidProblemError):
         split_clients(u, y, [np.array([0])], 0.2, rng)
+
+
+@pytest.mark.parametrize("conv", [False, True])
+def test_pooled_loss_and_grad_norm2_equals_loss_and_grad(monkeypatch, conv):
+    """The pooled, chunked F and ||grad F||^2 equal sum_i p_i f_i and ||sum_i p_i grad f_i||^2 from the
+    per-client oracles: unequal client sizes (padding skipped), explicit weights, weight decay, chunks
+    that cut across clients; the cache follows a change of clients."""
+    import fltheory.nn.federation as federation
+    from fltheory.nn import cnn
+
+    monkeypatch.setattr(federation, "POOLED_CHUNK", 4)
+    rng = np.random.default_rng(3)
+    sizes = [5, 2, 9]
+    if conv:
+        model = cnn((1, 6, 6), 3, channels=(2, 3), kernel=3, fc=5)
+        U = [rng.standard_normal((n, 1, 6, 6)) for n in sizes]
+    else:
+        model = Sequential([Dense(6), Tanh(), Dense(3)], (4,))
+        U = [rng.standard_normal((n, 4)) for n in sizes]
+    t = [rng.integers(0, 3, n) for n in sizes]
+    fed = NeuralFederation(model, SoftmaxCrossEntropy(), U, t, weights=[0.5, 0.2, 0.3], reg=0.05)
+    X = np.stack([fed.init_params(rng) for _ in range(3)])
+    for f in (fed, fed.with_minibatch(2), fed.without_client(0)):
+        loss, g2 = f.loss_and_grad_norm2(X)
+        want_loss = np.array([f.loss(x) for x in X])
+        want_g2 = np.array([np.sum(f.grad(x) ** 2) for x in X])
+        np.testing.assert_allclose(loss, want_loss, rtol=1e-13)
+        np.testing.assert_allclose(g2, want_g2, rtol=1e-12)
