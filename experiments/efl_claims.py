@@ -64,7 +64,8 @@ from fltheory.theory import objective_shift
 from fltheory.theory.bounds import efl_step_moments, efl_theorem1
 from fltheory.theory.moments import AdditiveNoise, averaging_moments, exact_moments
 
-from ._efl_instances import PAPER, dist2_from_moments, instance_text, quadratic_instance, ratio_check
+from ._efl_instances import PAPER, dist2_from_moments, quadratic_instance, ratio_check, recorded_instance_text
+from ._panels import LEGEND_BELOW, cycle_color, label_panel
 from .efl_corollaries import bound_constants, gradient_bound
 
 NAME = "efl_claims"
@@ -271,9 +272,8 @@ def run(config: dict[str, Any], rng: np.random.Generator,
 
 
 def _instance(results: dict[str, Any], *details: str) -> str:
-    return instance_text(results["seed"], results["N"], results["d"], results["E"],
-                         f"heterogeneity {results['heterogeneity']}, sigma2 = {results['sigma2']}", *details,
-                         "x0 recorded")
+    return recorded_instance_text(results, results["E"],
+                                  f"heterogeneity {results['heterogeneity']}, sigma2 = {results['sigma2']}", *details)
 
 
 def _limit_checks(results: dict[str, Any]) -> list[Check]:
@@ -374,34 +374,27 @@ def plot(results: dict[str, Any]) -> Any:
     fig, axes = plotting.figure(1, 3, height=3.4)
     r, taus = results["limit"], np.asarray(results["limit"]["taus"])
     for n, g in enumerate(k for k in r if k != "taus"):
-        color = plotting.OKABE_ITO[n % len(plotting.OKABE_ITO)]
+        color = cycle_color(n)
         exact = np.asarray(r[g]["exact"])
         axes[0].loglog(np.arange(1, exact.shape[0]), exact[1:], color=color, linestyle="-", label=f"{g}: exact")
         axes[0].loglog(taus, r[g]["bound"], color=color, linestyle="--", label=f"{g}: Theorem 1")
-    axes[0].set_xlabel(r"round $\tau$")
-    axes[0].set_ylabel(r"$E\|w_\tau - w^*\|^2$")
-    axes[0].set_title("Thm 1 limit, by growth of $H_\\tau$")
-    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2)
+    label_panel(axes[0], r"round $\tau$", r"$E\|w_\tau - w^*\|^2$", "Thm 1 limit, by growth of $H_\\tau$",
+                LEGEND_BELOW)
     s = results["shift"]
     bound, exact = np.asarray(s["bound"]), np.asarray(s["exact"])
     for k, share in enumerate(s["shares"]):
-        color = plotting.OKABE_ITO[k % len(plotting.OKABE_ITO)]
+        color = cycle_color(k)
         axes[1].loglog(s["heterogeneity"], bound[0, :, k], color=color, linestyle="--", marker="o", markersize=2)
         axes[1].loglog(s["heterogeneity"], exact[0, :, k], color=color, linestyle="-", marker="o", markersize=2,
                        label=f"$n_a/n$ = {share:g}")
     axes[1].set_xticks(s["heterogeneity"], [f"{h:g}" for h in s["heterogeneity"]])
     axes[1].minorticks_off()
-    axes[1].set_xlabel("heterogeneity h")
-    axes[1].set_ylabel("shift (solid), eq. 10 (dashed)")
-    axes[1].set_title("Thm 2 remark (1st instance)")
-    axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2)
+    label_panel(axes[1], "heterogeneity h", "shift (solid), eq. 10 (dashed)", "Thm 2 remark (1st instance)",
+                LEGEND_BELOW)
     f = results["figure3"]
     for n, q in enumerate(f["q"]):
-        color = plotting.OKABE_ITO[n % len(plotting.OKABE_ITO)]
+        color = cycle_color(n)
         axes[2].semilogy(np.asarray(f["efl"])[n], color=color, linestyle="-", label=f"q = {q:g}")
         axes[2].semilogy(np.asarray(f["fedavg"])[n], color=color, linestyle="--")
-    axes[2].set_xlabel("round t")
-    axes[2].set_ylabel(r"$E[F(w_t)] - F^*$")
-    axes[2].set_title("Fig. 3: EFL (solid),\nFedAvg (dashed)")
-    axes[2].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2)
+    label_panel(axes[2], "round t", r"$E[F(w_t)] - F^*$", "Fig. 3: EFL (solid),\nFedAvg (dashed)", LEGEND_BELOW)
     return fig

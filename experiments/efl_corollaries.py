@@ -76,8 +76,9 @@ from fltheory.theory.bounds import (efl_abandonment_bounds, efl_heterogeneity, e
                                     efl_incomplete_rate, efl_step_moments, efl_theorem1)
 from fltheory.theory.moments import AdditiveNoise, averaging_moments
 
-from ._efl_instances import PAPER, RateSchedule, TableSteps, dist2_from_moments, instance_text, \
-    quadratic_gap, quadratic_instance, ratio_check
+from ._efl_instances import PAPER, RateSchedule, TableSteps, dist2_from_moments, quadratic_gap, \
+    quadratic_instance, ratio_check, recorded_instance_text
+from ._panels import label_panel
 
 NAME = "efl_corollaries"
 TITLE = "EFL section 4: inactive-client rate, abandonment rule (eq. 8-9), incomplete-client rate (exact)"
@@ -384,8 +385,8 @@ def _mc_text(case: str, z: float | None) -> str:
 
 
 def _instance(results: dict[str, Any], *details: str) -> str:
-    return instance_text(results["seed"], results["N"], results["d"], results["E"],
-                         f"T = {results['T']}, sigma2 = {results['sigma2']}", *details, "x0 recorded")
+    return recorded_instance_text(results, results["E"], f"T = {results['T']}, sigma2 = {results['sigma2']}",
+                                  *details)
 
 
 def _inactive_checks(results: dict[str, Any]) -> list[Check]:
@@ -521,10 +522,8 @@ def plot(results: dict[str, Any]) -> Figure:
         if kind == "periodic":
             ax.axhline(v["limit"], color=plotting.OKABE_ITO[i], linestyle=":", linewidth=1.0,
                        label=r"periodic: $\|w_\pi - w^*\|^2$")
-    ax.set_xlabel("round tau")
-    ax.set_ylabel(r"$E\|w_\tau - w^*\|^2$ (squared model units)")
-    ax.set_title("inactive client (sec. 4.1)")
-    ax.legend(fontsize=5)
+    label_panel(ax, "round tau", r"$E\|w_\tau - w^*\|^2$ (squared model units)", "inactive client (sec. 4.1)",
+                {"fontsize": 5})
     ax = axes[1]
     rows = results["abandon"]["rows"]
     y = [row["y"] for row in rows]
@@ -534,17 +533,13 @@ def plot(results: dict[str, Any]) -> Figure:
                 linestyle="-", label="abandon at tau0 (exact)")
     for n, row in enumerate(r for r in rows if r["rule_abandon"]):
         ax.axvline(row["y"], color="0.5", linestyle=":", linewidth=1.0, label="eq. 8 says abandon" if n == 0 else None)
-    ax.set_xlabel(r"inactivity probability $y^a$")
-    ax.set_ylabel(r"$E[F(w_T)] - F^*$ (loss units)")
-    ax.set_title("abandonment (Cor. 1)")
-    ax.legend(fontsize=5)
+    label_panel(ax, r"inactivity probability $y^a$", r"$E[F(w_T)] - F^*$ (loss units)", "abandonment (Cor. 1)",
+                {"fontsize": 5})
     ax = axes[2]
     for i, (law, v) in enumerate(results["incomplete"].items()):
         t = np.arange(1, len(v["rate"]) + 1)
         ax.loglog(t, np.asarray(v["exact"])[1:] / np.asarray(v["rate"]), color=plotting.OKABE_ITO[i], linestyle="-",
                   label=f"{law} (E[1/s] = {v['inv_steps']:.2f})")
-    ax.set_xlabel("round tau")
-    ax.set_ylabel("exact error / sec. 4.2 rate (ratio)")
-    ax.set_title("incomplete clients\n(sec. 4.2)")
-    ax.legend(fontsize=5)
+    label_panel(ax, "round tau", "exact error / sec. 4.2 rate (ratio)", "incomplete clients\n(sec. 4.2)",
+                {"fontsize": 5})
     return fig
