@@ -66,7 +66,7 @@ from fltheory.theory.moments import AdditiveNoise, averaging_moments, exact_mome
 
 from ._efl_instances import PAPER, dist2_from_moments, quadratic_instance, ratio_check, recorded_instance_text
 from ._panels import LEGEND_BELOW, cycle_color, label_panel
-from .efl_corollaries import bound_constants, gradient_bound
+from .efl_corollaries import gradient_bound, theorem1_inputs
 
 NAME = "efl_claims"
 TITLE = "EFL: Theorem 1's limit, the remark after Theorem 2 and Figure 3 against exact expectations"
@@ -168,9 +168,8 @@ def fixed_step_moments(fed: QuadraticFederation, eta: np.ndarray, E: int, steps:
 
 def limit_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray) -> dict[str, Any]:
     N, E, T, s2 = fed.n_clients, cfg["local_steps"], cfg["rounds"], cfg["sigma2"]
-    a, x_star = N - 1, fed.optimum()
-    kw = bound_constants(fed, s2)
-    init = float(np.sum((x0 - x_star) ** 2))
+    a = N - 1
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     taus = tau_grid(T, cfg["grid"])
     out: dict[str, Any] = {"taus": taus}
     for regime in cfg["regimes"]:

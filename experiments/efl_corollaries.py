@@ -196,6 +196,13 @@ def bound_constants(fed: QuadraticFederation, sigma2: float) -> dict[str, Any]:
             "D": efl_heterogeneity(fed), "weights": fed.weights}
 
 
+def theorem1_inputs(fed: QuadraticFederation, x0: np.ndarray, sigma2: float
+                    ) -> tuple[np.ndarray, dict[str, Any], float]:
+    """(x*, Theorem 1's keyword constants :func:`bound_constants`, ||x0 - x*||^2) of ``fed`` started at ``x0``."""
+    x_star = fed.optimum()
+    return x_star, bound_constants(fed, sigma2), float(np.sum((x0 - x_star) ** 2))
+
+
 def monte_carlo_z(alg: EFL, noisy: Any, T: int, part: Any, x0: np.ndarray, exact: np.ndarray,
                   x_star: np.ndarray, seeds: np.ndarray) -> float | None:
     """Largest |MC mean - exact| / standard error of ||w_tau - x*||^2 over tau = 1..T (None below 2 runs)."""
@@ -210,9 +217,8 @@ def monte_carlo_z(alg: EFL, noisy: Any, T: int, part: Any, x0: np.ndarray, exact
 def inactive_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray,
                   seeds: np.ndarray) -> dict[str, Any]:
     N, E, T, s2 = fed.n_clients, cfg["local_steps"], cfg["rounds"], cfg["sigma2"]
-    a, x_star = N - 1, fed.optimum()
-    kw = bound_constants(fed, s2)
-    init = float(np.sum((x0 - x_star) ** 2))
+    a = N - 1
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
     w = np.where(np.arange(E + 1)[None, :] > 0, fed.weights[:, None], 0.0)
     out: dict[str, Any] = {}
@@ -254,13 +260,12 @@ def inactive_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0:
 def abandonment_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray,
                      seeds: np.ndarray) -> dict[str, Any]:
     N, E, T, s2, tau0 = fed.n_clients, cfg["local_steps"], cfg["rounds"], cfg["sigma2"], cfg["abandon_round"]
-    a, x_star = N - 1, fed.optimum()
+    a = N - 1
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     fed_hat = fed.without_client(a)
     x_hat = fed_hat.optimum()
-    kw = bound_constants(fed, s2)
     kw_hat = {"mu_remaining": float(fed_hat.client_mu.min()), "L_remaining": float(fed_hat.client_L.max()),
               "D_remaining": efl_heterogeneity(fed_hat)}
-    init = float(np.sum((x0 - x_star) ** 2))
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
     w = np.where(np.arange(E + 1)[None, :] > 0, fed.weights[:, None], 0.0)
     rows: list[dict[str, Any]] = []
@@ -307,9 +312,7 @@ def abandonment_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], 
 def incomplete_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray,
                     seeds: np.ndarray) -> dict[str, Any]:
     N, E, T, s2 = fed.n_clients, cfg["local_steps"], cfg["rounds"], cfg["sigma2"]
-    x_star = fed.optimum()
-    kw = bound_constants(fed, s2)
-    init = float(np.sum((x0 - x_star) ** 2))
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     s = np.arange(E + 1)
     w = np.where(s[None, :] > 0, fed.weights[:, None] * (E / np.maximum(s, 1))[None, :], 0.0)
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
@@ -335,9 +338,8 @@ def epochs_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: n
                 seeds: np.ndarray) -> dict[str, Any]:
     """Sensitivity to inactivity against the local steps E (the remark after Corollary 1)."""
     N, T, s2, y = fed.n_clients, cfg["rounds"], cfg["sigma2"], cfg["epochs_inactive_prob"]
-    a, x_star = N - 1, fed.optimum()
-    kw = bound_constants(fed, s2)
-    init = float(np.sum((x0 - x_star) ** 2))
+    a = N - 1
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
     out: dict[str, Any] = {"y": y, "E": [], "loss_inactive": [], "loss_complete": [], "sensitivity": [],
                            "eq9_threshold": []}
