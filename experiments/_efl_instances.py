@@ -78,3 +78,12 @@ def quadratic_gap(H: np.ndarray, x_star: np.ndarray, mean: np.ndarray, second: n
 def dist2_from_moments(x_star: np.ndarray, mean: np.ndarray, second: np.ndarray) -> np.ndarray:
     """E||x_t - x*||^2 = tr E[x x^T] - 2 x*^T E[x] + ||x*||^2 per round."""
     return np.einsum("tii->t", second) - 2 * mean @ x_star + float(x_star @ x_star)
+
+
+def efl_step_weights(p: np.ndarray, E: int, weighting: str) -> np.ndarray:
+    """w_k(s), s = 0..E: EFL's aggregation weight given s completed steps (0 at s = 0; sec. 4.2):
+    E p^k / s (``"adaptive"``) or p^k (any other ``weighting``, plain)."""
+    s = np.arange(E + 1)
+    if weighting == "adaptive":
+        return np.where(s[None, :] > 0, E * p[:, None] / np.maximum(s, 1)[None, :], 0.0)
+    return np.where(s[None, :] > 0, p[:, None], 0.0)

@@ -64,7 +64,8 @@ from fltheory.theory import objective_shift
 from fltheory.theory.bounds import efl_step_moments, efl_theorem1
 from fltheory.theory.moments import AdditiveNoise, averaging_moments, exact_moments
 
-from ._efl_instances import PAPER, dist2_from_moments, quadratic_instance, ratio_check, recorded_instance_text
+from ._efl_instances import PAPER, dist2_from_moments, efl_step_weights, quadratic_instance, ratio_check, \
+    recorded_instance_text
 from ._panels import LEGEND_BELOW, cycle_color, label_panel
 from .efl_corollaries import gradient_bound, theorem1_inputs
 
@@ -225,14 +226,6 @@ def straggler_law(q: float, N: int, E: int) -> np.ndarray:
     probs[:, E] = q
     probs[:, 1:E] += (1.0 - q) / (E - 1)
     return probs
-
-
-def efl_step_weights(p: np.ndarray, E: int, weighting: str) -> np.ndarray:
-    """w_k(s), s = 0..E: EFL's aggregation weight given s completed steps (0 at s = 0; sec. 4.2)."""
-    s = np.arange(E + 1)
-    if weighting == "adaptive":
-        return np.where(s[None, :] > 0, E * p[:, None] / np.maximum(s, 1)[None, :], 0.0)
-    return np.where(s[None, :] > 0, p[:, None], 0.0)
 
 
 def figure3_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray) -> dict[str, Any]:

@@ -76,8 +76,8 @@ from fltheory.theory.bounds import (efl_abandonment_bounds, efl_heterogeneity, e
                                     efl_incomplete_rate, efl_step_moments, efl_theorem1)
 from fltheory.theory.moments import AdditiveNoise, averaging_moments
 
-from ._efl_instances import PAPER, RateSchedule, TableSteps, dist2_from_moments, quadratic_gap, \
-    quadratic_instance, ratio_check, recorded_instance_text
+from ._efl_instances import PAPER, RateSchedule, TableSteps, dist2_from_moments, efl_step_weights, \
+    quadratic_gap, quadratic_instance, ratio_check, recorded_instance_text
 from ._panels import label_panel
 
 NAME = "efl_corollaries"
@@ -220,7 +220,7 @@ def inactive_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0:
     a = N - 1
     x_star, kw, init = theorem1_inputs(fed, x0, s2)
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
-    w = np.where(np.arange(E + 1)[None, :] > 0, fed.weights[:, None], 0.0)
+    w = efl_step_weights(fed.weights, E, "plain")
     out: dict[str, Any] = {}
     for kind in cfg["schedules"]:
         y = inactive_indicators(kind, T)
@@ -267,7 +267,7 @@ def abandonment_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], 
     kw_hat = {"mu_remaining": float(fed_hat.client_mu.min()), "L_remaining": float(fed_hat.client_L.max()),
               "D_remaining": efl_heterogeneity(fed_hat)}
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
-    w = np.where(np.arange(E + 1)[None, :] > 0, fed.weights[:, None], 0.0)
+    w = efl_step_weights(fed.weights, E, "plain")
     rows: list[dict[str, Any]] = []
     for y in cfg["inactive_prob"]:
         # the step sizes depend on neither G^2 nor the initial distances: read them off a first evaluation
@@ -349,7 +349,7 @@ def epochs_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: n
         probs[a, 0], probs[a, E] = y, 1.0 - y
         mom = efl_step_moments(fed.weights, probs, E)
         eta = np.asarray(efl_theorem1(T, E=E, theta=1.0, G2=0.0, init_dist2=init, moments=mom, **kw).terms["eta"])
-        w = np.where(np.arange(E + 1)[None, :] > 0, fed.weights[:, None], 0.0)
+        w = efl_step_weights(fed.weights, E, "plain")
         full = np.zeros((N, E + 1))
         full[:, E] = 1.0
         # the same step sizes for both runs: only the inactivity differs
