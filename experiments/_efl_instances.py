@@ -1,5 +1,6 @@
 """Shared pieces of the EFL experiments (Ma et al., arXiv:2106.09433): the random quadratic instance, its
-one-line description, and the ratio-to-verdict rule of their checks.
+one-line description, and the ratio-to-verdict rule of their checks (``ratio_check``, shared with the other
+experiments through ``_instances``).
 
 Not an experiment (the leading underscore keeps it out of the reproduce registry).
 """
@@ -10,25 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from fltheory.problems.generators import random_quadratic
-from fltheory.reproduce import Check
+from ._instances import random_quadratic_instance
+from ._instances import ratio_check as ratio_check  # re-exported: the EFL experiments import it from here
 
 PAPER = "EFL (Ma et al.)"
 
 
-def quadratic_instance(config: dict[str, Any], rng: np.random.Generator) -> tuple[int, Any, np.ndarray]:
-    """(seed, federation, x0) of one EFL experiment.
-
-    Draw order on ``rng`` (kept fixed so that every recorded number is reproducible): one integer seed for
-    ``random_quadratic`` (every client exactly ``L``-smooth and ``mu``-strongly convex, ``constants="clients"``),
-    then a standard normal direction u of length ``dim``; x0 = x* + ``init_distance`` u / ||u||.
-    """
-    seed = int(rng.integers(0, 2**31 - 1))
-    fed = random_quadratic(config["n_clients"], config["dim"], L=config["L"], mu=config["mu"],
-                           heterogeneity=config["heterogeneity"], seed=seed, constants="clients")
-    u = rng.standard_normal(config["dim"])
-    x0 = fed.optimum() + config["init_distance"] * u / np.linalg.norm(u)
-    return seed, fed, x0
+quadratic_instance = random_quadratic_instance
+"""(seed, federation, x0) of one EFL experiment: :func:`random_quadratic_instance` (draw order on ``rng``: one
+integer seed for ``random_quadratic`` with ``constants="clients"``, then the direction u of the start)."""
 
 
 def instance_text(seed: int, N: int, d: int, E: int, *details: str) -> str:
@@ -36,10 +27,10 @@ def instance_text(seed: int, N: int, d: int, E: int, *details: str) -> str:
     return ", ".join([f"random_quadratic seed {seed}, N = {N}, d = {d}, E = {E}", *details])
 
 
-def ratio_check(key: str, ratio: float, text: str, instance: str) -> Check:
-    """A check that holds when ``ratio <= 1``; a violated one names its instance after ``text``."""
-    holds = ratio <= 1
-    return Check(key, "holds" if holds else "violated", ratio, text if holds else f"{text}; {instance}")
+def recorded_instance_text(results: dict[str, Any], E: int, *details: str) -> str:
+    """:func:`instance_text` of an experiment's results (their ``"seed"``, ``"N"`` and ``"d"``), closed by
+    "x0 recorded" (the start x0 is saved with the results)."""
+    return instance_text(results["seed"], results["N"], results["d"], E, *details, "x0 recorded")
 
 
 class TableSteps:
@@ -87,3 +78,12 @@ def quadratic_gap(H: np.ndarray, x_star: np.ndarray, mean: np.ndarray, second: n
 def dist2_from_moments(x_star: np.ndarray, mean: np.ndarray, second: np.ndarray) -> np.ndarray:
     """E||x_t - x*||^2 = tr E[x x^T] - 2 x*^T E[x] + ||x*||^2 per round."""
     return np.einsum("tii->t", second) - 2 * mean @ x_star + float(x_star @ x_star)
+
+
+def efl_step_weights(p: np.ndarray, E: int, weighting: str) -> np.ndarray:
+    """w_k(s), s = 0..E: EFL's aggregation weight given s completed steps (0 at s = 0; sec. 4.2):
+    E p^k / s (``"adaptive"``) or p^k (any other ``weighting``, plain)."""
+    s = np.arange(E + 1)
+    if weighting == "adaptive":
+        return np.where(s[None, :] > 0, E * p[:, None] / np.maximum(s, 1)[None, :], 0.0)
+    return np.where(s[None, :] > 0, p[:, None], 0.0)

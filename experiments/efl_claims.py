@@ -64,8 +64,10 @@ from fltheory.theory import objective_shift
 from fltheory.theory.bounds import efl_step_moments, efl_theorem1
 from fltheory.theory.moments import AdditiveNoise, averaging_moments, exact_moments
 
-from ._efl_instances import PAPER, dist2_from_moments, instance_text, quadratic_instance, ratio_check
-from .efl_corollaries import bound_constants, gradient_bound
+from ._efl_instances import PAPER, dist2_from_moments, efl_step_weights, quadratic_instance, ratio_check, \
+    recorded_instance_text
+from ._panels import LEGEND_BELOW, cycle_color, label_panel
+from .efl_corollaries import gradient_bound, theorem1_inputs
 
 NAME = "efl_claims"
 TITLE = "EFL: Theorem 1's limit, the remark after Theorem 2 and Figure 3 against exact expectations"
@@ -167,9 +169,8 @@ def fixed_step_moments(fed: QuadraticFederation, eta: np.ndarray, E: int, steps:
 
 def limit_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray) -> dict[str, Any]:
     N, E, T, s2 = fed.n_clients, cfg["local_steps"], cfg["rounds"], cfg["sigma2"]
-    a, x_star = N - 1, fed.optimum()
-    kw = bound_constants(fed, s2)
-    init = float(np.sum((x0 - x_star) ** 2))
+    a = N - 1
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     taus = tau_grid(T, cfg["grid"])
     out: dict[str, Any] = {"taus": taus}
     for regime in cfg["regimes"]:
@@ -227,14 +228,6 @@ def straggler_law(q: float, N: int, E: int) -> np.ndarray:
     return probs
 
 
-def efl_step_weights(p: np.ndarray, E: int, weighting: str) -> np.ndarray:
-    """w_k(s), s = 0..E: EFL's aggregation weight given s completed steps (0 at s = 0; sec. 4.2)."""
-    s = np.arange(E + 1)
-    if weighting == "adaptive":
-        return np.where(s[None, :] > 0, E * p[:, None] / np.maximum(s, 1)[None, :], 0.0)
-    return np.where(s[None, :] > 0, p[:, None], 0.0)
-
-
 def figure3_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray) -> dict[str, Any]:
     N, E, T = fed.n_clients, cfg["fig3_local_steps"], cfg["fig3_rounds"]
     lr = cfg["lr_factor"] / float(fed.client_L.max())
@@ -271,9 +264,8 @@ def run(config: dict[str, Any], rng: np.random.Generator,
 
 
 def _instance(results: dict[str, Any], *details: str) -> str:
-    return instance_text(results["seed"], results["N"], results["d"], results["E"],
-                         f"heterogeneity {results['heterogeneity']}, sigma2 = {results['sigma2']}", *details,
-                         "x0 recorded")
+    return recorded_instance_text(results, results["E"],
+                                  f"heterogeneity {results['heterogeneity']}, sigma2 = {results['sigma2']}", *details)
 
 
 def _limit_checks(results: dict[str, Any]) -> list[Check]:
@@ -374,34 +366,27 @@ def plot(results: dict[str, Any]) -> Any:
     fig, axes = plotting.figure(1, 3, height=3.4)
     r, taus = results["limit"], np.asarray(results["limit"]["taus"])
     for n, g in enumerate(k for k in r if k != "taus"):
-        color = plotting.OKABE_ITO[n % len(plotting.OKABE_ITO)]
+        color = cycle_color(n)
         exact = np.asarray(r[g]["exact"])
         axes[0].loglog(np.arange(1, exact.shape[0]), exact[1:], color=color, linestyle="-", label=f"{g}: exact")
         axes[0].loglog(taus, r[g]["bound"], color=color, linestyle="--", label=f"{g}: Theorem 1")
-    axes[0].set_xlabel(r"round $\tau$")
-    axes[0].set_ylabel(r"$E\|w_\tau - w^*\|^2$")
-    axes[0].set_title("Thm 1 limit, by growth of $H_\\tau$")
-    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2)
+    label_panel(axes[0], r"round $\tau$", r"$E\|w_\tau - w^*\|^2$", "Thm 1 limit, by growth of $H_\\tau$",
+                LEGEND_BELOW)
     s = results["shift"]
     bound, exact = np.asarray(s["bound"]), np.asarray(s["exact"])
     for k, share in enumerate(s["shares"]):
-        color = plotting.OKABE_ITO[k % len(plotting.OKABE_ITO)]
+        color = cycle_color(k)
         axes[1].loglog(s["heterogeneity"], bound[0, :, k], color=color, linestyle="--", marker="o", markersize=2)
         axes[1].loglog(s["heterogeneity"], exact[0, :, k], color=color, linestyle="-", marker="o", markersize=2,
                        label=f"$n_a/n$ = {share:g}")
     axes[1].set_xticks(s["heterogeneity"], [f"{h:g}" for h in s["heterogeneity"]])
     axes[1].minorticks_off()
-    axes[1].set_xlabel("heterogeneity h")
-    axes[1].set_ylabel("shift (solid), eq. 10 (dashed)")
-    axes[1].set_title("Thm 2 remark (1st instance)")
-    axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2)
+    label_panel(axes[1], "heterogeneity h", "shift (solid), eq. 10 (dashed)", "Thm 2 remark (1st instance)",
+                LEGEND_BELOW)
     f = results["figure3"]
     for n, q in enumerate(f["q"]):
-        color = plotting.OKABE_ITO[n % len(plotting.OKABE_ITO)]
+        color = cycle_color(n)
         axes[2].semilogy(np.asarray(f["efl"])[n], color=color, linestyle="-", label=f"q = {q:g}")
         axes[2].semilogy(np.asarray(f["fedavg"])[n], color=color, linestyle="--")
-    axes[2].set_xlabel("round t")
-    axes[2].set_ylabel(r"$E[F(w_t)] - F^*$")
-    axes[2].set_title("Fig. 3: EFL (solid),\nFedAvg (dashed)")
-    axes[2].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2)
+    label_panel(axes[2], "round t", r"$E[F(w_t)] - F^*$", "Fig. 3: EFL (solid),\nFedAvg (dashed)", LEGEND_BELOW)
     return fig

@@ -76,8 +76,9 @@ from fltheory.theory.bounds import (efl_abandonment_bounds, efl_heterogeneity, e
                                     efl_incomplete_rate, efl_step_moments, efl_theorem1)
 from fltheory.theory.moments import AdditiveNoise, averaging_moments
 
-from ._efl_instances import PAPER, RateSchedule, TableSteps, dist2_from_moments, instance_text, \
-    quadratic_gap, quadratic_instance, ratio_check
+from ._efl_instances import PAPER, RateSchedule, TableSteps, dist2_from_moments, efl_step_weights, \
+    quadratic_gap, quadratic_instance, ratio_check, recorded_instance_text
+from ._panels import label_panel
 
 NAME = "efl_corollaries"
 TITLE = "EFL section 4: inactive-client rate, abandonment rule (eq. 8-9), incomplete-client rate (exact)"
@@ -195,6 +196,13 @@ def bound_constants(fed: QuadraticFederation, sigma2: float) -> dict[str, Any]:
             "D": efl_heterogeneity(fed), "weights": fed.weights}
 
 
+def theorem1_inputs(fed: QuadraticFederation, x0: np.ndarray, sigma2: float
+                    ) -> tuple[np.ndarray, dict[str, Any], float]:
+    """(x*, Theorem 1's keyword constants :func:`bound_constants`, ||x0 - x*||^2) of ``fed`` started at ``x0``."""
+    x_star = fed.optimum()
+    return x_star, bound_constants(fed, sigma2), float(np.sum((x0 - x_star) ** 2))
+
+
 def monte_carlo_z(alg: EFL, noisy: Any, T: int, part: Any, x0: np.ndarray, exact: np.ndarray,
                   x_star: np.ndarray, seeds: np.ndarray) -> float | None:
     """Largest |MC mean - exact| / standard error of ||w_tau - x*||^2 over tau = 1..T (None below 2 runs)."""
@@ -209,11 +217,10 @@ def monte_carlo_z(alg: EFL, noisy: Any, T: int, part: Any, x0: np.ndarray, exact
 def inactive_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray,
                   seeds: np.ndarray) -> dict[str, Any]:
     N, E, T, s2 = fed.n_clients, cfg["local_steps"], cfg["rounds"], cfg["sigma2"]
-    a, x_star = N - 1, fed.optimum()
-    kw = bound_constants(fed, s2)
-    init = float(np.sum((x0 - x_star) ** 2))
+    a = N - 1
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
-    w = np.where(np.arange(E + 1)[None, :] > 0, fed.weights[:, None], 0.0)
+    w = efl_step_weights(fed.weights, E, "plain")
     out: dict[str, Any] = {}
     for kind in cfg["schedules"]:
         y = inactive_indicators(kind, T)
@@ -253,15 +260,14 @@ def inactive_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0:
 def abandonment_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray,
                      seeds: np.ndarray) -> dict[str, Any]:
     N, E, T, s2, tau0 = fed.n_clients, cfg["local_steps"], cfg["rounds"], cfg["sigma2"], cfg["abandon_round"]
-    a, x_star = N - 1, fed.optimum()
+    a = N - 1
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     fed_hat = fed.without_client(a)
     x_hat = fed_hat.optimum()
-    kw = bound_constants(fed, s2)
     kw_hat = {"mu_remaining": float(fed_hat.client_mu.min()), "L_remaining": float(fed_hat.client_L.max()),
               "D_remaining": efl_heterogeneity(fed_hat)}
-    init = float(np.sum((x0 - x_star) ** 2))
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
-    w = np.where(np.arange(E + 1)[None, :] > 0, fed.weights[:, None], 0.0)
+    w = efl_step_weights(fed.weights, E, "plain")
     rows: list[dict[str, Any]] = []
     for y in cfg["inactive_prob"]:
         # the step sizes depend on neither G^2 nor the initial distances: read them off a first evaluation
@@ -306,9 +312,7 @@ def abandonment_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], 
 def incomplete_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: np.ndarray,
                     seeds: np.ndarray) -> dict[str, Any]:
     N, E, T, s2 = fed.n_clients, cfg["local_steps"], cfg["rounds"], cfg["sigma2"]
-    x_star = fed.optimum()
-    kw = bound_constants(fed, s2)
-    init = float(np.sum((x0 - x_star) ** 2))
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     s = np.arange(E + 1)
     w = np.where(s[None, :] > 0, fed.weights[:, None] * (E / np.maximum(s, 1))[None, :], 0.0)
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
@@ -334,9 +338,8 @@ def epochs_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: n
                 seeds: np.ndarray) -> dict[str, Any]:
     """Sensitivity to inactivity against the local steps E (the remark after Corollary 1)."""
     N, T, s2, y = fed.n_clients, cfg["rounds"], cfg["sigma2"], cfg["epochs_inactive_prob"]
-    a, x_star = N - 1, fed.optimum()
-    kw = bound_constants(fed, s2)
-    init = float(np.sum((x0 - x_star) ** 2))
+    a = N - 1
+    x_star, kw, init = theorem1_inputs(fed, x0, s2)
     noise = AdditiveNoise(noisy.noise_sigma2, N, fed.dim)
     out: dict[str, Any] = {"y": y, "E": [], "loss_inactive": [], "loss_complete": [], "sensitivity": [],
                            "eq9_threshold": []}
@@ -346,7 +349,7 @@ def epochs_part(fed: QuadraticFederation, noisy: Any, cfg: dict[str, Any], x0: n
         probs[a, 0], probs[a, E] = y, 1.0 - y
         mom = efl_step_moments(fed.weights, probs, E)
         eta = np.asarray(efl_theorem1(T, E=E, theta=1.0, G2=0.0, init_dist2=init, moments=mom, **kw).terms["eta"])
-        w = np.where(np.arange(E + 1)[None, :] > 0, fed.weights[:, None], 0.0)
+        w = efl_step_weights(fed.weights, E, "plain")
         full = np.zeros((N, E + 1))
         full[:, E] = 1.0
         # the same step sizes for both runs: only the inactivity differs
@@ -384,8 +387,8 @@ def _mc_text(case: str, z: float | None) -> str:
 
 
 def _instance(results: dict[str, Any], *details: str) -> str:
-    return instance_text(results["seed"], results["N"], results["d"], results["E"],
-                         f"T = {results['T']}, sigma2 = {results['sigma2']}", *details, "x0 recorded")
+    return recorded_instance_text(results, results["E"], f"T = {results['T']}, sigma2 = {results['sigma2']}",
+                                  *details)
 
 
 def _inactive_checks(results: dict[str, Any]) -> list[Check]:
@@ -521,10 +524,8 @@ def plot(results: dict[str, Any]) -> Figure:
         if kind == "periodic":
             ax.axhline(v["limit"], color=plotting.OKABE_ITO[i], linestyle=":", linewidth=1.0,
                        label=r"periodic: $\|w_\pi - w^*\|^2$")
-    ax.set_xlabel("round tau")
-    ax.set_ylabel(r"$E\|w_\tau - w^*\|^2$ (squared model units)")
-    ax.set_title("inactive client (sec. 4.1)")
-    ax.legend(fontsize=5)
+    label_panel(ax, "round tau", r"$E\|w_\tau - w^*\|^2$ (squared model units)", "inactive client (sec. 4.1)",
+                {"fontsize": 5})
     ax = axes[1]
     rows = results["abandon"]["rows"]
     y = [row["y"] for row in rows]
@@ -534,17 +535,13 @@ def plot(results: dict[str, Any]) -> Figure:
                 linestyle="-", label="abandon at tau0 (exact)")
     for n, row in enumerate(r for r in rows if r["rule_abandon"]):
         ax.axvline(row["y"], color="0.5", linestyle=":", linewidth=1.0, label="eq. 8 says abandon" if n == 0 else None)
-    ax.set_xlabel(r"inactivity probability $y^a$")
-    ax.set_ylabel(r"$E[F(w_T)] - F^*$ (loss units)")
-    ax.set_title("abandonment (Cor. 1)")
-    ax.legend(fontsize=5)
+    label_panel(ax, r"inactivity probability $y^a$", r"$E[F(w_T)] - F^*$ (loss units)", "abandonment (Cor. 1)",
+                {"fontsize": 5})
     ax = axes[2]
     for i, (law, v) in enumerate(results["incomplete"].items()):
         t = np.arange(1, len(v["rate"]) + 1)
         ax.loglog(t, np.asarray(v["exact"])[1:] / np.asarray(v["rate"]), color=plotting.OKABE_ITO[i], linestyle="-",
                   label=f"{law} (E[1/s] = {v['inv_steps']:.2f})")
-    ax.set_xlabel("round tau")
-    ax.set_ylabel("exact error / sec. 4.2 rate (ratio)")
-    ax.set_title("incomplete clients\n(sec. 4.2)")
-    ax.legend(fontsize=5)
+    label_panel(ax, "round tau", "exact error / sec. 4.2 rate (ratio)", "incomplete clients\n(sec. 4.2)",
+                {"fontsize": 5})
     return fig

@@ -43,7 +43,8 @@ from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 from fltheory.theory import affine_round_map, fixed_point, spectral_rate
 from fltheory.theory.moments import exact_moments
 
-from ._efl_instances import PAPER, instance_text, quadratic_instance, ratio_check
+from ._efl_instances import PAPER, quadratic_instance, ratio_check, recorded_instance_text
+from ._panels import cycle_color, label_panel
 
 NAME = "efl_lambda"
 TITLE = "EFL Figure 2: does the elastic weight lambda stabilise EFL and improve its accuracy? (exact)"
@@ -136,9 +137,9 @@ def missing_as_none(values: np.ndarray) -> list[Any]:
 
 
 def _inst(results: dict[str, Any]) -> str:
-    return instance_text(results["seed"], results["N"], results["d"], results["local_steps"][-1],
-                         f"E in {results['local_steps']}, eta L in {results['lr_factors']}, lambda in "
-                         f"{results['lams']}", f"heterogeneity {results['heterogeneity']}", "x0 recorded")
+    return recorded_instance_text(results, results["local_steps"][-1],
+                                  f"E in {results['local_steps']}, eta L in {results['lr_factors']}, lambda in "
+                                  f"{results['lams']}", f"heterogeneity {results['heterogeneity']}")
 
 
 def helpful_lambdas(results: dict[str, Any]) -> dict[str, list[float]]:
@@ -230,7 +231,7 @@ def plot(results: dict[str, Any]) -> Figure:
     n = 0
     for i, E in enumerate(results["local_steps"]):
         for j, f in enumerate(results["lr_factors"]):
-            color = plotting.OKABE_ITO[n % len(plotting.OKABE_ITO)]
+            color = cycle_color(n)
             style = "-" if i == 0 else "--"
             axes[0].semilogx(x, rho[i, j], color=color, linestyle=style, marker="o", markersize=2,
                              label=f"E = {E}, eta L = {f}")
@@ -238,11 +239,9 @@ def plot(results: dict[str, Any]) -> Figure:
             n += 1
     axes[0].axhline(1.0, color="0.4", linestyle=":", linewidth=1.0)
     axes[0].set_ylim(0, 2)
-    axes[0].set_xlabel(r"elastic weight $\lambda$ (leftmost point: $\lambda = 0$)")
-    axes[0].set_ylabel(r"exact rate $\rho$ (ratio per round)")
-    axes[0].set_title(r"stability ($\rho > 2$ off the chart)")
-    axes[0].legend(fontsize=4, ncol=2)
-    axes[1].set_xlabel(r"elastic weight $\lambda$ (leftmost point: $\lambda = 0$)")
-    axes[1].set_ylabel(r"$E[F(w_T)] - F^*$ (loss units)")
-    axes[1].set_title(f"accuracy after T = {results['T']} rounds (exact)")
+    lam_label = r"elastic weight $\lambda$ (leftmost point: $\lambda = 0$)"
+    label_panel(axes[0], lam_label, r"exact rate $\rho$ (ratio per round)", r"stability ($\rho > 2$ off the chart)",
+                {"fontsize": 4, "ncol": 2})
+    label_panel(axes[1], lam_label, r"$E[F(w_T)] - F^*$ (loss units)",
+                f"accuracy after T = {results['T']} rounds (exact)")
     return fig

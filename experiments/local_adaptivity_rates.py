@@ -33,6 +33,7 @@ from fltheory.theory import fedopt_quadratic_fixed_point
 from fltheory.theory.bounds import sgd_operator_constants
 from fltheory.theory.bounds.recursions import fedopt_theorem1_rate, sgd_special_case_rate
 from ._instances import ratio_check
+from ._panels import cycle_color, label_panel
 
 NAME = "local_adaptivity_rates"
 TITLE = "LocalAdaptivity Theorem 1: the final rate (eq. 7) and the SGD special case (eq. 77) against exact errors"
@@ -172,17 +173,12 @@ def plot(results: dict[str, Any]) -> Figure:
     R = [r["R"] for r in rows]
     ax1.loglog(R, [r["exact"] for r in rows], "o-", color=plotting.OKABE_ITO[0], label="exact")
     ax1.loglog(R, [r["bound"] for r in rows], "s--", color=plotting.OKABE_ITO[1], label="eq. 7 (Stich constants)")
-    ax1.set_xlabel("rounds R")
-    ax1.set_ylabel(r"$E\|x_R - \tilde x\|^2$ (model units$^2$)")
-    ax1.set_title("Theorem 1, eq. 7")
-    ax1.legend(fontsize=6)
+    label_panel(ax1, "rounds R", r"$E\|x_R - \tilde x\|^2$ (model units$^2$)", "Theorem 1, eq. 7", {"fontsize": 6})
     for c, s in enumerate(results["sgd"]):
-        color = plotting.OKABE_ITO[c % len(plotting.OKABE_ITO)]
+        color = cycle_color(c)
         t = np.arange(1, len(s["exact"]))
         ax2.loglog(t, np.asarray(s["exact"], dtype=float)[1:], color=color, label=f"exact, N = {s['N']}")
         ax2.loglog(t, np.asarray(s["bound"], dtype=float)[1:], color=color, linestyle="--")
-    ax2.set_xlabel("round t")
-    ax2.set_ylabel(r"$E\|x_t - x^*\|^2$ (model units$^2$)")
-    ax2.set_title("SGD special case, eq. 77\n(dashed: bound)")
-    ax2.legend(fontsize=6)
+    label_panel(ax2, "round t", r"$E\|x_t - x^*\|^2$ (model units$^2$)", "SGD special case, eq. 77\n(dashed: bound)",
+                {"fontsize": 6})
     return fig

@@ -38,6 +38,7 @@ from fltheory.references import cite
 from fltheory.reproduce import Check, Progress, Theorem, silent_progress
 
 from ._instances import ratio_check
+from ._panels import cycle_color, label_panel
 
 NAME = "te_trajectory"
 TITLE = "BetterObjects Figure 1: the global model's PCA trajectory under IID and non-IID clients"
@@ -151,14 +152,10 @@ def plot(results: dict[str, Any]) -> Figure:
         v = results["levels"][h]
         xy = np.asarray(v["pca"], dtype=float)
         ax1.plot(xy[:, 0], xy[:, 1], "-", marker=".", markersize=2, linewidth=0.7,
-                 color=plotting.OKABE_ITO[c % len(plotting.OKABE_ITO)], label=f"h = {h}")
-    ax1.set_xlabel("principal component 1 (model units)")
-    ax1.set_ylabel("principal component 2 (model units)")
-    ax1.set_title("global model trajectory (Fig. 1)")
-    ax1.legend(fontsize=6)
+                 color=cycle_color(c), label=f"h = {h}")
+    label_panel(ax1, "principal component 1 (model units)", "principal component 2 (model units)",
+                "global model trajectory (Fig. 1)", {"fontsize": 6})
     ax2.bar(names, [results["levels"][h]["winding"] for h in names], color=plotting.OKABE_ITO[1])
     ax2.set_yscale("log")
-    ax2.set_xlabel("heterogeneity h")
-    ax2.set_ylabel("late path length /\ndisplacement (ratio)")
-    ax2.set_title("winding of the late phase")
+    label_panel(ax2, "heterogeneity h", "late path length /\ndisplacement (ratio)", "winding of the late phase")
     return fig

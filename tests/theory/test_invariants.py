@@ -36,6 +36,8 @@ from fltheory.theory.affine import (
     spectral_rate,
 )
 
+from ._affine_makers import AFFINE_MAKERS
+
 EPS = np.finfo(float).eps
 N, D = 3, 4
 LR, K = 0.5, 5
@@ -211,28 +213,14 @@ def _fed():
 
 
 AFFINE = {
-    "fedavg": lambda: FedAvg(lr=0.1, local_steps=3, server_lr=0.7),
-    "fedprox exact": lambda: FedProx(mu=0.4, solver="exact"),
-    "fedcurv": lambda: FedCurv(lr=0.1, local_steps=3, alpha=0.2),
-    "scaffold II": lambda: Scaffold(lr=0.1, local_steps=4),
-    "scaffold I": lambda: Scaffold(lr=0.1, local_steps=4, option="I"),
-    "feddyn exact": lambda: FedDyn(alpha=1.0),
-    "feddyn gd": lambda: FedDyn(alpha=1.0, solver="gd", lr=0.1, local_steps=3),
-    "efl": lambda: EFL(lr=0.1, local_steps=3, lam=0.1, compression=None),
-    "efl no ef": lambda: EFL(lr=0.1, local_steps=3, lam=0.1, compression=None, error_feedback=False),
+    **AFFINE_MAKERS,
     "efl consistent": lambda: EFL(lr=0.1, local_steps=3, lam=0.1, compression=None,
                                   server_update="consistent"),
     "fedavgm": lambda: FedOpt(client_optimizer=optim.sgd(0.1), server_optimizer=optim.fedavgm(1.0, 0.9),
                               local_steps=3),
-    "client momentum persist": lambda: FedOpt(client_optimizer=optim.momentum(0.05, 0.5),
-                                              server_optimizer=optim.sgd(1.0), local_steps=3,
-                                              client_state="persist"),
     "client momentum synchronise": lambda: FedOpt(client_optimizer=optim.momentum(0.05, 0.5),
                                                   server_optimizer=optim.sgd(1.0), local_steps=3,
                                                   client_state="synchronise"),
-    "elasticnet scaffold": lambda: FedElasticNet(base="scaffold", lambda1=0.0, lambda2=0.3, lr=0.1,
-                                                 local_steps=3),
-    "elasticnet feddyn": lambda: FedElasticNet(base="feddyn", lambda1=0.0, lambda2=0.5),
 }
 
 

@@ -5,11 +5,7 @@ import pytest
 
 from fltheory import optim
 from fltheory.algorithms import (
-    EFL,
     FedAvg,
-    FedCurv,
-    FedDyn,
-    FedElasticNet,
     FedOpt,
     FedProx,
     Scaffold,
@@ -31,30 +27,18 @@ from fltheory.theory.affine import (
 from fltheory.theory.krylov import block_krylov
 from fltheory.theory.matrix_free import MatrixFreeAffineMap, matrix_free_affine_map, rate_estimate
 
+from ._affine_makers import AFFINE_MAKERS
+
 N, D = 5, 12
 
 MAKERS = {
-    "fedavg": lambda: FedAvg(lr=0.1, local_steps=3, server_lr=0.7),
+    **AFFINE_MAKERS,
     "fedprox gd": lambda: FedProx(lr=0.1, local_steps=3, mu=0.4),
-    "fedprox exact": lambda: FedProx(mu=0.4, solver="exact"),
-    "fedcurv": lambda: FedCurv(lr=0.1, local_steps=3, alpha=0.2),
-    "scaffold II": lambda: Scaffold(lr=0.1, local_steps=4),
-    "scaffold I": lambda: Scaffold(lr=0.1, local_steps=4, option="I"),
-    "feddyn exact": lambda: FedDyn(alpha=1.0),
-    "feddyn gd": lambda: FedDyn(alpha=1.0, solver="gd", lr=0.1, local_steps=3),
-    "efl": lambda: EFL(lr=0.1, local_steps=3, lam=0.1, compression=None),
-    "efl no ef": lambda: EFL(lr=0.1, local_steps=3, lam=0.1, compression=None, error_feedback=False),
     "fedavgm": lambda: FedOpt(client_optimizer=optim.sgd(0.1), server_optimizer=optim.fedavgm(1.0, 0.5),
                               local_steps=3),
-    "client momentum persist": lambda: FedOpt(client_optimizer=optim.momentum(0.05, 0.5),
-                                              server_optimizer=optim.sgd(1.0), local_steps=3,
-                                              client_state="persist"),
     "preconditioned joint": lambda: FedOpt(client_optimizer=optim.preconditioned(0.1, np.linspace(0.5, 2, D)),
                                            server_optimizer=optim.sgd(0.8), local_steps=3,
                                            correction="joint"),
-    "elasticnet scaffold": lambda: FedElasticNet(base="scaffold", lambda1=0.0, lambda2=0.3, lr=0.1,
-                                                 local_steps=3),
-    "elasticnet feddyn": lambda: FedElasticNet(base="feddyn", lambda1=0.0, lambda2=0.5),
 }
 
 
