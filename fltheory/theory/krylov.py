@@ -43,12 +43,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from .._validate import _short, finite_array, flag, integer, positive
+from ..errors import InvalidHyperparameterError, InvalidProblemError
 
 __all__ = ["DominantEigenvalues", "KrylovResult", "KrylovSpace", "block_krylov"]
 
 _RANK_TOL = 1e-10          # a new column shorter than this (relative) adds nothing to the space
+
+#: Largest memory (bytes) a Krylov space may allocate up front (its basis and products:
+#: 2 x capacity x n float64) or be allowed to grow to (``max_vectors`` columns).
+MAX_SPACE_BYTES = 1 << 32
 
 
 @dataclass(frozen=True)
@@ -76,9 +84,19 @@ class KrylovSpace:
     """Orthonormal basis Q (n, k) of V-vectors, the stored products P M Q and T = Q^T P M Q.
 
     Basis vectors and products are stored as the rows of contiguous (capacity, n)
-    arrays that grow by doubling, so Q^T W and Q c stream each vector once."""
+    arrays that grow by doubling, so Q^T W and Q c stream each vector once.
+
+    ``n`` (vector length) and ``capacity`` (columns allocated at first) are integers >= 1
+    whose initial allocation 16 n capacity bytes is at most ``MAX_SPACE_BYTES``
+    (InvalidHyperparameterError otherwise, naming the argument)."""
 
     def __init__(self, n: int, capacity: int = 32) -> None:
+        n = integer("n", n, minimum=1, maximum=None)
+        capacity = integer("capacity", capacity, minimum=1, maximum=None)
+        if 16 * n * capacity > MAX_SPACE_BYTES:
+            raise InvalidHyperparameterError(
+                f"n={n} and capacity={capacity} ask for {16 * n * capacity:.3g} bytes of Krylov basis, "
+                f"more than MAX_SPACE_BYTES={MAX_SPACE_BYTES}; expected 16 n capacity <= MAX_SPACE_BYTES")
         self.n = n
         self.k = 0
         self._B = np.empty((capacity, n))
@@ -213,12 +231,28 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
     ``apply(V)`` returns M V for V (n, q), q <= b; ``project`` is P.  With ``rhs``
     given, its normalised projection replaces the first start column and the
     Galerkin solution of (I - M) z = rhs on V is returned.  ``eig_tol`` is relative
-    to the rate, or a function rate -> accepted error; ``solve_tol`` is relative to ||P rhs||."""
+    to the rate, or a function rate -> accepted error; ``solve_tol`` is relative to ||P rhs||.
+    ``max_vectors`` (at most n; 16 n max_vectors bytes at most ``MAX_SPACE_BYTES``) and
+    ``min_blocks`` are integers >= 1.
+
+    Raises
+    ------
+    InvalidHyperparameterError
+        An argument of the wrong kind, named in the message: ``apply``/``project`` not
+        callable, ``start`` not a finite real (n, b) array with n, b >= 1, ``rhs`` not
+        None or a finite (n,) vector, a flag that is not a bool, a tolerance not a finite
+        number > 0 (or an ``eig_tol`` function returning one), sizes out of range.
+    InvalidProblemError
+        ``apply`` or ``project`` returns NaN/inf or an array of the wrong shape: no
+        Krylov space is built from it."""
+    start, rhs, eig_tol, solve_tol, max_vectors, min_blocks = _checked_arguments(
+        apply, project, start, symmetric, rhs, want_eig, eig_tol, solve_tol, max_vectors, min_blocks)
     n, b = start.shape
+    apply, project = _checked_products(apply, project, n)
     X = _columns(project, start)
     r = None if rhs is None else project(rhs)
     rnorm = 0.0 if r is None else float(np.linalg.norm(r))
-    space = KrylovSpace(n)
+    space = KrylovSpace(n, capacity=min(32, max_vectors))
     if rnorm > 0.0:
         assert r is not None
         first = (r / rnorm)[:, None]
@@ -273,6 +307,64 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
         z = np.zeros(n)
     return KrylovResult(eig=eig, z=z, solve_residual=solve_res, dimension=space.k, blocks=blocks,
                         converged=done or invariant, invariant=invariant, space=space)
+
+
+def _checked_arguments(apply: Any, project: Any, start: Any, symmetric: Any, rhs: Any, want_eig: Any,
+                       eig_tol: Any, solve_tol: Any, max_vectors: Any, min_blocks: Any
+                       ) -> tuple[np.ndarray, np.ndarray | None, float | Callable[[float], float], float, int, int]:
+    """The entry checks of :func:`block_krylov` (its docstring); returns the checked values."""
+    for name, fn in (("apply", apply), ("project", project)):
+        if not callable(fn):
+            raise InvalidHyperparameterError(
+                f"{name} must be a function of an (n, b) float array, got {_short(fn)} ({type(fn).__name__})")
+    X = finite_array("start", start, ndim=2, error=InvalidHyperparameterError)
+    n, b = X.shape
+    if n == 0 or b == 0:
+        raise InvalidHyperparameterError(f"start must be an (n, b) array with n, b >= 1, got shape {X.shape}")
+    if rhs is not None:
+        rhs = finite_array("rhs", rhs, ndim=1, error=InvalidHyperparameterError)
+        if rhs.shape != (n,):
+            raise InvalidHyperparameterError(f"rhs must be None or a vector of shape ({n},), got {rhs.shape}")
+    flag("symmetric", symmetric)
+    flag("want_eig", want_eig)
+    if callable(eig_tol):
+        user_tol = eig_tol
+
+        def eig_tol(rate: float) -> float:
+            return positive("eig_tol(rate)", user_tol(rate))
+    else:
+        eig_tol = positive("eig_tol", eig_tol)
+    solve_tol = positive("solve_tol", solve_tol)
+    max_vectors = integer("max_vectors", max_vectors, minimum=1, maximum=None)
+    if 16 * n * min(max_vectors, n) > MAX_SPACE_BYTES:
+        raise InvalidHyperparameterError(
+            f"max_vectors={max_vectors} columns of length {n} need {16 * n * min(max_vectors, n):.3g} bytes, "
+            f"more than MAX_SPACE_BYTES={MAX_SPACE_BYTES}; use a smaller max_vectors")
+    min_blocks = integer("min_blocks", min_blocks, minimum=1, maximum=None)
+    return X, rhs, eig_tol, solve_tol, min(max_vectors, n), min_blocks
+
+
+def _checked_products(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[np.ndarray], np.ndarray],
+                      n: int) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+    """``apply`` and ``project`` wrapped so that a result of the wrong shape or with NaN/inf
+    raises a typed error naming the function (one O(n b) pass per product; a product costs
+    at least as much)."""
+
+    def checked(name: str, fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+        def call(V: np.ndarray) -> np.ndarray:
+            out = fn(V)
+            if not isinstance(out, np.ndarray) or out.shape != V.shape:
+                raise InvalidProblemError(
+                    f"{name} must return an array of the shape of its argument {V.shape}, got "
+                    f"{'shape ' + str(out.shape) if isinstance(out, np.ndarray) else _short(out)}")
+            if not np.isfinite(out).all():
+                raise InvalidProblemError(
+                    f"{name} returned NaN/inf for a finite argument of shape {V.shape}: no Krylov space "
+                    "can be built (is the map defined and affine there?)")
+            return out
+        return call
+
+    return checked("apply", apply), checked("project", project)
 
 
 def _dominant(space: KrylovSpace, symmetric: bool, E: np.ndarray, b_last: int) -> DominantEigenvalues:

@@ -73,6 +73,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse.linalg as spla
 
+import scipy.sparse as sp
+
+from .._validate import _short, integer
 from ..algorithms.base import Algorithm, RoundInfo
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ..participation import Participation
@@ -105,9 +108,18 @@ _NEAR_FIXED = 1e-2
 
 
 class Projector:
-    """P = I - W (W^T W)^{-1} W^T, the orthogonal projector onto V = ker W^T."""
+    """P = I - W (W^T W)^{-1} W^T, the orthogonal projector onto V = ker W^T.
+
+    ``funcs``: the declared conserved functionals (``ConservedFunctionals``, W a sparse
+    (n, K) matrix of finite real coefficients); ``algorithm``: the algorithm's name (for
+    messages).  InvalidProblemError for anything else, or dependent functionals."""
 
     def __init__(self, funcs: ConservedFunctionals, algorithm: str) -> None:
+        _check_functionals(funcs)
+        if not isinstance(algorithm, str):
+            raise InvalidHyperparameterError(
+                f"algorithm must be the algorithm's name (a str), got {_short(algorithm)} "
+                f"({type(algorithm).__name__})")
         self.W = funcs.W
         self.names = funcs.names
         self.count = funcs.count
@@ -130,6 +142,24 @@ class Projector:
     def coefficients(self, v: np.ndarray) -> np.ndarray:
         """W^T v (the conserved values of v)."""
         return np.asarray(self.W.T @ v)
+
+
+def _check_functionals(funcs: Any) -> None:
+    """``funcs`` a ConservedFunctionals whose W is a sparse 2-D matrix of finite real numbers."""
+    if not isinstance(funcs, ConservedFunctionals):
+        raise InvalidProblemError(
+            f"funcs must be a ConservedFunctionals (from fltheory.theory.invariants.conserved_functionals), "
+            f"got {_short(funcs)} ({type(funcs).__name__})")
+    W = funcs.W
+    if not sp.issparse(W) or W.ndim != 2:
+        raise InvalidProblemError(f"funcs.W must be a 2-D scipy.sparse matrix (n, K), got {_short(W)}")
+    if not (np.issubdtype(W.dtype, np.floating) or np.issubdtype(W.dtype, np.integer)) \
+            or not np.all(np.isfinite(W.data)):
+        raise InvalidProblemError(
+            f"funcs.W must hold finite real coefficients, got dtype {W.dtype} "
+            f"{'with non-finite entries' if W.dtype.kind in 'fc' else ''}".rstrip())
+    if len(funcs.names) and not all(isinstance(name, str) for name in funcs.names):
+        raise InvalidProblemError(f"funcs.names must be strings, got {_short(funcs.names)}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -252,6 +282,12 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
     Costs about 12 rounds (2 more with block products)."""
     rtol = _checks.tolerance("rtol", rtol)
     rng = _checks.optional_generator("rng", rng)
+    if block_size is not None and (isinstance(block_size, (bool, np.bool_))
+                                   or not isinstance(block_size, (int, np.integer))
+                                   or not 1 <= block_size <= MAX_BLOCK_SIZE):
+        raise InvalidHyperparameterError(
+            f"block_size must be None or an integer in [1, {MAX_BLOCK_SIZE}] (vectors per round), "
+            f"got {_short(block_size)}")
     gen = rng if rng is not None else np.random.default_rng(0)
     rm = round_map(algorithm, problem, x0=x0, state=state, participation=participation)
     n = rm.dim
@@ -319,10 +355,6 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
     counter_step = {p: np.asarray(after[p]) - np.asarray(before[p]) for p in before}
     if block_size is None:
         block_size = BLOCK_SIZE if problem.dim >= BLOCK_MIN_DIM else 1
-    if (isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer))
-            or not 1 <= block_size <= MAX_BLOCK_SIZE):
-        raise InvalidHyperparameterError(
-            f"block_size must be an integer in [1, {MAX_BLOCK_SIZE}] (vectors per round), got {block_size!r}")
     block, note = block_product(algorithm, problem, rm, S0, h, frozen, int(block_size),
                                 np.column_stack([u, v]), np.column_stack([Mu, Mv]), rtol)
     if block is None and block_size == 1 and problem.dim < BLOCK_MIN_DIM:
@@ -338,6 +370,22 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
 RATE_RTOL = 1e-12       # relative error estimate at which the spectral rate is accepted
 SOLVE_RTOL = 1e-13      # relative residual of the Krylov fixed-point solve
 MAX_KRYLOV_BYTES = 1 << 30   # memory of the stored Krylov basis and its products
+
+
+#: Largest Arnoldi dimension :func:`orbit_rate` accepts (its basis is dense, n x (krylov_dim + 1)).
+MAX_ORBIT_KRYLOV_DIM = 10_000
+
+#: Most refinement steps :func:`fixed_point` accepts as ``maxiter`` (at most 3 are used).
+MAX_REFINEMENT = 10**6
+
+
+def _check_map(amap: Any) -> MatrixFreeAffineMap:
+    """``amap`` a MatrixFreeAffineMap (typed error otherwise: the entry check of every routine)."""
+    if not isinstance(amap, MatrixFreeAffineMap):
+        raise InvalidHyperparameterError(
+            f"amap must be a MatrixFreeAffineMap (from fltheory.theory.matrix_free_affine_map or "
+            f"affine_round_map(..., matrix_free=True)), got {_short(amap)} ({type(amap).__name__})")
+    return amap
 
 
 def _max_vectors(amap: MatrixFreeAffineMap) -> int:
@@ -405,6 +453,7 @@ def rate_estimate(amap: MatrixFreeAffineMap) -> DominantEigenvalues:
     UnclassifiedDirectionError
         A leading eigenvalue cannot be told from 1.
     """
+    _check_map(amap)
     if "dominant" in amap.cache:
         return amap.cache["dominant"]
     n = amap.dim
@@ -419,13 +468,14 @@ def rate_estimate(amap: MatrixFreeAffineMap) -> DominantEigenvalues:
 
 def spectral_rate(amap: MatrixFreeAffineMap) -> float:
     """rho(M_V) by a Krylov method (module docstring; :func:`rate_estimate` gives its error)."""
+    _check_map(amap)
     return float(rate_estimate(amap).rate)
 
 
 def contraction_factor(amap: MatrixFreeAffineMap) -> float:
     """||M_V||_2: the spectral rate when M_V is symmetric (declared and checked); otherwise
     it needs M^T, which a round does not give: raises InvalidProblemError."""
-    if amap.symmetric:
+    if _check_map(amap).symmetric:
         return spectral_rate(amap)
     raise InvalidProblemError(
         f"{amap.algorithm}: the contraction factor ||M_V||_2 needs products with M^T, which the "
@@ -441,12 +491,15 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     the condition number is not computed here (``condition`` is None).
     ``gmres_rtol`` is the relative residual the Krylov solve must reach;
     ``maxiter`` bounds the refinement steps with the residual of actual rounds
-    (at most 3 are used).
+    (at most 3 are used; an integer in [0, ``MAX_REFINEMENT``]).
 
     Raises
     ------
     InvalidHyperparameterError
-        A conserved quantity drifts (no fixed point).
+        A conserved quantity drifts (no fixed point); or an argument is not of its
+        kind: ``amap`` not a MatrixFreeAffineMap, ``max_condition`` not a finite
+        number > 1, ``gmres_rtol`` not in (0, 1), ``maxiter`` not an integer in range
+        (``initial`` not a finite state: InvalidProblemError).
     InvalidProblemError
         The spectral rate is >= 1 (the solution would not be the limit of the
         rounds, and need not be unique), or the Krylov solve does not reach
@@ -454,6 +507,10 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     UnclassifiedDirectionError
         As :func:`spectral_rate`.
     """
+    _check_map(amap)
+    _checks.condition_limit("max_condition", max_condition)
+    gmres_rtol = _checks.tolerance("gmres_rtol", gmres_rtol, below_one=True)
+    maxiter = integer("maxiter", maxiter, minimum=0, maximum=MAX_REFINEMENT)
     S_init = initial_vector(amap, initial)
     P = amap.projector
     n = amap.dim
@@ -488,7 +545,7 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     out = amap.round_map(S)
     resid = float(np.abs(out - S).max())
     steps = 0
-    for _ in range(min(3, max(0, int(maxiter)))):      # refinement: Galerkin on the same space
+    for _ in range(min(3, maxiter)):      # refinement: Galerkin on the same space
         z, _ = res.space.galerkin(out - S, P, amap.symmetric)
         S2 = S + P(z)
         out2 = amap.round_map(S2)
@@ -530,8 +587,21 @@ def orbit_rate(amap: MatrixFreeAffineMap, *, initial: Any = None, tol: float = 1
     initial error exceeds ``tol`` (relative) and whose residual is below ``converged``
     (relative to ||M_V||) is returned.
 
+    ``tol`` and ``converged`` lie in (0, 1); ``krylov_dim`` is an integer in
+    [1, ``MAX_ORBIT_KRYLOV_DIM``] (capped further by the state dimension and by
+    ``MAX_KRYLOV_BYTES`` of basis memory).
+
     Raises InvalidProblemError when the excited dominant Ritz value has not converged
-    within ``krylov_dim`` steps."""
+    within ``krylov_dim`` steps, InvalidHyperparameterError for an argument of the
+    wrong kind (named in the message)."""
+    _check_map(amap)
+    tol = _checks.tolerance("tol", tol, below_one=True)
+    converged = _checks.tolerance("converged", converged, below_one=True)
+    krylov_dim = integer("krylov_dim", krylov_dim, minimum=1, maximum=MAX_ORBIT_KRYLOV_DIM)
+    if 8 * amap.dim * (min(krylov_dim, amap.dim) + 1) > MAX_KRYLOV_BYTES:
+        raise InvalidHyperparameterError(
+            f"krylov_dim={krylov_dim} needs an Arnoldi basis of {amap.dim} x {min(krylov_dim, amap.dim) + 1} "
+            f"numbers, more than MAX_KRYLOV_BYTES={MAX_KRYLOV_BYTES} bytes; use a smaller krylov_dim")
     fp = fixed_point(amap, initial=initial)
     assert fp.S is not None and fp.initial is not None
     P = amap.projector

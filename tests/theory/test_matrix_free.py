@@ -15,6 +15,7 @@ from fltheory.algorithms import (
     Scaffold,
 )
 from fltheory.errors import (
+    InvalidHyperparameterError,
     InvalidProblemError,
     NotAffineError,
     UnclassifiedDirectionError,
@@ -28,6 +29,7 @@ from fltheory.theory.affine import (
     orbit_rate,
     spectral_rate,
 )
+from fltheory.theory import matrix_free as mf
 from fltheory.theory.krylov import block_krylov
 from fltheory.theory.matrix_free import MatrixFreeAffineMap, matrix_free_affine_map, rate_estimate
 
@@ -180,3 +182,102 @@ def test_rate_error_estimate_covers_the_dense_rate():
     fp = fixed_point(free)
     assert fp.spectral_rate_error == est.error
     np.testing.assert_allclose(fp.S, fixed_point(dense).S, rtol=0, atol=1e-10)
+
+
+# ------------------------------------------------ bad input: typed errors naming the argument
+@pytest.fixture(scope="module")
+def free_fedavg(fed):
+    return matrix_free_affine_map(FedAvg(lr=0.1, local_steps=3), fed)
+
+
+NOT_A_MAP = [float("nan"), None, "abc", np.zeros((3, 3))]
+
+
+@pytest.mark.parametrize("routine", [mf.spectral_rate, mf.rate_estimate, mf.contraction_factor,
+                                     mf.fixed_point, mf.orbit_rate])
+@pytest.mark.parametrize("bad", NOT_A_MAP, ids=["nan", "none", "string", "matrix"])
+def test_routines_refuse_what_is_not_a_matrix_free_map(routine, bad):
+    with pytest.raises(InvalidHyperparameterError, match="amap must be a MatrixFreeAffineMap") as info:
+        routine(bad)
+    assert isinstance(info.value, ValueError) and repr(bad)[:10] in str(info.value)
+
+
+def test_a_dense_map_is_refused_by_the_matrix_free_routines(fed):
+    dense = affine_round_map(FedAvg(lr=0.1, local_steps=3), fed, matrix_free=False)
+    with pytest.raises(InvalidHyperparameterError, match="AffineRoundMap"):
+        mf.fixed_point(dense)
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"max_condition": float("nan")}, "max_condition must be finite, got nan"),
+    ({"max_condition": 0.5}, "max_condition must be a finite number > 1, got 0.5"),
+    ({"gmres_rtol": "abc"}, "gmres_rtol must be a real number, got 'abc'"),
+    ({"gmres_rtol": 0.0}, "gmres_rtol must be finite and > 0, got 0.0"),
+    ({"gmres_rtol": 2.0}, "gmres_rtol must lie in \\(0, 1\\), got 2.0"),
+    ({"maxiter": 1.5}, "maxiter must be an integer, got 1.5"),
+    ({"maxiter": -1}, "maxiter must be an integer >= 0 and <= 1000000, got -1"),
+    ({"maxiter": 10**12}, "maxiter must be an integer >= 0 and <= 1000000, got 1000000000000"),
+    ({"initial": np.full(D, np.nan)}, "initial state must be finite; entry 0 is .*nan"),
+    ({"initial": np.ones(3)}, f"initial state vector must have shape \\({D},\\), got \\(3,\\)"),
+])
+def test_fixed_point_names_the_bad_argument(free_fedavg, kwargs, pattern):
+    with pytest.raises((InvalidHyperparameterError, InvalidProblemError), match=pattern) as info:
+        mf.fixed_point(free_fedavg, **kwargs)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"tol": float("inf")}, "tol must be finite, got inf"),
+    ({"tol": 1.0}, "tol must lie in \\(0, 1\\), got 1.0"),
+    ({"converged": -1e-8}, "converged must be finite and > 0, got -1e-08"),
+    ({"converged": True}, "converged must be a real number, got True"),
+    ({"krylov_dim": 0}, "krylov_dim must be an integer >= 1 and <= 10000, got 0"),
+    ({"krylov_dim": 10**12}, "krylov_dim must be an integer >= 1 and <= 10000, got 1000000000000"),
+    ({"krylov_dim": 8.0}, "krylov_dim must be an integer, got 8.0"),
+    ({"initial": "abc"}, "initial must be numeric, got the string 'abc'"),
+])
+def test_orbit_rate_names_the_bad_argument(free_fedavg, kwargs, pattern):
+    with pytest.raises((InvalidHyperparameterError, InvalidProblemError), match=pattern):
+        mf.orbit_rate(free_fedavg, **kwargs)
+
+
+def test_orbit_rate_refuses_a_basis_beyond_the_memory_cap(free_fedavg, monkeypatch):
+    monkeypatch.setattr(mf, "MAX_KRYLOV_BYTES", 8 * D * 5)
+    with pytest.raises(InvalidHyperparameterError, match="krylov_dim=80 needs an Arnoldi basis of 12 x 13"):
+        mf.orbit_rate(free_fedavg)
+
+
+def test_block_size_is_checked_before_any_round(fed):
+    class Counting(FedAvg):
+        calls = 0
+
+        def round(self, *args, **kwargs):
+            Counting.calls += 1
+            return super().round(*args, **kwargs)
+
+    for bad in (0, 257, 2.0, True, "8"):
+        with pytest.raises(InvalidHyperparameterError, match="block_size must be None or an integer in \\[1, 256\\]"):
+            matrix_free_affine_map(Counting(lr=0.1, local_steps=2), fed, block_size=bad)
+    assert Counting.calls == 0
+
+
+def test_projector_checks_its_functionals(free_fedavg, fed):
+    from fltheory.theory.invariants import ConservedFunctionals, conserved_functionals
+    import scipy.sparse as sp
+
+    with pytest.raises(InvalidProblemError, match=r"funcs must be a ConservedFunctionals .* got nan"):
+        mf.Projector(float("nan"), "FedAvg")
+    W = sp.csc_matrix(np.array([[1.0], [np.nan]]))
+    with pytest.raises(InvalidProblemError, match=r"funcs\.W must hold finite real coefficients"):
+        mf.Projector(ConservedFunctionals(W=W, names=("x",), families=(slice(0, 1),)), "FedAvg")
+    with pytest.raises(InvalidProblemError, match=r"funcs\.W must be a 2-D scipy\.sparse matrix"):
+        mf.Projector(ConservedFunctionals(W=np.ones((2, 1)), names=("x",), families=(slice(0, 1),)), "FedAvg")
+    alg = Scaffold(lr=0.1, local_steps=2)
+    rm_map = matrix_free_affine_map(alg, fed)
+    funcs = conserved_functionals(alg, fed, rm_map.layout, rm_map.frozen)
+    with pytest.raises(InvalidHyperparameterError, match="algorithm must be the algorithm's name \\(a str\\), got 3"):
+        mf.Projector(funcs, 3)
+    P = mf.Projector(funcs, "SCAFFOLD")
+    v = np.random.default_rng(0).standard_normal(rm_map.dim)
+    np.testing.assert_allclose(P.coefficients(P(v)), 0.0, atol=1e-12)     # P v lies in ker W^T
+    np.testing.assert_allclose(P(P(v)), P(v), atol=1e-12)                 # a projector
