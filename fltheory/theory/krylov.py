@@ -50,7 +50,7 @@ import numpy as np
 from .._validate import _short, finite_array, flag, integer, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 
-__all__ = ["DominantEigenvalues", "KrylovResult", "KrylovSpace", "block_krylov"]
+__all__ = ["DominantEigenvalues", "KrylovResult", "KrylovSpace", "block_krylov", "ritz_orbit_rate"]
 
 _RANK_TOL = 1e-10          # a new column shorter than this (relative) adds nothing to the space
 
@@ -307,6 +307,105 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
         z = np.zeros(n)
     return KrylovResult(eig=eig, z=z, solve_residual=solve_res, dimension=space.k, blocks=blocks,
                         converged=done or invariant, invariant=invariant, space=space)
+
+
+def ritz_orbit_rate(space: KrylovSpace, e0: np.ndarray, *, symmetric: bool, tol: float = 1e-9,
+                    converged: float = 1e-8) -> float | None:
+    """The largest |lambda| of M_V over the eigenvectors that ``e0`` excites, read from the
+    Ritz pairs of a Krylov space that contains e0 (e.g. the space a fixed point was solved on);
+    None when the space cannot decide.
+
+    With Ritz pairs (theta_j, Q y_j) of T (||y_j|| = 1; T symmetrised when ``symmetric``),
+    the coordinates q = Q^T e0 and a = Y^{-1} q (Y^T q when symmetric), mode j is excited when
+    |a_j| > tol max_i |a_i|: the dense route's test (``theory.affine.orbit_rate``) with Ritz
+    vectors for eigenvectors.  Ritz values closer than max(1e-10 max(1, max|theta|), 2 rho)
+    form one cluster (a multiple eigenvalue), whose share is the norm of its coefficients.
+    The error of a cluster's share is estimated as
+
+        err_C = ||e0|| (omega + kappa(Y) sqrt(|C|) rho_C / delta_C) + 1e3 eps kappa(Y) ||e0||,
+
+    with omega = ||e0 - Q q|| / ||e0|| (e0 outside the space), rho_C the largest Ritz residual
+    ||P M Q y - theta Q y|| of the cluster (computed from the stored products) and
+    delta_C = (distance to the nearest other Ritz value) - rho_C: the sin-theta bound of Davis
+    and Kahan for a symmetric M_V (kappa = 1) with the Ritz values standing in for the rest of
+    the spectrum; for a non-symmetric M_V an estimate.  Clusters are taken by decreasing
+    modulus; each must be converged (rho_C <= ``converged`` max(1, max|theta|)) and decided:
+    certainly not excited (share + err <= tol max|a|: next cluster) or certainly excited
+    (share - err > tol max|a|: its largest |theta| is returned).  Anything else returns None
+    (the caller falls back to Arnoldi from e0, whose space holds only excited modes).
+
+    Raises InvalidHyperparameterError for an argument of the wrong kind (``space`` not a
+    KrylovSpace, ``e0`` not a finite vector of the space's length, ``symmetric`` not a bool,
+    ``tol`` or ``converged`` not in (0, 1)), naming it.
+    """
+    if not isinstance(space, KrylovSpace):
+        raise InvalidHyperparameterError(
+            f"space must be a KrylovSpace (e.g. block_krylov(...).space), got {_short(space)} "
+            f"({type(space).__name__})")
+    e0 = finite_array("e0", e0, ndim=1, error=InvalidHyperparameterError)
+    if e0.shape != (space.n,):
+        raise InvalidHyperparameterError(f"e0 must be a vector of shape ({space.n},), got {e0.shape}")
+    symmetric = flag("symmetric", symmetric)
+    for name, value in (("tol", tol), ("converged", converged)):
+        if not positive(name, value) < 1:
+            raise InvalidHyperparameterError(f"{name} must lie in (0, 1), got {value!r}")
+    k = space.k
+    norm0 = float(np.linalg.norm(e0))
+    if k == 0 or norm0 == 0.0:
+        return None
+    Q, MQ = space.Q, space.MQ
+    q = Q.T @ e0
+    omega = float(np.linalg.norm(e0 - Q @ q)) / norm0
+    if symmetric:
+        theta_r, Y = np.linalg.eigh((space.T + space.T.T) / 2)
+        theta = theta_r.astype(complex)
+        a = Y.T @ q
+        kappa = 1.0
+    else:
+        theta, Y = np.linalg.eig(space.T)
+        Y = Y / np.linalg.norm(Y, axis=0)
+        kappa = float(np.linalg.cond(Y))
+        if not np.isfinite(kappa) or kappa > 1e12:
+            return None
+        a = np.linalg.solve(Y, q.astype(complex))
+    modulus = np.abs(theta)
+    scale = max(1.0, float(modulus.max()))
+    share = np.abs(a)
+    threshold = tol * float(share.max())
+    floor = 1e3 * np.finfo(float).eps * kappa * norm0
+    residual: dict[int, float] = {}
+
+    def rho(j: int) -> float:
+        if j not in residual:
+            y = Y[:, j]
+            residual[j] = float(np.linalg.norm(MQ @ y - theta[j] * (Q @ y)))
+        return residual[j]
+
+    taken = np.zeros(k, dtype=bool)
+    for j in np.argsort(-modulus, kind="stable"):
+        if taken[j]:
+            continue
+        radius = max(1e-10 * scale, 2.0 * rho(j))
+        members = np.flatnonzero(~taken & (np.abs(theta - theta[j]) <= radius))
+        taken[members] = True
+        rho_c = max(rho(int(i)) for i in members)
+        if rho_c > converged * scale:
+            return None
+        outside = np.ones(k, dtype=bool)
+        outside[members] = False
+        distance = float(np.abs(theta[members][:, None] - theta[outside][None, :]).min()) if outside.any() \
+            else np.inf
+        gap = distance - rho_c
+        if not gap > rho_c:
+            return None
+        err = norm0 * (omega + kappa * np.sqrt(members.size) * rho_c / gap) + floor
+        share_c = float(np.linalg.norm(a[members]))
+        if share_c + err <= threshold:
+            continue
+        if share_c - err > threshold:
+            return float(modulus[members].max())
+        return None
+    return None
 
 
 def _checked_arguments(apply: Any, project: Any, start: Any, symmetric: Any, rhs: Any, want_eig: Any,

@@ -84,7 +84,7 @@ from . import _checks
 from .affine_support import drift_scale, frozen_coordinates, initial_vector, refuse_unclassified
 from .block_products import BlockProduct, block_product
 from .fixed_points import FixedPoint
-from .krylov import DominantEigenvalues, block_krylov
+from .krylov import DominantEigenvalues, KrylovResult, block_krylov, ritz_orbit_rate
 from .invariants import ConservedFunctionals, check_conserved, conserved_functionals
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
@@ -512,15 +512,7 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     gmres_rtol = _checks.tolerance("gmres_rtol", gmres_rtol, below_one=True)
     maxiter = integer("maxiter", maxiter, minimum=0, maximum=MAX_REFINEMENT)
     S_init = initial_vector(amap, initial)
-    P = amap.projector
-    n = amap.dim
-    if P.count:
-        drift = float(np.abs(P.coefficients(amap.c)).max())
-        wmax = float(np.abs(P.W.data).max()) if P.W.nnz else 1.0
-        if drift > amap.rtol * wmax * drift_scale(amap.c, S_init):
-            raise InvalidHyperparameterError(
-                f"{amap.algorithm}: a conserved quantity of the round map drifts by {drift:.3e} per "
-                "round (w^T c != 0 for a declared conserved w): no fixed point")
+    _refuse_drift(amap, S_init)
     cached = amap.cache.get("base_run")
     if initial is None and cached is not None and cached.solve_residual <= gmres_rtol:
         res = cached
@@ -528,6 +520,27 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
         res = _krylov_run(amap, S_init, "dominant" not in amap.cache, gmres_rtol)
         if res.eig is not None:
             _store(amap, res.eig, res.blocks, res.invariant)
+    return _fixed_point_from(amap, S_init, res, gmres_rtol, maxiter)
+
+
+def _refuse_drift(amap: MatrixFreeAffineMap, S_init: np.ndarray) -> None:
+    """InvalidHyperparameterError when a declared conserved quantity drifts (w^T c != 0)."""
+    P = amap.projector
+    if P.count:
+        drift = float(np.abs(P.coefficients(amap.c)).max())
+        wmax = float(np.abs(P.W.data).max()) if P.W.nnz else 1.0
+        if drift > amap.rtol * wmax * drift_scale(amap.c, S_init):
+            raise InvalidHyperparameterError(
+                f"{amap.algorithm}: a conserved quantity of the round map drifts by {drift:.3e} per "
+                "round (w^T c != 0 for a declared conserved w): no fixed point")
+
+
+def _fixed_point_from(amap: MatrixFreeAffineMap, S_init: np.ndarray, res: KrylovResult, gmres_rtol: float,
+                      maxiter: int) -> FixedPoint:
+    """The fixed point from the Galerkin solution of a Krylov run started at S_init (checked
+    arguments), refined with actual rounds and checked for affinity near it."""
+    P = amap.projector
+    n = amap.dim
     eig = rate_estimate(amap)
     rate = float(eig.rate)
     if rate >= 1.0:
@@ -582,18 +595,27 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
 
 def orbit_rate(amap: MatrixFreeAffineMap, *, initial: Any = None, tol: float = 1e-9,
                krylov_dim: int = 80, converged: float = 1e-8) -> float:
-    """Asymptotic rate of the orbit from ``initial`` by Arnoldi on M_V from the initial
-    error (module docstring).  The largest |theta| over Ritz pairs whose share of the
-    initial error exceeds ``tol`` (relative) and whose residual is below ``converged``
-    (relative to ||M_V||) is returned.
+    """Asymptotic rate of the orbit from ``initial``: the largest |lambda_k| of M_V over the
+    eigenvectors the initial error e0 = P (S_init - S~) excites (share of e0 above ``tol``,
+    relative), as on the dense route.
+
+    First from the block Krylov space the fixed point is solved on (block products when the
+    map has them; no extra round for ``initial=None``, whose space the rate estimate already
+    built): e0 lies in that space, and its coefficients on the Ritz vectors decide which
+    modes it excites (:func:`fltheory.theory.krylov.ritz_orbit_rate`).  When that cannot
+    decide (a Ritz pair not converged to ``converged`` relative to ||M_V||, or a coefficient
+    within its estimated error of the threshold), Arnoldi on M_V started at e0 itself, one
+    round per step, up to ``krylov_dim`` steps (module docstring): the Krylov space of e0 holds
+    only the eigenvectors e0 excites.
 
     ``tol`` and ``converged`` lie in (0, 1); ``krylov_dim`` is an integer in
     [1, ``MAX_ORBIT_KRYLOV_DIM``] (capped further by the state dimension and by
-    ``MAX_KRYLOV_BYTES`` of basis memory).
+    ``MAX_KRYLOV_BYTES`` of basis memory).  How the rate was found is recorded in
+    ``amap.cache["orbit_method"]`` (``"fixed-point space"`` or ``"arnoldi"``).
 
     Raises InvalidProblemError when the excited dominant Ritz value has not converged
-    within ``krylov_dim`` steps, InvalidHyperparameterError for an argument of the
-    wrong kind (named in the message)."""
+    within ``krylov_dim`` Arnoldi steps, InvalidHyperparameterError for an argument of the
+    wrong kind (named in the message); otherwise as :func:`fixed_point`."""
     _check_map(amap)
     tol = _checks.tolerance("tol", tol, below_one=True)
     converged = _checks.tolerance("converged", converged, below_one=True)
@@ -602,13 +624,42 @@ def orbit_rate(amap: MatrixFreeAffineMap, *, initial: Any = None, tol: float = 1
         raise InvalidHyperparameterError(
             f"krylov_dim={krylov_dim} needs an Arnoldi basis of {amap.dim} x {min(krylov_dim, amap.dim) + 1} "
             f"numbers, more than MAX_KRYLOV_BYTES={MAX_KRYLOV_BYTES} bytes; use a smaller krylov_dim")
-    fp = fixed_point(amap, initial=initial)
-    assert fp.S is not None and fp.initial is not None
+    S_init = initial_vector(amap, initial)
+    _refuse_drift(amap, S_init)
+    if amap.dim <= 8 + amap.projector.count:
+        rate_estimate(amap)                      # the typed refusal of a state too small
+    if initial is None:
+        rate_estimate(amap)                      # cached; its space is that of amap.base
+    cached = amap.cache.get("base_run")
+    if initial is None and cached is not None and cached.solve_residual <= SOLVE_RTOL:
+        res = cached
+    else:                    # one space for the solve and the orbit (its Ritz pairs grown as for the rate)
+        res = _krylov_run(amap, S_init, True, SOLVE_RTOL)
+        eig = res.eig
+        assert eig is not None
+        if "dominant" not in amap.cache and eig.error <= max(
+                rate_tolerance(amap, eig.rate), 1e-8 * max(eig.rate, 1.0) if res.invariant else 0.0):
+            _store(amap, eig, res.blocks, res.invariant)   # else rate_estimate builds its own space
+    fp = _fixed_point_from(amap, S_init, res, SOLVE_RTOL, 50)
+    assert fp.S is not None
     P = amap.projector
-    e0 = P(fp.initial - fp.S)
-    norm0 = float(np.linalg.norm(e0))
+    e0 = P(S_init - fp.S)
     if float(np.abs(e0).max(initial=0.0)) <= 1e3 * np.finfo(float).eps * max(1.0, float(np.abs(fp.S).max())):
         return 0.0
+    rate = ritz_orbit_rate(res.space, e0, symmetric=amap.symmetric, tol=tol, converged=converged)
+    if rate is not None:
+        amap.cache["orbit_method"] = "fixed-point space"
+        return rate
+    amap.cache["orbit_method"] = "arnoldi"
+    return _arnoldi_orbit_rate(amap, e0, tol, krylov_dim, converged)
+
+
+def _arnoldi_orbit_rate(amap: MatrixFreeAffineMap, e0: np.ndarray, tol: float, krylov_dim: int,
+                        converged: float) -> float:
+    """Arnoldi (no restarts, full reorthogonalisation) on M_V from e0, one round per step:
+    the largest |theta| over converged Ritz pairs whose share of e0 exceeds ``tol``."""
+    P = amap.projector
+    norm0 = float(np.linalg.norm(e0))
     m = min(krylov_dim, amap.dim - P.count)
     Qk = np.zeros((amap.dim, m + 1))
     H = np.zeros((m + 1, m))

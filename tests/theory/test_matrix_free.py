@@ -281,3 +281,77 @@ def test_projector_checks_its_functionals(free_fedavg, fed):
     v = np.random.default_rng(0).standard_normal(rm_map.dim)
     np.testing.assert_allclose(P.coefficients(P(v)), 0.0, atol=1e-12)     # P v lies in ker W^T
     np.testing.assert_allclose(P(P(v)), P(v), atol=1e-12)                 # a projector
+
+
+# ------------------------------------------------ orbit rate from the fixed point's block Krylov space
+@pytest.mark.parametrize("block_size", [None, 8])
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_orbit_rate_equals_dense_on_every_affine_algorithm(fed, name, block_size):
+    """Default start: read from the space the rate and fixed point were computed on (a few
+    rounds for the fixed point's checks, no Arnoldi); a random start: the same, from its own
+    space, or Arnoldi when the space cannot decide.  Both equal the dense orbit rate to 1e-10."""
+    x0 = np.linspace(-1, 1, D)
+    dense = affine_round_map(MAKERS[name](), fed, x0=x0, matrix_free=False)
+    free = matrix_free_affine_map(MAKERS[name](), fed, x0=x0, block_size=block_size)
+    spectral_rate(free)
+    fixed_point(free)
+    before = free.rounds
+    assert mf.orbit_rate(free) == pytest.approx(orbit_rate(dense), abs=1e-10)
+    assert free.cache["orbit_method"] == "fixed-point space"
+    assert free.rounds - before <= 8                   # the fixed point's refinement and checks only
+    start = dense.base + np.random.default_rng(2).standard_normal(dense.dim) * ~dense.frozen
+    assert mf.orbit_rate(free, initial=start) == pytest.approx(orbit_rate(dense, initial=start), abs=1e-10)
+    assert free.cache["orbit_method"] in ("fixed-point space", "arnoldi")
+
+
+def _symmetric(lam, seed=0):
+    Qr, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((lam.size, lam.size)))
+    return (Qr * lam) @ Qr.T, Qr
+
+
+@pytest.mark.parametrize("excited", [[0, 5, 9], [3, 7], [12], [1, 2]])
+def test_ritz_orbit_rate_finds_the_largest_excited_eigenvalue(excited):
+    """M = U diag(lam) U^T; e0 a combination of the chosen eigenvectors; a block space started
+    at [e0, random] (so it holds unexcited modes too).  The answer is max lam[excited] or None."""
+    from fltheory.theory.krylov import ritz_orbit_rate
+
+    lam = np.linspace(0.95, 0.05, 40)
+    A, U = _symmetric(lam)
+    e0 = U[:, excited] @ np.linspace(1.0, 2.0, len(excited))
+    start = np.column_stack([e0, np.random.default_rng(1).standard_normal((40, 3))])
+    res = block_krylov(lambda V: A @ V, lambda v: v, start, symmetric=True, max_vectors=40)
+    got = ritz_orbit_rate(res.space, e0, symmetric=True)
+    assert got == pytest.approx(lam[excited].max(), abs=1e-12)
+    general = ritz_orbit_rate(res.space, e0, symmetric=False)
+    assert general is None or general == pytest.approx(lam[excited].max(), abs=1e-12)
+
+
+def test_ritz_orbit_rate_does_not_guess_on_a_small_unresolved_space():
+    """A space of 6 vectors of a 200-dimensional map with a dense spectrum: the top Ritz
+    pairs have not converged, so no answer is read from them (None, never a wrong rate)."""
+    from fltheory.theory.krylov import ritz_orbit_rate
+
+    lam = np.linspace(0.99, 0.0, 200)
+    A, U = _symmetric(lam, seed=3)
+    e0 = U @ np.random.default_rng(4).standard_normal(200)
+    res = block_krylov(lambda V: A @ V, lambda v: v, np.column_stack([e0, np.ones(200)]), symmetric=True,
+                       max_vectors=6)
+    assert ritz_orbit_rate(res.space, e0, symmetric=True) is None
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"space": 1.0}, "space must be a KrylovSpace"),
+    ({"e0": np.ones(3)}, r"e0 must be a vector of shape \(40,\), got \(3,\)"),
+    ({"e0": np.full(40, np.nan)}, "e0 contains a non-finite value"),
+    ({"symmetric": None}, "symmetric must be True or False, got None"),
+    ({"tol": 1.5}, r"tol must lie in \(0, 1\), got 1.5"),
+    ({"converged": "abc"}, "converged must be a real number, got 'abc'"),
+])
+def test_ritz_orbit_rate_names_the_bad_argument(kwargs, pattern):
+    from fltheory.theory.krylov import ritz_orbit_rate
+
+    A, _ = _symmetric(np.linspace(0.9, 0.1, 40))
+    res = block_krylov(lambda V: A @ V, lambda v: v, np.ones((40, 1)), symmetric=True)
+    args = {"space": res.space, "e0": np.ones(40), "symmetric": True, **kwargs}
+    with pytest.raises(InvalidHyperparameterError, match=pattern):
+        ritz_orbit_rate(**args)
