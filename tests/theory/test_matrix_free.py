@@ -355,3 +355,58 @@ def test_ritz_orbit_rate_names_the_bad_argument(kwargs, pattern):
     args = {"space": res.space, "e0": np.ones(40), "symmetric": True, **kwargs}
     with pytest.raises(InvalidHyperparameterError, match=pattern):
         ritz_orbit_rate(**args)
+
+
+# ------------------------------------------------ the public fuzz sweep with working arguments
+def _sweep_bases():
+    """Working arguments of every public callable of matrix_free and krylov (the public fuzz
+    suite calls them with a dense map or 1.0, which the first check already refuses): each
+    bad value then reaches the check of its own parameter."""
+    from fltheory.theory import krylov
+    from fltheory.theory.invariants import conserved_functionals
+
+    small = random_quadratic(5, 12, L=2.0, mu=0.3, heterogeneity=2.0, seed=4)
+    A = np.diag(np.linspace(0.1, 0.8, 20))
+    start = np.random.default_rng(0).standard_normal((20, 2))
+
+    def scaffold_map():
+        return matrix_free_affine_map(Scaffold(lr=0.1, local_steps=2), small)
+
+    def fedavg_map():
+        return matrix_free_affine_map(FedAvg(lr=0.1, local_steps=2), small)
+
+    def funcs():
+        m = scaffold_map()
+        return conserved_functionals(m.round_map.algorithm, small, m.layout, m.frozen)
+
+    def space():
+        return block_krylov(lambda V: A @ V, lambda v: v, start, symmetric=True).space
+
+    return {
+        "fixed_point": (mf.fixed_point, lambda: {"amap": scaffold_map()}),
+        "orbit_rate": (mf.orbit_rate, lambda: {"amap": scaffold_map()}),
+        "orbit_rate (symmetric)": (mf.orbit_rate, lambda: {"amap": fedavg_map()}),
+        "spectral_rate": (mf.spectral_rate, lambda: {"amap": scaffold_map()}),
+        "rate_estimate": (mf.rate_estimate, lambda: {"amap": scaffold_map()}),
+        "contraction_factor": (mf.contraction_factor, lambda: {"amap": fedavg_map()}),
+        "matrix_free_affine_map": (matrix_free_affine_map,
+                                   lambda: {"algorithm": FedAvg(lr=0.1, local_steps=2), "problem": small}),
+        "Projector": (mf.Projector, lambda: {"funcs": funcs(), "algorithm": "SCAFFOLD"}),
+        "block_krylov": (block_krylov, lambda: {"apply": lambda V: A @ V, "project": lambda v: v, "start": start,
+                                                "symmetric": True}),
+        "KrylovSpace": (krylov.KrylovSpace, lambda: {"n": 5}),
+        "ritz_orbit_rate": (krylov.ritz_orbit_rate, lambda: {"space": space(), "e0": np.ones(20),
+                                                              "symmetric": True}),
+    }
+
+
+@pytest.mark.parametrize("name", list(_sweep_bases()))
+def test_fuzz_sweep_with_working_arguments(name):
+    from tests._fuzz_support import Outcome, sweep
+
+    fn, base = _sweep_bases()[name]
+    base()                                                    # the working arguments work
+    calls = sweep(f"matrix_free/krylov {name}", fn, base=base)
+    broken = [c for c in calls if c.outcome in (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)]
+    assert not broken, "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}" for c in broken[:10])
+    assert sum(c.outcome is Outcome.TYPED for c in calls) >= len(calls) // 2

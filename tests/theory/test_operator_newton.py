@@ -131,3 +131,25 @@ def test_continuation_names_the_bad_argument(kwargs, pattern):
     args = {"make_operator": lambda s: (lambda x: s * 0.5 * x), "path": [0.5, 1.0], "x0": np.zeros(3), **kwargs}
     with pytest.raises(InvalidHyperparameterError, match=pattern):
         continuation_fixed_point(**args)
+
+
+def test_fuzz_sweep_with_working_arguments(fed):
+    """The public fuzz values, one parameter at a time, with a working operator and start (the
+    public suite's T = 1.0 is refused before any other argument is looked at)."""
+    from tests._fuzz_support import Outcome, sweep
+
+    def make(v):
+        return fedopt_operator(adagrad(v), fed)
+
+    bases = {
+        "newton_krylov_fixed_point": (newton_krylov_fixed_point, lambda: {"T": make(0.1), "x0": fed.optimum()}),
+        "continuation_fixed_point": (continuation_fixed_point,
+                                     lambda: {"make_operator": make, "path": [1.0, 0.1], "x0": fed.optimum()}),
+        "operator_fixed_point newton-krylov": (operator_fixed_point, lambda: {
+            "T": make(0.1), "x0": fed.optimum(), "method": "newton-krylov", "cross_check": False}),
+    }
+    for name, (fn, base) in bases.items():
+        calls = sweep(name, fn, base=base)
+        broken = [c for c in calls if c.outcome in (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)]
+        assert not broken, name + ": " + "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}"
+                                                  for c in broken[:10])
