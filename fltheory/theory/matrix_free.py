@@ -51,10 +51,14 @@ general (Arnoldi-type) otherwise.
   residual of an actual round; the residual reported is ||Phi(S~) - S~||_inf.
   With block products the same space also gives the rate (its other start
   columns are random).
-* :func:`orbit_rate`: Arnoldi (no restarts, full reorthogonalisation) on M_V
-  started at the initial error e0 = P (S_init - S~).  The Krylov space of e0
-  holds only the eigenvectors e0 excites, so the largest converged Ritz value
-  whose share of e0 exceeds ``tol`` is the orbit's rate.
+* :func:`orbit_rate`: the initial error e0 = P (S_init - S~) lies in the block
+  Krylov space the fixed point was solved on (for the default start, the space of
+  the rate estimate: no further round), so its coefficients on that space's Ritz
+  vectors tell which modes it excites; the largest converged Ritz value whose share
+  of e0 certainly exceeds ``tol`` is the orbit's rate
+  (:func:`~fltheory.theory.krylov.ritz_orbit_rate`).  When the space cannot decide,
+  Arnoldi (no restarts, full reorthogonalisation) on M_V started at e0, one round
+  per step: the Krylov space of e0 holds only the eigenvectors e0 excites.
 * :func:`contraction_factor` (||M_V||_2): equal to the spectral rate when M_V is
   symmetric; otherwise it needs products with M^T, which a round does not give,
   and raises InvalidProblemError.
