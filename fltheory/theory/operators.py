@@ -58,7 +58,7 @@ from ..errors import (AssumptionError, DivergenceError, InvalidHyperparameterErr
 from ..problems.base import Federation
 from . import _checks
 from .fixed_points import FixedPoint
-from .operator_newton import continuation_fixed_point, newton_krylov_fixed_point
+from .operator_newton import central_difference_jacobian, continuation_fixed_point, newton_krylov_fixed_point
 from .round_maps import _deterministic_round, check_deterministic_setting, state_layout
 from ..aliases import ClientSelection, Rate, Steps
 
@@ -192,18 +192,7 @@ def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: ArrayLike, *,
         raise InvalidHyperparameterError(f"T must be a FedOptOperator or a callable x -> T(x), got {T!r}")
     x = _point("x", x, T)
     s = _FD_STEP if step is None else positive("step", step)
-    d = x.shape[0]
-    J = np.empty((d, d))
-    for j in range(d):
-        hj = s * max(1.0, abs(x[j]))
-        xp, xm = x.copy(), x.copy()
-        xp[j] += hj
-        xm[j] -= hj
-        J[:, j] = (np.asarray(T(xp)) - np.asarray(T(xm))) / (2.0 * hj)
-        if not np.all(np.isfinite(J[:, j])):
-            raise DivergenceError(
-                f"operator_jacobian: T is non-finite within {hj:.3g} of x along coordinate {j}")
-    return J
+    return central_difference_jacobian(T, x, s)
 
 
 def anderson_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *, memory: int = 5,
