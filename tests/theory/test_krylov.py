@@ -109,3 +109,43 @@ def test_huge_max_vectors_is_capped_by_the_dimension():
 def test_krylov_space_names_the_bad_argument(kwargs, pattern):
     with pytest.raises(InvalidHyperparameterError, match=pattern):
         krylov.KrylovSpace(**kwargs)
+
+
+def test_ritz_orbit_rate_is_right_or_undecided_on_random_spectra():
+    """Random diagonalizable M (symmetric or not, some with a multiple leading eigenvalue),
+    e0 a combination of random eigenvectors with coefficients over six decades, block spaces
+    of random width cut at random sizes: the answer is the dense rule's
+    max {|lambda_k| : |a_k| > 1e-9 max |a|} to 1e-8, or None; never another number."""
+    from fltheory.theory.krylov import ritz_orbit_rate
+
+    right = undecided = 0
+    for seed in range(120):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(10, 50))
+        sym = bool(rng.integers(0, 2))
+        lam = np.sort(rng.uniform(-0.95, 0.95, n))[::-1]
+        if rng.random() < 0.3:
+            lam[: n // 4] = lam[0]
+        if sym:
+            U, _ = np.linalg.qr(rng.standard_normal((n, n)))
+            A = (U * lam) @ U.T
+        else:
+            U = np.eye(n) + 0.3 * rng.standard_normal((n, n)) / np.sqrt(n)
+            A = (U * lam) @ np.linalg.inv(U)
+            U = U / np.linalg.norm(U, axis=0)
+        k = int(rng.integers(1, n))
+        chosen = rng.choice(n, size=k, replace=False)
+        e0 = U[:, chosen] @ (rng.standard_normal(k) * 10.0 ** rng.uniform(-6, 0, k))
+        b = int(rng.integers(1, 5))
+        start = np.column_stack([e0, rng.standard_normal((n, b - 1))])
+        cap = n if seed % 2 else int(rng.integers(5, n + 1))
+        res = block_krylov(lambda V, A=A: A @ V, I, start, symmetric=sym, max_vectors=cap)
+        got = ritz_orbit_rate(res.space, e0, symmetric=sym)
+        a = np.linalg.solve(U, e0)
+        want = np.abs(lam[np.abs(a) > 1e-9 * np.abs(a).max()]).max()
+        if got is None:
+            undecided += 1
+        else:
+            assert got == pytest.approx(want, abs=1e-8), (seed, sym, n, cap)
+            right += 1
+    assert right >= 40
