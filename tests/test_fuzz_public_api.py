@@ -69,14 +69,6 @@ KNOWN_VIOLATIONS: dict[str, str] = {
     'fltheory.theory.moments.moment_operator': "36 of 114 (RAW 36); e.g. algorithm=nan: AttributeError: 'float' object has no attribute 'init'",
     'fltheory.theory.moments.noise_of': "23 of 38 (RAW 23); e.g. problem=nan: AttributeError: 'float' object has no attribute 'batch_size'",
     'fltheory.theory.moments.participation_support': '56 of 76 (RAW 56); e.g. t=nan: IndexError: tuple index out of range',
-    'fltheory.theory.matrix_free.Projector': "38 of 38 (RAW 38); e.g. funcs=nan: AttributeError: 'float' object has no attribute 'W'",
-    'fltheory.theory.matrix_free.contraction_factor': "19 of 19 (RAW 19); e.g. amap=nan: AttributeError: 'float' object has no attribute 'symmetric'",
-    'fltheory.theory.matrix_free.fixed_point': "76 of 95 (RAW 76); e.g. amap=nan: AttributeError: 'float' object has no attribute 'base'",
-    'fltheory.theory.matrix_free.orbit_rate': "76 of 95 (RAW 76); e.g. amap=nan: AttributeError: 'float' object has no attribute 'base'",
-    'fltheory.theory.matrix_free.rate_estimate': "19 of 19 (RAW 19); e.g. amap=nan: AttributeError: 'float' object has no attribute 'cache'",
-    'fltheory.theory.matrix_free.spectral_rate': "19 of 19 (RAW 19); e.g. amap=nan: AttributeError: 'float' object has no attribute 'cache'",
-    'fltheory.theory.krylov.KrylovSpace': "36 of 38 (RAW 36); e.g. n=nan: TypeError: 'float' object cannot be interpreted as an integer",
-    'fltheory.theory.krylov.block_krylov': "190 of 190 (RAW 190); e.g. apply=nan: AttributeError: 'float' object has no attribute 'shape'",
 }
 
 _VIOLATIONS = (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)

@@ -43,12 +43,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["DominantEigenvalues", "KrylovResult", "KrylovSpace", "block_krylov"]
+from .._validate import _short, finite_array, flag, integer, positive
+from ..errors import InvalidHyperparameterError, InvalidProblemError
+
+__all__ = ["DominantEigenvalues", "KrylovResult", "KrylovSpace", "block_krylov", "ritz_orbit_rate"]
 
 _RANK_TOL = 1e-10          # a new column shorter than this (relative) adds nothing to the space
+
+#: Largest memory (bytes) a Krylov space may allocate up front (its basis and products:
+#: 2 x capacity x n float64) or be allowed to grow to (``max_vectors`` columns).
+MAX_SPACE_BYTES = 1 << 32
 
 
 @dataclass(frozen=True)
@@ -76,9 +84,19 @@ class KrylovSpace:
     """Orthonormal basis Q (n, k) of V-vectors, the stored products P M Q and T = Q^T P M Q.
 
     Basis vectors and products are stored as the rows of contiguous (capacity, n)
-    arrays that grow by doubling, so Q^T W and Q c stream each vector once."""
+    arrays that grow by doubling, so Q^T W and Q c stream each vector once.
+
+    ``n`` (vector length) and ``capacity`` (columns allocated at first) are integers >= 1
+    whose initial allocation 16 n capacity bytes is at most ``MAX_SPACE_BYTES``
+    (InvalidHyperparameterError otherwise, naming the argument)."""
 
     def __init__(self, n: int, capacity: int = 32) -> None:
+        n = integer("n", n, minimum=1, maximum=None)
+        capacity = integer("capacity", capacity, minimum=1, maximum=None)
+        if 16 * n * capacity > MAX_SPACE_BYTES:
+            raise InvalidHyperparameterError(
+                f"n={n} and capacity={capacity} ask for {16 * n * capacity:.3g} bytes of Krylov basis, "
+                f"more than MAX_SPACE_BYTES={MAX_SPACE_BYTES}; expected 16 n capacity <= MAX_SPACE_BYTES")
         self.n = n
         self.k = 0
         self._B = np.empty((capacity, n))
@@ -213,12 +231,28 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
     ``apply(V)`` returns M V for V (n, q), q <= b; ``project`` is P.  With ``rhs``
     given, its normalised projection replaces the first start column and the
     Galerkin solution of (I - M) z = rhs on V is returned.  ``eig_tol`` is relative
-    to the rate, or a function rate -> accepted error; ``solve_tol`` is relative to ||P rhs||."""
+    to the rate, or a function rate -> accepted error; ``solve_tol`` is relative to ||P rhs||.
+    ``max_vectors`` (at most n; 16 n max_vectors bytes at most ``MAX_SPACE_BYTES``) and
+    ``min_blocks`` are integers >= 1.
+
+    Raises
+    ------
+    InvalidHyperparameterError
+        An argument of the wrong kind, named in the message: ``apply``/``project`` not
+        callable, ``start`` not a finite real (n, b) array with n, b >= 1, ``rhs`` not
+        None or a finite (n,) vector, a flag that is not a bool, a tolerance not a finite
+        number > 0 (or an ``eig_tol`` function returning one), sizes out of range.
+    InvalidProblemError
+        ``apply`` or ``project`` returns NaN/inf or an array of the wrong shape: no
+        Krylov space is built from it."""
+    start, rhs, eig_tol, solve_tol, max_vectors, min_blocks = _checked_arguments(
+        apply, project, start, symmetric, rhs, want_eig, eig_tol, solve_tol, max_vectors, min_blocks)
     n, b = start.shape
+    apply, project = _checked_products(apply, project, n)
     X = _columns(project, start)
     r = None if rhs is None else project(rhs)
     rnorm = 0.0 if r is None else float(np.linalg.norm(r))
-    space = KrylovSpace(n)
+    space = KrylovSpace(n, capacity=min(32, max_vectors))
     if rnorm > 0.0:
         assert r is not None
         first = (r / rnorm)[:, None]
@@ -273,6 +307,163 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
         z = np.zeros(n)
     return KrylovResult(eig=eig, z=z, solve_residual=solve_res, dimension=space.k, blocks=blocks,
                         converged=done or invariant, invariant=invariant, space=space)
+
+
+def ritz_orbit_rate(space: KrylovSpace, e0: np.ndarray, *, symmetric: bool, tol: float = 1e-9,
+                    converged: float = 1e-8) -> float | None:
+    """The largest |lambda| of M_V over the eigenvectors that ``e0`` excites, read from the
+    Ritz pairs of a Krylov space that contains e0 (e.g. the space a fixed point was solved on);
+    None when the space cannot decide.
+
+    With Ritz pairs (theta_j, Q y_j) of T (||y_j|| = 1; T symmetrised when ``symmetric``),
+    the coordinates q = Q^T e0 and a = Y^{-1} q (Y^T q when symmetric), mode j is excited when
+    |a_j| > tol max_i |a_i|: the dense route's test (``theory.affine.orbit_rate``) with Ritz
+    vectors for eigenvectors.  Ritz values closer than max(1e-10 max(1, max|theta|), 2 rho)
+    form one cluster (a multiple eigenvalue), whose share is the norm of its coefficients.
+    The error of a cluster's share is estimated as
+
+        err_C = ||e0|| (omega + kappa(Y) sqrt(|C|) rho_C / delta_C) + 1e3 eps kappa(Y) ||e0||,
+
+    with omega = ||e0 - Q q|| / ||e0|| (e0 outside the space), rho_C the largest Ritz residual
+    ||P M Q y - theta Q y|| of the cluster (computed from the stored products) and
+    delta_C = (distance to the nearest other Ritz value) - rho_C: the sin-theta bound of Davis
+    and Kahan for a symmetric M_V (kappa = 1) with the Ritz values standing in for the rest of
+    the spectrum; for a non-symmetric M_V an estimate.  Clusters are taken by decreasing
+    modulus; each must be converged (rho_C <= ``converged`` max(1, max|theta|)) and decided:
+    certainly not excited (share + err <= tol max|a|: next cluster) or certainly excited
+    (share - err > tol max|a|: its largest |theta| is returned).  Anything else returns None
+    (the caller falls back to Arnoldi from e0, whose space holds only excited modes).
+
+    Raises InvalidHyperparameterError for an argument of the wrong kind (``space`` not a
+    KrylovSpace, ``e0`` not a finite vector of the space's length, ``symmetric`` not a bool,
+    ``tol`` or ``converged`` not in (0, 1)), naming it.
+    """
+    if not isinstance(space, KrylovSpace):
+        raise InvalidHyperparameterError(
+            f"space must be a KrylovSpace (e.g. block_krylov(...).space), got {_short(space)} "
+            f"({type(space).__name__})")
+    e0 = finite_array("e0", e0, ndim=1, error=InvalidHyperparameterError)
+    if e0.shape != (space.n,):
+        raise InvalidHyperparameterError(f"e0 must be a vector of shape ({space.n},), got {e0.shape}")
+    symmetric = flag("symmetric", symmetric)
+    for name, value in (("tol", tol), ("converged", converged)):
+        if not positive(name, value) < 1:
+            raise InvalidHyperparameterError(f"{name} must lie in (0, 1), got {value!r}")
+    k = space.k
+    norm0 = float(np.linalg.norm(e0))
+    if k == 0 or norm0 == 0.0:
+        return None
+    Q, MQ = space.Q, space.MQ
+    q = Q.T @ e0
+    omega = float(np.linalg.norm(e0 - Q @ q)) / norm0
+    if symmetric:
+        theta_r, Y = np.linalg.eigh((space.T + space.T.T) / 2)
+        theta = theta_r.astype(complex)
+        a = Y.T @ q
+        kappa = 1.0
+    else:
+        theta, Y = np.linalg.eig(space.T)
+        Y = Y / np.linalg.norm(Y, axis=0)
+        kappa = float(np.linalg.cond(Y))
+        if not np.isfinite(kappa) or kappa > 1e12:
+            return None
+        a = np.linalg.solve(Y, q.astype(complex))
+    modulus = np.abs(theta)
+    scale = max(1.0, float(modulus.max()))
+    share = np.abs(a)
+    threshold = tol * float(share.max())
+    floor = 1e3 * np.finfo(float).eps * kappa * norm0
+    residual: dict[int, float] = {}
+
+    def rho(j: int) -> float:
+        if j not in residual:
+            y = Y[:, j]
+            residual[j] = float(np.linalg.norm(MQ @ y - theta[j] * (Q @ y)))
+        return residual[j]
+
+    taken = np.zeros(k, dtype=bool)
+    for j in np.argsort(-modulus, kind="stable"):
+        if taken[j]:
+            continue
+        radius = max(1e-10 * scale, 2.0 * rho(j))
+        members = np.flatnonzero(~taken & (np.abs(theta - theta[j]) <= radius))
+        taken[members] = True
+        rho_c = max(rho(int(i)) for i in members)
+        if rho_c > converged * scale:
+            return None
+        outside = np.ones(k, dtype=bool)
+        outside[members] = False
+        distance = float(np.abs(theta[members][:, None] - theta[outside][None, :]).min()) if outside.any() \
+            else np.inf
+        gap = distance - rho_c
+        if not gap > rho_c:
+            return None
+        err = norm0 * (omega + kappa * np.sqrt(members.size) * rho_c / gap) + floor
+        share_c = float(np.linalg.norm(a[members]))
+        if share_c + err <= threshold:
+            continue
+        if share_c - err > threshold:
+            return float(modulus[members].max())
+        return None
+    return None
+
+
+def _checked_arguments(apply: Any, project: Any, start: Any, symmetric: Any, rhs: Any, want_eig: Any,
+                       eig_tol: Any, solve_tol: Any, max_vectors: Any, min_blocks: Any
+                       ) -> tuple[np.ndarray, np.ndarray | None, float | Callable[[float], float], float, int, int]:
+    """The entry checks of :func:`block_krylov` (its docstring); returns the checked values."""
+    for name, fn in (("apply", apply), ("project", project)):
+        if not callable(fn):
+            raise InvalidHyperparameterError(
+                f"{name} must be a function of an (n, b) float array, got {_short(fn)} ({type(fn).__name__})")
+    X = finite_array("start", start, ndim=2, error=InvalidHyperparameterError)
+    n, b = X.shape
+    if n == 0 or b == 0:
+        raise InvalidHyperparameterError(f"start must be an (n, b) array with n, b >= 1, got shape {X.shape}")
+    if rhs is not None:
+        rhs = finite_array("rhs", rhs, ndim=1, error=InvalidHyperparameterError)
+        if rhs.shape != (n,):
+            raise InvalidHyperparameterError(f"rhs must be None or a vector of shape ({n},), got {rhs.shape}")
+    flag("symmetric", symmetric)
+    flag("want_eig", want_eig)
+    if callable(eig_tol):
+        user_tol = eig_tol
+
+        def eig_tol(rate: float) -> float:
+            return positive("eig_tol(rate)", user_tol(rate))
+    else:
+        eig_tol = positive("eig_tol", eig_tol)
+    solve_tol = positive("solve_tol", solve_tol)
+    max_vectors = integer("max_vectors", max_vectors, minimum=1, maximum=None)
+    if 16 * n * min(max_vectors, n) > MAX_SPACE_BYTES:
+        raise InvalidHyperparameterError(
+            f"max_vectors={max_vectors} columns of length {n} need {16 * n * min(max_vectors, n):.3g} bytes, "
+            f"more than MAX_SPACE_BYTES={MAX_SPACE_BYTES}; use a smaller max_vectors")
+    min_blocks = integer("min_blocks", min_blocks, minimum=1, maximum=None)
+    return X, rhs, eig_tol, solve_tol, min(max_vectors, n), min_blocks
+
+
+def _checked_products(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[np.ndarray], np.ndarray],
+                      n: int) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+    """``apply`` and ``project`` wrapped so that a result of the wrong shape or with NaN/inf
+    raises a typed error naming the function (one O(n b) pass per product; a product costs
+    at least as much)."""
+
+    def checked(name: str, fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+        def call(V: np.ndarray) -> np.ndarray:
+            out = fn(V)
+            if not isinstance(out, np.ndarray) or out.shape != V.shape:
+                raise InvalidProblemError(
+                    f"{name} must return an array of the shape of its argument {V.shape}, got "
+                    f"{'shape ' + str(out.shape) if isinstance(out, np.ndarray) else _short(out)}")
+            if not np.isfinite(out).all():
+                raise InvalidProblemError(
+                    f"{name} returned NaN/inf for a finite argument of shape {V.shape}: no Krylov space "
+                    "can be built (is the map defined and affine there?)")
+            return out
+        return call
+
+    return checked("apply", apply), checked("project", project)
 
 
 def _dominant(space: KrylovSpace, symmetric: bool, E: np.ndarray, b_last: int) -> DominantEigenvalues:

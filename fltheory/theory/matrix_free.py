@@ -51,10 +51,14 @@ general (Arnoldi-type) otherwise.
   residual of an actual round; the residual reported is ||Phi(S~) - S~||_inf.
   With block products the same space also gives the rate (its other start
   columns are random).
-* :func:`orbit_rate`: Arnoldi (no restarts, full reorthogonalisation) on M_V
-  started at the initial error e0 = P (S_init - S~).  The Krylov space of e0
-  holds only the eigenvectors e0 excites, so the largest converged Ritz value
-  whose share of e0 exceeds ``tol`` is the orbit's rate.
+* :func:`orbit_rate`: the initial error e0 = P (S_init - S~) lies in the block
+  Krylov space the fixed point was solved on (for the default start, the space of
+  the rate estimate: no further round), so its coefficients on that space's Ritz
+  vectors tell which modes it excites; the largest converged Ritz value whose share
+  of e0 certainly exceeds ``tol`` is the orbit's rate
+  (:func:`~fltheory.theory.krylov.ritz_orbit_rate`).  When the space cannot decide,
+  Arnoldi (no restarts, full reorthogonalisation) on M_V started at e0, one round
+  per step: the Krylov space of e0 holds only the eigenvectors e0 excites.
 * :func:`contraction_factor` (||M_V||_2): equal to the spectral rate when M_V is
   symmetric; otherwise it needs products with M^T, which a round does not give,
   and raises InvalidProblemError.
@@ -73,6 +77,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse.linalg as spla
 
+import scipy.sparse as sp
+
+from .._validate import _short, integer
 from ..algorithms.base import Algorithm, RoundInfo
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ..participation import Participation
@@ -81,7 +88,7 @@ from . import _checks
 from .affine_support import drift_scale, frozen_coordinates, initial_vector, refuse_unclassified
 from .block_products import BlockProduct, block_product
 from .fixed_points import FixedPoint
-from .krylov import DominantEigenvalues, block_krylov
+from .krylov import DominantEigenvalues, KrylovResult, block_krylov, ritz_orbit_rate
 from .invariants import ConservedFunctionals, check_conserved, conserved_functionals
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
@@ -105,9 +112,18 @@ _NEAR_FIXED = 1e-2
 
 
 class Projector:
-    """P = I - W (W^T W)^{-1} W^T, the orthogonal projector onto V = ker W^T."""
+    """P = I - W (W^T W)^{-1} W^T, the orthogonal projector onto V = ker W^T.
+
+    ``funcs``: the declared conserved functionals (``ConservedFunctionals``, W a sparse
+    (n, K) matrix of finite real coefficients); ``algorithm``: the algorithm's name (for
+    messages).  InvalidProblemError for anything else, or dependent functionals."""
 
     def __init__(self, funcs: ConservedFunctionals, algorithm: str) -> None:
+        _check_functionals(funcs)
+        if not isinstance(algorithm, str):
+            raise InvalidHyperparameterError(
+                f"algorithm must be the algorithm's name (a str), got {_short(algorithm)} "
+                f"({type(algorithm).__name__})")
         self.W = funcs.W
         self.names = funcs.names
         self.count = funcs.count
@@ -130,6 +146,24 @@ class Projector:
     def coefficients(self, v: np.ndarray) -> np.ndarray:
         """W^T v (the conserved values of v)."""
         return np.asarray(self.W.T @ v)
+
+
+def _check_functionals(funcs: Any) -> None:
+    """``funcs`` a ConservedFunctionals whose W is a sparse 2-D matrix of finite real numbers."""
+    if not isinstance(funcs, ConservedFunctionals):
+        raise InvalidProblemError(
+            f"funcs must be a ConservedFunctionals (from fltheory.theory.invariants.conserved_functionals), "
+            f"got {_short(funcs)} ({type(funcs).__name__})")
+    W = funcs.W
+    if not sp.issparse(W) or W.ndim != 2:
+        raise InvalidProblemError(f"funcs.W must be a 2-D scipy.sparse matrix (n, K), got {_short(W)}")
+    if not (np.issubdtype(W.dtype, np.floating) or np.issubdtype(W.dtype, np.integer)) \
+            or not np.all(np.isfinite(W.data)):
+        raise InvalidProblemError(
+            f"funcs.W must hold finite real coefficients, got dtype {W.dtype} "
+            f"{'with non-finite entries' if W.dtype.kind in 'fc' else ''}".rstrip())
+    if len(funcs.names) and not all(isinstance(name, str) for name in funcs.names):
+        raise InvalidProblemError(f"funcs.names must be strings, got {_short(funcs.names)}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -252,6 +286,12 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
     Costs about 12 rounds (2 more with block products)."""
     rtol = _checks.tolerance("rtol", rtol)
     rng = _checks.optional_generator("rng", rng)
+    if block_size is not None and (isinstance(block_size, (bool, np.bool_))
+                                   or not isinstance(block_size, (int, np.integer))
+                                   or not 1 <= block_size <= MAX_BLOCK_SIZE):
+        raise InvalidHyperparameterError(
+            f"block_size must be None or an integer in [1, {MAX_BLOCK_SIZE}] (vectors per round), "
+            f"got {_short(block_size)}")
     gen = rng if rng is not None else np.random.default_rng(0)
     rm = round_map(algorithm, problem, x0=x0, state=state, participation=participation)
     n = rm.dim
@@ -319,10 +359,6 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
     counter_step = {p: np.asarray(after[p]) - np.asarray(before[p]) for p in before}
     if block_size is None:
         block_size = BLOCK_SIZE if problem.dim >= BLOCK_MIN_DIM else 1
-    if (isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer))
-            or not 1 <= block_size <= MAX_BLOCK_SIZE):
-        raise InvalidHyperparameterError(
-            f"block_size must be an integer in [1, {MAX_BLOCK_SIZE}] (vectors per round), got {block_size!r}")
     block, note = block_product(algorithm, problem, rm, S0, h, frozen, int(block_size),
                                 np.column_stack([u, v]), np.column_stack([Mu, Mv]), rtol)
     if block is None and block_size == 1 and problem.dim < BLOCK_MIN_DIM:
@@ -338,6 +374,22 @@ def matrix_free_affine_map(algorithm: Algorithm, problem: Federation, *, x0: Any
 RATE_RTOL = 1e-12       # relative error estimate at which the spectral rate is accepted
 SOLVE_RTOL = 1e-13      # relative residual of the Krylov fixed-point solve
 MAX_KRYLOV_BYTES = 1 << 30   # memory of the stored Krylov basis and its products
+
+
+#: Largest Arnoldi dimension :func:`orbit_rate` accepts (its basis is dense, n x (krylov_dim + 1)).
+MAX_ORBIT_KRYLOV_DIM = 10_000
+
+#: Most refinement steps :func:`fixed_point` accepts as ``maxiter`` (at most 3 are used).
+MAX_REFINEMENT = 10**6
+
+
+def _check_map(amap: Any) -> MatrixFreeAffineMap:
+    """``amap`` a MatrixFreeAffineMap (typed error otherwise: the entry check of every routine)."""
+    if not isinstance(amap, MatrixFreeAffineMap):
+        raise InvalidHyperparameterError(
+            f"amap must be a MatrixFreeAffineMap (from fltheory.theory.matrix_free_affine_map or "
+            f"affine_round_map(..., matrix_free=True)), got {_short(amap)} ({type(amap).__name__})")
+    return amap
 
 
 def _max_vectors(amap: MatrixFreeAffineMap) -> int:
@@ -405,6 +457,7 @@ def rate_estimate(amap: MatrixFreeAffineMap) -> DominantEigenvalues:
     UnclassifiedDirectionError
         A leading eigenvalue cannot be told from 1.
     """
+    _check_map(amap)
     if "dominant" in amap.cache:
         return amap.cache["dominant"]
     n = amap.dim
@@ -419,13 +472,14 @@ def rate_estimate(amap: MatrixFreeAffineMap) -> DominantEigenvalues:
 
 def spectral_rate(amap: MatrixFreeAffineMap) -> float:
     """rho(M_V) by a Krylov method (module docstring; :func:`rate_estimate` gives its error)."""
+    _check_map(amap)
     return float(rate_estimate(amap).rate)
 
 
 def contraction_factor(amap: MatrixFreeAffineMap) -> float:
     """||M_V||_2: the spectral rate when M_V is symmetric (declared and checked); otherwise
     it needs M^T, which a round does not give: raises InvalidProblemError."""
-    if amap.symmetric:
+    if _check_map(amap).symmetric:
         return spectral_rate(amap)
     raise InvalidProblemError(
         f"{amap.algorithm}: the contraction factor ||M_V||_2 needs products with M^T, which the "
@@ -441,12 +495,15 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     the condition number is not computed here (``condition`` is None).
     ``gmres_rtol`` is the relative residual the Krylov solve must reach;
     ``maxiter`` bounds the refinement steps with the residual of actual rounds
-    (at most 3 are used).
+    (at most 3 are used; an integer in [0, ``MAX_REFINEMENT``]).
 
     Raises
     ------
     InvalidHyperparameterError
-        A conserved quantity drifts (no fixed point).
+        A conserved quantity drifts (no fixed point); or an argument is not of its
+        kind: ``amap`` not a MatrixFreeAffineMap, ``max_condition`` not a finite
+        number > 1, ``gmres_rtol`` not in (0, 1), ``maxiter`` not an integer in range
+        (``initial`` not a finite state: InvalidProblemError).
     InvalidProblemError
         The spectral rate is >= 1 (the solution would not be the limit of the
         rounds, and need not be unique), or the Krylov solve does not reach
@@ -454,16 +511,12 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     UnclassifiedDirectionError
         As :func:`spectral_rate`.
     """
+    _check_map(amap)
+    _checks.condition_limit("max_condition", max_condition)
+    gmres_rtol = _checks.tolerance("gmres_rtol", gmres_rtol, below_one=True)
+    maxiter = integer("maxiter", maxiter, minimum=0, maximum=MAX_REFINEMENT)
     S_init = initial_vector(amap, initial)
-    P = amap.projector
-    n = amap.dim
-    if P.count:
-        drift = float(np.abs(P.coefficients(amap.c)).max())
-        wmax = float(np.abs(P.W.data).max()) if P.W.nnz else 1.0
-        if drift > amap.rtol * wmax * drift_scale(amap.c, S_init):
-            raise InvalidHyperparameterError(
-                f"{amap.algorithm}: a conserved quantity of the round map drifts by {drift:.3e} per "
-                "round (w^T c != 0 for a declared conserved w): no fixed point")
+    _refuse_drift(amap, S_init)
     cached = amap.cache.get("base_run")
     if initial is None and cached is not None and cached.solve_residual <= gmres_rtol:
         res = cached
@@ -471,6 +524,27 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
         res = _krylov_run(amap, S_init, "dominant" not in amap.cache, gmres_rtol)
         if res.eig is not None:
             _store(amap, res.eig, res.blocks, res.invariant)
+    return _fixed_point_from(amap, S_init, res, gmres_rtol, maxiter)
+
+
+def _refuse_drift(amap: MatrixFreeAffineMap, S_init: np.ndarray) -> None:
+    """InvalidHyperparameterError when a declared conserved quantity drifts (w^T c != 0)."""
+    P = amap.projector
+    if P.count:
+        drift = float(np.abs(P.coefficients(amap.c)).max())
+        wmax = float(np.abs(P.W.data).max()) if P.W.nnz else 1.0
+        if drift > amap.rtol * wmax * drift_scale(amap.c, S_init):
+            raise InvalidHyperparameterError(
+                f"{amap.algorithm}: a conserved quantity of the round map drifts by {drift:.3e} per "
+                "round (w^T c != 0 for a declared conserved w): no fixed point")
+
+
+def _fixed_point_from(amap: MatrixFreeAffineMap, S_init: np.ndarray, res: KrylovResult, gmres_rtol: float,
+                      maxiter: int) -> FixedPoint:
+    """The fixed point from the Galerkin solution of a Krylov run started at S_init (checked
+    arguments), refined with actual rounds and checked for affinity near it."""
+    P = amap.projector
+    n = amap.dim
     eig = rate_estimate(amap)
     rate = float(eig.rate)
     if rate >= 1.0:
@@ -488,7 +562,7 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     out = amap.round_map(S)
     resid = float(np.abs(out - S).max())
     steps = 0
-    for _ in range(min(3, max(0, int(maxiter)))):      # refinement: Galerkin on the same space
+    for _ in range(min(3, maxiter)):      # refinement: Galerkin on the same space
         z, _ = res.space.galerkin(out - S, P, amap.symmetric)
         S2 = S + P(z)
         out2 = amap.round_map(S2)
@@ -525,20 +599,71 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
 
 def orbit_rate(amap: MatrixFreeAffineMap, *, initial: Any = None, tol: float = 1e-9,
                krylov_dim: int = 80, converged: float = 1e-8) -> float:
-    """Asymptotic rate of the orbit from ``initial`` by Arnoldi on M_V from the initial
-    error (module docstring).  The largest |theta| over Ritz pairs whose share of the
-    initial error exceeds ``tol`` (relative) and whose residual is below ``converged``
-    (relative to ||M_V||) is returned.
+    """Asymptotic rate of the orbit from ``initial``: the largest |lambda_k| of M_V over the
+    eigenvectors the initial error e0 = P (S_init - S~) excites (share of e0 above ``tol``,
+    relative), as on the dense route.
+
+    First from the block Krylov space the fixed point is solved on (block products when the
+    map has them; no extra round for ``initial=None``, whose space the rate estimate already
+    built): e0 lies in that space, and its coefficients on the Ritz vectors decide which
+    modes it excites (:func:`fltheory.theory.krylov.ritz_orbit_rate`).  When that cannot
+    decide (a Ritz pair not converged to ``converged`` relative to ||M_V||, or a coefficient
+    within its estimated error of the threshold), Arnoldi on M_V started at e0 itself, one
+    round per step, up to ``krylov_dim`` steps (module docstring): the Krylov space of e0 holds
+    only the eigenvectors e0 excites.
+
+    ``tol`` and ``converged`` lie in (0, 1); ``krylov_dim`` is an integer in
+    [1, ``MAX_ORBIT_KRYLOV_DIM``] (capped further by the state dimension and by
+    ``MAX_KRYLOV_BYTES`` of basis memory).  How the rate was found is recorded in
+    ``amap.cache["orbit_method"]`` (``"fixed-point space"`` or ``"arnoldi"``).
 
     Raises InvalidProblemError when the excited dominant Ritz value has not converged
-    within ``krylov_dim`` steps."""
-    fp = fixed_point(amap, initial=initial)
-    assert fp.S is not None and fp.initial is not None
+    within ``krylov_dim`` Arnoldi steps, InvalidHyperparameterError for an argument of the
+    wrong kind (named in the message); otherwise as :func:`fixed_point`."""
+    _check_map(amap)
+    tol = _checks.tolerance("tol", tol, below_one=True)
+    converged = _checks.tolerance("converged", converged, below_one=True)
+    krylov_dim = integer("krylov_dim", krylov_dim, minimum=1, maximum=MAX_ORBIT_KRYLOV_DIM)
+    if 8 * amap.dim * (min(krylov_dim, amap.dim) + 1) > MAX_KRYLOV_BYTES:
+        raise InvalidHyperparameterError(
+            f"krylov_dim={krylov_dim} needs an Arnoldi basis of {amap.dim} x {min(krylov_dim, amap.dim) + 1} "
+            f"numbers, more than MAX_KRYLOV_BYTES={MAX_KRYLOV_BYTES} bytes; use a smaller krylov_dim")
+    S_init = initial_vector(amap, initial)
+    _refuse_drift(amap, S_init)
+    if amap.dim <= 8 + amap.projector.count:
+        rate_estimate(amap)                      # the typed refusal of a state too small
+    if initial is None:
+        rate_estimate(amap)                      # cached; its space is that of amap.base
+    cached = amap.cache.get("base_run")
+    if initial is None and cached is not None and cached.solve_residual <= SOLVE_RTOL:
+        res = cached
+    else:                    # one space for the solve and the orbit (its Ritz pairs grown as for the rate)
+        res = _krylov_run(amap, S_init, True, SOLVE_RTOL)
+        eig = res.eig
+        assert eig is not None
+        if "dominant" not in amap.cache and eig.error <= max(
+                rate_tolerance(amap, eig.rate), 1e-8 * max(eig.rate, 1.0) if res.invariant else 0.0):
+            _store(amap, eig, res.blocks, res.invariant)   # else rate_estimate builds its own space
+    fp = _fixed_point_from(amap, S_init, res, SOLVE_RTOL, 50)
+    assert fp.S is not None
     P = amap.projector
-    e0 = P(fp.initial - fp.S)
-    norm0 = float(np.linalg.norm(e0))
+    e0 = P(S_init - fp.S)
     if float(np.abs(e0).max(initial=0.0)) <= 1e3 * np.finfo(float).eps * max(1.0, float(np.abs(fp.S).max())):
         return 0.0
+    rate = ritz_orbit_rate(res.space, e0, symmetric=amap.symmetric, tol=tol, converged=converged)
+    if rate is not None:
+        amap.cache["orbit_method"] = "fixed-point space"
+        return rate
+    amap.cache["orbit_method"] = "arnoldi"
+    return _arnoldi_orbit_rate(amap, e0, tol, krylov_dim, converged)
+
+
+def _arnoldi_orbit_rate(amap: MatrixFreeAffineMap, e0: np.ndarray, tol: float, krylov_dim: int,
+                        converged: float) -> float:
+    """Arnoldi (no restarts, full reorthogonalisation) on M_V from e0, one round per step:
+    the largest |theta| over converged Ritz pairs whose share of e0 exceeds ``tol``."""
+    P = amap.projector
+    norm0 = float(np.linalg.norm(e0))
     m = min(krylov_dim, amap.dim - P.count)
     Qk = np.zeros((amap.dim, m + 1))
     H = np.zeros((m + 1, m))

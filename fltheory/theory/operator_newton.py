@@ -51,7 +51,8 @@ import numpy as np
 import scipy.sparse.linalg as spla
 from numpy.typing import ArrayLike
 
-from ..errors import DivergenceError, InvalidHyperparameterError
+from .._validate import MAX_STEPS, finite_array, in_unit_interval, integer, positive, real_scalar
+from ..errors import DivergenceError, InvalidHyperparameterError, InvalidProblemError
 from .fixed_points import FixedPoint
 
 __all__ = ["continuation_fixed_point", "newton_krylov_fixed_point"]
@@ -63,19 +64,47 @@ _FD_STEP = float(np.sqrt(_EPS))
 _ARMIJO = 1e-4
 _MIN_STEP = 2.0 ** -12
 _STALL = 1e3        # a residual that no step decreases is accepted below _STALL tol max(1, ||x||)
+_MAX_HALVINGS = 60  # 2^-60 of a path step is below the resolution of any float parameter
+_NEWTON_OPTIONS = frozenset({"tol", "max_newton", "damping", "eta_min", "gmres_restart", "dense_jacobian_max",
+                             "max_evaluations"})
 
 
 def _check_positive(name: str, value: Any) -> float:
-    v = float(value)
-    if not (np.isfinite(v) and v > 0):
-        raise InvalidHyperparameterError(f"{name} must be finite and > 0, got {value!r}")
-    return v
+    """A finite real number > 0 (typed error naming ``name`` otherwise)."""
+    return positive(name, value)
 
 
 def _check_count(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidHyperparameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    """An integer in [minimum, MAX_STEPS] (larger counts would not finish)."""
+    return integer(name, value, minimum=minimum, maximum=MAX_STEPS)
+
+
+def _check_start(value: Any) -> np.ndarray:
+    """x0 as a finite, non-empty float64 vector (a copy)."""
+    x = finite_array("x0", value, ndim=1, error=InvalidHyperparameterError).copy()
+    if x.size == 0:
+        raise InvalidHyperparameterError("x0 must be a finite non-empty vector, got shape (0,)")
+    return x
+
+
+def central_difference_jacobian(T: Callable[[np.ndarray], np.ndarray], x: np.ndarray, step: float) -> np.ndarray:
+    """Column j = (T(x + h_j e_j) - T(x - h_j e_j)) / (2 h_j), h_j = step max(1, |x_j|)
+    (2 d evaluations; ``x`` a finite float64 vector, ``step`` > 0, checked by the callers:
+    ``theory.operators.operator_jacobian`` is the public entry).
+
+    Raises DivergenceError when a column is non-finite (never returns NaN)."""
+    d = x.shape[0]
+    J = np.empty((d, d))
+    for j in range(d):
+        hj = step * max(1.0, abs(x[j]))
+        xp, xm = x.copy(), x.copy()
+        xp[j] += hj
+        xm[j] -= hj
+        J[:, j] = (np.asarray(T(xp)) - np.asarray(T(xm))) / (2.0 * hj)
+        if not np.all(np.isfinite(J[:, j])):
+            raise DivergenceError(
+                f"operator_jacobian: T is non-finite within {hj:.3g} of x along coordinate {j}")
+    return J
 
 
 class _Residual:
@@ -88,7 +117,13 @@ class _Residual:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         self.evaluations += 1
         with np.errstate(all="ignore"):
-            f = np.asarray(self.T(x), dtype=np.float64) - x
+            out = np.asarray(self.T(x))
+            if out.shape != x.shape or not (np.issubdtype(out.dtype, np.floating)
+                                            or np.issubdtype(out.dtype, np.integer)):
+                raise InvalidProblemError(
+                    f"T must map a vector of shape {x.shape} to real numbers of the same shape, got "
+                    f"dtype {out.dtype} and shape {out.shape}")
+            f = out.astype(np.float64) - x
         return f
 
     def jvp(self, x: np.ndarray, fx: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -149,7 +184,10 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
     DivergenceError
         No fixed point reached: the message gives the residual, the iterations and why.
     InvalidHyperparameterError
-        Invalid options or a start that is not a finite vector.
+        Invalid options (named in the message: tolerances finite and > 0, counts integers
+        up to ``MAX_STEPS``, ``damping`` in (0, 1]) or a start that is not a finite vector.
+    InvalidProblemError
+        T returns something other than real numbers of the shape of its argument.
     """
     if not callable(T):
         raise InvalidHyperparameterError(f"T must be a callable x -> T(x), got {T!r}")
@@ -159,12 +197,8 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
     gmres_restart = _check_count("gmres_restart", gmres_restart)
     dense_jacobian_max = _check_count("dense_jacobian_max", dense_jacobian_max, 0)
     budget = None if max_evaluations is None else _check_count("max_evaluations", max_evaluations)
-    a_fp = float(damping)
-    if not (0.0 < a_fp <= 1.0):
-        raise InvalidHyperparameterError(f"damping must be in (0, 1], got {damping!r}")
-    x = np.array(x0, dtype=np.float64)
-    if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
-        raise InvalidHyperparameterError(f"x0 must be a finite non-empty vector, got shape {x.shape}")
+    a_fp = in_unit_interval("damping", damping)
+    x = _check_start(x0)
     d = x.shape[0]
     F = _Residual(T)
     fx = F(x)
@@ -230,8 +264,7 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
     J = None
     cf = None
     if d <= dense_jacobian_max:
-        from .operators import operator_jacobian
-        J = operator_jacobian(T, x)
+        J = central_difference_jacobian(T, x, _EPS ** (1.0 / 3.0))
         cf = float(np.linalg.norm(J, 2))
         rate, rate_err = float(np.abs(np.linalg.eigvals(J)).max()), 0.0
     return FixedPoint(
@@ -254,16 +287,20 @@ def continuation_fixed_point(make_operator: Callable[[float], Callable[[np.ndarr
     which the continuation stopped and the last solver message."""
     if not callable(make_operator):
         raise InvalidHyperparameterError(f"make_operator must be a callable s -> T_s, got {make_operator!r}")
-    try:
-        values = [float(v) for v in path]
-    except (TypeError, ValueError):
-        raise InvalidHyperparameterError(f"path must be a sequence of numbers, got {path!r}") from None
-    if not values or not all(np.isfinite(values)):
+    if isinstance(path, (str, bytes)) or not isinstance(path, (Sequence, np.ndarray)):
+        raise InvalidHyperparameterError(f"path must be a sequence of numbers, got {path!r}")
+    values = [real_scalar("path entry", v) for v in path]
+    if not values:
         raise InvalidHyperparameterError(f"path must be a non-empty sequence of finite numbers, got {path!r}")
-    max_halvings = _check_count("max_halvings", max_halvings, 0)
+    max_halvings = integer("max_halvings", max_halvings, minimum=0, maximum=_MAX_HALVINGS)
+    unknown = sorted(set(newton) - _NEWTON_OPTIONS)
+    if unknown:
+        raise InvalidHyperparameterError(
+            f"continuation_fixed_point got options {unknown} that newton_krylov_fixed_point does not take; "
+            f"expected some of {sorted(_NEWTON_OPTIONS)}")
     total = newton.pop("max_evaluations", None)
     total = None if total is None else _check_count("max_evaluations", total)
-    x = np.array(x0, dtype=np.float64)
+    x = _check_start(x0)
     solved: list[float] = []
     fp: FixedPoint | None = None
     count = [0]

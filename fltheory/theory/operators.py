@@ -40,6 +40,7 @@ Yogi) and l1 terms.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ from ..errors import (AssumptionError, DivergenceError, InvalidHyperparameterErr
 from ..problems.base import Federation
 from . import _checks
 from .fixed_points import FixedPoint
+from .operator_newton import central_difference_jacobian, continuation_fixed_point, newton_krylov_fixed_point
 from .round_maps import _deterministic_round, check_deterministic_setting, state_layout
 from ..aliases import ClientSelection, Rate, Steps
 
@@ -190,18 +192,7 @@ def operator_jacobian(T: Callable[[np.ndarray], np.ndarray], x: ArrayLike, *,
         raise InvalidHyperparameterError(f"T must be a FedOptOperator or a callable x -> T(x), got {T!r}")
     x = _point("x", x, T)
     s = _FD_STEP if step is None else positive("step", step)
-    d = x.shape[0]
-    J = np.empty((d, d))
-    for j in range(d):
-        hj = s * max(1.0, abs(x[j]))
-        xp, xm = x.copy(), x.copy()
-        xp[j] += hj
-        xm[j] -= hj
-        J[:, j] = (np.asarray(T(xp)) - np.asarray(T(xm))) / (2.0 * hj)
-        if not np.all(np.isfinite(J[:, j])):
-            raise DivergenceError(
-                f"operator_jacobian: T is non-finite within {hj:.3g} of x along coordinate {j}")
-    return J
+    return central_difference_jacobian(T, x, s)
 
 
 def anderson_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *, memory: int = 5,
@@ -286,13 +277,106 @@ OperatorFixedPoint = FixedPoint
 _ROOT_METHODS = ("hybr", "lm", "broyden1", "broyden2", "anderson", "linearmixing", "diagbroyden",
                  "excitingmixing", "krylov", "df-sane")
 
+#: The globalised Newton-Krylov solvers of :mod:`fltheory.theory.operator_newton`.
+_NEWTON_METHODS = ("newton-krylov", "continuation")
+
+#: Every ``method`` of :func:`operator_fixed_point`.
+OPERATOR_METHODS = _ROOT_METHODS + _NEWTON_METHODS
+
+#: Default path of client-rate multipliers of ``method="continuation"`` (ends at the operator itself).
+CONTINUATION_PATH = (0.125, 0.25, 0.5, 1.0)
+
+#: Largest dimension at which the Newton methods' result gets the dense central-difference
+#: Jacobian (2 d evaluations of T); above it the local rate comes from ARPACK on
+#: Jacobian-vector products (``newton_krylov_fixed_point``).
+NEWTON_DENSE_JACOBIAN_MAX = 100
+
+
+def _client_rate_path(T: Any, path: Any) -> tuple[list[float], Callable[[float], FedOptOperator]]:
+    """(checked multipliers, s -> the operator of the same algorithm with its client rate times s).
+
+    FedOpt: ``client_lr_scale`` times s; FedAvg: ``lr`` times s.  s = 1 gives T itself."""
+    from ..algorithms.fedavg import FedAvg
+    from ..algorithms.fedopt import FedOpt
+
+    if not isinstance(T, FedOptOperator) or not isinstance(T.algorithm, (FedOpt, FedAvg)):
+        raise InvalidHyperparameterError(
+            "method='continuation' follows the fixed point in the client rate and needs T from "
+            "fedopt_operator(FedOpt(...) or FedAvg(...), problem), got "
+            f"{type(T).__name__ if not isinstance(T, FedOptOperator) else T.algorithm.name}")
+    if path is None:
+        path = CONTINUATION_PATH
+    if isinstance(path, (str, bytes)) or not isinstance(path, (Sequence, np.ndarray)):
+        raise InvalidHyperparameterError(
+            f"continuation_path must be a sequence of client-rate multipliers in (0, 1] ending at 1, got {path!r}")
+    values = [in_unit_interval("continuation_path entry", v) for v in path]
+    if not values or values[-1] != 1.0 or any(b <= a for a, b in itertools.pairwise(values)):
+        raise InvalidHyperparameterError(
+            f"continuation_path must increase strictly and end at 1 (the operator itself), got {list(path)!r}")
+    alg, problem, x_start = T.algorithm, T.problem, np.asarray(T.template.x)
+
+    def make(s: float) -> FedOptOperator:
+        if s == 1.0:
+            return T
+        if isinstance(alg, FedOpt):
+            scale = resolve_per_client("client_lr_scale", alg.client_lr_scale, problem.n_clients)
+            scaled: Algorithm = dataclasses.replace(alg, client_lr_scale=s * scale)
+        else:
+            scaled = dataclasses.replace(alg, lr=s * resolve_per_client("lr", alg.lr, problem.n_clients))
+        return fedopt_operator(scaled, problem, x0=x_start)
+
+    return values, make
+
+
+def _newton_solve(T: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, method: str, tol: float,
+                  damping: float, path: Any) -> tuple[FixedPoint, int]:
+    """The Newton-Krylov (or continuation) fixed point without its dense Jacobian, and the
+    evaluations of operators other than T (the continuation's intermediate operators)."""
+    if method == "newton-krylov":
+        return newton_krylov_fixed_point(T, x0, tol=tol, damping=damping, dense_jacobian_max=0), 0
+    values, make = _client_rate_path(T, path)
+    made: list[FedOptOperator] = []
+
+    def tracked(s: float) -> FedOptOperator:
+        op = make(s)
+        if op is not T:
+            made.append(op)
+        return op
+
+    fp, solved = continuation_fixed_point(tracked, values, x0, tol=tol, damping=damping, dense_jacobian_max=0)
+    return (dataclasses.replace(fp, method="continuation",
+                                message=fp.message + f"; client-rate multipliers {solved}"),
+            sum(op.evaluations for op in made))
+
 
 def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray], x0: ArrayLike | None = None, *,
                          method: str = "hybr", tol: float = 1e-12, cross_check: bool = True,
                          damping: float = 0.5, strict_cross_check: bool = True,
-                         cross_check_max_iter: int = 10000, jacobian_step: float | None = None) -> FixedPoint:
-    """Fixed point of T by ``scipy.optimize.root(T(x) - x, x0, method)`` (default
-    ``"hybr"``, Powell's hybrid method), cross-checked by :func:`anderson_fixed_point`.
+                         cross_check_max_iter: int = 10000, jacobian_step: float | None = None,
+                         continuation_path: Sequence[float] | None = None) -> FixedPoint:
+    """Fixed point of T by ``method``, cross-checked by :func:`anderson_fixed_point`.
+
+    Methods (``OPERATOR_METHODS``):
+
+    * the methods of ``scipy.optimize.root`` applied to T(x) - x (default ``"hybr"``,
+      Powell's hybrid method with a forward-difference Jacobian: d + 1 evaluations of T
+      per Jacobian);
+    * ``"newton-krylov"``: globalised Jacobian-free Newton-Krylov
+      (:func:`~fltheory.theory.operator_newton.newton_krylov_fixed_point`, damping
+      ``damping`` for its fallback fixed-point step), for large d;
+    * ``"continuation"``: the same solver along the operators of the same algorithm with
+      its client rate multiplied by each entry of ``continuation_path`` (default
+      ``CONTINUATION_PATH`` = 1/8, 1/4, 1/2, 1; strictly increasing in (0, 1], ending at 1,
+      i.e. at T), each solve started at the previous fixed point, failed steps halved
+      (:func:`~fltheory.theory.operator_newton.continuation_fixed_point`).  Needs T from
+      ``fedopt_operator`` of FedOpt (``client_lr_scale`` is scaled) or FedAvg (``lr``).
+
+    An unknown ``method`` raises InvalidHyperparameterError listing the valid names.
+    The Jacobian of T at the fixed point (central differences, :func:`operator_jacobian`)
+    is computed for every root method and, for the Newton methods, when
+    d <= ``NEWTON_DENSE_JACOBIAN_MAX``; otherwise ``jacobian`` and ``contraction_factor``
+    are None and ``spectral_rate`` is the ARPACK estimate of the Newton solver (with
+    ``spectral_rate_error``).
 
     The cross-check runs Anderson acceleration of the damped (Mann) iteration
     x <- (1 - a) x + a T(x), a = ``damping`` (default 1/2; 1 is the plain
@@ -303,7 +387,8 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
     It *disagrees* when Anderson does not converge or its fixed point differs
     from the root by more than 1e3 tol max(1, ||x~||_inf) / sigma_min(I - J)
     (two solutions of T(x) = x to accuracy tol can differ by that much; more
-    means two fixed points or a non-smooth T).  A disagreement raises
+    means two fixed points or a non-smooth T; without the dense J, 1 - rho(J)
+    stands in for sigma_min(I - J), exact for a normal J).  A disagreement raises
     DivergenceError naming both (default), or with ``strict_cross_check=False``
     is logged as a warning and returned in ``cross_check_agrees`` (False) and
     ``cross_check_message``; the root is then kept (it meets its residual test).
@@ -311,15 +396,16 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
     Raises
     ------
     DivergenceError
-        The root solver fails, T is non-finite at its result, or the residual
+        The solver fails, T is non-finite at its result, or the residual
         exceeds ``1e3 tol`` max(1, ||x||_inf); a non-finite Jacobian; a
         cross-check disagreement when ``strict_cross_check``.
     InvalidHyperparameterError
-        ``damping`` outside (0, 1].
+        An unknown ``method``; ``damping`` outside (0, 1]; a bad ``continuation_path``
+        or ``method="continuation"`` on an operator that is not FedOpt's or FedAvg's.
     """
     if not callable(T):
         raise InvalidHyperparameterError(f"T must be a FedOptOperator or a callable x -> T(x), got {T!r}")
-    choice("method", method, _ROOT_METHODS)
+    choice("method", method, OPERATOR_METHODS)
     a = in_unit_interval("damping", damping)
     tol = positive("tol", tol)
     cross_check = flag("cross_check", cross_check)
@@ -327,6 +413,11 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
     cross_check_max_iter = integer("cross_check_max_iter", cross_check_max_iter, minimum=1)
     if jacobian_step is not None:
         jacobian_step = positive("jacobian_step", jacobian_step)
+    if method == "continuation":
+        _client_rate_path(T, continuation_path)          # checked before any evaluation of T
+    elif continuation_path is not None:
+        raise InvalidHyperparameterError(
+            f"continuation_path is used by method='continuation' only, got method={method!r}")
     if x0 is None:
         if not isinstance(T, FedOptOperator):
             raise InvalidProblemError("x0 is needed when T is a plain callable (its dimension is not known)")
@@ -335,17 +426,29 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
         x0 = _point("x0", x0, T)
     d = x0.shape[0]
     fun = lambda x: np.asarray(T(x)) - x
-    sol = scipy.optimize.root(fun, x0, method=method, tol=tol)
-    x = np.asarray(sol.x, dtype=np.float64)
+    newton: FixedPoint | None = None
+    other_evaluations = 0
+    if method in _NEWTON_METHODS:
+        newton, other_evaluations = _newton_solve(T, x0, method, tol, a, continuation_path)
+        x, message = newton.x, newton.message
+    else:
+        sol = scipy.optimize.root(fun, x0, method=method, tol=tol)
+        x, message = np.asarray(sol.x, dtype=np.float64), str(sol.message)
     finite = bool(np.all(np.isfinite(x)))
     res = float(np.abs(fun(x)).max()) if finite else float("inf")
     scale = max(1.0, float(np.abs(x).max())) if finite else float("inf")
     if not (finite and np.isfinite(res)) or res > 1e3 * tol * scale:
         what = "non-finite" if not (finite and np.isfinite(res)) else f"{res:.3e}"
-        raise DivergenceError(
-            f"scipy.optimize.root(method={method!r}) did not find a fixed point: "
-            f"||T(x) - x||_inf = {what} ({sol.message})")
-    J = operator_jacobian(T, x, step=jacobian_step)           # DivergenceError if non-finite
+        solver = f"scipy.optimize.root(method={method!r})" if newton is None else f"method={method!r}"
+        raise DivergenceError(f"{solver} did not find a fixed point: ||T(x) - x||_inf = {what} ({message})")
+    J = None
+    if newton is None or d <= NEWTON_DENSE_JACOBIAN_MAX:
+        J = operator_jacobian(T, x, step=jacobian_step)           # DivergenceError if non-finite
+    if J is not None:
+        rate, rate_error, cf = float(np.abs(np.linalg.eigvals(J)).max()), None, float(np.linalg.norm(J, 2))
+    else:
+        assert newton is not None
+        rate, rate_error, cf = newton.spectral_rate, newton.spectral_rate_error, None
     other, gap, agrees, why = None, None, None, ""
     if cross_check:
         try:
@@ -356,24 +459,25 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
         else:
             gap = float(np.abs(other - x).max())
             # both solve T(x) = x to ~tol; they agree to tol / sigma_min(I - J)
-            smin = float(np.linalg.svd(np.eye(d) - J, compute_uv=False)[-1])
+            smin = (float(np.linalg.svd(np.eye(d) - J, compute_uv=False)[-1]) if J is not None
+                    else abs(1.0 - rate))
             allowed = 1e3 * tol * scale / max(smin, 1e-8)
             if gap > allowed:
-                why = (f"root ({method}) and Anderson (damping {a:g}) differ by {gap:.3e} > {allowed:.3e} "
-                       f"(several fixed points, or a non-smooth T): root {np.array2string(x, precision=6)}, "
+                why = (f"{method} and Anderson (damping {a:g}) differ by {gap:.3e} > {allowed:.3e} "
+                       f"(several fixed points, or a non-smooth T): {method} {np.array2string(x, precision=6)}, "
                        f"Anderson {np.array2string(other, precision=6)}")
         agrees = not why
         if why:
             if strict_cross_check:
                 raise DivergenceError(f"fixed point cross-check failed: {why}")
             logger.warning("operator_fixed_point: cross-check disagrees: %s", why)
-    evals = T.evaluations if isinstance(T, FedOptOperator) else -1
+    evals = T.evaluations + other_evaluations if isinstance(T, FedOptOperator) else -1
     return FixedPoint(
-        x=x, residual=res, spectral_rate=float(np.abs(np.linalg.eigvals(J)).max()),
-        contraction_factor=float(np.linalg.norm(J, 2)), success=agrees is not False,
-        message=str(sol.message) + (f"; cross-check disagrees: {why}" if why else ""),
+        x=x, residual=res, spectral_rate=rate,
+        contraction_factor=cf, success=agrees is not False,
+        message=message + (f"; cross-check disagrees: {why}" if why else ""),
         method=method, jacobian=J, evaluations=evals, cross_check=other, cross_check_gap=gap,
-        cross_check_agrees=agrees, cross_check_message=why)
+        cross_check_agrees=agrees, cross_check_message=why, spectral_rate_error=rate_error)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from fltheory.algorithms import (
     Scaffold,
 )
 from fltheory.errors import (
+    InvalidHyperparameterError,
     InvalidProblemError,
     NotAffineError,
     UnclassifiedDirectionError,
@@ -24,6 +25,7 @@ from fltheory.theory.affine import (
     orbit_rate,
     spectral_rate,
 )
+from fltheory.theory import matrix_free as mf
 from fltheory.theory.krylov import block_krylov
 from fltheory.theory.matrix_free import MatrixFreeAffineMap, matrix_free_affine_map, rate_estimate
 
@@ -164,3 +166,231 @@ def test_rate_error_estimate_covers_the_dense_rate():
     fp = fixed_point(free)
     assert fp.spectral_rate_error == est.error
     np.testing.assert_allclose(fp.S, fixed_point(dense).S, rtol=0, atol=1e-10)
+
+
+# ------------------------------------------------ bad input: typed errors naming the argument
+@pytest.fixture(scope="module")
+def free_fedavg(fed):
+    return matrix_free_affine_map(FedAvg(lr=0.1, local_steps=3), fed)
+
+
+NOT_A_MAP = [float("nan"), None, "abc", np.zeros((3, 3))]
+
+
+@pytest.mark.parametrize("routine", [mf.spectral_rate, mf.rate_estimate, mf.contraction_factor,
+                                     mf.fixed_point, mf.orbit_rate])
+@pytest.mark.parametrize("bad", NOT_A_MAP, ids=["nan", "none", "string", "matrix"])
+def test_routines_refuse_what_is_not_a_matrix_free_map(routine, bad):
+    with pytest.raises(InvalidHyperparameterError, match="amap must be a MatrixFreeAffineMap") as info:
+        routine(bad)
+    assert isinstance(info.value, ValueError) and repr(bad)[:10] in str(info.value)
+
+
+def test_a_dense_map_is_refused_by_the_matrix_free_routines(fed):
+    dense = affine_round_map(FedAvg(lr=0.1, local_steps=3), fed, matrix_free=False)
+    with pytest.raises(InvalidHyperparameterError, match="AffineRoundMap"):
+        mf.fixed_point(dense)
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"max_condition": float("nan")}, "max_condition must be finite, got nan"),
+    ({"max_condition": 0.5}, "max_condition must be a finite number > 1, got 0.5"),
+    ({"gmres_rtol": "abc"}, "gmres_rtol must be a real number, got 'abc'"),
+    ({"gmres_rtol": 0.0}, "gmres_rtol must be finite and > 0, got 0.0"),
+    ({"gmres_rtol": 2.0}, "gmres_rtol must lie in \\(0, 1\\), got 2.0"),
+    ({"maxiter": 1.5}, "maxiter must be an integer, got 1.5"),
+    ({"maxiter": -1}, "maxiter must be an integer >= 0 and <= 1000000, got -1"),
+    ({"maxiter": 10**12}, "maxiter must be an integer >= 0 and <= 1000000, got 1000000000000"),
+    ({"initial": np.full(D, np.nan)}, "initial state must be finite; entry 0 is .*nan"),
+    ({"initial": np.ones(3)}, f"initial state vector must have shape \\({D},\\), got \\(3,\\)"),
+])
+def test_fixed_point_names_the_bad_argument(free_fedavg, kwargs, pattern):
+    with pytest.raises((InvalidHyperparameterError, InvalidProblemError), match=pattern) as info:
+        mf.fixed_point(free_fedavg, **kwargs)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"tol": float("inf")}, "tol must be finite, got inf"),
+    ({"tol": 1.0}, "tol must lie in \\(0, 1\\), got 1.0"),
+    ({"converged": -1e-8}, "converged must be finite and > 0, got -1e-08"),
+    ({"converged": True}, "converged must be a real number, got True"),
+    ({"krylov_dim": 0}, "krylov_dim must be an integer >= 1 and <= 10000, got 0"),
+    ({"krylov_dim": 10**12}, "krylov_dim must be an integer >= 1 and <= 10000, got 1000000000000"),
+    ({"krylov_dim": 8.0}, "krylov_dim must be an integer, got 8.0"),
+    ({"initial": "abc"}, "initial must be numeric, got the string 'abc'"),
+])
+def test_orbit_rate_names_the_bad_argument(free_fedavg, kwargs, pattern):
+    with pytest.raises((InvalidHyperparameterError, InvalidProblemError), match=pattern):
+        mf.orbit_rate(free_fedavg, **kwargs)
+
+
+def test_orbit_rate_refuses_a_basis_beyond_the_memory_cap(free_fedavg, monkeypatch):
+    monkeypatch.setattr(mf, "MAX_KRYLOV_BYTES", 8 * D * 5)
+    with pytest.raises(InvalidHyperparameterError, match="krylov_dim=80 needs an Arnoldi basis of 12 x 13"):
+        mf.orbit_rate(free_fedavg)
+
+
+def test_block_size_is_checked_before_any_round(fed):
+    class Counting(FedAvg):
+        calls = 0
+
+        def round(self, *args, **kwargs):
+            Counting.calls += 1
+            return super().round(*args, **kwargs)
+
+    for bad in (0, 257, 2.0, True, "8"):
+        with pytest.raises(InvalidHyperparameterError, match="block_size must be None or an integer in \\[1, 256\\]"):
+            matrix_free_affine_map(Counting(lr=0.1, local_steps=2), fed, block_size=bad)
+    assert Counting.calls == 0
+
+
+def test_projector_checks_its_functionals(free_fedavg, fed):
+    from fltheory.theory.invariants import ConservedFunctionals, conserved_functionals
+    import scipy.sparse as sp
+
+    with pytest.raises(InvalidProblemError, match=r"funcs must be a ConservedFunctionals .* got nan"):
+        mf.Projector(float("nan"), "FedAvg")
+    W = sp.csc_matrix(np.array([[1.0], [np.nan]]))
+    with pytest.raises(InvalidProblemError, match=r"funcs\.W must hold finite real coefficients"):
+        mf.Projector(ConservedFunctionals(W=W, names=("x",), families=(slice(0, 1),)), "FedAvg")
+    with pytest.raises(InvalidProblemError, match=r"funcs\.W must be a 2-D scipy\.sparse matrix"):
+        mf.Projector(ConservedFunctionals(W=np.ones((2, 1)), names=("x",), families=(slice(0, 1),)), "FedAvg")
+    alg = Scaffold(lr=0.1, local_steps=2)
+    rm_map = matrix_free_affine_map(alg, fed)
+    funcs = conserved_functionals(alg, fed, rm_map.layout, rm_map.frozen)
+    with pytest.raises(InvalidHyperparameterError, match="algorithm must be the algorithm's name \\(a str\\), got 3"):
+        mf.Projector(funcs, 3)
+    P = mf.Projector(funcs, "SCAFFOLD")
+    v = np.random.default_rng(0).standard_normal(rm_map.dim)
+    np.testing.assert_allclose(P.coefficients(P(v)), 0.0, atol=1e-12)     # P v lies in ker W^T
+    np.testing.assert_allclose(P(P(v)), P(v), atol=1e-12)                 # a projector
+
+
+# ------------------------------------------------ orbit rate from the fixed point's block Krylov space
+@pytest.mark.parametrize("block_size", [None, 8])
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_orbit_rate_equals_dense_on_every_affine_algorithm(fed, name, block_size):
+    """Default start: read from the space the rate and fixed point were computed on (a few
+    rounds for the fixed point's checks, no Arnoldi); a random start: the same, from its own
+    space, or Arnoldi when the space cannot decide.  Both equal the dense orbit rate to 1e-10."""
+    x0 = np.linspace(-1, 1, D)
+    dense = affine_round_map(MAKERS[name](), fed, x0=x0, matrix_free=False)
+    free = matrix_free_affine_map(MAKERS[name](), fed, x0=x0, block_size=block_size)
+    spectral_rate(free)
+    fixed_point(free)
+    before = free.rounds
+    assert mf.orbit_rate(free) == pytest.approx(orbit_rate(dense), abs=1e-10)
+    assert free.cache["orbit_method"] == "fixed-point space"
+    assert free.rounds - before <= 8                   # the fixed point's refinement and checks only
+    start = dense.base + np.random.default_rng(2).standard_normal(dense.dim) * ~dense.frozen
+    assert mf.orbit_rate(free, initial=start) == pytest.approx(orbit_rate(dense, initial=start), abs=1e-10)
+    assert free.cache["orbit_method"] in ("fixed-point space", "arnoldi")
+
+
+def _symmetric(lam, seed=0):
+    Qr, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((lam.size, lam.size)))
+    return (Qr * lam) @ Qr.T, Qr
+
+
+@pytest.mark.parametrize("excited", [[0, 5, 9], [3, 7], [12], [1, 2]])
+def test_ritz_orbit_rate_finds_the_largest_excited_eigenvalue(excited):
+    """M = U diag(lam) U^T; e0 a combination of the chosen eigenvectors; a block space started
+    at [e0, random] (so it holds unexcited modes too).  The answer is max lam[excited] or None."""
+    from fltheory.theory.krylov import ritz_orbit_rate
+
+    lam = np.linspace(0.95, 0.05, 40)
+    A, U = _symmetric(lam)
+    e0 = U[:, excited] @ np.linspace(1.0, 2.0, len(excited))
+    start = np.column_stack([e0, np.random.default_rng(1).standard_normal((40, 3))])
+    res = block_krylov(lambda V: A @ V, lambda v: v, start, symmetric=True, max_vectors=40)
+    got = ritz_orbit_rate(res.space, e0, symmetric=True)
+    assert got == pytest.approx(lam[excited].max(), abs=1e-12)
+    general = ritz_orbit_rate(res.space, e0, symmetric=False)
+    assert general is None or general == pytest.approx(lam[excited].max(), abs=1e-12)
+
+
+def test_ritz_orbit_rate_does_not_guess_on_a_small_unresolved_space():
+    """A space of 6 vectors of a 200-dimensional map with a dense spectrum: the top Ritz
+    pairs have not converged, so no answer is read from them (None, never a wrong rate)."""
+    from fltheory.theory.krylov import ritz_orbit_rate
+
+    lam = np.linspace(0.99, 0.0, 200)
+    A, U = _symmetric(lam, seed=3)
+    e0 = U @ np.random.default_rng(4).standard_normal(200)
+    res = block_krylov(lambda V: A @ V, lambda v: v, np.column_stack([e0, np.ones(200)]), symmetric=True,
+                       max_vectors=6)
+    assert ritz_orbit_rate(res.space, e0, symmetric=True) is None
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"space": 1.0}, "space must be a KrylovSpace"),
+    ({"e0": np.ones(3)}, r"e0 must be a vector of shape \(40,\), got \(3,\)"),
+    ({"e0": np.full(40, np.nan)}, "e0 contains a non-finite value"),
+    ({"symmetric": None}, "symmetric must be True or False, got None"),
+    ({"tol": 1.5}, r"tol must lie in \(0, 1\), got 1.5"),
+    ({"converged": "abc"}, "converged must be a real number, got 'abc'"),
+])
+def test_ritz_orbit_rate_names_the_bad_argument(kwargs, pattern):
+    from fltheory.theory.krylov import ritz_orbit_rate
+
+    A, _ = _symmetric(np.linspace(0.9, 0.1, 40))
+    res = block_krylov(lambda V: A @ V, lambda v: v, np.ones((40, 1)), symmetric=True)
+    args = {"space": res.space, "e0": np.ones(40), "symmetric": True, **kwargs}
+    with pytest.raises(InvalidHyperparameterError, match=pattern):
+        ritz_orbit_rate(**args)
+
+
+# ------------------------------------------------ the public fuzz sweep with working arguments
+def _sweep_bases():
+    """Working arguments of every public callable of matrix_free and krylov (the public fuzz
+    suite calls them with a dense map or 1.0, which the first check already refuses): each
+    bad value then reaches the check of its own parameter."""
+    from fltheory.theory import krylov
+    from fltheory.theory.invariants import conserved_functionals
+
+    small = random_quadratic(5, 12, L=2.0, mu=0.3, heterogeneity=2.0, seed=4)
+    A = np.diag(np.linspace(0.1, 0.8, 20))
+    start = np.random.default_rng(0).standard_normal((20, 2))
+
+    def scaffold_map():
+        return matrix_free_affine_map(Scaffold(lr=0.1, local_steps=2), small)
+
+    def fedavg_map():
+        return matrix_free_affine_map(FedAvg(lr=0.1, local_steps=2), small)
+
+    def funcs():
+        m = scaffold_map()
+        return conserved_functionals(m.round_map.algorithm, small, m.layout, m.frozen)
+
+    def space():
+        return block_krylov(lambda V: A @ V, lambda v: v, start, symmetric=True).space
+
+    return {
+        "fixed_point": (mf.fixed_point, lambda: {"amap": scaffold_map()}),
+        "orbit_rate": (mf.orbit_rate, lambda: {"amap": scaffold_map()}),
+        "orbit_rate (symmetric)": (mf.orbit_rate, lambda: {"amap": fedavg_map()}),
+        "spectral_rate": (mf.spectral_rate, lambda: {"amap": scaffold_map()}),
+        "rate_estimate": (mf.rate_estimate, lambda: {"amap": scaffold_map()}),
+        "contraction_factor": (mf.contraction_factor, lambda: {"amap": fedavg_map()}),
+        "matrix_free_affine_map": (matrix_free_affine_map,
+                                   lambda: {"algorithm": FedAvg(lr=0.1, local_steps=2), "problem": small}),
+        "Projector": (mf.Projector, lambda: {"funcs": funcs(), "algorithm": "SCAFFOLD"}),
+        "block_krylov": (block_krylov, lambda: {"apply": lambda V: A @ V, "project": lambda v: v, "start": start,
+                                                "symmetric": True}),
+        "KrylovSpace": (krylov.KrylovSpace, lambda: {"n": 5}),
+        "ritz_orbit_rate": (krylov.ritz_orbit_rate, lambda: {"space": space(), "e0": np.ones(20),
+                                                              "symmetric": True}),
+    }
+
+
+@pytest.mark.parametrize("name", list(_sweep_bases()))
+def test_fuzz_sweep_with_working_arguments(name):
+    from tests._fuzz_support import Outcome, sweep
+
+    fn, base = _sweep_bases()[name]
+    base()                                                    # the working arguments work
+    calls = sweep(f"matrix_free/krylov {name}", fn, base=base)
+    broken = [c for c in calls if c.outcome in (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)]
+    assert not broken, "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}" for c in broken[:10])
+    assert sum(c.outcome is Outcome.TYPED for c in calls) >= len(calls) // 2

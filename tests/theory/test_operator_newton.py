@@ -84,3 +84,72 @@ def test_continuation_budget_is_a_typed_failure(fed):
     make = lambda v: fedopt_operator(adagrad(v), fed)
     with pytest.raises(DivergenceError, match="continuation stopped"):
         continuation_fixed_point(make, [1.0, 0.0], fed.optimum(), dense_jacobian_max=0, max_evaluations=3)
+
+
+# ------------------------------------------------ bad input: typed errors naming the argument
+from fltheory.errors import InvalidProblemError  # noqa: E402
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"x0": "abc"}, "x0 must be numeric, got the string 'abc'"),
+    ({"x0": np.ones(3, dtype=complex)}, r"x0 must be numeric \(real numbers\), got dtype complex128"),
+    ({"x0": np.ones((3, 1))}, r"x0 must have 1 dimension\(s\), got shape \(3, 1\)"),
+    ({"x0": np.array([])}, "x0 must be a finite non-empty vector"),
+    ({"tol": "abc"}, "tol must be a real number, got 'abc'"),
+    ({"tol": np.ones(2)}, "tol must be a real number"),
+    ({"eta_min": -1.0}, "eta_min must be finite and > 0, got -1.0"),
+    ({"damping": 1j}, "damping must be a real number, got 1j"),
+    ({"damping": 1.5}, r"damping must lie in \(0, 1\], got 1.5"),
+    ({"max_newton": 10**12}, "max_newton must be an integer >= 1 and <= 10000000, got 1000000000000"),
+    ({"max_evaluations": 2.0}, "max_evaluations must be an integer, got 2.0"),
+    ({"gmres_restart": True}, "gmres_restart must be an integer, got True"),
+])
+def test_newton_krylov_names_the_bad_argument(kwargs, pattern):
+    args = {"T": lambda x: 0.5 * x, "x0": np.zeros(3), **kwargs}
+    with pytest.raises(InvalidHyperparameterError, match=pattern) as info:
+        newton_krylov_fixed_point(**args)
+    assert isinstance(info.value, ValueError)
+
+
+def test_an_operator_of_the_wrong_shape_is_a_typed_error():
+    with pytest.raises(InvalidProblemError, match=r"T must map a vector of shape \(3,\) to real numbers of the "
+                                                  r"same shape, got dtype float64 and shape \(2,\)"):
+        newton_krylov_fixed_point(lambda x: x[:2], np.zeros(3))
+    with pytest.raises(InvalidProblemError, match="got dtype complex128"):
+        newton_krylov_fixed_point(lambda x: x + 1j, np.zeros(3))
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"path": "abc"}, "path must be a sequence of numbers, got 'abc'"),
+    ({"path": [0.5, "x"]}, "path entry must be a real number, got 'x'"),
+    ({"path": [0.5, np.nan]}, "path entry must be finite, got nan"),
+    ({"max_halvings": 10**6}, "max_halvings must be an integer >= 0 and <= 60, got 1000000"),
+    ({"x0": [np.inf, 0.0, 0.0]}, "x0 contains a non-finite value"),
+    ({"bogus": 1}, r"continuation_fixed_point got options \['bogus'\] that newton_krylov_fixed_point does not take"),
+])
+def test_continuation_names_the_bad_argument(kwargs, pattern):
+    args = {"make_operator": lambda s: (lambda x: s * 0.5 * x), "path": [0.5, 1.0], "x0": np.zeros(3), **kwargs}
+    with pytest.raises(InvalidHyperparameterError, match=pattern):
+        continuation_fixed_point(**args)
+
+
+def test_fuzz_sweep_with_working_arguments(fed):
+    """The public fuzz values, one parameter at a time, with a working operator and start (the
+    public suite's T = 1.0 is refused before any other argument is looked at)."""
+    from tests._fuzz_support import Outcome, sweep
+
+    def make(v):
+        return fedopt_operator(adagrad(v), fed)
+
+    bases = {
+        "newton_krylov_fixed_point": (newton_krylov_fixed_point, lambda: {"T": make(0.1), "x0": fed.optimum()}),
+        "continuation_fixed_point": (continuation_fixed_point,
+                                     lambda: {"make_operator": make, "path": [1.0, 0.1], "x0": fed.optimum()}),
+        "operator_fixed_point newton-krylov": (operator_fixed_point, lambda: {
+            "T": make(0.1), "x0": fed.optimum(), "method": "newton-krylov", "cross_check": False}),
+    }
+    for name, (fn, base) in bases.items():
+        calls = sweep(name, fn, base=base)
+        broken = [c for c in calls if c.outcome in (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)]
+        assert not broken, name + ": " + "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}"
+                                                  for c in broken[:10])

@@ -281,3 +281,91 @@ def test_jacobian_of_a_map_with_a_pole_raises():
         operator_jacobian(T, np.array([1e-7, 1.0]))
     np.testing.assert_allclose(operator_jacobian(T, np.array([2.0, 1.0])), [[-0.25, 0.0], [0.0, 1.0]],
                                rtol=1e-8)
+
+
+# ------------------------------------------------ method dispatch: root methods and Newton-Krylov
+NEWTON_N, NEWTON_D = 6, 8
+NEWTON_STEPS = np.array([2, 10, 2, 10, 5, 3])
+
+
+@pytest.fixture(scope="module")
+def fed8():
+    return random_quadratic(NEWTON_N, NEWTON_D, L=4.0, mu=0.5, heterogeneity=1.0, seed=7)
+
+
+def _adaptive(kind):
+    opt = optim.adagrad(0.05, initial_accumulator=0.1) if kind == "adagrad" else optim.adam(0.05)
+    return FedOpt(client_optimizer=opt, server_optimizer=optim.sgd(1.0), local_steps=NEWTON_STEPS,
+                  client_lr_scale=np.linspace(0.5, 1.5, NEWTON_N))
+
+
+@pytest.mark.parametrize("kind", ["adagrad", "adam"])
+@pytest.mark.parametrize("method", ["lm", "broyden1", "newton-krylov", "continuation"])
+def test_every_method_reaches_the_same_fixed_point_with_adaptive_clients(fed8, kind, method):
+    """FedOpt with restarted AdaGrad / Adam clients (non-linear T): each method's fixed point
+    equals Powell's hybrid method's to 1e-10 (both solve T(x) = x to 1e-12 relative), has a
+    residual T(x) - x below 1e-12 max(1, |x|), the same Jacobian-based local rate to 1e-7,
+    and passes the Anderson cross-check."""
+    ref = operator_fixed_point(fedopt_operator(_adaptive(kind), fed8), fed8.optimum())
+    T = fedopt_operator(_adaptive(kind), fed8)
+    fp = operator_fixed_point(T, fed8.optimum(), method=method)
+    assert fp.method == method and fp.success and fp.cross_check_agrees
+    np.testing.assert_allclose(fp.x, ref.x, rtol=0, atol=1e-10)
+    assert np.abs(T(fp.x) - fp.x).max() <= 1e-12 * max(1.0, np.abs(fp.x).max())
+    assert fp.jacobian is not None and fp.spectral_rate == pytest.approx(ref.spectral_rate, abs=1e-7)
+
+
+def test_continuation_in_the_client_rate_matches_the_closed_form(fed8):
+    """SGD clients (FedAvg): the fixed point is known in closed form (LocalAdaptivity Theorem 2
+    with identity preconditioners); continuation through client rates lr/8, lr/4, lr/2, lr
+    and Newton-Krylov both reach it to 1e-10, and the path is reported."""
+    lr = 0.08
+    closed = fedopt_quadratic_fixed_point(fed8, lr, NEWTON_STEPS)
+    for method in ("newton-krylov", "continuation"):
+        fp = operator_fixed_point(fedopt_operator(FedAvg(lr=lr, local_steps=NEWTON_STEPS), fed8),
+                                  np.zeros(NEWTON_D), method=method)
+        np.testing.assert_allclose(fp.x, closed.x, rtol=0, atol=1e-10)
+        assert fp.spectral_rate == pytest.approx(closed.spectral_rate, abs=1e-7)
+    assert "client-rate multipliers [0.125, 0.25, 0.5, 1.0]" in fp.message
+
+
+def test_newton_krylov_above_the_dense_jacobian_size(monkeypatch, fed8):
+    """Above NEWTON_DENSE_JACOBIAN_MAX the result carries the ARPACK rate and its error and no
+    dense Jacobian; the rate still matches the closed form within the reported error."""
+    import fltheory.theory.operators as ops
+
+    monkeypatch.setattr(ops, "NEWTON_DENSE_JACOBIAN_MAX", 4)
+    lr = 0.08
+    closed = fedopt_quadratic_fixed_point(fed8, lr, NEWTON_STEPS)
+    fp = operator_fixed_point(fedopt_operator(FedAvg(lr=lr, local_steps=NEWTON_STEPS), fed8), np.zeros(NEWTON_D),
+                              method="newton-krylov")
+    assert fp.jacobian is None and fp.contraction_factor is None and fp.cross_check_agrees
+    np.testing.assert_allclose(fp.x, closed.x, rtol=0, atol=1e-10)
+    assert abs(fp.spectral_rate - closed.spectral_rate) <= max(fp.spectral_rate_error, 1e-6)
+
+
+def test_unknown_method_names_the_valid_ones(fed8):
+    T = fedopt_operator(_adaptive("adagrad"), fed8)
+    with pytest.raises(InvalidHyperparameterError,
+                       match=r"method must be one of \('hybr', .*'newton-krylov', 'continuation'\), got 'bogus'"):
+        operator_fixed_point(T, method="bogus")
+    assert T.evaluations == 0
+
+
+@pytest.mark.parametrize(("T_kind", "kwargs", "pattern"), [
+    ("callable", {"method": "continuation"}, "needs T from fedopt_operator"),
+    ("fedopt", {"method": "continuation", "continuation_path": [0.5, 0.25, 1.0]},
+     "continuation_path must increase strictly and end at 1"),
+    ("fedopt", {"method": "continuation", "continuation_path": [0.5]}, "continuation_path must increase strictly"),
+    ("fedopt", {"method": "continuation", "continuation_path": [0.0, 1.0]},
+     r"continuation_path entry must lie in \(0, 1\], got 0.0"),
+    ("fedopt", {"method": "continuation", "continuation_path": "abc"}, "continuation_path must be a sequence"),
+    ("fedopt", {"method": "hybr", "continuation_path": [0.5, 1.0]},
+     "continuation_path is used by method='continuation' only"),
+])
+def test_continuation_arguments_are_checked_before_any_evaluation(fed8, T_kind, kwargs, pattern):
+    T = fedopt_operator(_adaptive("adagrad"), fed8)
+    target = (lambda x: 0.5 * x) if T_kind == "callable" else T
+    with pytest.raises(InvalidHyperparameterError, match=pattern):
+        operator_fixed_point(target, np.zeros(NEWTON_D), **kwargs)
+    assert T.evaluations == 0
