@@ -44,6 +44,7 @@ filled only for d <= ``dense_jacobian_max`` (default 100).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,7 +55,8 @@ from numpy.typing import ArrayLike
 from ..errors import DivergenceError, InvalidHyperparameterError
 from .fixed_points import FixedPoint
 
-__all__ = ["continuation_fixed_point", "newton_krylov_fixed_point"]
+__all__ = ["DiscontinuityLayerError", "LayerCrossing", "NoFixedPointError", "continuation_fixed_point",
+           "diagnosed_fixed_point", "discontinuity_layers", "newton_krylov_fixed_point"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,50 @@ _FD_STEP = float(np.sqrt(_EPS))
 _ARMIJO = 1e-4
 _MIN_STEP = 2.0 ** -12
 _STALL = 1e3        # a residual that no step decreases is accepted below _STALL tol max(1, ||x||)
+
+
+class NoFixedPointError(DivergenceError):
+    """No fixed point reached by :func:`newton_krylov_fixed_point`.
+
+    Attributes: ``x`` the last iterate (a copy), ``residual`` = ||T(x) - x||_inf there."""
+
+    def __init__(self, message: str, *, x: np.ndarray | None = None, residual: float = float("nan")) -> None:
+        super().__init__(message)
+        self.x = None if x is None else np.array(x, dtype=np.float64)
+        self.residual = float(residual)
+
+
+@dataclass(frozen=True)
+class LayerCrossing:
+    """A discontinuity layer of a FedOpt operator next to a point x (:func:`discontinuity_layers`).
+
+    ``client`` i and ``coordinate`` j of the hyperplane {y: grad f_i(y)_j = 0}; ``gradient``
+    = grad f_i(x)_j; ``distance`` = |grad f_i(x)_j| / ||r|| with r = the gradient of
+    y -> grad f_i(y)_j (row j of client i's Hessian), the distance of x to the hyperplane
+    (exact for quadratic clients); ``width`` = eps / ||r||, the distance from the hyperplane
+    at which a zero-accumulator AdaGrad first step g / (|g| + eps) is half a sign;
+    ``jump`` = ||T(c + 100 width n) - T(c - 100 width n)||_inf, the change of T across the
+    layer (c the foot of x on the hyperplane, n = r / ||r||; the first step of client i in
+    coordinate j goes from +0.99 to -0.99 of a full sign step)."""
+
+    client: int
+    coordinate: int
+    gradient: float
+    distance: float
+    width: float
+    jump: float
+
+
+class DiscontinuityLayerError(NoFixedPointError):
+    """No fixed point reached, and the last iterate lies next to discontinuity layers of T.
+
+    ``layers`` lists them (:class:`LayerCrossing`, nearest first); ``x`` and ``residual``
+    as in :class:`NoFixedPointError`."""
+
+    def __init__(self, message: str, *, layers: Sequence[LayerCrossing], x: np.ndarray | None = None,
+                 residual: float = float("nan")) -> None:
+        super().__init__(message, x=x, residual=residual)
+        self.layers = list(layers)
 
 
 def _check_positive(name: str, value: Any) -> float:
@@ -122,7 +168,7 @@ def _local_rate(F: _Residual, x: np.ndarray, fx: np.ndarray) -> tuple[float, flo
 def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *, tol: float = 1e-12,
                               max_newton: int = 60, damping: float = 0.5, eta_min: float = 1e-10,
                               gmres_restart: int = 60, dense_jacobian_max: int = 100,
-                              max_evaluations: int | None = None) -> FixedPoint:
+                              max_evaluations: int | None = None, max_norm: float | None = None) -> FixedPoint:
     """Fixed point of T by globalised Jacobian-free Newton-Krylov (module docstring).
 
     Parameters
@@ -137,6 +183,11 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
     dense_jacobian_max : int, largest d for which the dense Jacobian is computed.
     max_evaluations : int, optional, evaluations of T allowed for the solve (the
         local rate and the dense Jacobian come after it); exceeding it is a failure.
+    max_norm : float, optional, largest ||x||_inf of an iterate (default 1e6 max(1, ||x0||_inf)).
+        Beyond it the iterates are taken to diverge: there T(x) - x can round to 0 (a
+        bounded step added to a huge x), so the relative acceptance test would pass
+        vacuously.  Found with sign-step clients, where Newton steps on a piecewise
+        constant F ran to ||x|| = 3e19 and F(x) rounded to 0.
 
     Returns
     -------
@@ -146,8 +197,9 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
 
     Raises
     ------
-    DivergenceError
-        No fixed point reached: the message gives the residual, the iterations and why.
+    NoFixedPointError
+        (a DivergenceError) no fixed point reached: the message gives the residual, the
+        iterations and why; ``x`` is the last iterate.
     InvalidHyperparameterError
         Invalid options or a start that is not a finite vector.
     """
@@ -165,6 +217,7 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
     x = np.array(x0, dtype=np.float64)
     if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
         raise InvalidHyperparameterError(f"x0 must be a finite non-empty vector, got shape {x.shape}")
+    bound = 1e6 * max(1.0, float(np.abs(x).max())) if max_norm is None else _check_positive("max_norm", max_norm)
     d = x.shape[0]
     F = _Residual(T)
     fx = F(x)
@@ -182,15 +235,16 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
     stalled = False
     while not converged(x, fx):
         if budget is not None and F.evaluations >= budget:
-            raise DivergenceError(
+            raise NoFixedPointError(
                 f"newton_krylov_fixed_point: evaluation budget {budget} spent after {it} Newton iterations: "
                 f"||T(x) - x||_inf = {np.abs(fx).max():.3e} > {tol:.1e} max(1, ||x||_inf) "
-                f"(last steps: {'; '.join(history[-3:])})")
+                f"(last steps: {'; '.join(history[-3:])})", x=x, residual=float(np.abs(fx).max()))
         if it >= max_newton:
-            raise DivergenceError(
+            raise NoFixedPointError(
                 f"newton_krylov_fixed_point: no fixed point after {it} Newton iterations: "
                 f"||T(x) - x||_inf = {np.abs(fx).max():.3e} > {tol:.1e} max(1, ||x||_inf) "
-                f"({F.evaluations} evaluations of T; last steps: {'; '.join(history[-3:])})")
+                f"({F.evaluations} evaluations of T; last steps: {'; '.join(history[-3:])})",
+                x=x, residual=float(np.abs(fx).max()))
         it += 1
         if it > 1:
             eta = min(0.5, max(eta_min, 0.9 * (norm / prev_norm) ** 2))
@@ -215,15 +269,21 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
                     xn, fn, nn = x, fx, norm
                     break
                 if not nn < norm:
-                    raise DivergenceError(
+                    raise NoFixedPointError(
                         f"newton_krylov_fixed_point: no decrease of ||T(x) - x|| along the Newton "
                         f"direction (steps down to {_MIN_STEP:g}) nor by a damped fixed-point step after "
                         f"{it} iterations: ||T(x) - x||_inf = {np.abs(fx).max():.3e} "
-                        f"({F.evaluations} evaluations of T)")
+                        f"({F.evaluations} evaluations of T)", x=x, residual=float(np.abs(fx).max()))
                 break
         if stalled:
             break
         history.append(f"{how} {step:g}, ||F|| {nn:.2e}")
+        if float(np.abs(xn).max()) > bound:
+            raise NoFixedPointError(
+                f"newton_krylov_fixed_point: the iterates diverge after {it} iterations: ||x||_inf = "
+                f"{np.abs(xn).max():.3e} > max_norm {bound:.1e}, where the last point below it had "
+                f"||T(x) - x||_inf = {np.abs(fx).max():.3e} ({F.evaluations} evaluations of T)",
+                x=x, residual=float(np.abs(fx).max()))
         prev_norm, norm = norm, nn
         x, fx = xn, fn
     rate, rate_err = _local_rate(F, x, fx)
@@ -301,3 +361,121 @@ def continuation_fixed_point(make_operator: Callable[[float], Callable[[np.ndarr
                         "message": fp.message + f"; continuation over {len(solved)} parameters "
                                                 f"({count[0]} evaluations of T in all)"})
     return out, solved
+
+
+def discontinuity_layers(T: Any, x: ArrayLike, *, eps: float = 1e-8, radius: float | None = None,
+                         max_layers: int = 8) -> list[LayerCrossing]:
+    """The discontinuity layers of a FedOpt operator T nearest to x (those within ``radius``).
+
+    A client optimizer whose first step from a fresh state is a sign step, such as
+    AdaGrad with initial accumulator 0 (u_1 = -lr g / (|g| + eps), coordinate-wise),
+    makes T change by about a full step across a layer of width eps / ||r|| around
+    every hyperplane {y: grad f_i(y)_j = 0} (``LayerCrossing`` defines r, the distance,
+    the width and the measured jump).  Candidates are the 4 ``max_layers`` pairs (i, j)
+    with the smallest |grad f_i(x)_j|; rows r by central differences of the client
+    gradients (exact up to rounding for quadratic clients); 2 evaluations of T per
+    layer returned for the jump.
+
+    Parameters
+    ----------
+    T : FedOptOperator (``theory.fedopt_operator``).
+    x : array (d,).
+    eps : float, the client optimizer's eps (sets the reported layer width).
+    radius : float, optional, largest distance reported; default 10 ||T(x) - x||_inf
+        (floored at 100 eps / ||r||).
+    max_layers : int, most layers returned.
+
+    Returns
+    -------
+    list of LayerCrossing, nearest first (empty when none is within ``radius``).
+    """
+    from .operators import FedOptOperator
+    if not isinstance(T, FedOptOperator):
+        raise InvalidHyperparameterError(
+            f"T must be a FedOptOperator (theory.fedopt_operator), got {type(T).__name__}")
+    eps = _check_positive("eps", eps)
+    max_layers = _check_count("max_layers", max_layers)
+    x = np.array(x, dtype=np.float64)
+    if x.shape != (T.dim,) or not np.all(np.isfinite(x)):
+        raise InvalidHyperparameterError(f"x must be a finite vector of shape ({T.dim},), got shape {x.shape}")
+    if radius is not None:
+        radius = _check_positive("radius", radius)
+    problem = T.problem
+    n, d = problem.n_clients, problem.dim
+    G = np.asarray(problem.client_grad(np.tile(x, (n, 1))), dtype=np.float64)
+    m = min(4 * max_layers, n * d)
+    flat = np.argpartition(np.abs(G).ravel(), m - 1)[:m]
+    clients, coords = np.divmod(flat, d)
+    h = 1e-4 * np.maximum(1.0, np.abs(x[coords]))
+    E = np.zeros((m, d))
+    E[np.arange(m), coords] = h
+    R = (np.asarray(problem.client_grad(x + E, clients=clients))
+         - np.asarray(problem.client_grad(x - E, clients=clients))) / (2.0 * h[:, None])
+    norms = np.maximum(np.linalg.norm(R, axis=1), np.finfo(float).tiny)
+    g = G[clients, coords]
+    dist = np.abs(g) / norms
+    width = eps / norms
+    if radius is None:
+        limit = np.maximum(10.0 * float(np.abs(np.asarray(T(x)) - x).max()), 100.0 * width)
+    else:
+        limit = np.full(m, radius)
+    keep = [int(k) for k in np.argsort(dist, kind="stable") if dist[k] <= limit[k]][:max_layers]
+    out = []
+    for k in keep:
+        nvec = R[k] / norms[k]
+        foot = x - (g[k] / norms[k]) * nvec
+        off = 100.0 * width[k] * nvec
+        jump = float(np.abs(np.asarray(T(foot + off)) - np.asarray(T(foot - off))).max())
+        out.append(LayerCrossing(client=int(clients[k]), coordinate=int(coords[k]), gradient=float(g[k]),
+                                 distance=float(dist[k]), width=float(width[k]), jump=jump))
+    return out
+
+
+def diagnosed_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, *, eps: float = 1e-8,
+                          radius: float | None = None, max_layers: int = 8, **newton: Any) -> FixedPoint:
+    """:func:`newton_krylov_fixed_point`, with the failure explained when T has sign-step layers.
+
+    When the solve fails and T is a FedOpt operator (``theory.fedopt_operator``), the
+    layers of :func:`discontinuity_layers` within ``radius`` of the last iterate are
+    measured; if the jump of T across one of them is at least the residual reached, the
+    failure is a :class:`DiscontinuityLayerError` listing every such layer (client,
+    coordinate, gradient coordinate, distance, layer width, jump of T).  There T is steep
+    on a scale (the layer width eps / ||r||, about 1e-8) below the step of the
+    finite-difference Jacobian-vector products (sqrt(machine eps) max(1, ||x||_2)), so no
+    Newton model of T holds; with eps -> 0 T is discontinuous there (docs: "Restarted
+    AdaGrad with a zero accumulator").  ``newton`` options go to
+    :func:`newton_krylov_fixed_point`.
+
+    Raises
+    ------
+    DiscontinuityLayerError
+        No fixed point reached, next to layers whose jump is at least the residual.
+    NoFixedPointError
+        No fixed point reached, for another reason (message of the solver).
+    """
+    eps = _check_positive("eps", eps)
+    max_layers = _check_count("max_layers", max_layers)
+    if radius is not None:
+        radius = _check_positive("radius", radius)
+    try:
+        return newton_krylov_fixed_point(T, x0, **newton)
+    except NoFixedPointError as exc:
+        from .operators import FedOptOperator
+        if not isinstance(T, FedOptOperator) or exc.x is None:
+            raise
+        layers = discontinuity_layers(T, exc.x, eps=eps, radius=radius, max_layers=max_layers)
+        if not any(layer.jump >= exc.residual for layer in layers):
+            raise
+        step = _FD_STEP * max(1.0, float(np.linalg.norm(exc.x)))
+        inside = [c for c in layers if c.distance <= 100.0 * c.width]
+        described = "; ".join(
+            f"client {c.client} coordinate {c.coordinate}: gradient {c.gradient:+.2e}, distance {c.distance:.2e}"
+            f"{' (inside the layer)' if c.distance <= 100.0 * c.width else ''}, layer width {c.width:.1e}, "
+            f"jump of T {c.jump:.2e}" for c in layers)
+        raise DiscontinuityLayerError(
+            f"{' '.join(str(exc).split())}. The last iterate lies inside {len(inside)} and within "
+            f"{max(c.distance for c in layers):.1e} of {len(layers)} discontinuity layers of T (a client's first "
+            f"step g / (|g| + eps) turns from -1 to +1 of a sign step across a layer of width eps / ||r||), "
+            f"nearest first: {described}. The Jacobian-vector products by differences (step {step:.1e}) are "
+            f"wider than these layers, so no Newton model of T holds there",
+            layers=layers, x=exc.x, residual=exc.residual) from None
