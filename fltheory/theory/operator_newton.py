@@ -52,6 +52,7 @@ import numpy as np
 import scipy.sparse.linalg as spla
 from numpy.typing import ArrayLike
 
+from .._validate import positive
 from ..errors import DivergenceError, InvalidHyperparameterError
 from .fixed_points import FixedPoint
 
@@ -112,10 +113,7 @@ class DiscontinuityLayerError(NoFixedPointError):
 
 
 def _check_positive(name: str, value: Any) -> float:
-    v = float(value)
-    if not (np.isfinite(v) and v > 0):
-        raise InvalidHyperparameterError(f"{name} must be finite and > 0, got {value!r}")
-    return v
+    return positive(name, value)
 
 
 def _check_count(name: str, value: Any, minimum: int = 1) -> int:
