@@ -19,8 +19,10 @@ fixed point solves F(x) = T(x) - x = 0.
   x + a F(x) (the Mann iteration of FedOpt with server rate a, a = ``damping``)
   is tried instead; when that does not decrease ||F|| either, the solve fails;
 * success when ||F(x)||_inf <= tol max(1, ||x||_inf), or when no step decreases
-  ||F|| any more and ||F(x)||_inf <= 1e3 tol max(1, ||x||_inf) (the rounding
-  floor of T; the same acceptance as ``operator_fixed_point``).
+  ||F|| any more, ||F(x)||_inf <= 1e3 tol max(1, ||x||_inf) and ||F(x)||_inf is at
+  the rounding floor of T: at most 100 max(eps ||x||_inf, the change of F under
+  perturbations of x by 4 ulps per coordinate);
+* iterates beyond ``max_norm`` are a divergence (there the relative test is vacuous).
 
 Failure is reported, never returned as a result: :class:`DivergenceError` with
 the residual reached, the iterations and the reason (no decrease, non-finite
@@ -143,6 +145,18 @@ class _Residual:
         return (self(x + h * v) - fx) / h
 
 
+def _rounding_floor(F: _Residual, x: np.ndarray, fx: np.ndarray) -> float:
+    """100 max(eps ||x||_inf, ||F(x + u) - F(x)||_inf over 3 perturbations u of 4 ulps per coordinate).
+
+    A residual that no step decreases is accepted only below this: the level at which F(x)
+    is indistinguishable from rounding.  (A residual that is merely small is not enough:
+    with sign-step clients F can be 1e-11 and flat to 1e-18 over an interval of non-fixed points.)"""
+    rng = np.random.default_rng(0)
+    ulps = 4.0 * np.spacing(np.maximum(np.abs(x), 1.0))
+    noise = max(float(np.abs(F(x + ulps * rng.choice([-1.0, 1.0], size=x.shape)) - fx).max()) for _ in range(3))
+    return 100.0 * max(noise, _EPS * max(1.0, float(np.abs(x).max())))
+
+
 def _local_rate(F: _Residual, x: np.ndarray, fx: np.ndarray) -> tuple[float, float]:
     """(rho(J_T(x)), Ritz residual) by ARPACK on J_T v = J_F v + v."""
     d = x.shape[0]
@@ -262,7 +276,8 @@ def newton_krylov_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLi
                 fn = F(xn)
                 nn = float(np.linalg.norm(fn)) if np.all(np.isfinite(fn)) else np.inf
                 how, step = "damped fixed-point step", a_fp
-                if not nn < norm and float(np.abs(fx).max()) <= _STALL * tol * max(1.0, float(np.abs(x).max())):
+                if (not nn < norm and float(np.abs(fx).max()) <= _STALL * tol * max(1.0, float(np.abs(x).max()))
+                        and float(np.abs(fx).max()) <= _rounding_floor(F, x, fx)):
                     stalled = True                      # at the rounding floor of T: accept x
                     xn, fn, nn = x, fx, norm
                     break

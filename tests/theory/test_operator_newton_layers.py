@@ -72,6 +72,28 @@ def test_one_step_in_one_dimension_fixed_point_is_inside_the_median_layer():
     assert "client 1 coordinate 0" in str(err)
 
 
+def test_one_step_two_clients_in_one_dimension_a_flat_interval_and_one_fixed_point():
+    """tau = 1, d = 1, N = 2 equal weights: the closure's fixed points are the whole interval
+    [x_0, x_1] (0 in Sign(x - x_0) + Sign(x - x_1)).  T_eps has exactly one: inside the interval
+    F = (lr / 2) (eps / (h_0 (x - x_0) + eps) - eps / (h_1 (x_1 - x) + eps)), zero iff
+    h_1 (x_1 - x) = h_0 (x - x_0), i.e. at (h_0 x_0 + h_1 x_1) / (h_0 + h_1) = x*, the global
+    minimiser.  Elsewhere in the interval |F| <= lr eps / (2 h dist) is about 1e-11 and flat to
+    1e-18 over an ulp: Newton cannot see the slope, and a stall there is not a fixed point."""
+    h, optima = [1.0, 3.0], [-1.0, 2.0]
+    fed = scalar_federation(h, optima)
+    T = operator(fed, [1, 1])
+    xstar = fed.optimum()
+    assert xstar[0] == pytest.approx(1.25, abs=1e-15)
+    assert np.abs(T(xstar) - xstar).max() <= 1e-16
+    for x in (-0.5, 0.0, 1.0, 1.9):
+        f = LR / 2 * (EPS / (h[0] * (x - optima[0]) + EPS) - EPS / (h[1] * (optima[1] - x) + EPS))
+        assert T(np.array([x]))[0] - x == pytest.approx(f, rel=0, abs=1e-15)     # |x| ~ 1: rounding 2e-16
+    # regression: the stall test used to accept x = 0.895 (residual 5.7e-11, 1e3 tol) as a fixed point
+    with pytest.raises(NoFixedPointError) as info:
+        newton_krylov_fixed_point(T, np.array([0.0]))
+    assert info.value.residual < 1e-9 and abs(info.value.x[0] - 1.25) > 0.1
+
+
 def adagrad_two_steps(x, optimum, h=1.0, eps=0.0):
     """Client map of two AdaGrad steps from a zero accumulator in d = 1, written out:
     g_0 = h u (u = x - x_i), y_1 = x - lr g_0 / (|g_0| + eps), g_1 = h (y_1 - x_i),
