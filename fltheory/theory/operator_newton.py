@@ -24,9 +24,9 @@ fixed point solves F(x) = T(x) - x = 0.
   perturbations of x by 4 ulps per coordinate);
 * iterates beyond ``max_norm`` are a divergence (there the relative test is vacuous).
 
-Failure is reported, never returned as a result: :class:`DivergenceError` with
-the residual reached, the iterations and the reason (no decrease, non-finite
-values, iteration limit).
+Failure is reported, never returned as a result: :class:`NoFixedPointError` (a
+DivergenceError) with the residual reached, the iterations and the reason (no
+decrease, divergence, iteration or evaluation limit) and the last iterate ``x``.
 
 :func:`continuation_fixed_point` follows the fixed point along a path of
 operators T_{s_0}, ..., T_{s_m} (e.g. AdaGrad's initial accumulator decreasing
@@ -34,6 +34,18 @@ to its target value, where the restarted client maps become steep near the
 points where a client's gradient coordinate vanishes): each solve starts at
 the previous fixed point, and a failed step is halved in the parameter (up to
 ``max_halvings`` times) before the whole continuation fails.
+
+:func:`diagnosed_fixed_point` runs the same solver and, when it fails on a
+FedOpt operator, measures the discontinuity layers next to the last iterate
+(:func:`discontinuity_layers`): client optimizers whose first step from a fresh
+state is a sign step (AdaGrad with initial accumulator 0: u_1 = -lr g / (|g| + eps))
+make T change by about 2 lr p_i across a layer of width eps / ||r|| around each
+hyperplane {x: grad f_i(x)_j = 0} (r = row j of client i's Hessian), far below
+the difference step of the Jacobian-vector products.  The failure is then a
+:class:`DiscontinuityLayerError` naming the layers (client, coordinate, distance,
+width, jump of T).  What is known about fixed points there (exact analysis of
+d = 1, 2; the benchmark sizes undecided) is in docs/theory/fixed-points.md,
+"Restarted AdaGrad with a zero accumulator".
 
 The local rate of the fixed-point iteration, rho(J_T(x~)), is computed by
 ARPACK on the Jacobian-vector products (largest modulus, residual tolerance
