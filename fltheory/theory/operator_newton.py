@@ -58,8 +58,8 @@ filled only for d <= ``dense_jacobian_max`` (default 100).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
