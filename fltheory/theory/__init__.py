@@ -33,7 +33,15 @@ from .result import Assumption, BoundResult, bound_result
 from .round_maps import RoundMap, StateLayout, round_map, state_layout, state_to_vector, vector_to_state
 from .run_affine import run_affine
 from .matrix_free import MatrixFreeAffineMap, matrix_free_affine_map
-from .operator_newton import continuation_fixed_point, newton_krylov_fixed_point
+from .operator_newton import (
+    DiscontinuityLayerError,
+    LayerCrossing,
+    NoFixedPointError,
+    continuation_fixed_point,
+    diagnosed_fixed_point,
+    discontinuity_layers,
+    newton_krylov_fixed_point,
+)
 
 __all__ = [
     "Assumption", "BoundResult", "bound_result", "bounds",
@@ -44,6 +52,7 @@ __all__ = [
     "FedOptOperator", "OperatorFixedPoint", "LipschitzRatios", "Inconsistency", "fedopt_operator",
     "operator_fixed_point", "anderson_fixed_point", "operator_jacobian", "lipschitz_ratios",
     "sgd_contraction_bound", "minimizer_inconsistency", "newton_krylov_fixed_point",
+    "diagnosed_fixed_point", "discontinuity_layers", "DiscontinuityLayerError", "NoFixedPointError", "LayerCrossing",
     "continuation_fixed_point",
     "QuadraticFixedPoint", "client_contraction_matrices", "fedopt_quadratic_round_map",
     "fedopt_quadratic_fixed_point", "fedopt_small_rate_limit", "fedavg_first_order_bias",
