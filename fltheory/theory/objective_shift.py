@@ -105,7 +105,13 @@ def suboptimality_gaps(fed: Federation, W: Any, clients: ClientSelection = None)
         raise InvalidProblemError(f"W has {W.shape[0]} rows but {idx.shape[0]} clients are listed "
                                   f"(clients={clients!r}); give one row per listed client or a single point")
     W = np.broadcast_to(np.atleast_2d(W), (idx.shape[0], fed.dim))
-    return fed.client_gaps(W, idx)
+    with np.errstate(over="ignore", invalid="ignore"):
+        gaps = fed.client_gaps(W, idx)
+    if not np.all(np.isfinite(gaps)):
+        raise OutOfRangeError(f"suboptimality_gaps: F_k(w) - F_k* overflows float64 at W with max |W| = "
+                              f"{float(np.abs(W).max()):.3g} (clients {idx.tolist()}); expected points whose gaps "
+                              f"are representable (|gap| < 1.8e308)")
+    return gaps
 
 
 def objective_shift(fed: Federation, client: int | None = None, kind: str = "depart",

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .._validate import _short, flag, real_array
 from ..display import BoundDisplay
 from ..errors import AssumptionError, InvalidHyperparameterError
@@ -177,7 +179,8 @@ def bound_result(value: float | None, assumptions: Iterable[Assumption], *, refe
 
 
 def _checked_assumptions(assumptions: Any) -> tuple[Assumption, ...]:
-    if isinstance(assumptions, (str, bytes)) or not isinstance(assumptions, Iterable):
+    if isinstance(assumptions, (str, bytes)) or not isinstance(assumptions, Iterable) \
+            or (isinstance(assumptions, np.ndarray) and assumptions.ndim == 0):   # a 0-d array is not iterable
         raise InvalidHyperparameterError(
             f"bound_result: assumptions must be an iterable of Assumption, got {_short(assumptions)}")
     out = tuple(assumptions)

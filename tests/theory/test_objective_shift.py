@@ -120,3 +120,19 @@ def test_join_eq11_as_printed_ratio_on_equal_curvatures(n, n_a):
     assert res.value == pytest.approx(4 * q ** 2 * (1 - q) ** 2, rel=1e-12)
     assert res.ratio == pytest.approx(1 / (4 * (1 - q) ** 2), rel=1e-12)
     assert (res.ratio > 1 + 1e-9) == (n_a > n)
+
+
+def test_suboptimality_gaps_overflow_is_a_typed_error_not_inf():
+    """Quadratic gaps 1/2 (w - x_k*)^T H_k (w - x_k*) at |w| = 1e300 overflow: OutOfRangeError naming W, never inf;
+    at representable points the gap is the closed form."""
+    from fltheory.errors import OutOfRangeError
+    from fltheory.theory import suboptimality_gaps
+
+    H = np.array([[[2.0, 0.0], [0.0, 1.0]], [[1.0, 0.5], [0.5, 3.0]]])
+    fed = QuadraticFederation(H, np.array([[1.0, -1.0], [0.0, 2.0]]))
+    with pytest.raises(OutOfRangeError, match=r"overflows float64 at W with max \|W\| = 1e\+300"):
+        suboptimality_gaps(fed, np.full(2, 1e300))
+    w = np.array([0.5, 0.25])
+    xs = fed.client_optima()
+    want = [0.5 * (w - xs[k]) @ H[k] @ (w - xs[k]) for k in range(2)]
+    np.testing.assert_allclose(suboptimality_gaps(fed, w), want, rtol=1e-13)

@@ -29,3 +29,14 @@ def test_ratio_and_holds():
 def test_non_finite_value_is_never_returned(bad):
     with pytest.raises(AssumptionError):
         make_result(bad, (), reference="r", variant="v")
+
+
+def test_bound_result_refuses_a_zero_dimensional_array_of_assumptions():
+    """A 0-d array is not an iterable of Assumption (it raised a raw TypeError from tuple())."""
+    import numpy as np
+
+    from fltheory.errors import InvalidHyperparameterError
+    from fltheory.theory.result import bound_result
+
+    with pytest.raises(InvalidHyperparameterError, match=r"assumptions must be an iterable of Assumption, got array"):
+        bound_result(1.0, np.array(0.5), reference="r", variant="as_printed")
