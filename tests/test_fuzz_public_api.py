@@ -58,17 +58,6 @@ CALLABLES = dict(public_callables())
 KNOWN_VIOLATIONS: dict[str, str] = {
     # Found when the enumeration was widened to the moments, matrix_free and krylov modules
     # (their public functions had never been fuzzed); to be fixed, each a strict xfail until then.
-    'fltheory.theory.moments.AdditiveNoise': "36 of 57 (RAW 36); e.g. cov=string: ValueError: could not convert string to float: 'abc'",
-    'fltheory.theory.moments.averaging_moments': '37 of 190 (RAW 37); e.g. rounds=nan: ValueError: cannot convert float NaN to integer',
-    'fltheory.theory.moments.elastic_anchor_laws': "19 of 19 (RAW 19); e.g. moments=nan: AttributeError: 'float' object has no attribute 'states'",
-    'fltheory.theory.moments.conditional_round_map': '16 of 171 (RAW 16); e.g. clients=nan: ValueError: cannot convert float NaN to integer',
-    'fltheory.theory.moments.exact_moments': '33 of 190 (HANG 1, RAW 32); e.g. rounds=huge int: more than 3.0 s',
-    'fltheory.theory.moments.fedavg_client_maps': "59 of 76 (HANG 1, NONFINITE 9, RAW 49); e.g. problem=nan: AttributeError: 'float' object has no attribute 'n_clients'",
-    'fltheory.theory.moments.fedavg_sampling_moments': '38 of 114 (HANG 2, RAW 36); e.g. rounds=nan: ValueError: cannot convert float NaN to integer',
-    'fltheory.theory.moments.inclusion_probabilities': '16 of 76 (RAW 16); e.g. n_clients=nan: ValueError: cannot convert float NaN to integer',
-    'fltheory.theory.moments.moment_operator': "36 of 114 (RAW 36); e.g. algorithm=nan: AttributeError: 'float' object has no attribute 'init'",
-    'fltheory.theory.moments.noise_of': "23 of 38 (RAW 23); e.g. problem=nan: AttributeError: 'float' object has no attribute 'batch_size'",
-    'fltheory.theory.moments.participation_support': '56 of 76 (RAW 56); e.g. t=nan: IndexError: tuple index out of range',
     'fltheory.theory.matrix_free.Projector': "38 of 38 (RAW 38); e.g. funcs=nan: AttributeError: 'float' object has no attribute 'W'",
     'fltheory.theory.matrix_free.contraction_factor': "19 of 19 (RAW 19); e.g. amap=nan: AttributeError: 'float' object has no attribute 'symmetric'",
     'fltheory.theory.matrix_free.fixed_point': "76 of 95 (RAW 76); e.g. amap=nan: AttributeError: 'float' object has no attribute 'base'",

@@ -26,13 +26,13 @@ from ...algorithms.base import Algorithm
 from ...errors import (
     DivergenceError,
     InvalidHyperparameterError,
-    InvalidProblemError,
     NotAffineError,
 )
 from ...participation import Participation
 from ...problems.base import Federation
 from ..round_maps import StateLayout, state_layout, state_to_vector
-from .conditional import ConditionalMap, conditional_round_map
+from ._checks import algorithm_of, constant_hessian_problem, model_vector, participation_of, tolerance
+from .conditional import ConditionalMap, recover_round_map
 from .engine import (
     _discrete,
     _frozen_mask,
@@ -41,7 +41,7 @@ from .engine import (
     refuse_non_affine,
 )
 from .noise import additive_noise_of
-from .support import participation_support
+from .support import MAX_OUTCOMES, support_of
 
 __all__ = ["MomentOperator", "moment_operator"]
 
@@ -161,27 +161,28 @@ def moment_operator(algorithm: Algorithm, problem: Federation, *,
     (minibatch) noise, a round that changes its frozen or discrete state (mixtures: use
     :func:`exact_moments`), and a conditional map that differs one round later (NotAffineError).
     """
-    if not (isinstance(problem, Federation) and problem.has_constant_hessians):   # quadratic clients (hook)
-        raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
+    algorithm_of(algorithm)
+    constant_hessian_problem(problem)
+    participation_of(participation)
+    rtol = tolerance("rtol", rtol)
     refuse_non_affine(algorithm)
     model = additive_noise_of(problem, noise, "moment_operator handles additive noise only; use exact_moments")
     d = problem.dim
+    x0v = model_vector("x0", x0, d)
     exact = problem.exact()
-    x0v = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
     state0 = algorithm.init(exact, x0v, np.random.default_rng(0))
     layout = state_layout(state0)
     frozen = _frozen_mask(algorithm, exact, state0, layout, np.random.default_rng(1))
     E = algorithm.nominal_steps(exact)
-    out0 = participation_support(participation, 0, E)
-    out1 = participation_support(participation, 1, E)
+    out0 = support_of(participation, 0, E, MAX_OUTCOMES)
+    out1 = support_of(participation, 1, E, MAX_OUTCOMES)
     if [(o.key, o.prob) for o in out0] != [(o.key, o.prob) for o in out1]:
         raise InvalidHyperparameterError("moment_operator needs a participation law that does not change with t")
     S0 = state_to_vector(state0, layout)
     rng = np.random.default_rng(2)
     maps, noise_terms = [], []
     for o in out0:
-        cm = conditional_round_map(algorithm, exact, state0, layout, o.clients, o.steps, frozen, rtol=rtol,
-                                   check_rng=rng)
+        cm = recover_round_map(algorithm, exact, state0, layout, o.clients, o.steps, frozen, rtol, rng)
         nxt = cm.next_state
         if _discrete_without_counters(nxt) != _discrete_without_counters(state0) \
                 or state_to_vector(nxt, layout)[frozen].tobytes() != S0[frozen].tobytes():
