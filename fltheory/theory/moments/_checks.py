@@ -129,13 +129,15 @@ def step_counts(name: str, value: Any, *, length: int | None = None, minimum: in
     return arr.astype(np.int64)
 
 
-def finite_result(routine: str, **arrays: np.ndarray) -> None:
-    """Refuse to return NaN/inf: the exact moments left float64 range (OutOfRangeError names where)."""
+def finite_result(routine: str, arrays: dict[str, np.ndarray], context: str = "") -> None:
+    """Refuse to return NaN/inf: the exact moments left float64 range (OutOfRangeError names where;
+    ``context`` names the arguments that led there)."""
+    at = f" at {context}" if context else ""
     for name, arr in arrays.items():
         bad = ~np.isfinite(arr)
         if np.any(bad):
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             raise OutOfRangeError(
-                f"{routine}: {name} leaves float64 range at index {where} (value {arr[where]!r}); the exact "
+                f"{routine}{at}: {name} leaves float64 range at index {where} (value {arr[where]!r}); the exact "
                 "moments grow beyond what double precision represents (a diverging step size, or too many "
                 "rounds or steps at this instance)")

@@ -51,7 +51,7 @@ from .noise import AdditiveNoise
 __all__ = ["averaging_moments"]
 
 
-def _client_maps(problem: QuadraticFederation, eta: float, E: int, cov: np.ndarray
+def _client_maps(problem: QuadraticFederation, eta: np.floating, E: int, cov: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A - I, b, V) for s = 0..E: (N, E+1, d, d), (N, E+1, d), (N, E+1, d, d)."""
     N, d = problem.n_clients, problem.dim
@@ -68,6 +68,7 @@ def _client_maps(problem: QuadraticFederation, eta: float, E: int, cov: np.ndarr
     return A - I, b, V
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def averaging_moments(problem: QuadraticFederation, rounds: int, *, lr: Any, local_steps: int,
                       weights: Any, step_pmf: Any = None, sampled: int | None = None,
                       server_lr: float = 1.0, noise: AdditiveNoise | None = None, x0: Any = None
@@ -128,7 +129,7 @@ def averaging_moments(problem: QuadraticFederation, rounds: int, *, lr: Any, loc
     Sig = np.outer(mu, mu)
     means, seconds = [mu.copy()], [Sig.copy()]
     for t in range(R):
-        Am, b, V = _client_maps(problem, float(eta[t]), E, cov)     # Am = A - I
+        Am, b, V = _client_maps(problem, eta[t], E, cov)     # Am = A - I (numpy scalar: overflow gives inf)
         AmMu = np.einsum("nsij,j->nsi", Am, mu)
         if step_pmf is not None:
             pw, pw2 = q * W, q * W * W                                # (N, E+1)
@@ -165,7 +166,8 @@ def averaging_moments(problem: QuadraticFederation, rounds: int, *, lr: Any, loc
         means.append(mu.copy())
         seconds.append(Sig.copy())
     mean, second_arr = np.array(means), np.array(seconds)
-    finite_result("averaging_moments", **{"E[x_t]": mean, "E[x_t x_t^T]": second_arr})
+    finite_result("averaging_moments", {"E[x_t]": mean, "E[x_t x_t^T]": second_arr},
+                  f"lr = {_short(lr)}, server_lr = {g!r}")
     x_star = problem.optimum()
     dist2, gap = quadratic_errors(mean, second_arr, x_star, problem.hess())
     info = {"method": "independent per-client laws" if step_pmf is not None else "uniform sampling (pi_1, pi_2)",

@@ -41,7 +41,7 @@ import numpy as np
 
 from ...algorithms.base import Algorithm
 from ..._validate import _short, generator
-from ...errors import InvalidHyperparameterError, NotAffineError
+from ...errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ...participation import Participants, Participation
 from ...problems.base import Federation
 from ..round_maps import StateLayout, state_to_vector, vector_to_state
@@ -190,7 +190,10 @@ def conditional_round_map(algorithm: Algorithm, problem: Federation, template: A
     if not isinstance(layout, StateLayout):
         raise InvalidHyperparameterError(
             f"layout must be a StateLayout (from state_layout(template)), got {type(layout).__name__}")
-    n = state_to_vector(template, layout).shape[0]            # typed error when template does not fit layout
+    try:
+        n = state_to_vector(template, layout).shape[0]
+    except FLTheoryError as exc:
+        raise InvalidProblemError(f"template must be a state of the algorithm with this layout: {exc}") from None
     N = problem.n_clients
     cl = step_counts("clients", clients, minimum=0)
     if cl.size and cl.max() >= N:

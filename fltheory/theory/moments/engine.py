@@ -262,6 +262,7 @@ def _revalidated(cm: ConditionalMap, algorithm: Algorithm, problem: Federation, 
     return dataclasses.replace(cm, next_state=new) if res <= rtol else None
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
                   participation: Participation | None = None, noise: Any = None, x0: Any = None,
                   max_components: int = 256, max_outcomes: int = 20_000, rtol: float = 1e-8,
@@ -383,7 +384,7 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
         mu_all = sum(c.weight * c.mu for c in comps.values())
         sec_all = sum(c.weight * c.second for c in comps.values())
         if not np.all(np.isfinite(sec_all)):      # O(n^2) against the round's O(n^3): stop at the first overflow
-            finite_result(f"exact_moments (round {t + 1})", **{"E[S_t S_t^T]": np.asarray(sec_all)})
+            finite_result(f"exact_moments (round {t + 1})", {"E[S_t S_t^T]": np.asarray(sec_all)})
         means.append(np.asarray(mu_all)[xs])
         seconds.append(np.asarray(sec_all)[xs, xs])
         ncomp.append(len(comps))
@@ -393,7 +394,7 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     mean = np.array(means)
     second = np.array(seconds)
     second = 0.5 * (second + np.swapaxes(second, 1, 2))
-    finite_result("exact_moments", **{"E[x_t]": mean, "E[x_t x_t^T]": second})
+    finite_result("exact_moments", {"E[x_t]": mean, "E[x_t x_t^T]": second})
     x_star = problem.optimum()
     Hbar = problem.hess(x_star)                       # constant Hessians: the same at every point
     dist2, gap = quadratic_errors(mean, second, x_star, Hbar)

@@ -61,6 +61,7 @@ from .noise import additive_noise_of
 __all__ = ["fedavg_client_maps", "fedavg_sampling_moments"]
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def fedavg_client_maps(problem: QuadraticFederation, lr: Any, local_steps: Any, cov: np.ndarray | None
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A, b, V): (N, d, d), (N, d), (N, d, d) of the module docstring, batched over clients.
@@ -92,7 +93,8 @@ def fedavg_client_maps(problem: QuadraticFederation, lr: Any, local_steps: Any, 
             raise InvalidProblemError("cov must be symmetric (each (d, d) block)")
         cov = C
     A, b, V = _client_maps(problem, eta_c, K_c, cov)
-    finite_result("fedavg_client_maps", A=A, b=b, V=V)
+    finite_result("fedavg_client_maps", {"A": A, "b": b, "V": V},
+                  f"lr = {_short(lr)}, local_steps = {_short(local_steps)}")
     return A, b, V
 
 
@@ -136,6 +138,7 @@ def _sizes(participation: Participation | None, N: int) -> list[tuple[float, int
         f"{participation!r}; use exact_moments")
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rounds: int, *,
                             participation: Participation | None = None, noise: Any = None,
                             x0: Any = None) -> ExactMoments:
@@ -145,8 +148,8 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
     """
     t0 = time.perf_counter()
     if not isinstance(algorithm, FedAvg):
-        raise InvalidHyperparameterError(f"fedavg_sampling_moments needs a FedAvg, got {_short(algorithm)} "
-                                         f"({type(algorithm).__name__})")
+        raise InvalidHyperparameterError(f"algorithm must be a FedAvg (the closed form of fedavg_sampling_moments), "
+                                         f"got {_short(algorithm)} ({type(algorithm).__name__})")
     problem = quadratic_problem(problem)
     N, d = problem.n_clients, problem.dim
     R = rounds_of(rounds, d)
@@ -209,7 +212,7 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
         means.append(mu.copy())
         seconds.append(Sig.copy())
     mean, second = np.array(means), np.array(seconds)
-    finite_result("fedavg_sampling_moments", **{"E[x_t]": mean, "E[x_t x_t^T]": second})
+    finite_result("fedavg_sampling_moments", {"E[x_t]": mean, "E[x_t x_t^T]": second})
     x_star = problem.optimum()
     dist2, gap = quadratic_errors(mean, second, x_star, problem.hess())
     clip = float(max(0.0, -dist2.min(), -gap.min()))

@@ -159,7 +159,10 @@ def noise_of(problem: Federation, noise: Any = None) -> NoiseModel | None:
     if isinstance(noise, (AdditiveNoise, MinibatchNoise)):
         return noise
     if noise is not None:
-        return AdditiveNoise(noise, problem.n_clients, problem.dim)
+        try:
+            return AdditiveNoise(noise, problem.n_clients, problem.dim)
+        except InvalidProblemError as exc:
+            raise InvalidProblemError(f"noise (a model, or a covariance for AdditiveNoise): {exc}") from None
     if problem.batch_size is not None:
         return MinibatchNoise.of(problem, problem.batch_size, replace=True)
     s = problem.noise_sigma2
