@@ -51,7 +51,7 @@ from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
 from .engine import ExactMoments, StateComponent, quadratic_errors
 from .noise import additive_noise_of
-from ._checks import model_vector, participation_of, rounds_of
+from ._checks import model_vector, participation_of, quadratic_problem, rounds_of
 from .support import support_of
 
 __all__ = ["AnchorLaw", "ElasticState", "efl_elastic_gradient_moments", "efl_elastic_moments",
@@ -137,14 +137,12 @@ def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
     z = (x, w_1, ..., w_N) given that set.
     """
     t0 = time.perf_counter()
-    if not isinstance(algorithm, EFL):
-        raise InvalidHyperparameterError(f"efl_elastic_moments needs an EFL algorithm, got {algorithm!r}")
+    instance("algorithm", algorithm, EFL, "an EFL (compression=None)", error=InvalidHyperparameterError)
     if algorithm.compression is not None:
         raise NotAffineError(
             f"EFL with compression={algorithm.compression!r}: ST ternary top-k is piecewise, not affine; "
             "exact moments need compression=None")
-    if not isinstance(problem, QuadraticFederation):
-        raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
+    problem = quadratic_problem(problem)
     rounds = rounds_of(rounds, problem.dim)
     participation_of(participation)
     max_components = integer("max_components", max_components, minimum=1, maximum=None)
@@ -304,8 +302,10 @@ def efl_elastic_gradient_moments(algorithm: EFL, problem: Federation, moments: E
     -------
     (R, N, E_max) array: round t < R, client k, step j (NaN where j >= E_k).
     """
-    if not isinstance(algorithm, EFL) or not isinstance(problem, QuadraticFederation):
-        raise InvalidHyperparameterError("efl_elastic_gradient_moments needs an EFL and a QuadraticFederation")
+    instance("algorithm", algorithm, EFL, "an EFL (compression=None)", error=InvalidHyperparameterError)
+    problem = quadratic_problem(problem)
+    instance("moments", moments, ExactMoments, "an ExactMoments from efl_elastic_moments",
+             error=InvalidHyperparameterError)
     if moments.states is None or not all(isinstance(c.state, ElasticState) for r in moments.states for c in r):
         raise InvalidHyperparameterError("moments must come from efl_elastic_moments")
     model = additive_noise_of(problem, noise, "efl_elastic_gradient_moments handles additive noise only")
