@@ -289,3 +289,16 @@ def test_moment_operator_methods_check_their_arguments() -> None:
 def test_diverging_moment_operator_raises_out_of_range() -> None:
     op = moment_operator(FedAvg(lr=30.0, local_steps=5), _fed(), x0=np.ones(2))
     _raises(OutOfRangeError, ArithmeticError, lambda: op.iterate(200), "MomentOperator.iterate", "float64 range")
+
+
+def test_binomial_step_law_beyond_a_thousand_steps_is_exact_not_an_overflow() -> None:
+    """C(E, j) leaves float64 range beyond E ~ 1030 (a raw OverflowError before); the law is then taken
+    from scipy's binomial pmf: probabilities sum to 1 and the mean number of steps is E p."""
+    from fltheory.participation import BinomialSteps, FullParticipation
+    E, p = 2000, 0.3
+    support = participation_support(IncompleteSteps(FullParticipation(), BinomialSteps(p)), 0, np.array([E]))
+    probs = np.array([o.prob for o in support])
+    steps = np.array([int(o.steps[0]) for o in support])
+    assert abs(probs.sum() - 1.0) < 1e-12
+    assert abs(probs @ steps - E * p) < 1e-9 * E
+    assert abs(probs @ (steps - E * p) ** 2 - E * p * (1 - p)) < 1e-8 * E

@@ -53,12 +53,12 @@ from typing import Any
 
 import numpy as np
 
+from ..._validate import flag, integer
 from ...algorithms.base import Algorithm
 from ...errors import InvalidHyperparameterError, NotAffineError
 from ...participation import Participation
 from ...problems.base import Federation
 from ..round_maps import state_layout, state_to_vector, vector_to_state
-from ..._validate import flag, integer
 from ._checks import (
     algorithm_of,
     constant_hessian_problem,
