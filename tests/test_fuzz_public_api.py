@@ -95,7 +95,40 @@ def test_bad_input_gives_a_typed_error_or_a_finite_result(name: str) -> None:
     assert not broken, "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}" for c in broken[:10])
 
 
-_CLEAN = sorted(n for n in CALLABLES if n not in KNOWN_VIOLATIONS and base_arguments(CALLABLES[n])[1])
+#: Public callables that keep the contract for every one of the BAD_VALUES (so they are not in
+#: KNOWN_VIOLATIONS) but break it for an array only the property test below generates: the parameter
+#: and the input.  Kept out of its sample (which otherwise depends on which names are clean) and held
+#: by a strict xfail each (FINDING); fixing one makes it XPASS and forces the entry out.
+KNOWN_GENERATED_VIOLATIONS: dict[str, tuple[str, np.ndarray]] = {
+    # a 0-d array taken for a sequence: TypeError: len() of unsized object / iteration over a 0-d array
+    "fltheory.nn.cnn": ("input_shape", np.array(3)),
+    "fltheory.nn.mlp": ("hidden", np.array(3)),
+    "fltheory.algorithms.run": ("metrics", np.array(0.5)),
+    "fltheory.theory.bound_result": ("assumptions", np.array(0.5)),
+    # a (2,) array where (N,) = (8,) is expected: ValueError: could not broadcast
+    "fltheory.nn.synthetic_next_char": ("concentration", np.full(2, 1e300)),
+    # points of size 1e300: NaN/inf returned
+    "fltheory.nn.trajectory_constants": ("points", np.full(2, 1e300)),
+    "fltheory.theory.suboptimality_gaps": ("W", np.full(2, 1e300)),
+}
+
+
+def test_known_generated_violations_name_public_callables() -> None:
+    assert set(KNOWN_GENERATED_VIOLATIONS) <= set(CALLABLES)
+    assert not set(KNOWN_GENERATED_VIOLATIONS) & set(KNOWN_VIOLATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_GENERATED_VIOLATIONS))
+@pytest.mark.xfail(strict=True, reason="FINDING: breaks the bad-input contract for a generated array "
+                                       "(KNOWN_GENERATED_VIOLATIONS)")
+def test_known_generated_violation(name: str) -> None:
+    parameter, value = KNOWN_GENERATED_VIOLATIONS[name]
+    call = fuzz_call(name, CALLABLES[name], parameter, f"generated {value.dtype} {value.shape}", value)
+    assert call.outcome not in _VIOLATIONS, f"{parameter}={value!r}: {call.outcome.value}: {call.detail}"
+
+
+_CLEAN = sorted(n for n in CALLABLES if n not in KNOWN_VIOLATIONS and n not in KNOWN_GENERATED_VIOLATIONS
+                and base_arguments(CALLABLES[n])[1])
 
 
 @st.composite
