@@ -164,6 +164,9 @@ def conditional_round_map(algorithm: Algorithm, problem: Federation, template: A
                           ) -> ConditionalMap:
     """Recover the :class:`ConditionalMap` of one outcome from the real round (module docstring).
 
+    Every argument is checked here, once; :func:`recover_round_map` (the engines' entry) is the
+    same recovery without the checks.
+
     Parameters
     ----------
     algorithm : Algorithm
@@ -181,9 +184,6 @@ def conditional_round_map(algorithm: Algorithm, problem: Federation, template: A
         Tolerance of the affinity check at a random point.
     check_rng : numpy.random.Generator or None
         Draws that random point (a fixed generator when None).
-
-    Every argument is checked here, once; :func:`recover_round_map` (the engines' entry) is the
-    same recovery without the checks.
     """
     algorithm = algorithm_of(algorithm)
     problem = constant_hessian_problem(problem)

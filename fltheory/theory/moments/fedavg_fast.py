@@ -76,8 +76,11 @@ def fedavg_client_maps(problem: QuadraticFederation, lr: Any, local_steps: Any, 
     cov : (N, d, d) array or None
         C_i, symmetric positive semidefinite (e.g. ``AdditiveNoise.cov``); None: V = 0.
 
-    Raises OutOfRangeError when A, b or V leave float64 range (a step size for which the local pass
-    diverges, over many steps).
+    Raises
+    ------
+    OutOfRangeError
+        When A, b or V leave float64 range (a step size for which the local pass diverges, over
+        many steps).
     """
     problem = quadratic_problem(problem)
     N, d = problem.n_clients, problem.dim
