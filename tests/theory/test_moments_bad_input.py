@@ -302,3 +302,21 @@ def test_binomial_step_law_beyond_a_thousand_steps_is_exact_not_an_overflow() ->
     assert abs(probs.sum() - 1.0) < 1e-12
     assert abs(probs @ steps - E * p) < 1e-9 * E
     assert abs(probs @ (steps - E * p) ** 2 - E * p * (1 - p)) < 1e-8 * E
+
+
+def test_a_start_whose_moments_overflow_raises_out_of_range_on_every_block_path() -> None:
+    """x0 = 1e300: E[x_0 x_0^T] = 1e600 is beyond float64 from the start (NaN was returned by the EFL path
+    and by scaffold_rounds_to_accuracy before)."""
+    x0 = np.full(2, 1e300)
+    scaffold = Scaffold(lr=0.1, local_steps=2)
+    for call in (lambda: efl_elastic_moments(_efl(), _fed(), 2, x0=x0),
+                 lambda: scaffold_sampling_moments(scaffold, _fed(), 2, x0=x0),
+                 lambda: scaffold_rounds_to_accuracy(scaffold, _fed(), [0.1], x0=x0, max_rounds=5),
+                 lambda: fedavg_sampling_moments(_alg(), _fed(), 2, x0=x0)):
+        _raises(OutOfRangeError, ArithmeticError, call, "float64 range")
+
+
+def test_an_affinity_tolerance_below_rounding_is_refused() -> None:
+    """rtol = 1e-300 used to end in a NotAffineError that called FedAvg non-affine."""
+    _raises(InvalidHyperparameterError, ValueError, lambda: exact_moments(_alg(), _fed(), 2, rtol=1e-300),
+            "rtol", "1e-300", "rounding")

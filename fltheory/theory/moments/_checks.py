@@ -106,11 +106,18 @@ def model_vector(name: str, value: Any, d: int) -> np.ndarray:
     return x.copy()
 
 
+#: Smallest tolerance of the affinity check of a recovered map: its residual is a difference of
+#: rounded float64 evaluations, so below this an affine round would be called non-affine.
+MIN_RTOL = 1e-14
+
+
 def tolerance(name: str, value: Any) -> float:
-    """A relative tolerance in (0, 1)."""
+    """The relative tolerance of an affinity check, in [MIN_RTOL, 1)."""
     v = positive(name, value)
-    if v >= 1.0:
-        raise InvalidHyperparameterError(f"{name} must be a relative tolerance in (0, 1), got {v!r}")
+    if not MIN_RTOL <= v < 1.0:
+        raise InvalidHyperparameterError(
+            f"{name} must be a relative tolerance in [{MIN_RTOL:g}, 1), got {v!r} (below {MIN_RTOL:g} the "
+            "rounding of the check itself would call an affine round non-affine)")
     return v
 
 
@@ -139,5 +146,5 @@ def finite_result(routine: str, arrays: dict[str, np.ndarray], context: str = ""
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             raise OutOfRangeError(
                 f"{routine}{at}: {name} leaves float64 range at index {where} (value {arr[where]!r}); the exact "
-                "moments grow beyond what double precision represents (a diverging step size, or too many "
-                "rounds or steps at this instance)")
+                "moments grow beyond what double precision represents (a diverging step size, a start x0 or "
+                "a noise covariance too large, or too many rounds or steps at this instance)")

@@ -51,7 +51,7 @@ from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
 from .engine import ExactMoments, StateComponent, quadratic_errors
 from .noise import additive_noise_of
-from ._checks import model_vector, participation_of, quadratic_problem, rounds_of
+from ._checks import finite_result, model_vector, participation_of, quadratic_problem, rounds_of
 from .support import support_of
 
 __all__ = ["AnchorLaw", "ElasticState", "efl_elastic_gradient_moments", "efl_elastic_moments",
@@ -114,6 +114,7 @@ def _weights(alg: EFL, p: np.ndarray, E: np.ndarray, clients: np.ndarray, steps:
     return ratio * p[clients]
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
                         participation: Participation | None = None, noise: Any = None, x0: Any = None,
                         max_components: int = 4096, max_outcomes: int = 20_000) -> ExactMoments:
@@ -233,6 +234,7 @@ def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
         ncomp.append(len(comps))
         states.append(snapshot())
     mean, second = np.array(means), np.array(seconds)
+    finite_result("efl_elastic_moments", {"E[x_t]": mean, "E[x_t x_t^T]": second})
     x_star = problem.optimum()
     dist2, gap = quadratic_errors(mean, second, x_star, problem.hess())
     mu_all = sum(w * m for w, _, m, _ in comps.values())

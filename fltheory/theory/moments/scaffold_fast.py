@@ -47,7 +47,7 @@ import numpy as np
 from ...algorithms import Scaffold
 from ...algorithms.base import resolve_per_client
 from ..._validate import _short, finite_array, instance
-from ...errors import InvalidHyperparameterError, InvalidProblemError
+from ...errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ...participation import FullParticipation, Participation, UniformSampling
 from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
@@ -259,6 +259,7 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: Federation, rounds: 
                         clip=float(max(0.0, -dist2.min(), -gap.min())), info=info)
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: Federation, eps: Any, *,
                                 participation: Participation | None = None, noise: Any = None, x0: Any = None,
                                 max_rounds: int = 100_000) -> np.ndarray:
@@ -311,12 +312,16 @@ def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: Federation, eps: A
     offset = 0.5 * float(x_star @ Hbar @ x_star)
     out = np.full(targets.shape[0], np.nan)
     pending = np.ones(targets.shape[0], dtype=bool)
-    for t in range(int(max_rounds) + 1):
+    for t in range(max_rounds + 1):
         gap = float(read @ v) + offset
+        if not np.isfinite(gap):
+            raise OutOfRangeError(
+                f"scaffold_rounds_to_accuracy: E[F(x_t)] - F* leaves float64 range at round {t} (the moments of "
+                "a diverging step size, or of a start x0 too large)")
         hit = pending & (gap <= targets)
         out[hit] = t
         pending &= ~hit
-        if not pending.any() or not np.isfinite(gap):
+        if not pending.any():
             break
         v = L @ v + lvec
     return out
