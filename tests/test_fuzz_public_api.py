@@ -56,19 +56,7 @@ CALLABLES = dict(public_callables())
 #: number of violating inputs out of those tried (one parameter replaced at a
 #: time by each of the BAD_VALUES) and the first example.
 KNOWN_VIOLATIONS: dict[str, str] = {
-    # Found when the enumeration was widened to the moments, matrix_free and krylov modules
-    # (their public functions had never been fuzzed); to be fixed, each a strict xfail until then.
-    'fltheory.theory.moments.AdditiveNoise': "36 of 57 (RAW 36); e.g. cov=string: ValueError: could not convert string to float: 'abc'",
-    'fltheory.theory.moments.averaging_moments': '37 of 190 (RAW 37); e.g. rounds=nan: ValueError: cannot convert float NaN to integer',
-    'fltheory.theory.moments.elastic_anchor_laws': "19 of 19 (RAW 19); e.g. moments=nan: AttributeError: 'float' object has no attribute 'states'",
-    'fltheory.theory.moments.conditional_round_map': '16 of 171 (RAW 16); e.g. clients=nan: ValueError: cannot convert float NaN to integer',
-    'fltheory.theory.moments.exact_moments': '33 of 190 (HANG 1, RAW 32); e.g. rounds=huge int: more than 3.0 s',
-    'fltheory.theory.moments.fedavg_client_maps': "59 of 76 (HANG 1, NONFINITE 9, RAW 49); e.g. problem=nan: AttributeError: 'float' object has no attribute 'n_clients'",
-    'fltheory.theory.moments.fedavg_sampling_moments': '38 of 114 (HANG 2, RAW 36); e.g. rounds=nan: ValueError: cannot convert float NaN to integer',
-    'fltheory.theory.moments.inclusion_probabilities': '16 of 76 (RAW 16); e.g. n_clients=nan: ValueError: cannot convert float NaN to integer',
-    'fltheory.theory.moments.moment_operator': "36 of 114 (RAW 36); e.g. algorithm=nan: AttributeError: 'float' object has no attribute 'init'",
-    'fltheory.theory.moments.noise_of': "23 of 38 (RAW 23); e.g. problem=nan: AttributeError: 'float' object has no attribute 'batch_size'",
-    'fltheory.theory.moments.participation_support': '56 of 76 (RAW 56); e.g. t=nan: IndexError: tuple index out of range',
+    # empty: the moments, matrix_free and krylov entries found when the enumeration was widened are fixed
 }
 
 _VIOLATIONS = (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)
@@ -98,7 +86,38 @@ def test_bad_input_gives_a_typed_error_or_a_finite_result(name: str) -> None:
     assert not broken, "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}" for c in broken[:10])
 
 
-_CLEAN = sorted(n for n in CALLABLES if n not in KNOWN_VIOLATIONS and base_arguments(CALLABLES[n])[1])
+#: Public callables that keep the contract for every one of the BAD_VALUES (so they are not in
+#: KNOWN_VIOLATIONS) but break it for an array only the property test below generates: the parameter
+#: and the input.  Kept out of its sample (which otherwise depends on which names are clean) and held
+#: by a strict xfail each (FINDING); fixing one makes it XPASS and forces the entry out.
+KNOWN_GENERATED_VIOLATIONS: dict[str, tuple[str, np.ndarray]] = {
+    # a 0-d array taken for a sequence: TypeError: len() of unsized object / iteration over a 0-d array
+    "fltheory.nn.cnn": ("input_shape", np.array(3)),
+    "fltheory.nn.mlp": ("hidden", np.array(3)),
+    "fltheory.algorithms.run": ("metrics", np.array(0.5)),
+    # a (2,) array where (N,) = (8,) is expected: ValueError: could not broadcast
+    "fltheory.nn.synthetic_next_char": ("concentration", np.full(2, 1e300)),
+    # points of size 1e300: NaN/inf returned
+    "fltheory.nn.trajectory_constants": ("points", np.full(2, 1e300)),
+}
+
+
+def test_known_generated_violations_name_public_callables() -> None:
+    assert set(KNOWN_GENERATED_VIOLATIONS) <= set(CALLABLES)
+    assert not set(KNOWN_GENERATED_VIOLATIONS) & set(KNOWN_VIOLATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_GENERATED_VIOLATIONS))
+@pytest.mark.xfail(strict=True, reason="FINDING: breaks the bad-input contract for a generated array "
+                                       "(KNOWN_GENERATED_VIOLATIONS)")
+def test_known_generated_violation(name: str) -> None:
+    parameter, value = KNOWN_GENERATED_VIOLATIONS[name]
+    call = fuzz_call(name, CALLABLES[name], parameter, f"generated {value.dtype} {value.shape}", value)
+    assert call.outcome not in _VIOLATIONS, f"{parameter}={value!r}: {call.outcome.value}: {call.detail}"
+
+
+_CLEAN = sorted(n for n in CALLABLES if n not in KNOWN_VIOLATIONS and n not in KNOWN_GENERATED_VIOLATIONS
+                and base_arguments(CALLABLES[n])[1])
 
 
 @st.composite
@@ -175,9 +194,13 @@ def test_method_base_arguments_work(name: str) -> None:
     exception), so that each fuzzed parameter's own check is what the sweep reaches."""
     factory, method = METHODS[name]
     bound, kwargs, _ = method_base(factory, method)
+    if name.endswith(".to_frame"):      # its lazy pandas import (seconds on a loaded machine) is not the call's cost
+        pytest.importorskip("pandas")
     with time_limit(TIME_LIMIT):
         result = bound(**kwargs)
     assert not nonfinite(result), repr(result)[:200]
+
+
 @pytest.mark.parametrize("name", [_method_param(n) for n in sorted(METHODS)])
 def test_bad_input_to_public_methods_gives_a_typed_error_or_a_finite_result(name: str) -> None:
     factory, method = METHODS[name]

@@ -16,6 +16,14 @@
 * :func:`scaffold_sampling_moments` -- SCAFFOLD (options I, II) under uniform sampling on
   per-client blocks, O(N^2 d^3) per round, and :func:`scaffold_rounds_to_accuracy` (exact
   expected rounds to E[F(x_t)] - F* <= eps) (``scaffold_fast``).
+
+Bad input and limits.  Every public entry checks its arguments once, before any work, and
+raises a typed error (:mod:`fltheory.errors`, also the matching built-in) naming the argument,
+the value and what is expected; the per-round engines behind it do not check again.  A round
+or step count above ``fltheory._validate.MAX_STEPS`` (10^7) is refused (each round is at least
+one exact (d, d) moment update), as is any result or working array above 2 GiB (the message
+states the memory it would take).  Moments that leave float64 range (a diverging step size over
+many rounds) raise :class:`~fltheory.errors.OutOfRangeError` instead of returning inf or NaN.
 """
 
 from .averaging import averaging_moments

@@ -41,15 +41,17 @@ from typing import Any
 
 import numpy as np
 
+from ..._validate import _short, finite_array, instance, integer, real_scalar
 from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ...problems.quadratic import QuadraticFederation
+from ._checks import count, finite_result, memory_guard, model_vector, quadratic_problem, rounds_of
 from .engine import ExactMoments, quadratic_errors
 from .noise import AdditiveNoise
 
 __all__ = ["averaging_moments"]
 
 
-def _client_maps(problem: QuadraticFederation, eta: float, E: int, cov: np.ndarray
+def _client_maps(problem: QuadraticFederation, eta: np.floating, E: int, cov: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A - I, b, V) for s = 0..E: (N, E+1, d, d), (N, E+1, d), (N, E+1, d, d)."""
     N, d = problem.n_clients, problem.dim
@@ -66,6 +68,7 @@ def _client_maps(problem: QuadraticFederation, eta: float, E: int, cov: np.ndarr
     return A - I, b, V
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def averaging_moments(problem: QuadraticFederation, rounds: int, *, lr: Any, local_steps: int,
                       weights: Any, step_pmf: Any = None, sampled: int | None = None,
                       server_lr: float = 1.0, noise: AdditiveNoise | None = None, x0: Any = None
@@ -89,33 +92,44 @@ def averaging_moments(problem: QuadraticFederation, rounds: int, *, lr: Any, loc
     noise : AdditiveNoise or None
     """
     t0 = time.perf_counter()
-    if not isinstance(problem, QuadraticFederation):
-        raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
-    N, d, E, R = problem.n_clients, problem.dim, int(local_steps), int(rounds)
-    eta = np.broadcast_to(np.asarray(lr, dtype=np.float64), (R,)) if np.ndim(lr) == 0 \
-        else np.asarray(lr, dtype=np.float64)
-    if eta.shape[0] < R or np.any(eta[:R] <= 0) or not np.all(np.isfinite(eta[:R])):
-        raise InvalidHyperparameterError(f"lr must be > 0 for each of the {R} rounds, got {lr!r}")
-    W = np.asarray(weights, dtype=np.float64)
+    problem = quadratic_problem(problem)
+    N, d = problem.n_clients, problem.dim
+    R = rounds_of(rounds, d)
+    E = count("local_steps", local_steps, minimum=1,
+              why="each round builds the maps of every completed step count 0..E for every client")
+    memory_guard(f"the per-step client maps of {N} clients, local_steps = {E}, d = {d}", 3.0 * N * (E + 1) * d * d)
+    lr_arr = finite_array("lr", lr, error=InvalidHyperparameterError)
+    if lr_arr.ndim > 1 or (lr_arr.ndim == 1 and lr_arr.shape[0] < R):
+        raise InvalidHyperparameterError(
+            f"lr must be a scalar or an array of at least rounds = {R} rates, got shape {lr_arr.shape}")
+    eta = np.broadcast_to(lr_arr, (R,)) if lr_arr.ndim == 0 else lr_arr
+    if np.any(eta[:R] <= 0):
+        raise InvalidHyperparameterError(f"lr must be > 0 for each of the {R} rounds, got {_short(lr)}")
+    W = finite_array("weights", weights, error=InvalidHyperparameterError)
     W = np.repeat(W[:, None], E + 1, axis=1) if W.ndim == 1 else W
     if W.shape != (N, E + 1):
         raise InvalidHyperparameterError(f"weights must have shape ({N},) or ({N}, {E + 1}), got {W.shape}")
     if (step_pmf is None) == (sampled is None):
         raise InvalidHyperparameterError("give exactly one of step_pmf (independent laws) and sampled (S of N)")
     if step_pmf is not None:
-        q = np.asarray(step_pmf, dtype=np.float64)
+        q = finite_array("step_pmf", step_pmf, error=InvalidHyperparameterError)
         if q.shape != (N, E + 1) or np.any(q < 0) or np.any(q > 1) or np.any(np.abs(q.sum(axis=1) - 1) > 1e-12):
             raise InvalidHyperparameterError(
-                f"step_pmf must be ({N}, {E + 1}) probability rows in [0, 1], got {step_pmf!r}")
-    elif not (isinstance(sampled, (int, np.integer)) and 1 <= sampled <= N):
-        raise InvalidHyperparameterError(f"sampled must be an integer in [1, N = {N}], got {sampled!r}")
+                f"step_pmf must be ({N}, {E + 1}) probability rows in [0, 1], got {_short(step_pmf)}")
+    else:
+        sampled = integer("sampled", sampled, minimum=1, maximum=N)
+    g = real_scalar("server_lr", server_lr)
+    if noise is not None:
+        instance("noise", noise, AdditiveNoise, "an AdditiveNoise or None", error=InvalidHyperparameterError)
+        if noise.cov.shape != (N, d, d):
+            raise InvalidProblemError(f"noise is for covariances of shape {noise.cov.shape}, the problem needs "
+                                      f"({N}, {d}, {d})")
+    mu = model_vector("x0", x0, d)
     cov = np.zeros((N, d, d)) if noise is None else noise.cov
-    g = float(server_lr)
-    mu = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64).copy()
     Sig = np.outer(mu, mu)
     means, seconds = [mu.copy()], [Sig.copy()]
     for t in range(R):
-        Am, b, V = _client_maps(problem, float(eta[t]), E, cov)     # Am = A - I
+        Am, b, V = _client_maps(problem, eta[t], E, cov)     # Am = A - I (numpy scalar: overflow gives inf)
         AmMu = np.einsum("nsij,j->nsi", Am, mu)
         if step_pmf is not None:
             pw, pw2 = q * W, q * W * W                                # (N, E+1)
@@ -152,6 +166,8 @@ def averaging_moments(problem: QuadraticFederation, rounds: int, *, lr: Any, loc
         means.append(mu.copy())
         seconds.append(Sig.copy())
     mean, second_arr = np.array(means), np.array(seconds)
+    finite_result("averaging_moments", {"E[x_t]": mean, "E[x_t x_t^T]": second_arr},
+                  f"lr = {_short(lr)}, server_lr = {g!r}")
     x_star = problem.optimum()
     dist2, gap = quadratic_errors(mean, second_arr, x_star, problem.hess())
     info = {"method": "independent per-client laws" if step_pmf is not None else "uniform sampling (pi_1, pi_2)",

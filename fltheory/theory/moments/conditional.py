@@ -40,10 +40,12 @@ from typing import Any
 import numpy as np
 
 from ...algorithms.base import Algorithm
-from ...errors import NotAffineError
+from ..._validate import _short, generator
+from ...errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ...participation import Participants, Participation
 from ...problems.base import Federation
 from ..round_maps import StateLayout, state_to_vector, vector_to_state
+from ._checks import algorithm_of, constant_hessian_problem, step_counts, tolerance
 
 __all__ = [
     "ConditionalMap",
@@ -52,6 +54,7 @@ __all__ = [
     "conditional_round_map",
     "evaluate_round",
     "instrumented",
+    "recover_round_map",
 ]
 
 _SEED = 0
@@ -161,9 +164,57 @@ def conditional_round_map(algorithm: Algorithm, problem: Federation, template: A
                           ) -> ConditionalMap:
     """Recover the :class:`ConditionalMap` of one outcome from the real round (module docstring).
 
-    ``template`` fixes counters, flags and the frozen coordinates (``frozen``,
-    boolean (n,)); free coordinates are perturbed by h = max(1, ||S||_inf).
+    Every argument is checked here, once; :func:`recover_round_map` (the engines' entry) is the
+    same recovery without the checks.
+
+    Parameters
+    ----------
+    algorithm : Algorithm
+    problem : Federation of quadratic clients
+    template : a state of ``algorithm`` (its counters, flags and frozen coordinates are kept)
+    layout : StateLayout of ``template`` (:func:`fltheory.theory.round_maps.state_layout`)
+    clients : (m,) int array
+        The participants, distinct, in [0, N).
+    steps : (m,) int array
+        The local steps each completes, >= 0.
+    frozen : (n,) bool array
+        The coordinates held at the template's values.  Free coordinates are perturbed by
+        h = max(1, ||S||_inf).
+    rtol : float in (0, 1)
+        Tolerance of the affinity check at a random point.
+    check_rng : numpy.random.Generator or None
+        Draws that random point (a fixed generator when None).
     """
+    algorithm = algorithm_of(algorithm)
+    problem = constant_hessian_problem(problem)
+    if not isinstance(layout, StateLayout):
+        raise InvalidHyperparameterError(
+            f"layout must be a StateLayout (from state_layout(template)), got {type(layout).__name__}")
+    try:
+        n = state_to_vector(template, layout).shape[0]
+    except FLTheoryError as exc:
+        raise InvalidProblemError(f"template must be a state of the algorithm with this layout: {exc}") from None
+    N = problem.n_clients
+    cl = step_counts("clients", clients, minimum=0)
+    if cl.size and cl.max() >= N:
+        raise InvalidHyperparameterError(f"clients must be client indices in [0, {N}), got {cl!r}")
+    if np.any(np.diff(cl) <= 0):
+        raise InvalidHyperparameterError(f"clients must be distinct and in increasing order, got {cl!r}")
+    st = step_counts("steps", steps, length=cl.shape[0], minimum=0)
+    if not (isinstance(frozen, np.ndarray) and frozen.dtype == np.bool_ and frozen.shape == (n,)):
+        raise InvalidHyperparameterError(
+            f"frozen must be a boolean array of shape ({n},) (one flag per state coordinate), got "
+            f"{_short(frozen)} ({type(frozen).__name__})")
+    rtol = tolerance("rtol", rtol)
+    if check_rng is not None:
+        generator("check_rng", check_rng)
+    return recover_round_map(algorithm, problem, template, layout, cl, st, frozen, rtol, check_rng)
+
+
+def recover_round_map(algorithm: Algorithm, problem: Federation, template: Any, layout: StateLayout,
+                      clients: np.ndarray, steps: np.ndarray, frozen: np.ndarray, rtol: float,
+                      check_rng: np.random.Generator | None) -> ConditionalMap:
+    """:func:`conditional_round_map` on checked arguments (the engines call it once per outcome)."""
     draw = FixedDraw(clients, steps)
     S0 = state_to_vector(template, layout)
     n, d = S0.shape[0], problem.dim

@@ -44,13 +44,15 @@ import numpy as np
 
 from ...algorithms import EFL
 from ...algorithms.base import resolve_per_client
+from ..._validate import instance, integer
 from ...errors import AssumptionError, InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ...participation import Participation
 from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
 from .engine import ExactMoments, StateComponent, quadratic_errors
 from .noise import additive_noise_of
-from .support import participation_support
+from ._checks import finite_result, model_vector, participation_of, quadratic_problem, rounds_of
+from .support import support_of
 
 __all__ = ["AnchorLaw", "ElasticState", "efl_elastic_gradient_moments", "efl_elastic_moments",
            "elastic_anchor_laws"]
@@ -112,6 +114,7 @@ def _weights(alg: EFL, p: np.ndarray, E: np.ndarray, clients: np.ndarray, steps:
     return ratio * p[clients]
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
                         participation: Participation | None = None, noise: Any = None, x0: Any = None,
                         max_components: int = 4096, max_outcomes: int = 20_000) -> ExactMoments:
@@ -135,16 +138,16 @@ def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
     z = (x, w_1, ..., w_N) given that set.
     """
     t0 = time.perf_counter()
-    if not isinstance(algorithm, EFL):
-        raise InvalidHyperparameterError(f"efl_elastic_moments needs an EFL algorithm, got {algorithm!r}")
+    instance("algorithm", algorithm, EFL, "an EFL (compression=None)", error=InvalidHyperparameterError)
     if algorithm.compression is not None:
         raise NotAffineError(
             f"EFL with compression={algorithm.compression!r}: ST ternary top-k is piecewise, not affine; "
             "exact moments need compression=None")
-    if not isinstance(problem, QuadraticFederation):
-        raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
-        raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
+    problem = quadratic_problem(problem)
+    rounds = rounds_of(rounds, problem.dim)
+    participation_of(participation)
+    max_components = integer("max_components", max_components, minimum=1, maximum=None)
+    max_outcomes = integer("max_outcomes", max_outcomes, minimum=1, maximum=None)
     model = additive_noise_of(
         problem, noise, "efl_elastic_moments handles additive noise; minibatch noise goes through exact_moments")
     exact = problem.exact()
@@ -159,9 +162,7 @@ def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
     p = exact.weights
     cov = np.zeros((N, d, d)) if model is None else model.cov
     fisher = exact.fisher_diag(np.zeros((N, d)), np.arange(N))            # (N, d): diag(I_k), state-free
-    x0v = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
-    if x0v.shape != (d,) or not np.all(np.isfinite(x0v)):
-        raise InvalidProblemError(f"x0 must be a finite vector of shape ({d},), got {x0!r}")
+    x0v = model_vector("x0", x0, d)
     z0 = np.concatenate([x0v, np.zeros(N * d)])
     none = np.zeros(N, dtype=bool)
     comps: dict[bytes, tuple[float, np.ndarray, np.ndarray, np.ndarray]] = {
@@ -176,7 +177,7 @@ def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
     xs = slice(0, d)
     for t in range(int(rounds)):
         eta = lr * algorithm.rate_factor(t)
-        outcomes = participation_support(participation, t, E, max_outcomes=max_outcomes)
+        outcomes = support_of(participation, t, E, max_outcomes)
         n_out.append(len(outcomes))
         new: dict[bytes, list[Any]] = {}
         for w_c, R, mu, Sig in comps.values():
@@ -233,6 +234,7 @@ def efl_elastic_moments(algorithm: EFL, problem: Federation, rounds: int, *,
         ncomp.append(len(comps))
         states.append(snapshot())
     mean, second = np.array(means), np.array(seconds)
+    finite_result("efl_elastic_moments", {"E[x_t]": mean, "E[x_t x_t^T]": second})
     x_star = problem.optimum()
     dist2, gap = quadratic_errors(mean, second, x_star, problem.hess())
     mu_all = sum(w * m for w, _, m, _ in comps.values())
@@ -251,6 +253,8 @@ def elastic_anchor_laws(moments: ExactMoments) -> list[list[AnchorLaw]]:
     """Per round t = 0..R, the components (weight, U, E[V], E[V V^T]) of the anchors of EFL's elastic
     term (module docstring), from :func:`efl_elastic_moments` or from
     ``exact_moments(EFL(...), ..., keep_states=True)`` (states with fields ``u`` and ``v``)."""
+    instance("moments", moments, ExactMoments, "an ExactMoments from efl_elastic_moments or "
+             "exact_moments(EFL(...), keep_states=True)", error=InvalidHyperparameterError)
     if moments.states is None:
         raise InvalidHyperparameterError(
             "the moments carry no state components: use efl_elastic_moments or exact_moments(keep_states=True)")
@@ -300,8 +304,10 @@ def efl_elastic_gradient_moments(algorithm: EFL, problem: Federation, moments: E
     -------
     (R, N, E_max) array: round t < R, client k, step j (NaN where j >= E_k).
     """
-    if not isinstance(algorithm, EFL) or not isinstance(problem, QuadraticFederation):
-        raise InvalidHyperparameterError("efl_elastic_gradient_moments needs an EFL and a QuadraticFederation")
+    instance("algorithm", algorithm, EFL, "an EFL (compression=None)", error=InvalidHyperparameterError)
+    problem = quadratic_problem(problem)
+    instance("moments", moments, ExactMoments, "an ExactMoments from efl_elastic_moments",
+             error=InvalidHyperparameterError)
     if moments.states is None or not all(isinstance(c.state, ElasticState) for r in moments.states for c in r):
         raise InvalidHyperparameterError("moments must come from efl_elastic_moments")
     model = additive_noise_of(problem, noise, "efl_elastic_gradient_moments handles additive noise only")

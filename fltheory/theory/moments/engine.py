@@ -53,19 +53,25 @@ from typing import Any
 
 import numpy as np
 
+from ..._validate import flag, integer
 from ...algorithms.base import Algorithm
-from ...errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
+from ...errors import InvalidHyperparameterError, NotAffineError
 from ...participation import Participation
 from ...problems.base import Federation
 from ..round_maps import state_layout, state_to_vector, vector_to_state
-from .conditional import (
-    ConditionalMap,
-    FixedDraw,
-    conditional_round_map,
-    evaluate_round,
+from ._checks import (
+    algorithm_of,
+    constant_hessian_problem,
+    finite_result,
+    memory_guard,
+    model_vector,
+    participation_of,
+    rounds_of,
+    tolerance,
 )
+from .conditional import ConditionalMap, FixedDraw, evaluate_round, recover_round_map
 from .noise import AdditiveNoise, NoiseModel, noise_of
-from .support import participation_support
+from .support import support_of
 
 __all__ = ["ExactMoments", "StateComponent", "exact_moments", "refuse_non_affine"]
 
@@ -256,6 +262,7 @@ def _revalidated(cm: ConditionalMap, algorithm: Algorithm, problem: Federation, 
     return dataclasses.replace(cm, next_state=new) if res <= rtol else None
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
                   participation: Participation | None = None, noise: Any = None, x0: Any = None,
                   max_components: int = 256, max_outcomes: int = 20_000, rtol: float = 1e-8,
@@ -285,25 +292,26 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     ExactMoments
     """
     t_start = time.perf_counter()
-    if not isinstance(algorithm, Algorithm):
-        raise InvalidHyperparameterError(f"algorithm must be an fltheory Algorithm, got {algorithm!r}")
-    if not (isinstance(problem, Federation) and problem.has_constant_hessians):   # quadratic clients (hook)
-        raise InvalidProblemError(
-            f"exact moments need quadratic clients (QuadraticFederation), got {type(problem).__name__}: "
-            "on other clients the round is not affine in the state")
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
-        raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
+    algorithm_of(algorithm)
+    constant_hessian_problem(problem)
+    R = rounds_of(rounds, problem.dim)
+    participation_of(participation)
+    max_components = integer("max_components", max_components, minimum=1, maximum=None)
+    max_outcomes = integer("max_outcomes", max_outcomes, minimum=1, maximum=None)
+    rtol = tolerance("rtol", rtol)
+    keep_states = flag("keep_states", keep_states)
     refuse_non_affine(algorithm)
     model = noise_of(problem, noise)
     d = problem.dim
-    x0v = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
-    if x0v.shape != (d,) or not np.all(np.isfinite(x0v)):
-        raise InvalidProblemError(f"x0 must be a finite vector of shape ({d},), got {x0!r}")
+    x0v = model_vector("x0", x0, d)
     exact = problem.exact()
     rng = np.random.default_rng(0)
     state0 = algorithm.init(exact, x0v, rng)
     layout = state_layout(state0)
     xs = layout.x_slice
+    if keep_states:
+        memory_guard(f"keep_states=True for {R} rounds (a ({layout.dim}, {layout.dim}) second moment of the "
+                     "whole state per mixture component per round)", (R + 1) * layout.dim * (layout.dim + 1))
     frozen = _frozen_mask(algorithm, exact, state0, layout, np.random.default_rng(1))
     S0 = state_to_vector(state0, layout)
     comps = {(_discrete(state0), S0[frozen].tobytes()): _Component(1.0, state0, S0, np.outer(S0, S0))}
@@ -325,8 +333,8 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     def S_frozen_bytes(state: Any) -> bytes:
         return state_to_vector(state, layout)[frozen].tobytes()
 
-    for t in range(int(rounds)):
-        outcomes = participation_support(participation, t, E, max_outcomes=max_outcomes)
+    for t in range(R):
+        outcomes = support_of(participation, t, E, max_outcomes)
         n_outcomes.append(len(outcomes))
         new: dict[Any, _Component] = {}
         for comp in comps.values():
@@ -337,8 +345,8 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
                 cm = None if cached is None else _revalidated(cached, algorithm, exact, template, layout, o,
                                                               frozen, d, rtol, check_rng)
                 if cm is None:
-                    cm = conditional_round_map(algorithm, exact, template, layout, o.clients, o.steps,
-                                               frozen, rtol=rtol, check_rng=check_rng)
+                    cm = recover_round_map(algorithm, exact, template, layout, o.clients, o.steps,
+                                           frozen, rtol, check_rng)
                     cache[ckey] = cm
                     recoveries += 1
                 dep = np.any(cm.M[frozen][:, ~frozen] != 0, axis=1) | np.any(cm.G[frozen] != 0, axis=1)
@@ -375,6 +383,8 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
         comps = new
         mu_all = sum(c.weight * c.mu for c in comps.values())
         sec_all = sum(c.weight * c.second for c in comps.values())
+        if not np.all(np.isfinite(sec_all)):      # O(n^2) against the round's O(n^3): stop at the first overflow
+            finite_result(f"exact_moments (round {t + 1})", {"E[S_t S_t^T]": np.asarray(sec_all)})
         means.append(np.asarray(mu_all)[xs])
         seconds.append(np.asarray(sec_all)[xs, xs])
         ncomp.append(len(comps))
@@ -384,6 +394,7 @@ def exact_moments(algorithm: Algorithm, problem: Federation, rounds: int, *,
     mean = np.array(means)
     second = np.array(seconds)
     second = 0.5 * (second + np.swapaxes(second, 1, 2))
+    finite_result("exact_moments", {"E[x_t]": mean, "E[x_t x_t^T]": second})
     x_star = problem.optimum()
     Hbar = problem.hess(x_star)                       # constant Hessians: the same at every point
     dist2, gap = quadratic_errors(mean, second, x_star, Hbar)

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from ...algorithms import FedAvg
+from ..._validate import _short, finite_array, per_client
 from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ...participation import (
     Bernoulli,
@@ -53,15 +54,56 @@ from ...participation import (
     UniformSampling,
 )
 from ...problems.quadratic import QuadraticFederation
+from ._checks import finite_result, memory_guard, model_vector, participation_of, quadratic_problem, rounds_of
 from .engine import ExactMoments, quadratic_errors
 from .noise import additive_noise_of
 
 __all__ = ["fedavg_client_maps", "fedavg_sampling_moments"]
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def fedavg_client_maps(problem: QuadraticFederation, lr: Any, local_steps: Any, cov: np.ndarray | None
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(A, b, V): (N, d, d), (N, d), (N, d, d) of the module docstring, batched over clients."""
+    """(A, b, V): (N, d, d), (N, d), (N, d, d) of the module docstring, batched over clients.
+
+    Parameters
+    ----------
+    problem : QuadraticFederation
+    lr : float > 0 or (N,) array
+        eta_i.
+    local_steps : int >= 0 or (N,) int array
+        K_i (at most MAX_STEPS; the pass is one batched step per local step).
+    cov : (N, d, d) array or None
+        C_i, symmetric positive semidefinite (e.g. ``AdditiveNoise.cov``); None: V = 0.
+
+    Raises
+    ------
+    OutOfRangeError
+        When A, b or V leave float64 range (a step size for which the local pass diverges, over
+        many steps).
+    """
+    problem = quadratic_problem(problem)
+    N, d = problem.n_clients, problem.dim
+    eta_c = per_client("lr", lr, N)
+    K_c = per_client("local_steps", local_steps, N, integer=True, minimum=0, strict=False)
+    memory_guard(f"the client maps of {N} clients at d = {d}", 3.0 * N * d * (d + 1))
+    if cov is not None:
+        C = finite_array("cov", cov, error=InvalidProblemError)
+        if C.shape != (N, d, d):
+            raise InvalidProblemError(f"cov must be None or of shape ({N}, {d}, {d}) (one noise covariance per "
+                                      f"client, e.g. AdditiveNoise(...).cov), got shape {C.shape}")
+        if not np.allclose(C, np.swapaxes(C, 1, 2), rtol=1e-12, atol=1e-14):
+            raise InvalidProblemError("cov must be symmetric (each (d, d) block)")
+        cov = C
+    A, b, V = _client_maps(problem, eta_c, K_c, cov)
+    finite_result("fedavg_client_maps", {"A": A, "b": b, "V": V},
+                  f"lr = {_short(lr)}, local_steps = {_short(local_steps)}")
+    return A, b, V
+
+
+def _client_maps(problem: QuadraticFederation, lr: Any, local_steps: Any, cov: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`fedavg_client_maps` on checked arguments."""
     N, d = problem.n_clients, problem.dim
     eta = np.broadcast_to(np.asarray(lr, dtype=np.float64), (N,))
     K = np.broadcast_to(np.asarray(local_steps, dtype=np.int64), (N,))
@@ -99,6 +141,7 @@ def _sizes(participation: Participation | None, N: int) -> list[tuple[float, int
         f"{participation!r}; use exact_moments")
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rounds: int, *,
                             participation: Participation | None = None, noise: Any = None,
                             x0: Any = None) -> ExactMoments:
@@ -108,11 +151,14 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
     """
     t0 = time.perf_counter()
     if not isinstance(algorithm, FedAvg):
-        raise InvalidHyperparameterError(f"fedavg_sampling_moments needs a FedAvg, got {algorithm!r}")
-    if not isinstance(problem, QuadraticFederation):
-        raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
-    model = additive_noise_of(problem, noise, "fedavg_sampling_moments handles additive noise; use exact_moments")
+        raise InvalidHyperparameterError(f"algorithm must be a FedAvg (the closed form of fedavg_sampling_moments), "
+                                         f"got {_short(algorithm)} ({type(algorithm).__name__})")
+    problem = quadratic_problem(problem)
     N, d = problem.n_clients, problem.dim
+    R = rounds_of(rounds, d)
+    participation_of(participation)
+    model = additive_noise_of(problem, noise, "fedavg_sampling_moments handles additive noise; use exact_moments")
+    x0v = model_vector("x0", x0, d)
     full = participation is None or type(participation) is FullParticipation
     if full:
         from ...algorithms.base import aggregation_weights
@@ -122,10 +168,9 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
         raise InvalidHyperparameterError(
             "under sampling the closed form needs equal weights given inclusion (aggregation='uniform' or "
             "equal client weights); use exact_moments")
-    A, b, V = fedavg_client_maps(problem, algorithm.lr, algorithm.local_steps,
-                                 None if model is None else model.cov)
+    A, b, V = _client_maps(problem, algorithm.lr, algorithm.local_steps, None if model is None else model.cov)
     g = float(algorithm.server_lr)
-    mu = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64).copy()
+    mu = x0v
     Sig = np.outer(mu, mu)
     means, seconds = [mu.copy()], [Sig.copy()]
     sizes = None if full else _sizes(participation, N)
@@ -135,7 +180,7 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
         Vw = np.einsum("i,ijk->jk", w_full ** 2, V)
     else:
         U, u, Vsum = A.sum(axis=0), b.sum(axis=0), V.sum(axis=0)
-    for _ in range(int(rounds)):
+    for _ in range(R):
         if full:
             Um = Uw @ mu
             agg1 = Um + uw
@@ -170,6 +215,7 @@ def fedavg_sampling_moments(algorithm: FedAvg, problem: QuadraticFederation, rou
         means.append(mu.copy())
         seconds.append(Sig.copy())
     mean, second = np.array(means), np.array(seconds)
+    finite_result("fedavg_sampling_moments", {"E[x_t]": mean, "E[x_t x_t^T]": second})
     x_star = problem.optimum()
     dist2, gap = quadratic_errors(mean, second, x_star, problem.hess())
     clip = float(max(0.0, -dist2.min(), -gap.min()))

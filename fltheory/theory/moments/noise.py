@@ -27,8 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from ..._validate import finite_array, instance
 from ...errors import InvalidHyperparameterError, InvalidProblemError
 from ...problems.base import Federation
+from ._checks import count, memory_guard
 
 __all__ = ["AdditiveNoise", "MinibatchNoise", "NoiseModel", "noise_of"]
 
@@ -45,34 +47,34 @@ class AdditiveNoise:
     """
 
     def __init__(self, cov: Any, n_clients: int, dim: int) -> None:
-        a = np.asarray(cov, dtype=np.float64)
-        N, d = int(n_clients), int(dim)
-        if not np.all(np.isfinite(a)):
-            raise InvalidProblemError(f"noise covariance must be finite, got {cov!r}")
+        N = count("n_clients", n_clients, minimum=1, why="the covariance holds one (d, d) block per client")
+        d = count("dim", dim, minimum=1, why="the covariance holds one (d, d) block per client")
+        memory_guard(f"the noise covariances of {N} clients at d = {d} (and their square roots)", 3.0 * N * d * d)
+        a = finite_array("cov (the noise covariance)", cov, error=InvalidProblemError)
         if a.ndim == 0 or a.shape == (N,):
             s = np.broadcast_to(a, (N,))
             if np.any(s < 0):
-                raise InvalidProblemError(f"noise variances sigma_i^2 must be >= 0, got {cov!r}")
+                raise InvalidProblemError(f"cov: noise variances sigma_i^2 must be >= 0, got {cov!r}")
             full = (s / d)[:, None, None] * np.eye(d)
         elif a.shape == (N, d):
             if np.any(a < 0):
                 raise InvalidProblemError(
-                    f"diagonal noise variances must be >= 0, got minimum {a.min()!r} in {cov!r}")
+                    f"cov: diagonal noise variances must be >= 0, got minimum {a.min()!r} in {cov!r}")
             full = a[:, :, None] * np.eye(d)
         elif a.shape == (N, d, d):
             if not np.allclose(a, np.swapaxes(a, 1, 2), rtol=1e-12, atol=1e-14):
-                raise InvalidProblemError("noise covariance must be symmetric (each (d, d) block)")
+                raise InvalidProblemError("cov: noise covariance must be symmetric (each (d, d) block)")
             lam = np.linalg.eigvalsh(a)
             tol = 1e-12 * max(1.0, float(np.abs(lam).max()))
             if np.any(lam < -tol):
                 i, j = np.unravel_index(int(np.argmin(lam)), lam.shape)
                 raise InvalidProblemError(
-                    f"noise covariance of client {int(i)} is not positive semidefinite: eigenvalue "
+                    f"cov: noise covariance of client {int(i)} is not positive semidefinite: eigenvalue "
                     f"{lam[i, j]!r} < 0")
             full = a.copy()
         else:
             raise InvalidProblemError(
-                f"noise covariance must be a scalar or of shape ({N},), ({N}, {d}) or ({N}, {d}, {d}); "
+                f"cov (noise covariance) must be a scalar or of shape ({N},), ({N}, {d}) or ({N}, {d}, {d}); "
                 f"got shape {a.shape}")
         self.cov = full
         lam, vec = np.linalg.eigh(full)
@@ -153,10 +155,14 @@ def noise_of(problem: Federation, noise: Any = None) -> NoiseModel | None:
     :class:`AdditiveNoise`), else the federation's configured oracle
     (``with_gradient_noise``: isotropic; ``with_minibatch``: with replacement),
     else None (exact gradients)."""
+    instance("problem", problem, Federation, "a Federation (e.g. a QuadraticFederation)")
     if isinstance(noise, (AdditiveNoise, MinibatchNoise)):
         return noise
     if noise is not None:
-        return AdditiveNoise(noise, problem.n_clients, problem.dim)
+        try:
+            return AdditiveNoise(noise, problem.n_clients, problem.dim)
+        except InvalidProblemError as exc:
+            raise InvalidProblemError(f"noise (a model, or a covariance for AdditiveNoise): {exc}") from None
     if problem.batch_size is not None:
         return MinibatchNoise.of(problem, problem.batch_size, replace=True)
     s = problem.noise_sigma2

@@ -26,13 +26,23 @@ from ...algorithms.base import Algorithm
 from ...errors import (
     DivergenceError,
     InvalidHyperparameterError,
-    InvalidProblemError,
     NotAffineError,
 )
 from ...participation import Participation
 from ...problems.base import Federation
 from ..round_maps import StateLayout, state_layout, state_to_vector
-from .conditional import ConditionalMap, conditional_round_map
+from ..._validate import finite_array, positive
+from ._checks import (
+    algorithm_of,
+    constant_hessian_problem,
+    count,
+    finite_result,
+    model_vector,
+    participation_of,
+    rounds_of,
+    tolerance,
+)
+from .conditional import ConditionalMap, recover_round_map
 from .engine import (
     _discrete,
     _frozen_mask,
@@ -41,7 +51,7 @@ from .engine import (
     refuse_non_affine,
 )
 from .noise import additive_noise_of
-from .support import participation_support
+from .support import MAX_OUTCOMES, support_of
 
 __all__ = ["MomentOperator", "moment_operator"]
 
@@ -92,18 +102,24 @@ class MomentOperator:
         dev = S - np.outer(m, self.x_star) - np.outer(self.x_star, m) + np.outer(self.x_star, self.x_star)
         return float(0.5 * np.sum(self.Hbar * dev)), float(np.trace(dev))
 
+    @np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
     def iterate(self, rounds: int) -> tuple[np.ndarray, np.ndarray]:
-        """(E[F(x_t)] - F*, E||x_t - x*||^2) for t = 0..rounds from the initial state."""
+        """(E[F(x_t)] - F*, E||x_t - x*||^2) for t = 0..rounds from the initial state
+        (OutOfRangeError when they leave float64 range)."""
+        rounds = rounds_of(rounds, 1)
         mu, second = self.S0.copy(), np.outer(self.S0, self.S0)
         gaps, dists = [], []
-        for t in range(int(rounds) + 1):
+        for t in range(rounds + 1):
             g, dd = self.gap_and_dist(mu, second)
             gaps.append(g)
             dists.append(dd)
             if t < rounds:
                 mu, second = self.step(mu, second)
-        return np.array(gaps), np.array(dists)
+        out = np.array(gaps), np.array(dists)
+        finite_result("MomentOperator.iterate", {"E[F(x_t)] - F*": out[0], "E||x_t - x*||^2": out[1]})
+        return out
 
+    @np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
     def running_mean(self, readout: np.ndarray, rounds: int) -> tuple[np.ndarray, np.ndarray]:
         """Exact E[g_T] and E[g_T g_T^T], T = 1..rounds, of the running mean g_T = (1/T) sum_{t<T} L S_t
         of a linear readout L (k, n) of the state (e.g. FedElasticNet's gamma_t = x_t + h_t / lambda_2).
@@ -111,16 +127,17 @@ class MomentOperator:
         The sum A_t = sum_{s<t} L S_s is carried with the state: A' = A + L S, so with
         X = E[S A^T], Y = E[A A^T]:  X' = sum_xi p (M (X + Sigma L^T) + c (a + L mu)^T),
         Y' = Y + X^T L^T + L X + L Sigma L^T (the round's noise is independent of A' and S)."""
-        L = np.asarray(readout, dtype=np.float64)
+        L = finite_array("readout", readout, error=InvalidHyperparameterError)
         n = self.S0.shape[0]
         if L.ndim != 2 or L.shape[1] != n:
             raise InvalidHyperparameterError(f"readout must have shape (k, {n}), got {L.shape}")
+        R = rounds_of(rounds, L.shape[0])
         p, M, c = self.probs, self._M, self._c
         Mbar, cbar = np.einsum("k,kij->ij", p, M), p @ c
         mu, second = self.S0.copy(), np.outer(self.S0, self.S0)
         a, X, Y = np.zeros(L.shape[0]), np.zeros((n, L.shape[0])), np.zeros((L.shape[0], L.shape[0]))
         means, seconds = [], []
-        for T in range(1, int(rounds) + 1):
+        for T in range(1, R + 1):
             Lmu = L @ mu
             X_new = Mbar @ (X + second @ L.T) + np.outer(cbar, a + Lmu)
             Y = Y + X.T @ L.T + L @ X + L @ second @ L.T
@@ -129,17 +146,22 @@ class MomentOperator:
             mu, second = self.step(mu, second)
             means.append(a / T)
             seconds.append(0.5 * (Y + Y.T) / T ** 2)
-        return np.array(means), np.array(seconds)
+        result = np.array(means), np.array(seconds)
+        finite_result("MomentOperator.running_mean", {"E[g_T]": result[0], "E[g_T g_T^T]": result[1]})
+        return result
 
     def stationary(self, *, rtol: float = 1e-12, atol: float = 0.0, max_rounds: int = 200_000
                    ) -> tuple[float, float, int]:
         """(E[F] - F*, E||x - x*||^2, rounds) at the stationary law: the recursion iterated until
         both change by at most ``rtol`` |value| + ``atol`` in 10 consecutive rounds (DivergenceError
         when the moments do not settle within ``max_rounds``)."""
+        rtol = positive("rtol", rtol, allow_zero=True)
+        atol = positive("atol", atol, allow_zero=True)
+        max_rounds = count("max_rounds", max_rounds, minimum=1, why="every round is one exact moment update")
         mu, second = self.S0.copy(), np.outer(self.S0, self.S0)
         prev = self.gap_and_dist(mu, second)
         calm = 0
-        for t in range(1, int(max_rounds) + 1):
+        for t in range(1, max_rounds + 1):
             mu, second = self.step(mu, second)
             cur = self.gap_and_dist(mu, second)
             if not np.all(np.isfinite(cur)):
@@ -161,27 +183,28 @@ def moment_operator(algorithm: Algorithm, problem: Federation, *,
     (minibatch) noise, a round that changes its frozen or discrete state (mixtures: use
     :func:`exact_moments`), and a conditional map that differs one round later (NotAffineError).
     """
-    if not (isinstance(problem, Federation) and problem.has_constant_hessians):   # quadratic clients (hook)
-        raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
+    algorithm_of(algorithm)
+    constant_hessian_problem(problem)
+    participation_of(participation)
+    rtol = tolerance("rtol", rtol)
     refuse_non_affine(algorithm)
     model = additive_noise_of(problem, noise, "moment_operator handles additive noise only; use exact_moments")
     d = problem.dim
+    x0v = model_vector("x0", x0, d)
     exact = problem.exact()
-    x0v = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
     state0 = algorithm.init(exact, x0v, np.random.default_rng(0))
     layout = state_layout(state0)
     frozen = _frozen_mask(algorithm, exact, state0, layout, np.random.default_rng(1))
     E = algorithm.nominal_steps(exact)
-    out0 = participation_support(participation, 0, E)
-    out1 = participation_support(participation, 1, E)
+    out0 = support_of(participation, 0, E, MAX_OUTCOMES)
+    out1 = support_of(participation, 1, E, MAX_OUTCOMES)
     if [(o.key, o.prob) for o in out0] != [(o.key, o.prob) for o in out1]:
         raise InvalidHyperparameterError("moment_operator needs a participation law that does not change with t")
     S0 = state_to_vector(state0, layout)
     rng = np.random.default_rng(2)
     maps, noise_terms = [], []
     for o in out0:
-        cm = conditional_round_map(algorithm, exact, state0, layout, o.clients, o.steps, frozen, rtol=rtol,
-                                   check_rng=rng)
+        cm = recover_round_map(algorithm, exact, state0, layout, o.clients, o.steps, frozen, rtol, rng)
         nxt = cm.next_state
         if _discrete_without_counters(nxt) != _discrete_without_counters(state0) \
                 or state_to_vector(nxt, layout)[frozen].tobytes() != S0[frozen].tobytes():

@@ -46,10 +46,12 @@ import numpy as np
 
 from ...algorithms import Scaffold
 from ...algorithms.base import resolve_per_client
-from ...errors import InvalidHyperparameterError, InvalidProblemError
+from ..._validate import _short, finite_array, instance
+from ...errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ...participation import FullParticipation, Participation, UniformSampling
 from ...problems.base import Federation
 from ...problems.quadratic import QuadraticFederation
+from ._checks import count, finite_result, model_vector, participation_of, quadratic_problem, rounds_of
 from .engine import ExactMoments, quadratic_errors
 from .noise import additive_noise_of, noise_of
 
@@ -144,10 +146,9 @@ def _round(mx: np.ndarray, mc: np.ndarray, Sxx: np.ndarray, Sxc: np.ndarray, Scc
 def _setup(algorithm: Scaffold, problem: Federation, participation: Participation | None, noise: Any
            ) -> tuple[Callable[..., tuple[np.ndarray, ...]], QuadraticFederation]:
     """Validate the inputs and return the one-round map on the blocks (mx, mc, Sxx, Sxc, Scc)."""
-    if not isinstance(algorithm, Scaffold):
-        raise InvalidHyperparameterError(f"the SCAFFOLD block path needs a Scaffold, got {algorithm!r}")
-    if not isinstance(problem, QuadraticFederation):
-        raise InvalidProblemError(f"exact moments need a QuadraticFederation, got {type(problem).__name__}")
+    instance("algorithm", algorithm, Scaffold, "a Scaffold (the SCAFFOLD block path)", error=InvalidHyperparameterError)
+    problem = quadratic_problem(problem)
+    participation_of(participation)
     model = additive_noise_of(problem, noise, "the SCAFFOLD block path handles additive noise; use exact_moments")
     exact = problem.exact()
     if not isinstance(exact, QuadraticFederation):
@@ -193,6 +194,7 @@ def _sampling(participation: Participation | None, N: int) -> tuple[int, float, 
         "use exact_moments")
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def scaffold_sampling_moments(algorithm: Scaffold, problem: Federation, rounds: int, *,
                               participation: Participation | None = None, noise: Any = None,
                               x0: Any = None) -> ExactMoments:
@@ -213,24 +215,22 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: Federation, rounds: 
     in the order of ``ScaffoldState``; x* is the minimiser of F = sum_i p_i f_i (as in exact_moments).
     """
     t0 = time.perf_counter()
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
-        raise InvalidHyperparameterError(f"rounds must be an integer >= 0, got {rounds!r}")
     step, exact = _setup(algorithm, problem, participation, noise)
     model = noise_of(problem, noise)
     N, d = problem.n_clients, problem.dim
-    mx = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64).copy()
-    if mx.shape != (d,) or not np.all(np.isfinite(mx)):
-        raise InvalidProblemError(f"x0 must be a finite vector of shape ({d},), got {x0!r}")
+    R = rounds_of(rounds, d)
+    mx = model_vector("x0", x0, d)
     mc = np.zeros((N, d))
     Sxx = np.outer(mx, mx)
     Sxc = np.zeros((d, N, d))
     Scc = np.zeros((N, d, N, d))
     means, seconds = [mx.copy()], [Sxx.copy()]
-    for _ in range(int(rounds)):
+    for _ in range(R):
         mx, mc, Sxx, Sxc, Scc = step(mx, mc, Sxx, Sxc, Scc)
         means.append(mx.copy())
         seconds.append(Sxx.copy())
     mean, second = np.array(means), np.array(seconds)
+    finite_result("scaffold_sampling_moments", {"E[x_t]": mean, "E[x_t x_t^T]": second})
     x_star = problem.optimum()
     dist2, gap = quadratic_errors(mean, second, x_star, exact.hess())
     # whole state (x, c, c_1..c_N): c = mean_k c_k
@@ -259,6 +259,7 @@ def scaffold_sampling_moments(algorithm: Scaffold, problem: Federation, rounds: 
                         clip=float(max(0.0, -dist2.min(), -gap.min())), info=info)
 
 
+@np.errstate(over="ignore", invalid="ignore")     # an overflow ends in OutOfRangeError
 def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: Federation, eps: Any, *,
                                 participation: Participation | None = None, noise: Any = None, x0: Any = None,
                                 max_rounds: int = 100_000) -> np.ndarray:
@@ -276,12 +277,13 @@ def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: Federation, eps: A
     (len(eps),) float array of rounds (NaN where eps is not reached within ``max_rounds``).
     """
     step, exact = _setup(algorithm, problem, participation, noise)
-    targets = np.atleast_1d(np.asarray(eps, dtype=np.float64))
-    if targets.ndim != 1 or not np.all(np.isfinite(targets)) or np.any(targets <= 0):
-        raise InvalidHyperparameterError(f"eps must be positive finite accuracies, got {eps!r}")
-    if isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer)) or max_rounds < 0:
-        raise InvalidHyperparameterError(f"max_rounds must be an integer >= 0, got {max_rounds!r}")
+    targets = np.atleast_1d(finite_array("eps", eps, error=InvalidHyperparameterError))
+    if targets.ndim != 1 or targets.size == 0 or np.any(targets <= 0):
+        raise InvalidHyperparameterError(f"eps must be one or a 1-D array of accuracies > 0, got {_short(eps)}")
+    max_rounds = count("max_rounds", max_rounds, minimum=0,
+                       why="every round is one (P, P) matrix-vector product of the moment recursion")
     N, d = problem.n_clients, problem.dim
+    x0v = model_vector("x0", x0, d)
     shapes = [(d,), (N, d), (d, d), (d, N, d), (N, d, N, d)]
     sizes = [int(np.prod(sh)) for sh in shapes]
     P = sum(sizes)
@@ -301,9 +303,6 @@ def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: Federation, eps: A
         unit = np.zeros(P)
         unit[k] = 1.0
         L[:, k] = apply(unit) - lvec
-    x0v = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
-    if x0v.shape != (d,) or not np.all(np.isfinite(x0v)):
-        raise InvalidProblemError(f"x0 must be a finite vector of shape ({d},), got {x0!r}")
     v = np.concatenate([x0v, np.zeros(N * d), np.outer(x0v, x0v).ravel(), np.zeros(N * d * d + (N * d) ** 2)])
     x_star, Hbar = problem.optimum(), exact.hess()
     # gap = 1/2 tr(Hbar Sxx) - x*^T Hbar E x + 1/2 x*^T Hbar x*: a linear read-out of v
@@ -313,12 +312,16 @@ def scaffold_rounds_to_accuracy(algorithm: Scaffold, problem: Federation, eps: A
     offset = 0.5 * float(x_star @ Hbar @ x_star)
     out = np.full(targets.shape[0], np.nan)
     pending = np.ones(targets.shape[0], dtype=bool)
-    for t in range(int(max_rounds) + 1):
+    for t in range(max_rounds + 1):
         gap = float(read @ v) + offset
+        if not np.isfinite(gap):
+            raise OutOfRangeError(
+                f"scaffold_rounds_to_accuracy: E[F(x_t)] - F* leaves float64 range at round {t} (the moments of "
+                "a diverging step size, or of a start x0 too large)")
         hit = pending & (gap <= targets)
         out[hit] = t
         pending &= ~hit
-        if not pending.any() or not np.isfinite(gap):
+        if not pending.any():
             break
         v = L @ v + lvec
     return out

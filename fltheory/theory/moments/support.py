@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._validate import integer
 from ...errors import InvalidHyperparameterError
 from ...participation import (
     Bernoulli,
@@ -56,6 +57,7 @@ from ...participation import (
     UniformSampling,
     UniformSteps,
 )
+from ._checks import memory_guard, participation_of, step_counts
 
 __all__ = ["MAX_OUTCOMES", "Outcome", "inclusion_probabilities", "participation_support"]
 
@@ -100,7 +102,11 @@ def _step_law(dist: Any, t: int, E: int, client: int) -> np.ndarray:
         pmf[:] = 1.0 / (E + 1)
     elif isinstance(dist, BinomialSteps):
         k = np.arange(E + 1)
-        pmf[:] = [math.comb(E, int(j)) for j in k] * dist.prob ** k * (1 - dist.prob) ** (E - k)
+        if E <= 1000:        # exact binomial coefficients (beyond, C(E, j) leaves float64 range)
+            pmf[:] = [math.comb(E, int(j)) for j in k] * dist.prob ** k * (1 - dist.prob) ** (E - k)
+        else:
+            from scipy.stats import binom
+            pmf[:] = binom.pmf(k, E, dist.prob)
     elif isinstance(dist, FixedSteps):
         if client >= dist.steps.shape[0] or dist.steps[client] > E:
             raise InvalidHyperparameterError(
@@ -176,11 +182,11 @@ def participation_support(participation: Participation | None, t: int, local_ste
     Parameters
     ----------
     participation : Participation or None (full participation)
-    t : int
+    t : int >= 0
         Round index (schedules and time-varying step laws depend on it).
     local_steps : (N,) int array
-        Nominal local steps E_i.
-    max_outcomes : int
+        Nominal local steps E_i (an integer dtype, entries in [0, MAX_STEPS], N >= 1).
+    max_outcomes : int >= 1
         Largest support enumerated.
 
     Returns
@@ -188,11 +194,19 @@ def participation_support(participation: Participation | None, t: int, local_ste
     list of Outcome
         Distinct (clients, steps) with probabilities summing to 1.
     """
-    E = np.asarray(local_steps, dtype=np.int64)
+    part = participation_of(participation)
+    t = integer("t", t, minimum=0, maximum=None)
+    E = step_counts("local_steps", local_steps, minimum=0)
+    if E.shape[0] == 0:
+        raise InvalidHyperparameterError("local_steps must have one entry per client (at least one), got an "
+                                         "empty array")
+    max_outcomes = integer("max_outcomes", max_outcomes, minimum=1, maximum=None)
+    return support_of(part, t, E, max_outcomes)
+
+
+def support_of(participation: Participation | None, t: int, E: np.ndarray, max_outcomes: int) -> list[Outcome]:
+    """:func:`participation_support` on checked arguments (the engines call it every round)."""
     part = FullParticipation() if participation is None else participation
-    if not isinstance(part, Participation):
-        raise InvalidHyperparameterError(
-            f"participation must be a Participation or None, got {type(participation).__name__}")
     raw = _selections(part, t, E, part.available(t, E.shape[0]), max_outcomes)
     merged: dict[Any, list[Any]] = {}
     for prob, c, s in raw:
@@ -216,14 +230,29 @@ def inclusion_probabilities(participation: Participation | None, n_clients: int,
     (without a schedule); any other model by enumeration of its support.
     "Takes part" means listed as a participant (an inactive client with
     s_i = 0 counts).
+
+    Parameters
+    ----------
+    participation : Participation or None (full participation)
+    n_clients : int >= 1
+        N (Pi is (N, N): refused beyond the memory limit of the moments package).
+    t : int >= 0
+        Round index (schedules, time-varying step laws).
+    local_steps : (N,) int array or None
+        Nominal local steps (1 each when None); only the enumerated models use them.
     """
-    part = FullParticipation() if participation is None else participation
-    N = int(n_clients)
+    part = FullParticipation() if participation is None else participation_of(participation)
+    assert part is not None
+    N = integer("n_clients", n_clients, minimum=1, maximum=None)
+    memory_guard(f"the pairwise inclusion probabilities of n_clients = {N} clients (an ({N}, {N}) matrix)",
+                 float(N) * N)
+    t = integer("t", t, minimum=0, maximum=None)
+    E = np.ones(N, dtype=np.int64) if local_steps is None else step_counts("local_steps", local_steps, length=N)
     if type(part) is FullParticipation:
         return np.ones(N), np.ones((N, N))
     if type(part) is UniformSampling:
         if part.S > N:
-            raise InvalidHyperparameterError(f"UniformSampling: S = {part.S} exceeds N = {N}")
+            raise InvalidHyperparameterError(f"UniformSampling: S = {part.S} exceeds n_clients = {N}")
         pi = np.full(N, part.S / N)
         pair = part.S * (part.S - 1) / (N * (N - 1)) if N > 1 else 0.0
         Pi = np.full((N, N), pair)
@@ -234,9 +263,8 @@ def inclusion_probabilities(participation: Participation | None, n_clients: int,
         Pi = np.outer(p, p)
         np.fill_diagonal(Pi, p)
         return p.copy(), Pi
-    E = np.ones(N, dtype=np.int64) if local_steps is None else np.asarray(local_steps, dtype=np.int64)
     pi, Pi = np.zeros(N), np.zeros((N, N))
-    for o in participation_support(part, t, E):
+    for o in support_of(part, t, E, MAX_OUTCOMES):
         ind = np.zeros(N)
         ind[o.clients] = 1.0
         pi += o.prob * ind
