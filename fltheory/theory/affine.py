@@ -169,6 +169,8 @@ _NEAR_FIXED = 1e-2      # check 3: relative size of the perturbation of the fixe
 #: Hessian hook); ``closed_form=True`` uses the closed form at every size.
 CLOSED_FORM_MIN_DIM = 64
 PROBED = "probed: one round per free coordinate"
+#: Largest state probed densely when ``matrix_free`` is None and no closed form of M is known.
+PROBE_MAX = 512
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -306,7 +308,9 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
     matrix_free : bool, optional
         None (default): matrix-free when dim(S) > ``dense_max``.
     dense_max : int
-        Largest state recovered densely when ``matrix_free`` is None.
+        Largest state recovered densely when ``matrix_free`` is None; above
+        ``PROBE_MAX`` numbers only when M is known in closed form (probing costs
+        dim(S) + 7 rounds, the matrix-free route about 12 plus one per Krylov vector).
     closed_form : bool, optional
         Use the closed form of the linear part where one is known
         (:mod:`fltheory.theory.closed_form_maps`; verified against rounds either
@@ -335,17 +339,19 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
     gen = rng if rng is not None else np.random.default_rng(0)
     rm = round_map(algorithm, problem, x0=x0, state=state, participation=participation)
     n = rm.dim
-    if matrix_free or (matrix_free is None and n > dense_max):
+    closed = None
+    if not matrix_free and closed_form is not False and (closed_form or n >= CLOSED_FORM_MIN_DIM) and (
+            matrix_free is False or n <= dense_max):
+        closed = closed_form_linear_part(algorithm, problem, rm.layout)
+    if matrix_free or (matrix_free is None and (n > dense_max or (n > PROBE_MAX and closed is None))):
         return _matrix_free_map(algorithm, problem, rm.layout, closed_form is not False, x0=x0, rtol=rtol,
                                 state=state, participation=participation, rng=gen)
-    if closed_form is not False and (closed_form or n >= CLOSED_FORM_MIN_DIM):
-        closed = closed_form_linear_part(algorithm, problem, rm.layout)
-        if closed is not None:
-            try:
-                return _verified_map(rm, closed[0], closed[1], rtol, gen, symmetric=True)
-            except NotAffineError as exc:
-                logger.warning("%s: the closed-form linear part failed a check against rounds (%s); "
-                               "probing the map instead", algorithm.name, exc)
+    if closed is not None:
+        try:
+            return _verified_map(rm, closed[0], closed[1], rtol, gen, symmetric=True)
+        except NotAffineError as exc:
+            logger.warning("%s: the closed-form linear part failed a check against rounds (%s); "
+                           "probing the map instead", algorithm.name, exc)
     if n > max_dim:
         raise InvalidProblemError(
             f"{algorithm.name}: the state has {n} numbers ({rm.layout.describe()}), more than "

@@ -46,7 +46,9 @@ gradient's Jacobian).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -58,8 +60,10 @@ from .round_maps import StateLayout
 
 __all__ = ["ClosedFormBlock", "closed_form_block", "closed_form_linear_part", "fedavg_linear_part"]
 
-#: Bytes of client matrices held at once while forming FedAvg's M (three chunk buffers).
+#: Bytes of client matrices held at once while forming FedAvg's M (three chunk buffers per worker).
 CHUNK_BYTES = 1 << 28
+#: Threads forming FedAvg's M (chunks of clients in parallel).
+WORKERS = min(2, os.cpu_count() or 1)
 #: Largest model dimension for SCAFFOLD's closed-form block product: forming R_i and A_i costs
 #: about 2 s_i N d^3 flops, a round 2 s_i N d^2, and a Krylov run about 100 rounds.
 SCAFFOLD_MAX_DIM = 100
@@ -116,18 +120,31 @@ def _weighted_power_sum(S: np.ndarray, w: np.ndarray, e: int) -> np.ndarray:
 def fedavg_linear_part(algorithm: FedAvg, problem: Federation) -> np.ndarray:
     """M = (1 - eta_g) I + eta_g sum_i w_i (I - eta_i H_i)^{s_i} (module docstring), symmetrised.
 
-    Clients are processed in chunks of at most ``CHUNK_BYTES`` of matrices, grouped by
-    their number of local steps s_i; memory is about three chunks plus M."""
+    Clients are processed in chunks of at most ``CHUNK_BYTES / 2`` of matrices,
+    grouped by their number of local steps s_i, by ``WORKERS`` threads (numpy releases the
+    GIL in its products; BLAS stays at the library's one thread per call, and the chunks'
+    sums are added in a fixed order, so the bits do not depend on the scheduling); memory
+    is about three chunks per worker plus M."""
     N, d = problem.n_clients, problem.dim
     rates, steps = _steps_and_rates(algorithm, problem)
     w = aggregation_weights(problem, np.arange(N), algorithm.aggregation)
-    chunk = max(1, CHUNK_BYTES // (3 * 8 * d * d))
+    workers = min(WORKERS, N)
+    chunk = max(1, CHUNK_BYTES // (3 * 8 * d * d * 2))    # independent of WORKERS: the same chunks and bits
+    jobs = [(group[start:start + chunk], int(e)) for e in np.unique(steps)
+            for group in (np.flatnonzero(steps == e),) for start in range(0, group.shape[0], chunk)]
+
+    def part(job: tuple[np.ndarray, int]) -> np.ndarray:
+        idx, e = job
+        return _weighted_power_sum(_step_matrices(problem, idx, rates[idx]), w[idx], e)
+
+    if workers > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fltheory-closed-form") as pool:
+            parts = list(pool.map(part, jobs))
+    else:
+        parts = [part(job) for job in jobs]
     total = np.zeros((d, d))
-    for e in np.unique(steps):
-        group = np.flatnonzero(steps == e)
-        for start in range(0, group.shape[0], chunk):
-            idx = group[start:start + chunk]
-            total += _weighted_power_sum(_step_matrices(problem, idx, rates[idx]), w[idx], int(e))
+    for p in parts:                    # in chunk order: the same bits whatever the scheduling
+        total += p
     M = algorithm.server_lr * total
     M[np.arange(d), np.arange(d)] += 1.0 - algorithm.server_lr
     return 0.5 * (M + M.T)

@@ -11,6 +11,7 @@ from fltheory.errors import InvalidHyperparameterError
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.affine import (
     CLOSED_FORM_MIN_DIM,
+    PROBE_MAX,
     PROBED,
     affine_round_map,
     contraction_factor,
@@ -45,6 +46,19 @@ def test_weighted_power_sum_is_the_sum_of_matrix_powers(e):
     want = sum(w[i] * np.linalg.matrix_power(S[i], e) for i in range(4))
     got = _weighted_power_sum(S.copy(), w, e)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
+
+
+def test_fedavg_linear_part_bits_do_not_depend_on_the_workers(monkeypatch):
+    import fltheory.theory.closed_form_maps as cfm
+    fed = random_quadratic(9, 40, L=1.0, mu=0.1, heterogeneity=1.0, seed=2)
+    alg = FedAvg(lr=0.3, local_steps=[3, 3, 5, 5, 5, 7, 7, 7, 7])
+    monkeypatch.setattr(cfm, "CHUNK_BYTES", 3 * 8 * 40 * 40 * 2 * 2)      # two clients per chunk
+    monkeypatch.setattr(cfm, "WORKERS", 2)
+    two = fedavg_linear_part(alg, fed)
+    monkeypatch.setattr(cfm, "WORKERS", 1)
+    np.testing.assert_array_equal(fedavg_linear_part(alg, fed), two)
+    monkeypatch.undo()
+    np.testing.assert_allclose(fedavg_linear_part(alg, fed), two, rtol=0, atol=1e-15)
 
 
 def test_fedavg_linear_part_is_the_formula(fed):
@@ -179,3 +193,13 @@ def test_scaffold_matrix_free_closed_form_agrees_with_rounds_and_dense(scaffold_
     start = closed.base + np.random.default_rng(4).standard_normal(closed.dim)
     np.testing.assert_allclose(fixed_point(closed, initial=start).S, fixed_point(dense, initial=start).S,
                                rtol=0, atol=1e-10)
+
+
+def test_automatic_route_prefers_krylov_over_probing_large_states():
+    fed = random_quadratic(60, 10, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)     # SCAFFOLD state 620
+    alg = Scaffold(lr=0.2, local_steps=3)
+    assert 620 > PROBE_MAX
+    auto = affine_round_map(alg, fed)
+    assert isinstance(auto, MatrixFreeAffineMap) and uses_powered_krylov(auto)
+    small = random_quadratic(30, 10, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)   # state 320: probed
+    assert affine_round_map(alg, small).route == PROBED
