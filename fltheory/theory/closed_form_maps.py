@@ -15,7 +15,7 @@ aggregation weights w_i, as restated in docs/theory/index.md#algorithms)::
 formed densely by binary powering of every S_i (about log2(s_i) batched
 d x d products per client; the last factor of each power is merged into one
 product whose inner dimension runs over the clients, since
-sum_i A_i B_i = [A_1 ... A_m] [B_1; ...; B_m] and every power of the
+``sum_i A_i B_i = [A_1 ... A_m] [B_1; ...; B_m]`` and every power of the
 symmetric S_i is symmetric).  M is symmetric (``FedAvg.linear_part_is_symmetric``)
 and is symmetrised after forming.
 
@@ -99,7 +99,7 @@ def _weighted_power_sum(S: np.ndarray, w: np.ndarray, e: int) -> np.ndarray:
     """sum_i w_i S_i^e for symmetric S_i (m, d, d), e >= 1, by binary powering; S is consumed.
 
     The last multiplication of every power is one product with inner dimension m d:
-    sum_i A_i^T B_i = [A_1; ...; A_m]^T [B_1; ...; B_m] (A_i = A_i^T here)."""
+    ``sum_i A_i^T B_i = [A_1; ...; A_m]^T [B_1; ...; B_m]`` (A_i = A_i^T here)."""
     m, d, _ = S.shape
     bits = bin(e)[2:][::-1]                 # lowest bit first
     acc: np.ndarray | None = None
