@@ -67,6 +67,8 @@ WORKERS = min(2, os.cpu_count() or 1)
 #: Largest model dimension for SCAFFOLD's closed-form block product: forming R_i and A_i costs
 #: about 2 s_i N d^3 flops, a round 2 s_i N d^2, and a Krylov run about 100 rounds.
 SCAFFOLD_MAX_DIM = 100
+#: Largest memory of SCAFFOLD's per-client matrices (four (N, d, d) arrays while forming them).
+SCAFFOLD_MAX_BYTES = 1 << 30
 #: Vectors per closed-form block product: the Krylov space of ``theory.matrix_free`` starts from
 #: max(2, block size) columns; wider blocks need more vectors in all (SCAFFOLD N = 10,000, d = 20:
 #: 168 vectors with 8 columns against 54 with 2), and at this size the basis, not the products, costs.
@@ -75,6 +77,15 @@ BLOCK_COLUMNS = 2
 
 def _has_exact_hessians(problem: Federation) -> bool:
     return bool(getattr(problem, "has_constant_hessians", False)) and not problem.is_stochastic
+
+
+def _dense_clients(problem: Federation) -> bool:
+    """Client data of at least a quarter of a dense d x d Hessian (``Federation.client_data_bytes``):
+    a product with M then costs about as much as with the dense matrices, and writing the
+    matrices down loses nothing.  Structured clients (diagonal plus rank r, 8 d (r + 2)
+    bytes) have cheap products: the Krylov route suits them better."""
+    d = problem.dim
+    return problem.client_data_bytes() * 4 >= 8 * d * d
 
 
 def _steps_and_rates(algorithm: FedAvg | Scaffold, problem: Federation) -> tuple[np.ndarray, np.ndarray]:
@@ -153,9 +164,10 @@ def fedavg_linear_part(algorithm: FedAvg, problem: Federation) -> np.ndarray:
 def closed_form_linear_part(algorithm: Algorithm, problem: Federation, layout: StateLayout
                             ) -> tuple[np.ndarray, str] | None:
     """(dense M, description) when a closed form of the whole linear part is known for this
-    algorithm, problem and state layout (FedAvg on exact quadratic clients), else None.
+    algorithm, problem and state layout (FedAvg on exact quadratic clients whose data is
+    dense, see ``_dense_clients``), else None.
     Unverified: ``theory.affine.affine_round_map`` checks it against rounds."""
-    if not (isinstance(algorithm, FedAvg) and _has_exact_hessians(problem)
+    if not (isinstance(algorithm, FedAvg) and _has_exact_hessians(problem) and _dense_clients(problem)
             and layout.paths == ("x",)):
         return None
     return (fedavg_linear_part(algorithm, problem),
@@ -228,13 +240,14 @@ def _scaffold_apply(algorithm: Scaffold, problem: Federation, layout: StateLayou
 def closed_form_block(algorithm: Algorithm, problem: Federation, layout: StateLayout, frozen: np.ndarray,
                       copies: int = BLOCK_COLUMNS) -> ClosedFormBlock | None:
     """A closed-form block product of the linear part, or None when none is known
-    (SCAFFOLD on exact quadratic clients with d <= ``SCAFFOLD_MAX_DIM``; FedAvg via
-    :func:`fedavg_linear_part` when d is small enough to form M).  Unverified: the
-    caller compares it with rounds."""
+    (SCAFFOLD on exact quadratic clients with d <= ``SCAFFOLD_MAX_DIM`` and its
+    per-client matrices within ``SCAFFOLD_MAX_BYTES``).  Unverified: the caller
+    compares it with rounds."""
     if not _has_exact_hessians(problem):
         return None
     n = sum(int(np.prod(s, dtype=np.int64)) for s in layout.shapes)
-    if (isinstance(algorithm, Scaffold) and problem.dim <= SCAFFOLD_MAX_DIM
+    held = 4 * 8 * problem.n_clients * problem.dim ** 2          # S_i, S_i^k, R_i, A_i
+    if (isinstance(algorithm, Scaffold) and problem.dim <= SCAFFOLD_MAX_DIM and held <= SCAFFOLD_MAX_BYTES
             and layout.paths == ("x", "c", "c_clients")):
         return ClosedFormBlock(_scaffold_apply(algorithm, problem, layout), n, copies, frozen,
                                "closed-form SCAFFOLD block products (R_i, A_i from the Hessians)")

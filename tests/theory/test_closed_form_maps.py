@@ -203,3 +203,21 @@ def test_automatic_route_prefers_krylov_over_probing_large_states():
     assert isinstance(auto, MatrixFreeAffineMap) and uses_powered_krylov(auto)
     small = random_quadratic(30, 10, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)   # state 320: probed
     assert affine_round_map(alg, small).route == PROBED
+
+
+def test_structured_clients_and_large_scaffold_states_get_no_closed_form(monkeypatch):
+    import fltheory.theory.closed_form_maps as cfm
+    from fltheory.problems import random_structured_quadratic
+    structured = random_structured_quadratic(5, 80, rank=2, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)
+    alg = FedAvg(lr=0.2, local_steps=3)
+    rm = round_map(alg, structured)
+    assert closed_form_linear_part(alg, structured, rm.layout) is None       # cheap products: Krylov
+    amap = affine_round_map(alg, structured)
+    assert amap.route == PROBED                                               # 80 <= PROBE_MAX
+    fed = random_quadratic(20, 5, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)
+    sc = Scaffold(lr=0.2, local_steps=2)
+    rm2 = round_map(sc, fed)
+    frozen = np.zeros(rm2.dim, dtype=bool)
+    assert closed_form_block(sc, fed, rm2.layout, frozen) is not None
+    monkeypatch.setattr(cfm, "SCAFFOLD_MAX_BYTES", 4 * 8 * 20 * 25 - 1)
+    assert closed_form_block(sc, fed, rm2.layout, frozen) is None
