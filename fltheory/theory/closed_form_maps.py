@@ -208,8 +208,12 @@ def _scaffold_apply(algorithm: Scaffold, problem: Federation, layout: StateLayou
     R = np.zeros((N, d, d))                                     # sum_{k < s_i} S_i^k
     for k in range(int(steps.max())):
         active = steps > k
-        R[active] += power[active]
-        power[active] = np.matmul(S[active], power[active])
+        if active.all():                                        # no masked copies in the common case
+            R += power
+            power = np.matmul(S, power)
+        else:
+            R[active] += power[active]
+            power[active] = np.matmul(S[active], power[active])
     R *= rates[:, None, None]
     A = np.broadcast_to(np.eye(d), (N, d, d)) - power          # I - S_i^{s_i}
     H = (np.array(problem.client_hess(np.zeros((N, d)), np.arange(N)), dtype=np.float64)
