@@ -144,7 +144,7 @@ from .invariants import check_conserved, conserved_functionals
 from .affine_support import (drift_scale, eigenvalue_resolution, frozen_coordinates, initial_vector,
                              refuse_unclassified)
 from .closed_form_maps import closed_form_block, closed_form_linear_part
-from .powered_krylov import powered_fixed_point, powered_rate, uses_powered_krylov
+from .powered_krylov import powered_applies, powered_fixed_point, powered_rate
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
 __all__ = [
@@ -619,7 +619,7 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
     """
     _check_affine_map(amap)
     max_condition = _checks.condition_limit("max_condition", max_condition)
-    if uses_powered_krylov(amap):
+    if powered_applies(amap):
         return powered_fixed_point(amap, initial=initial)
     if _is_matrix_free(amap):
         from . import matrix_free
@@ -697,7 +697,7 @@ def spectral_rate(amap: Any) -> float:
     Raises UnclassifiedDirectionError when M_V has an eigenvalue 1 to the
     resolution of its spectrum (module docstring)."""
     _check_affine_map(amap)
-    if uses_powered_krylov(amap):
+    if powered_applies(amap):
         return powered_rate(amap).rate
     if _is_matrix_free(amap):
         from . import matrix_free

@@ -14,7 +14,8 @@ Both results are exact consequences of the powered map:
 
 * rate: rho(M_V^j) = rho(M_V)^j, so rho(M_V) = rho(M_V^j)^(1/j), and an error e of
   rho^j gives an error of at most e / (j rho^(j-1)) (mean value theorem, with
-  rho^j - e >= 0 in the bound used below);
+  rho^j - e >= 0 in the bound used below).  That factor grows as rho falls, so
+  below ``MIN_RATE`` the space of M itself is used (``powered_applies``);
 * fixed point: S~ = M S~ + c iff S~ = M^j S~ + (I + M + ... + M^(j-1)) c when 1 is
   not an eigenvalue of M^j on V (the rate is below 1), so with r = Phi(S) - S,
   z solves (I - M^j) z = (I + M + ... + M^(j-1)) r and S~ = S + P z; the space's
@@ -40,9 +41,14 @@ from .fixed_points import FixedPoint
 from .krylov import DominantEigenvalues, KrylovResult, block_krylov
 from .matrix_free import MatrixFreeAffineMap, rate_tolerance
 
-__all__ = ["POWER", "PoweredRate", "powered_fixed_point", "powered_rate", "uses_powered_krylov"]
+__all__ = ["MIN_RATE", "POWER", "PoweredRate", "powered_applies", "powered_fixed_point", "powered_rate",
+           "uses_powered_krylov"]
 
 POWER = 4
+#: Below this rate the powered space is not used: the rounding of rho^j (about eps ||M^j||) becomes
+#: an error of about eps ||M^j|| / (j rho^(j-1)) in rho, e.g. 1e-4 instead of 8e-8 for a SCAFFOLD map
+#: whose true rate is at the rounding level; ``theory.matrix_free`` (on M) is used instead.
+MIN_RATE = 0.5
 SOLVE_RTOL = 1e-13
 _NEAR_FIXED = 1e-2
 _MAX_VECTORS = 1000
@@ -65,6 +71,22 @@ class PoweredRate:
 def uses_powered_krylov(amap: Any) -> bool:
     """True for a matrix-free map whose products are closed-form (``ClosedFormBlock``)."""
     return isinstance(amap, MatrixFreeAffineMap) and isinstance(amap.block, ClosedFormBlock)
+
+
+def powered_applies(amap: Any) -> bool:
+    """Whether the rate and fixed point of ``amap`` come from the powered space: closed-form
+    products, and a converged powered rate of at least ``MIN_RATE`` (computed once and cached).
+    Otherwise the callers use ``theory.matrix_free`` on M itself (same closed-form products).
+    UnclassifiedDirectionError propagates."""
+    if not uses_powered_krylov(amap):
+        return False
+    if "powered_applies" not in amap.cache:
+        try:
+            ok = powered_rate(amap).rate >= MIN_RATE
+        except InvalidProblemError:
+            ok = False
+        amap.cache["powered_applies"] = ok
+    return bool(amap.cache["powered_applies"])
 
 
 def _product(amap: MatrixFreeAffineMap, V: np.ndarray) -> np.ndarray:

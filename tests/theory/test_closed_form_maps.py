@@ -27,7 +27,7 @@ from fltheory.theory.closed_form_maps import (
     fedavg_linear_part,
 )
 from fltheory.theory.matrix_free import MatrixFreeAffineMap
-from fltheory.theory.powered_krylov import POWER, powered_rate, uses_powered_krylov
+from fltheory.theory.powered_krylov import MIN_RATE, POWER, powered_applies, powered_rate, uses_powered_krylov
 from fltheory.theory.round_maps import round_map
 
 
@@ -221,3 +221,19 @@ def test_structured_clients_and_large_scaffold_states_get_no_closed_form(monkeyp
     assert closed_form_block(sc, fed, rm2.layout, frozen) is not None
     monkeypatch.setattr(cfm, "SCAFFOLD_MAX_BYTES", 4 * 8 * 20 * 25 - 1)
     assert closed_form_block(sc, fed, rm2.layout, frozen) is None
+
+
+@pytest.mark.parametrize("mu, steps", [(0.95, 1), (0.8, 1)])
+def test_fast_contracting_scaffold_uses_the_space_of_m_itself(mu, steps):
+    # client spectra in [mu, 1] and lr = 1: rates of a few hundredths, where the fourth root of a
+    # powered estimate loses digits (at mu = 1 the true rate 0 came out as 1.6e-4)
+    fed = random_quadratic(60, 10, L=1.0, mu=mu, heterogeneity=1.0, seed=0, constants="clients")
+    alg = Scaffold(lr=1.0, local_steps=steps)
+    auto = affine_round_map(alg, fed)
+    dense = affine_round_map(alg, fed, matrix_free=False)
+    assert uses_powered_krylov(auto) and not powered_applies(auto)
+    assert powered_rate(auto).rate < MIN_RATE
+    assert spectral_rate(auto) == pytest.approx(spectral_rate(dense), abs=1e-10)
+    fc = fixed_point(auto)
+    assert f"M^{POWER}" not in fc.message
+    np.testing.assert_allclose(fc.S, fixed_point(dense).S, rtol=0, atol=1e-10)
