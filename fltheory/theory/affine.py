@@ -102,10 +102,23 @@ Large states: :func:`affine_round_map` with ``matrix_free=True`` (automatic
 above ``dense_max`` coordinates) returns a
 :class:`~fltheory.theory.matrix_free.MatrixFreeAffineMap`, which never forms
 M; every routine below accepts both.
+
+Closed forms (:mod:`fltheory.theory.closed_form_maps`).  Where the linear part is
+a known formula in the clients' Hessians, M is written down instead of probed
+(FedAvg: sum_i w_i (I - eta_i H_i)^{s_i}, formed by binary powering) or, on the
+matrix-free route, applied to blocks of vectors by batched products (SCAFFOLD).
+The formula is never trusted: the dense map passes the same four affinity checks
+against the algorithm's own rounds as a probed one (else the map is probed), and
+a matrix-free block product must agree with single rounds at two random vectors
+to ``rtol`` (else rounds are used).  ``AffineRoundMap.route`` and
+``MatrixFreeAffineMap.block_note`` record which route was taken.  A closed-form
+FedAvg map is symmetric by construction (``FedAvg.linear_part_is_symmetric``),
+and its spectrum is then computed once by a symmetric eigensolver and cached.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,6 +143,8 @@ from .matrix_free import matrix_free_affine_map
 from .invariants import check_conserved, conserved_functionals
 from .affine_support import (drift_scale, eigenvalue_resolution, frozen_coordinates, initial_vector,
                              refuse_unclassified)
+from .closed_form_maps import closed_form_block, closed_form_linear_part
+from .powered_krylov import powered_applies, powered_fixed_point, powered_rate
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
 __all__ = [
@@ -149,6 +164,13 @@ logger = logging.getLogger(__name__)
 
 _SMALL_SCALE = 1e-3     # check 2: relative size of the small perturbation
 _NEAR_FIXED = 1e-2      # check 3: relative size of the perturbation of the fixed point
+#: Smallest state for which the dense route writes M down in closed form when it can (below,
+#: probing costs fewer than this many rounds and the recovered map stays independent of the
+#: Hessian hook); ``closed_form=True`` uses the closed form at every size.
+CLOSED_FORM_MIN_DIM = 64
+PROBED = "probed: one round per free coordinate"
+#: Largest state probed densely when ``matrix_free`` is None and no closed form of M is known.
+PROBE_MAX = 512
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -187,6 +209,13 @@ class AffineRoundMap(SummaryDisplay):
         Coordinates of frozen fields (see the module docstring).
     frozen_fields : tuple of str
         Their paths (FedCurv: ``"I"``, the Fisher diagonals diag(H_i)).
+    route : str
+        How M was obtained: probed by rounds, or a closed form (then verified by rounds).
+    symmetric : bool
+        M is symmetric by construction (closed-form FedAvg); the spectrum is then
+        computed by a symmetric eigensolver.
+    cache : dict
+        Spectral data computed once per map.
     """
 
     M: np.ndarray
@@ -206,6 +235,9 @@ class AffineRoundMap(SummaryDisplay):
     frozen: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, dtype=bool))
     frozen_fields: tuple[str, ...] = ()
     rtol: float = 1e-9
+    route: str = PROBED
+    symmetric: bool = False
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __call__(self, S: Any) -> np.ndarray:
         """M S + c (S of shape (n,) or (k, n) rows)."""
@@ -247,7 +279,7 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
                      participation: Participation | None = None,
                      rng: np.random.Generator | None = None,
                      max_dim: int = 4096, matrix_free: bool | None = None,
-                     dense_max: int = 2048) -> Any:
+                     dense_max: int = 2048, closed_form: bool | None = None) -> Any:
     """Recover the affine round map S -> M S + c of ``algorithm`` on ``problem``.
 
     Dense (an :class:`AffineRoundMap` holding M) for states of at most
@@ -276,7 +308,15 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
     matrix_free : bool, optional
         None (default): matrix-free when dim(S) > ``dense_max``.
     dense_max : int
-        Largest state recovered densely when ``matrix_free`` is None.
+        Largest state recovered densely when ``matrix_free`` is None; above
+        ``PROBE_MAX`` numbers only when M is known in closed form (probing costs
+        dim(S) + 7 rounds, the matrix-free route about 12 plus one per Krylov vector).
+    closed_form : bool, optional
+        Use the closed form of the linear part where one is known
+        (:mod:`fltheory.theory.closed_form_maps`; verified against rounds either
+        way).  None (default): on the dense route for states of at least
+        ``CLOSED_FORM_MIN_DIM`` numbers, on the matrix-free route always; True: at
+        every size; False: never (M probed, products by rounds).
 
     Returns
     -------
@@ -295,12 +335,23 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
     max_dim = _checks.size_limit("max_dim", max_dim)
     dense_max = _checks.size_limit("dense_max", dense_max, minimum=0)
     matrix_free = _checks.optional_flag("matrix_free", matrix_free)
+    closed_form = _checks.optional_flag("closed_form", closed_form)
     gen = rng if rng is not None else np.random.default_rng(0)
     rm = round_map(algorithm, problem, x0=x0, state=state, participation=participation)
     n = rm.dim
-    if matrix_free or (matrix_free is None and n > dense_max):
-        return matrix_free_affine_map(algorithm, problem, x0=x0, rtol=rtol, state=state,
-                                      participation=participation, rng=gen)
+    closed = None
+    if not matrix_free and closed_form is not False and (closed_form or n >= CLOSED_FORM_MIN_DIM) and (
+            matrix_free is False or n <= dense_max):
+        closed = closed_form_linear_part(algorithm, problem, rm.layout)
+    if matrix_free or (matrix_free is None and (n > dense_max or (n > PROBE_MAX and closed is None))):
+        return _matrix_free_map(algorithm, problem, rm.layout, closed_form is not False, x0=x0, rtol=rtol,
+                                state=state, participation=participation, rng=gen)
+    if closed is not None:
+        try:
+            return _verified_map(rm, closed[0], closed[1], rtol, gen, symmetric=True)
+        except NotAffineError as exc:
+            logger.warning("%s: the closed-form linear part failed a check against rounds (%s); "
+                           "probing the map instead", algorithm.name, exc)
     if n > max_dim:
         raise InvalidProblemError(
             f"{algorithm.name}: the state has {n} numbers ({rm.layout.describe()}), more than "
@@ -322,6 +373,28 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
         Sj = S0.copy()
         Sj[j] += h
         M[:, j] = (rm(Sj) - F0) / h
+    return _checked_map(rm, M, F0, S0, h, frozen, info, rtol, gen)
+
+
+def _verified_map(rm: RoundMap, M: np.ndarray, route: str, rtol: float, gen: np.random.Generator,
+                  symmetric: bool) -> AffineRoundMap:
+    """A closed-form M (no frozen fields) with c = Phi(S0) - M S0, through the same checks."""
+    S0 = rm.to_vector(rm.template)
+    h = max(1.0, float(np.abs(S0).max(initial=0.0)))
+    F0 = rm(S0)
+    info = rm.last_info
+    if info is None:
+        raise NotAffineError(f"{rm.algorithm.name}: the round map recorded no round")
+    frozen = np.zeros(rm.dim, dtype=bool)
+    return _checked_map(rm, M, F0, S0, h, frozen, info, rtol, gen, route=f"{route}, checked against rounds",
+                        symmetric=symmetric)
+
+
+def _checked_map(rm: RoundMap, M: np.ndarray, F0: np.ndarray, S0: np.ndarray, h: float, frozen: np.ndarray,
+                 info: RoundInfo, rtol: float, gen: np.random.Generator, route: str | None = None,
+                 symmetric: bool = False) -> AffineRoundMap:
+    """c = Phi(S0) - M S0 and the four affinity checks of the module docstring."""
+    algorithm, n = rm.algorithm, rm.dim
     c = F0 - M @ S0
     free = (~frozen).astype(np.float64)
 
@@ -346,7 +419,13 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
 
     check("random point", S0 + h * free * gen.standard_normal(n))
     check("small perturbation", S0 + _SMALL_SCALE * h * free * gen.standard_normal(n))
-    S_fix = np.linalg.lstsq(np.eye(n) - M, c, rcond=None)[0]
+    if symmetric:                            # I - M symmetric: a symmetric solve (lstsq below costs an SVD)
+        try:
+            S_fix = scipy.linalg.solve(np.eye(n) - M, c, assume_a="sym")
+        except (np.linalg.LinAlgError, ValueError):
+            S_fix = np.full(n, np.nan)
+    else:
+        S_fix = np.linalg.lstsq(np.eye(n) - M, c, rcond=None)[0]
     if np.all(np.isfinite(S_fix)):
         hf = _NEAR_FIXED * max(1.0, float(np.abs(S_fix).max(initial=0.0)))
         check("near fixed point", S_fix + hf * free * gen.standard_normal(n))
@@ -361,7 +440,31 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
         residual=max(residuals.values()), residuals=residuals, algorithm=algorithm.name,
         warmup=rm.warmup, counter_step=counter_step, info=info, round_map=rm,
         frozen=frozen, frozen_fields=tuple(p for p in rm.layout.paths if frozen[rm.layout.slices[p]].all()),
-        rtol=rtol)
+        rtol=rtol, route=route if route is not None else PROBED, symmetric=symmetric)
+
+
+def _matrix_free_map(algorithm: Algorithm, problem: Federation, layout: StateLayout, closed_form: bool,
+                     **kwargs: Any) -> Any:
+    """``matrix_free_affine_map``, with closed-form block products where known and verified
+    (module docstring, "Closed forms"): each must agree with single rounds at two random vectors."""
+    frozen_free = np.zeros(sum(int(np.prod(sh, dtype=np.int64)) for sh in layout.shapes), dtype=bool)
+    block = closed_form_block(algorithm, problem, layout, frozen_free) if closed_form else None
+    if block is None:
+        return matrix_free_affine_map(algorithm, problem, **kwargs)
+    amap = matrix_free_affine_map(algorithm, problem, block_size=1, **kwargs)
+    block.frozen = amap.frozen
+    gen = np.random.default_rng(2)
+    probes = np.where(amap.frozen[:, None], 0.0, gen.standard_normal((amap.dim, 2)))
+    single = amap.apply_linear(probes)           # one round per column (no block yet)
+    with np.errstate(all="ignore"):
+        got = block(probes)
+    err = float(np.abs(got - single).max()) / (float(np.abs(single).max()) + np.finfo(float).tiny)
+    if not err <= amap.rtol:
+        logger.warning("%s: closed-form block products differ from rounds by %.2e (relative) > rtol=%.1e; "
+                       "using rounds", algorithm.name, err, amap.rtol)
+        return amap
+    note = f"{block.copies} vectors per {block.description} (checked against single rounds to {err:.1e})"
+    return dataclasses.replace(amap, block=block, block_note=note)
 
 
 @dataclass(frozen=True, eq=False)
@@ -446,10 +549,42 @@ def _rho(A: np.ndarray) -> float:
     return float(np.abs(np.linalg.eigvals(A)).max()) if A.size else 0.0
 
 
+def _subspace(amap: AffineRoundMap) -> InvariantSubspace:
+    """:func:`invariant_subspace`, computed once per map."""
+    if "subspace" not in amap.cache:
+        amap.cache["subspace"] = invariant_subspace(amap)
+    sub: InvariantSubspace = amap.cache["subspace"]
+    return sub
+
+
+def _spectrum(amap: AffineRoundMap, sub: InvariantSubspace) -> np.ndarray:
+    """Eigenvalues of M_V, computed once per map: real and ascending by a symmetric
+    eigensolver when M is symmetric by construction (``amap.symmetric``), else complex."""
+    if "spectrum" not in amap.cache:
+        if not sub.M_V.size:
+            lam = np.zeros(0, dtype=float if amap.symmetric else complex)
+        elif amap.symmetric:
+            lam = scipy.linalg.eigvalsh(0.5 * (sub.M_V + sub.M_V.T), check_finite=False)
+        else:
+            lam = np.linalg.eigvals(sub.M_V)
+        amap.cache["spectrum"] = lam
+    spectrum: np.ndarray = amap.cache["spectrum"]
+    return spectrum
+
+
 def _checked_spectrum(amap: AffineRoundMap, sub: InvariantSubspace) -> np.ndarray:
-    lam = np.linalg.eigvals(sub.M_V) if sub.M_V.size else np.zeros(0, dtype=complex)
+    lam = _spectrum(amap, sub)
     refuse_unclassified(lam, eigenvalue_resolution(sub.M_V), amap.algorithm, sub.names)
     return lam
+
+
+def _norm2(amap: AffineRoundMap, sub: InvariantSubspace) -> float:
+    """||M_V||_2 (the largest |eigenvalue| when M_V is symmetric)."""
+    if not sub.M_V.size:
+        return 0.0
+    if amap.symmetric:
+        return float(np.abs(_spectrum(amap, sub)).max())
+    return float(np.linalg.norm(sub.M_V, 2))
 
 
 def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) -> FixedPoint:
@@ -458,7 +593,8 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
     Solves (I - M_V) z = Q^T (M S_init + c - S_init) and returns
     S~ = S_init + Q z (module docstring, "Invariant subspace").  A
     :class:`~fltheory.theory.matrix_free.MatrixFreeAffineMap` is solved by
-    projected GMRES instead (``theory.matrix_free.fixed_point``).
+    a Krylov method instead (``theory.matrix_free.fixed_point``; with closed-form
+    products, on a Krylov space of M^j: ``theory.powered_krylov``).
 
     Parameters
     ----------
@@ -483,11 +619,13 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
     """
     _check_affine_map(amap)
     max_condition = _checks.condition_limit("max_condition", max_condition)
+    if powered_applies(amap):
+        return powered_fixed_point(amap, initial=initial)
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.fixed_point(amap, initial=initial, max_condition=max_condition)
     S_init = initial_vector(amap, initial)
-    sub = invariant_subspace(amap)
+    sub = _subspace(amap)
     M, c = amap.M, amap.c
     r = M @ S_init + c - S_init
     if sub.n_conserved:
@@ -496,10 +634,14 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
             raise InvalidHyperparameterError(
                 f"{amap.algorithm}: a conserved quantity of the round map drifts by {drift:.3e} "
                 "per round (w^T c != 0 for a declared conserved w): no fixed point")
-    _checked_spectrum(amap, sub)
+    lam = _checked_spectrum(amap, sub)
     k = sub.Q.shape[1]
     A = np.eye(k) - sub.M_V
-    cond = float(np.linalg.cond(A)) if k else 1.0
+    if amap.symmetric and k:                 # I - M_V symmetric: its singular values are |1 - lambda|
+        gaps = np.abs(1.0 - lam)
+        cond = float(gaps.max() / gaps.min()) if gaps.min() > 0 else float("inf")
+    else:
+        cond = float(np.linalg.cond(A)) if k else 1.0
     if not np.isfinite(cond) or cond > max_condition:
         raise InvalidHyperparameterError(
             f"{amap.algorithm}: I - M has condition number {cond:.3e} > max_condition="
@@ -507,11 +649,12 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
             f"error of about {cond * np.finfo(float).eps:.1e}")
     S, resid, steps = _refined_solution(amap, sub, A, S_init, r)
     return FixedPoint(
-        x=S[amap.x_slice].copy(), residual=resid, spectral_rate=_rho(sub.M_V),
-        contraction_factor=float(np.linalg.norm(sub.M_V, 2)) if k else 0.0, success=True,
+        x=S[amap.x_slice].copy(), residual=resid,
+        spectral_rate=float(np.abs(lam).max()) if lam.size else 0.0,
+        contraction_factor=_norm2(amap, sub), success=True,
         message=f"dense solve on the {k}-dimensional invariant subspace "
                 f"({sub.n_conserved} declared conserved functionals), {steps} refinement "
-                "step(s) with the round map's own residual",
+                f"step(s) with the round map's own residual; M {amap.route}",
         method="dense affine", condition=cond, S=S, state=amap.to_state(S), initial=S_init,
         subspace=sub)
 
@@ -546,15 +689,20 @@ def _refined_solution(amap: AffineRoundMap, sub: InvariantSubspace, A: np.ndarra
 
 def spectral_rate(amap: Any) -> float:
     """rho(M_V): spectral radius of M on the subspace without the declared conserved
-    directions (for SCAFFOLD, the eigenvalue 1 of N c - sum c_i is excluded).
+    directions (for SCAFFOLD, the eigenvalue 1 of N c - sum c_i is excluded).  Dense
+    maps: an eigensolver on M_V (symmetric when ``amap.symmetric``); matrix-free maps:
+    ``theory.matrix_free.spectral_rate``, or ``theory.powered_krylov.powered_rate``
+    when the products are closed-form.
 
     Raises UnclassifiedDirectionError when M_V has an eigenvalue 1 to the
     resolution of its spectrum (module docstring)."""
     _check_affine_map(amap)
+    if powered_applies(amap):
+        return powered_rate(amap).rate
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.spectral_rate(amap)
-    sub = invariant_subspace(amap)
+    sub = _subspace(amap)
     lam = _checked_spectrum(amap, sub)
     return float(np.abs(lam).max()) if lam.size else 0.0
 
@@ -565,8 +713,7 @@ def contraction_factor(amap: Any) -> float:
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.contraction_factor(amap)
-    sub = invariant_subspace(amap)
-    return float(np.linalg.norm(sub.M_V, 2)) if sub.M_V.size else 0.0
+    return _norm2(amap, _subspace(amap))
 
 
 def orbit_rate(amap: Any, *, initial: Any = None, tol: float = 1e-9) -> float:
