@@ -459,8 +459,8 @@ def discontinuity_layers(T: Any, x: ArrayLike, *, eps: float = 1e-8, radius: flo
             f"T must be a FedOptOperator (theory.fedopt_operator), got {type(T).__name__}")
     eps = _check_positive("eps", eps)
     max_layers = _check_count("max_layers", max_layers)
-    x = np.array(x, dtype=np.float64)
-    if x.shape != (T.dim,) or not np.all(np.isfinite(x)):
+    x = finite_array("x", x, ndim=1, error=InvalidHyperparameterError)
+    if x.shape != (T.dim,):
         raise InvalidHyperparameterError(f"x must be a finite vector of shape ({T.dim},), got shape {x.shape}")
     if radius is not None:
         radius = _check_positive("radius", radius)

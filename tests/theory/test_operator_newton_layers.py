@@ -196,8 +196,16 @@ def test_layer_diagnosis_rejects_bad_input():
     T = operator(fed, [1, 1, 1])
     with pytest.raises(InvalidHyperparameterError, match="FedOptOperator"):
         discontinuity_layers(lambda x: x, np.zeros(1))
-    with pytest.raises(InvalidHyperparameterError, match="x must"):
+    with pytest.raises(InvalidHyperparameterError, match=r"x must be a finite vector of shape \(1,\), got shape \(2"):
         discontinuity_layers(T, np.zeros(2))
+    # every bad x is a typed error naming x and the value (a string or complex entry used to escape as
+    # a plain ValueError / TypeError, and NaN was reported as a shape mismatch "(1,), got (1,)")
+    with pytest.raises(InvalidHyperparameterError, match="x must be numeric, got the string 'abc'"):
+        discontinuity_layers(T, "abc")
+    with pytest.raises(InvalidHyperparameterError, match="x must be numeric"):
+        discontinuity_layers(T, [1j])
+    with pytest.raises(InvalidHyperparameterError, match=r"x contains a non-finite value .*nan.* at index \(0,\)"):
+        discontinuity_layers(T, [np.nan])
     with pytest.raises(InvalidHyperparameterError, match="eps"):
         discontinuity_layers(T, np.zeros(1), eps=0.0)
     with pytest.raises(InvalidHyperparameterError, match="max_layers"):
