@@ -20,7 +20,7 @@ fixed point solves F(x) = T(x) - x = 0.
   is tried instead; when that does not decrease ||F|| either, the solve fails;
 * success when ||F(x)||_inf <= tol max(1, ||x||_inf), or when no step decreases
   ||F|| any more, ||F(x)||_inf <= 1e3 tol max(1, ||x||_inf) and ||F(x)||_inf is at
-  the rounding floor of T: at most 100 max(eps ||x||_inf, the change of F under
+  the rounding floor of T: at most 100 max(eps max(1, ||x||_inf), the change of F under
   perturbations of x by 4 ulps per coordinate);
 * iterates beyond ``max_norm`` are a divergence (there the relative test is vacuous).
 
@@ -195,7 +195,7 @@ class _Residual:
 
 
 def _rounding_floor(F: _Residual, x: np.ndarray, fx: np.ndarray) -> float:
-    """100 max(eps ||x||_inf, ||F(x + u) - F(x)||_inf over 3 perturbations u of 4 ulps per coordinate).
+    """100 max(eps max(1, ||x||_inf), ||F(x + u) - F(x)||_inf over 3 perturbations u of 4 ulps of max(1, |x_j|)).
 
     A residual that no step decreases is accepted only below this: the level at which F(x)
     is indistinguishable from rounding.  (A residual that is merely small is not enough:
