@@ -82,7 +82,7 @@ _MIN_STEP = 2.0 ** -12
 _STALL = 1e3        # a residual that no step decreases is accepted below _STALL tol max(1, ||x||)
 _MAX_HALVINGS = 60  # 2^-60 of a path step is below the resolution of any float parameter
 _NEWTON_OPTIONS = frozenset({"tol", "max_newton", "damping", "eta_min", "gmres_restart", "dense_jacobian_max",
-                             "max_evaluations"})
+                             "max_evaluations", "max_norm"})
 
 
 class NoFixedPointError(DivergenceError):
@@ -137,6 +137,15 @@ def _check_positive(name: str, value: Any) -> float:
 def _check_count(name: str, value: Any, minimum: int = 1) -> int:
     """An integer in [minimum, MAX_STEPS] (larger counts would not finish)."""
     return integer(name, value, minimum=minimum, maximum=MAX_STEPS)
+
+
+def _check_newton_options(caller: str, newton: dict[str, Any]) -> None:
+    """Typed error naming the options of ``caller`` that :func:`newton_krylov_fixed_point` does not take."""
+    unknown = sorted(set(newton) - _NEWTON_OPTIONS)
+    if unknown:
+        raise InvalidHyperparameterError(
+            f"{caller} got options {unknown} that newton_krylov_fixed_point does not take; "
+            f"expected some of {sorted(_NEWTON_OPTIONS)}")
 
 
 def _check_start(value: Any) -> np.ndarray:
@@ -380,11 +389,7 @@ def continuation_fixed_point(make_operator: Callable[[float], Callable[[np.ndarr
     if not values:
         raise InvalidHyperparameterError(f"path must be a non-empty sequence of finite numbers, got {path!r}")
     max_halvings = integer("max_halvings", max_halvings, minimum=0, maximum=_MAX_HALVINGS)
-    unknown = sorted(set(newton) - _NEWTON_OPTIONS)
-    if unknown:
-        raise InvalidHyperparameterError(
-            f"continuation_fixed_point got options {unknown} that newton_krylov_fixed_point does not take; "
-            f"expected some of {sorted(_NEWTON_OPTIONS)}")
+    _check_newton_options("continuation_fixed_point", newton)
     total = newton.pop("max_evaluations", None)
     total = None if total is None else _check_count("max_evaluations", total)
     x = _check_start(x0)
@@ -521,6 +526,7 @@ def diagnosed_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, 
     max_layers = _check_count("max_layers", max_layers)
     if radius is not None:
         radius = _check_positive("radius", radius)
+    _check_newton_options("diagnosed_fixed_point", newton)
     try:
         return newton_krylov_fixed_point(T, x0, **newton)
     except NoFixedPointError as exc:

@@ -11,7 +11,7 @@ from scipy.optimize import brentq
 
 from fltheory import optim
 from fltheory.algorithms import FedOpt
-from fltheory.errors import InvalidHyperparameterError
+from fltheory.errors import DivergenceError, InvalidHyperparameterError
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.quadratic import QuadraticFederation
 from fltheory.theory import (
@@ -217,3 +217,18 @@ def test_layer_diagnosis_rejects_bad_input():
         discontinuity_layers(T, np.zeros(1), eps=0.0)
     with pytest.raises(InvalidHyperparameterError, match="max_layers"):
         diagnosed_fixed_point(T, np.zeros(1), max_layers=0)
+    # an option newton_krylov_fixed_point does not take is a typed error (was a plain TypeError)
+    with pytest.raises(InvalidHyperparameterError,
+                       match=r"diagnosed_fixed_point got options \['bogus'\] that newton_krylov_fixed_point does not"):
+        diagnosed_fixed_point(T, np.zeros(1), bogus=1)
+
+
+def test_continuation_passes_max_norm_on():
+    """max_norm is an option of newton_krylov_fixed_point, so continuation_fixed_point takes it
+    (it was refused as an option 'newton_krylov_fixed_point does not take') and applies it to every solve."""
+    from fltheory.theory import continuation_fixed_point
+
+    fp, solved = continuation_fixed_point(lambda s: (lambda x: 0.5 * x + s), [0.5, 1.0], np.zeros(2), max_norm=10.0)
+    assert solved == [0.5, 1.0] and np.abs(fp.x - 2.0).max() <= 1e-12
+    with pytest.raises(DivergenceError, match=r"continuation stopped at .* diverge .* > max_norm 1\.5e\+00"):
+        continuation_fixed_point(lambda s: (lambda x: 0.5 * x + s), [0.5, 1.0], np.zeros(2), max_norm=1.5)
