@@ -68,6 +68,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import MAX_STEPS, finite_array, in_unit_interval, integer, positive, real_scalar
 from ..errors import DivergenceError, InvalidHyperparameterError, InvalidProblemError
+from ..problems.base import Federation
 from .fixed_points import FixedPoint
 
 __all__ = ["DiscontinuityLayerError", "LayerCrossing", "NoFixedPointError", "continuation_fixed_point",
@@ -432,6 +433,15 @@ def continuation_fixed_point(make_operator: Callable[[float], Callable[[np.ndarr
     return out, solved
 
 
+def _has_client_problem(T: Any) -> bool:
+    """T is a FedOpt operator as :func:`discontinuity_layers` uses it: callable, ``T.problem`` a
+    Federation (its client gradients) and ``T.dim`` its dimension.  Checked by interface, not by
+    class: ``theory.operators`` imports this module, so importing its FedOptOperator here would
+    make an import cycle (tests/test_layering.py)."""
+    problem = getattr(T, "problem", None)
+    return callable(T) and isinstance(problem, Federation) and getattr(T, "dim", None) == problem.dim
+
+
 def discontinuity_layers(T: Any, x: ArrayLike, *, eps: float = 1e-8, radius: float | None = None,
                          max_layers: int = 8) -> list[LayerCrossing]:
     """The discontinuity layers of a FedOpt operator T nearest to x (those within ``radius``).
@@ -458,10 +468,10 @@ def discontinuity_layers(T: Any, x: ArrayLike, *, eps: float = 1e-8, radius: flo
     -------
     list of LayerCrossing, nearest first (empty when none is within ``radius``).
     """
-    from .operators import FedOptOperator
-    if not isinstance(T, FedOptOperator):
+    if not _has_client_problem(T):
         raise InvalidHyperparameterError(
-            f"T must be a FedOptOperator (theory.fedopt_operator), got {type(T).__name__}")
+            f"T must be a FedOptOperator (theory.fedopt_operator: callable, with .problem a Federation and "
+            f".dim its dimension), got {type(T).__name__}")
     eps = _check_positive("eps", eps)
     max_layers = _check_count("max_layers", max_layers)
     x = finite_array("x", x, ndim=1, error=InvalidHyperparameterError)
@@ -530,8 +540,7 @@ def diagnosed_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, 
     try:
         return newton_krylov_fixed_point(T, x0, **newton)
     except NoFixedPointError as exc:
-        from .operators import FedOptOperator
-        if not isinstance(T, FedOptOperator) or exc.x is None:
+        if not _has_client_problem(T) or exc.x is None:
             raise
         layers = discontinuity_layers(T, exc.x, eps=eps, radius=radius, max_layers=max_layers)
         if not any(layer.jump >= exc.residual for layer in layers):
