@@ -20,7 +20,7 @@ fixed point solves F(x) = T(x) - x = 0.
   is tried instead; when that does not decrease ||F|| either, the solve fails;
 * success when ||F(x)||_inf <= tol max(1, ||x||_inf), or when no step decreases
   ||F|| any more, ||F(x)||_inf <= 1e3 tol max(1, ||x||_inf) and ||F(x)||_inf is at
-  the rounding floor of T: at most 100 max(eps ||x||_inf, the change of F under
+  the rounding floor of T: at most 100 max(eps max(1, ||x||_inf), the change of F under
   perturbations of x by 4 ulps per coordinate);
 * iterates beyond ``max_norm`` are a divergence (there the relative test is vacuous).
 
@@ -68,6 +68,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import MAX_STEPS, finite_array, in_unit_interval, integer, positive, real_scalar
 from ..errors import DivergenceError, InvalidHyperparameterError, InvalidProblemError
+from ..problems.base import Federation
 from .fixed_points import FixedPoint
 
 __all__ = ["DiscontinuityLayerError", "LayerCrossing", "NoFixedPointError", "continuation_fixed_point",
@@ -82,7 +83,7 @@ _MIN_STEP = 2.0 ** -12
 _STALL = 1e3        # a residual that no step decreases is accepted below _STALL tol max(1, ||x||)
 _MAX_HALVINGS = 60  # 2^-60 of a path step is below the resolution of any float parameter
 _NEWTON_OPTIONS = frozenset({"tol", "max_newton", "damping", "eta_min", "gmres_restart", "dense_jacobian_max",
-                             "max_evaluations"})
+                             "max_evaluations", "max_norm"})
 
 
 class NoFixedPointError(DivergenceError):
@@ -137,6 +138,15 @@ def _check_positive(name: str, value: Any) -> float:
 def _check_count(name: str, value: Any, minimum: int = 1) -> int:
     """An integer in [minimum, MAX_STEPS] (larger counts would not finish)."""
     return integer(name, value, minimum=minimum, maximum=MAX_STEPS)
+
+
+def _check_newton_options(caller: str, newton: dict[str, Any]) -> None:
+    """Typed error naming the options of ``caller`` that :func:`newton_krylov_fixed_point` does not take."""
+    unknown = sorted(set(newton) - _NEWTON_OPTIONS)
+    if unknown:
+        raise InvalidHyperparameterError(
+            f"{caller} got options {unknown} that newton_krylov_fixed_point does not take; "
+            f"expected some of {sorted(_NEWTON_OPTIONS)}")
 
 
 def _check_start(value: Any) -> np.ndarray:
@@ -195,7 +205,7 @@ class _Residual:
 
 
 def _rounding_floor(F: _Residual, x: np.ndarray, fx: np.ndarray) -> float:
-    """100 max(eps ||x||_inf, ||F(x + u) - F(x)||_inf over 3 perturbations u of 4 ulps per coordinate).
+    """100 max(eps max(1, ||x||_inf), ||F(x + u) - F(x)||_inf over 3 perturbations u of 4 ulps of max(1, |x_j|)).
 
     A residual that no step decreases is accepted only below this: the level at which F(x)
     is indistinguishable from rounding.  (A residual that is merely small is not enough:
@@ -380,11 +390,7 @@ def continuation_fixed_point(make_operator: Callable[[float], Callable[[np.ndarr
     if not values:
         raise InvalidHyperparameterError(f"path must be a non-empty sequence of finite numbers, got {path!r}")
     max_halvings = integer("max_halvings", max_halvings, minimum=0, maximum=_MAX_HALVINGS)
-    unknown = sorted(set(newton) - _NEWTON_OPTIONS)
-    if unknown:
-        raise InvalidHyperparameterError(
-            f"continuation_fixed_point got options {unknown} that newton_krylov_fixed_point does not take; "
-            f"expected some of {sorted(_NEWTON_OPTIONS)}")
+    _check_newton_options("continuation_fixed_point", newton)
     total = newton.pop("max_evaluations", None)
     total = None if total is None else _check_count("max_evaluations", total)
     x = _check_start(x0)
@@ -427,6 +433,15 @@ def continuation_fixed_point(make_operator: Callable[[float], Callable[[np.ndarr
     return out, solved
 
 
+def _has_client_problem(T: Any) -> bool:
+    """T is a FedOpt operator as :func:`discontinuity_layers` uses it: callable, ``T.problem`` a
+    Federation (its client gradients) and ``T.dim`` its dimension.  Checked by interface, not by
+    class: ``theory.operators`` imports this module, so importing its FedOptOperator here would
+    make an import cycle (tests/test_layering.py)."""
+    problem = getattr(T, "problem", None)
+    return callable(T) and isinstance(problem, Federation) and getattr(T, "dim", None) == problem.dim
+
+
 def discontinuity_layers(T: Any, x: ArrayLike, *, eps: float = 1e-8, radius: float | None = None,
                          max_layers: int = 8) -> list[LayerCrossing]:
     """The discontinuity layers of a FedOpt operator T nearest to x (those within ``radius``).
@@ -453,14 +468,14 @@ def discontinuity_layers(T: Any, x: ArrayLike, *, eps: float = 1e-8, radius: flo
     -------
     list of LayerCrossing, nearest first (empty when none is within ``radius``).
     """
-    from .operators import FedOptOperator
-    if not isinstance(T, FedOptOperator):
+    if not _has_client_problem(T):
         raise InvalidHyperparameterError(
-            f"T must be a FedOptOperator (theory.fedopt_operator), got {type(T).__name__}")
+            f"T must be a FedOptOperator (theory.fedopt_operator: callable, with .problem a Federation and "
+            f".dim its dimension), got {type(T).__name__}")
     eps = _check_positive("eps", eps)
     max_layers = _check_count("max_layers", max_layers)
-    x = np.array(x, dtype=np.float64)
-    if x.shape != (T.dim,) or not np.all(np.isfinite(x)):
+    x = finite_array("x", x, ndim=1, error=InvalidHyperparameterError)
+    if x.shape != (T.dim,):
         raise InvalidHyperparameterError(f"x must be a finite vector of shape ({T.dim},), got shape {x.shape}")
     if radius is not None:
         radius = _check_positive("radius", radius)
@@ -521,11 +536,11 @@ def diagnosed_fixed_point(T: Callable[[np.ndarray], np.ndarray], x0: ArrayLike, 
     max_layers = _check_count("max_layers", max_layers)
     if radius is not None:
         radius = _check_positive("radius", radius)
+    _check_newton_options("diagnosed_fixed_point", newton)
     try:
         return newton_krylov_fixed_point(T, x0, **newton)
     except NoFixedPointError as exc:
-        from .operators import FedOptOperator
-        if not isinstance(T, FedOptOperator) or exc.x is None:
+        if not _has_client_problem(T) or exc.x is None:
             raise
         layers = discontinuity_layers(T, exc.x, eps=eps, radius=radius, max_layers=max_layers)
         if not any(layer.jump >= exc.residual for layer in layers):

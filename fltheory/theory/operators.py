@@ -387,8 +387,11 @@ def operator_fixed_point(T: FedOptOperator | Callable[[np.ndarray], np.ndarray],
     It *disagrees* when Anderson does not converge or its fixed point differs
     from the root by more than 1e3 tol max(1, ||x~||_inf) / sigma_min(I - J)
     (two solutions of T(x) = x to accuracy tol can differ by that much; more
-    means two fixed points or a non-smooth T; without the dense J, 1 - rho(J)
-    stands in for sigma_min(I - J), exact for a normal J).  A disagreement raises
+    means two fixed points or a non-smooth T; without the dense J, |1 - rho(J)|
+    stands in for sigma_min(I - J): for a normal J with rho(J) < 1 it is a lower
+    bound (|1 - lambda| >= 1 - |lambda|), equal when the eigenvalue of largest
+    modulus is real and positive, so the test is at most looser; for a non-normal J
+    sigma_min(I - J) can be far smaller, and the test stricter than intended).  A disagreement raises
     DivergenceError naming both (default), or with ``strict_cross_check=False``
     is logged as a warning and returned in ``cross_check_agrees`` (False) and
     ``cross_check_message``; the root is then kept (it meets its residual test).

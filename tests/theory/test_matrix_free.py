@@ -394,3 +394,25 @@ def test_fuzz_sweep_with_working_arguments(name):
     broken = [c for c in calls if c.outcome in (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)]
     assert not broken, "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}" for c in broken[:10])
     assert sum(c.outcome is Outcome.TYPED for c in calls) >= len(calls) // 2
+
+
+@pytest.mark.parametrize("block_size", [None, 8])
+@pytest.mark.parametrize("name", ["fedavg", "scaffold II", "feddyn gd", "efl", "client momentum persist"])
+def test_orbit_rate_from_a_start_that_avoids_the_slowest_modes(fed, name, block_size):
+    """On the instance above every default or random start excites the slowest mode, so the orbit
+    rate there equals the spectral rate and cannot tell the orbit route from ``spectral_rate``.
+    Here the start is S~ + Re v_k + Re v_j / 2 for two eigenvectors of the dense M (eigenvalues
+    off 1, so in V) with |lambda_j| < |lambda_k| < rho(M_V) - 0.05: the orbit decays like |lambda_k|^t,
+    and the matrix-free orbit rate (from the fixed point's space or by Arnoldi) is |lambda_k| to 1e-12."""
+    x0 = np.linspace(-1, 1, D)
+    dense = affine_round_map(MAKERS[name](), fed, x0=x0, matrix_free=False)
+    free = matrix_free_affine_map(MAKERS[name](), fed, x0=x0, block_size=block_size)
+    lam, V = np.linalg.eig(dense.M)
+    rho = spectral_rate(dense)
+    slower = np.flatnonzero((np.abs(lam) < rho - 0.05) & (np.abs(lam) > 0.2) & (np.abs(lam - 1) > 1e-6))
+    slower = slower[np.argsort(-np.abs(lam[slower]))]
+    k, j = slower[len(slower) // 2], slower[-1]
+    assert abs(lam[j]) < abs(lam[k]) < rho - 0.05
+    start = fixed_point(dense).S + np.real(V[:, k]) + 0.5 * np.real(V[:, j])
+    assert orbit_rate(dense, initial=start) == pytest.approx(abs(lam[k]), abs=1e-12)
+    assert mf.orbit_rate(free, initial=start) == pytest.approx(abs(lam[k]), abs=1e-12)

@@ -11,7 +11,7 @@ from scipy.optimize import brentq
 
 from fltheory import optim
 from fltheory.algorithms import FedOpt
-from fltheory.errors import InvalidHyperparameterError
+from fltheory.errors import DivergenceError, InvalidHyperparameterError
 from fltheory.problems.generators import random_quadratic
 from fltheory.problems.quadratic import QuadraticFederation
 from fltheory.theory import (
@@ -77,8 +77,11 @@ def test_one_step_two_clients_in_one_dimension_a_flat_interval_and_one_fixed_poi
     [x_0, x_1] (0 in Sign(x - x_0) + Sign(x - x_1)).  T_eps has exactly one: inside the interval
     F = (lr / 2) (eps / (h_0 (x - x_0) + eps) - eps / (h_1 (x_1 - x) + eps)), zero iff
     h_1 (x_1 - x) = h_0 (x - x_0), i.e. at (h_0 x_0 + h_1 x_1) / (h_0 + h_1) = x*, the global
-    minimiser.  Elsewhere in the interval |F| <= lr eps / (2 h dist) is about 1e-11 and flat to
-    1e-18 over an ulp: Newton cannot see the slope, and a stall there is not a fixed point."""
+    minimiser.  Elsewhere in the interval |F| <= lr eps / (2 min_i h_i dist_i) is small (4e-11 to
+    7.5e-10 at the points below) and so is its slope (1e-10 to 1e-9 for x in [-0.5, 1]): over the
+    difference step 1.5e-8 of a Jacobian-vector product F changes by 2e-18 to 1.5e-17 there (1.3e-16
+    at x = 1.9), below the rounding of T(x) - x (about 2e-16).  Newton cannot see the slope, and a
+    stall there is not a fixed point."""
     h, optima = [1.0, 3.0], [-1.0, 2.0]
     fed = scalar_federation(h, optima)
     T = operator(fed, [1, 1])
@@ -88,6 +91,10 @@ def test_one_step_two_clients_in_one_dimension_a_flat_interval_and_one_fixed_poi
     for x in (-0.5, 0.0, 1.0, 1.9):
         f = LR / 2 * (EPS / (h[0] * (x - optima[0]) + EPS) - EPS / (h[1] * (optima[1] - x) + EPS))
         assert T(np.array([x]))[0] - x == pytest.approx(f, rel=0, abs=1e-15)     # |x| ~ 1: rounding 2e-16
+        # F' = -(lr eps / 2) (h_0 / (h_0 (x - x_0) + eps)^2 + h_1 / (h_1 (x_1 - x) + eps)^2)
+        slope = LR * EPS / 2 * (h[0] / (h[0] * (x - optima[0]) + EPS) ** 2 + h[1] / (h[1] * (optima[1] - x) + EPS) ** 2)
+        assert 4e-11 <= abs(f) <= 7.5e-10
+        assert slope * 1.5e-8 <= (2e-17 if x <= 1.0 else 2e-16)     # vs rounding of T(x) - x: 2.2e-16
     # regression: the stall test used to accept x = 0.895 (residual 5.7e-11, 1e3 tol) as a fixed point
     with pytest.raises(NoFixedPointError) as info:
         newton_krylov_fixed_point(T, np.array([0.0]))
@@ -196,9 +203,32 @@ def test_layer_diagnosis_rejects_bad_input():
     T = operator(fed, [1, 1, 1])
     with pytest.raises(InvalidHyperparameterError, match="FedOptOperator"):
         discontinuity_layers(lambda x: x, np.zeros(1))
-    with pytest.raises(InvalidHyperparameterError, match="x must"):
+    with pytest.raises(InvalidHyperparameterError, match=r"x must be a finite vector of shape \(1,\), got shape \(2"):
         discontinuity_layers(T, np.zeros(2))
+    # every bad x is a typed error naming x and the value (a string or complex entry used to escape as
+    # a plain ValueError / TypeError, and NaN was reported as a shape mismatch "(1,), got (1,)")
+    with pytest.raises(InvalidHyperparameterError, match="x must be numeric, got the string 'abc'"):
+        discontinuity_layers(T, "abc")
+    with pytest.raises(InvalidHyperparameterError, match="x must be numeric"):
+        discontinuity_layers(T, [1j])
+    with pytest.raises(InvalidHyperparameterError, match=r"x contains a non-finite value .*nan.* at index \(0,\)"):
+        discontinuity_layers(T, [np.nan])
     with pytest.raises(InvalidHyperparameterError, match="eps"):
         discontinuity_layers(T, np.zeros(1), eps=0.0)
     with pytest.raises(InvalidHyperparameterError, match="max_layers"):
         diagnosed_fixed_point(T, np.zeros(1), max_layers=0)
+    # an option newton_krylov_fixed_point does not take is a typed error (was a plain TypeError)
+    with pytest.raises(InvalidHyperparameterError,
+                       match=r"diagnosed_fixed_point got options \['bogus'\] that newton_krylov_fixed_point does not"):
+        diagnosed_fixed_point(T, np.zeros(1), bogus=1)
+
+
+def test_continuation_passes_max_norm_on():
+    """max_norm is an option of newton_krylov_fixed_point, so continuation_fixed_point takes it
+    (it was refused as an option 'newton_krylov_fixed_point does not take') and applies it to every solve."""
+    from fltheory.theory import continuation_fixed_point
+
+    fp, solved = continuation_fixed_point(lambda s: (lambda x: 0.5 * x + s), [0.5, 1.0], np.zeros(2), max_norm=10.0)
+    assert solved == [0.5, 1.0] and np.abs(fp.x - 2.0).max() <= 1e-12
+    with pytest.raises(DivergenceError, match=r"continuation stopped at .* diverge .* > max_norm 1\.5e\+00"):
+        continuation_fixed_point(lambda s: (lambda x: 0.5 * x + s), [0.5, 1.0], np.zeros(2), max_norm=1.5)
