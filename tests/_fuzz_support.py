@@ -163,6 +163,43 @@ _PLAUSIBLE: dict[str, Callable[[], Any]] = {
 }
 
 
+def _scaffold_setup() -> tuple[Any, Any, Any]:
+    """SCAFFOLD on 4 quadratic clients in d = 2 (state of 12 numbers): the smallest instance
+    with closed-form block products whose powered Krylov space is used (``theory.powered_krylov``)."""
+    from fltheory.algorithms import Scaffold
+    from fltheory.problems import random_quadratic
+    from fltheory.theory.round_maps import state_layout
+    problem = random_quadratic(4, 2, L=1.0, mu=0.5, heterogeneity=0.5, seed=0)
+    algorithm = Scaffold(lr=0.1, local_steps=2)
+    layout = state_layout(algorithm.init(problem, np.zeros(2), np.random.default_rng(0)))
+    return algorithm, problem, layout
+
+
+def _closed_form_block_base() -> dict[str, Any]:
+    algorithm, problem, layout = _scaffold_setup()
+    return {"algorithm": algorithm, "problem": problem, "layout": layout,
+            "frozen": np.zeros(layout.dim, dtype=bool)}
+
+
+def _powered_map() -> dict[str, Any]:
+    from fltheory.theory import affine_round_map
+    algorithm, problem, _ = _scaffold_setup()
+    return {"amap": affine_round_map(algorithm, problem, matrix_free=True)}
+
+
+#: Working arguments of single public functions where the plausible values by name do not fit
+#: (qualified name -> factory of keyword arguments), used by the sweep and the property test.
+FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
+    "fltheory.theory.closed_form_maps.closed_form_block": _closed_form_block_base,
+    "fltheory.theory.closed_form_maps.closed_form_linear_part": lambda: {
+        k: v for k, v in _closed_form_block_base().items() if k != "frozen"},
+    "fltheory.theory.powered_krylov.powered_rate": _powered_map,
+    "fltheory.theory.powered_krylov.powered_fixed_point": _powered_map,
+    "fltheory.theory.powered_krylov.powered_applies": _powered_map,
+    "fltheory.theory.powered_krylov.uses_powered_krylov": _powered_map,
+}
+
+
 def base_arguments(fn: Callable[..., Any]) -> tuple[dict[str, Any], list[str]]:
     """Keyword arguments for every required parameter of ``fn`` (plausible values
     by name, 1.0 when unknown) and the names of all parameters that can be fuzzed."""

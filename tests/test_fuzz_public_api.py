@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from tests._fuzz_support import (
     BAD_VALUES,
     EXCLUDED_METHODS,
+    FUNCTION_BASES,
     METHOD_TALLY,
     TIME_LIMIT,
     Outcome,
@@ -77,11 +78,23 @@ def test_the_public_surface_is_enumerated() -> None:
             "fltheory.nn", "fltheory.optim", "fltheory.compression", "fltheory.participation"} <= packages
     assert len(CALLABLES) >= 120
     assert set(KNOWN_VIOLATIONS) <= set(CALLABLES)
+    assert set(FUNCTION_BASES) <= set(CALLABLES)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTION_BASES))
+def test_function_bases_work(name: str) -> None:
+    """The working arguments of FUNCTION_BASES give a finite result without an exception, so
+    that each fuzzed parameter's own check is what the sweep reaches."""
+    fn = CALLABLES[name]
+    kwargs = {**base_arguments(fn)[0], **FUNCTION_BASES[name]()}
+    with time_limit(TIME_LIMIT):
+        result = fn(**kwargs)
+    assert not nonfinite(result), repr(result)[:200]
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in CALLABLES])
 def test_bad_input_gives_a_typed_error_or_a_finite_result(name: str) -> None:
-    calls = sweep(name, CALLABLES[name])
+    calls = sweep(name, CALLABLES[name], base=FUNCTION_BASES.get(name))
     broken = [c for c in calls if c.outcome in _VIOLATIONS]
     assert not broken, "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}" for c in broken[:10])
 
@@ -112,7 +125,8 @@ def test_known_generated_violations_name_public_callables() -> None:
                                        "(KNOWN_GENERATED_VIOLATIONS)")
 def test_known_generated_violation(name: str) -> None:
     parameter, value = KNOWN_GENERATED_VIOLATIONS[name]
-    call = fuzz_call(name, CALLABLES[name], parameter, f"generated {value.dtype} {value.shape}", value)
+    call = fuzz_call(name, CALLABLES[name], parameter, f"generated {value.dtype} {value.shape}", value,
+                     FUNCTION_BASES.get(name))
     assert call.outcome not in _VIOLATIONS, f"{parameter}={value!r}: {call.outcome.value}: {call.detail}"
 
 
@@ -143,7 +157,7 @@ def test_generated_bad_arrays_keep_the_contract(name: str, data: st.DataObject, 
     fn = CALLABLES[name]
     parameter = data.draw(st.sampled_from(base_arguments(fn)[1]))
     call = fuzz_call(name, fn, parameter, f"generated {value.dtype} {value.shape} {value.tobytes()[:32]!r}",
-                     value)
+                     value, FUNCTION_BASES.get(name))
     assert call.outcome not in _VIOLATIONS, f"{parameter}={value!r}: {call.outcome.value}: {call.detail}"
 
 
