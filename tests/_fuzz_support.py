@@ -34,7 +34,8 @@ PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory"
                    "fltheory.theory.bounds", "fltheory.nn", "fltheory.optim",
                    "fltheory.compression", "fltheory.participation", "fltheory.theory.moments",
                    "fltheory.theory.bounds.recursions", "fltheory.theory.matrix_free", "fltheory.theory.krylov",
-                   "fltheory.theory.closed_form_maps", "fltheory.theory.powered_krylov")
+                   "fltheory.theory.closed_form_maps", "fltheory.theory.powered_krylov",
+                   "fltheory.search", "fltheory.theory.symbolic", "fltheory.testing", "fltheory.references")
 
 #: Seconds one call may take before it counts as a hang.
 TIME_LIMIT = 3.0
