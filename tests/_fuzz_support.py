@@ -88,6 +88,21 @@ def _has_own_init_checks(cls: type) -> bool:
     return "__post_init__" in vars(cls) or ("__init__" in vars(cls) and not dataclasses.is_dataclass(cls))
 
 
+def not_an_entry_point(obj: Any) -> bool:
+    """Callables the enumeration skips by rule: records (:func:`_is_data_container`: NamedTuples,
+    dataclasses without their own checks, enums, exceptions), abstract classes (reached through
+    their concrete subclasses), protocols and callables without a signature."""
+    if _is_data_container(obj) or (isinstance(obj, type) and inspect.isabstract(obj)):
+        return True
+    if getattr(obj, "_is_protocol", False):
+        return True
+    try:
+        inspect.signature(obj)
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
 def public_callables() -> list[tuple[str, Callable[..., Any]]]:
     """(qualified name, callable) for every public function and concrete class."""
     seen: dict[int, str] = {}
@@ -96,18 +111,34 @@ def public_callables() -> list[tuple[str, Callable[..., Any]]]:
         module = importlib.import_module(package)
         for name in getattr(module, "__all__", ()):
             obj = getattr(module, name)
-            if not callable(obj) or id(obj) in seen or _is_data_container(obj):
-                continue
-            if isinstance(obj, type) and inspect.isabstract(obj):
-                continue
-            if getattr(obj, "_is_protocol", False):
-                continue
-            try:
-                inspect.signature(obj)
-            except (TypeError, ValueError):
+            if not callable(obj) or id(obj) in seen or not_an_entry_point(obj):
                 continue
             seen[id(obj)] = name
             out.append((f"{package}.{name}", obj))
+    return out
+
+
+def public_modules() -> list[str]:
+    """Every importable fltheory module without a path component starting with "_"."""
+    import pkgutil
+
+    import fltheory
+    return sorted(["fltheory"] + [info.name for info in pkgutil.walk_packages(fltheory.__path__, "fltheory.")
+                                  if not any(part.startswith("_") for part in info.name.split("."))])
+
+
+def unreached_callables() -> dict[str, list[str]]:
+    """module -> names in its ``__all__`` of callables that are entry points (not skipped by
+    :func:`not_an_entry_point`) but not reached by :func:`public_callables` (same object)."""
+    reached = {id(obj) for _, obj in public_callables()}
+    out: dict[str, list[str]] = {}
+    for name in public_modules():
+        module = importlib.import_module(name)
+        missing = [n for n in getattr(module, "__all__", ())
+                   if callable(getattr(module, n, None)) and id(getattr(module, n)) not in reached
+                   and not not_an_entry_point(getattr(module, n))]
+        if missing:
+            out[name] = missing
     return out
 
 

@@ -46,8 +46,10 @@ from tests._fuzz_support import (
     public_methods,
     sweep,
     sweep_method,
+    public_modules,
     time_limit,
     unfuzzed_public_classes,
+    unreached_callables,
 )
 from tests._fuzz_support import _nonfinite as nonfinite
 
@@ -79,6 +81,92 @@ KNOWN_VIOLATIONS: dict[str, str] = {
 
 _VIOLATIONS = (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)
 
+_ALGORITHM_INTERNALS = "round kernels and helpers of the algorithms, called by the checked Algorithm hooks (fuzzed " \
+                       "as public methods)"
+_NN_KERNELS = "numerical kernels called only behind the checked fltheory.nn layers and models (validated once there)"
+_REFERENCE_LOOPS = "per-client reference loops for the tests (the vectorized algorithms are held to them)"
+_CLI = "CLI plumbing (argparse wiring; exercised by the CLI tests)"
+_SEARCH_ENGINE = "search engine internals behind the checked fltheory.search entries (search, evaluate_point)"
+_SEARCH_TARGETS = "search target definitions, reached by name through fltheory.search.search / evaluate_point"
+_THEORY_INTERNALS = "helpers of the theory routines, called only behind their checked public entries"
+_FROZEN = "frozen this session"
+
+#: Non-private modules whose public callables the enumeration does not reach on purpose: module -> reason.
+INTERNAL_MODULES: dict[str, str] = {
+    "fltheory.aliases": "type aliases for annotations, not functions",
+    "fltheory.algorithms.base": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.elasticnet": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.fedavg": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.fedcurv": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.feddyn": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.fedopt": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.fedprox": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.invariants": "declared-invariant records returned by Algorithm.linear_invariants",
+    "fltheory.algorithms.local": "local-solver kernels called by the algorithms' checked rounds",
+    "fltheory.algorithms.local.blocking": "local-solver kernels called by the algorithms' checked rounds",
+    "fltheory.algorithms.local.exact": "local-solver kernels called by the algorithms' checked rounds",
+    "fltheory.algorithms.local.steps": "local-solver kernels called by the algorithms' checked rounds",
+    "fltheory.algorithms.reference": _REFERENCE_LOOPS,
+    "fltheory.algorithms.reference.common": _REFERENCE_LOOPS,
+    "fltheory.algorithms.reference.saga": _REFERENCE_LOOPS,
+    "fltheory.algorithms.scaffold": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.targets": _ALGORITHM_INTERNALS,
+    "fltheory.cli": _CLI,
+    "fltheory.cli_format": _CLI,
+    "fltheory.contracts": "contract-check machinery behind fltheory.testing.check_algorithm / check_federation",
+    "fltheory.nn.batch_threads": _NN_KERNELS,
+    "fltheory.nn.kernels": _NN_KERNELS,
+    "fltheory.nn.params": _NN_KERNELS,
+    "fltheory.nn.recurrent_kernels": _NN_KERNELS,
+    "fltheory.nn.rop_kernels": _NN_KERNELS,
+    "fltheory.plotting_checks": "figure-layout checks used by the figure tests, not an analysis entry point",
+    "fltheory.problems.base": "helpers of the Federation base class, called behind checked constructors",
+    "fltheory.problems.lifted": "built only by Federation.lifted (fuzzed as a public method)",
+    "fltheory.problems.newton": "Newton solvers behind the federations' checked optimum()",
+    "fltheory.problems.structured_constants": "constants of structured federations behind their checked constants()",
+    "fltheory.search.cli": _CLI,
+    "fltheory.search.efl_target": _SEARCH_TARGETS,
+    "fltheory.search.evaluate": _SEARCH_ENGINE,
+    "fltheory.search.execution": _SEARCH_ENGINE,
+    "fltheory.search.pep": _SEARCH_TARGETS,
+    "fltheory.search.space": "base class of the fuzzed Real / Integer / Categorical parameters",
+    "fltheory.search.store": _SEARCH_ENGINE,
+    "fltheory.search.targets": _SEARCH_TARGETS,
+    "fltheory.theory.affine_support": _THEORY_INTERNALS,
+    "fltheory.theory.block_products": _THEORY_INTERNALS,
+    "fltheory.theory.invariants": _THEORY_INTERNALS,
+    "fltheory.theory.moments.conditional": _THEORY_INTERNALS,
+    "fltheory.theory.registry.cli": _CLI,
+    "fltheory.theory.round_maps": _THEORY_INTERNALS,
+}
+
+#: Public modules not yet fuzzed: module -> reason (a visible gap, not a hidden one).
+NOT_YET_FUZZED: dict[str, str] = {
+    "fltheory.display": _FROZEN,
+    "fltheory.nn.datasets": _FROZEN + " (partition_labels is not exported by fltheory.nn)",
+    "fltheory.nn.trajectory_constants": _FROZEN + " (power_iteration is not exported by fltheory.nn)",
+    "fltheory.plotting": _FROZEN,
+    "fltheory.reproduce": _FROZEN,
+    "fltheory.reproduce.discovery": _FROZEN,
+    "fltheory.reproduce.keys": _FROZEN,
+    "fltheory.reproduce.locks": _FROZEN,
+    "fltheory.reproduce.overrides": _FROZEN,
+    "fltheory.reproduce.progress": _FROZEN,
+    "fltheory.reproduce.protocol": _FROZEN,
+    "fltheory.reproduce.runner": _FROZEN,
+    "fltheory.reproduce.seeding": _FROZEN,
+    "fltheory.reproduce.status": _FROZEN,
+    "fltheory.reproduce.store": _FROZEN,
+    "fltheory.reproduce.summary": _FROZEN,
+    "fltheory.results": _FROZEN,
+    "fltheory.theory.bounds.fedavg_hard_instance": "not exported by fltheory.theory.bounds; not yet enumerated",
+    "fltheory.theory.registry": "theorem-registry queries; not yet enumerated",
+    "fltheory.theory.registry.catalog": "theorem-registry queries; not yet enumerated",
+    "fltheory.theory.registry.model": "theorem-registry records; not yet enumerated",
+    "fltheory.theory.registry.table": "theorem-registry tables; not yet enumerated",
+    "fltheory.theory.registry.verdicts": "theorem-registry verdicts; not yet enumerated",
+}
+
 
 def _param(name: str) -> object:
     if name in KNOWN_VIOLATIONS:
@@ -107,6 +195,24 @@ def test_function_bases_work(name: str) -> None:
     with time_limit(TIME_LIMIT):
         result = fn(**kwargs)
     assert not nonfinite(result), repr(result)[:200]
+
+
+def test_every_public_module_is_fuzzed_or_listed() -> None:
+    """Walk every non-private fltheory module: each entry-point callable of its ``__all__`` is
+    reached by the enumeration (the same object), or its module is listed with a reason in
+    INTERNAL_MODULES or NOT_YET_FUZZED.  Records, abstract bases and protocols are skipped by the
+    enumeration's own rule (``not_an_entry_point``).  A listed module must exist and still have an
+    unreached callable, so an entry cannot outlive its reason."""
+    assert not set(INTERNAL_MODULES) & set(NOT_YET_FUZZED)
+    unreached = unreached_callables()
+    listed = set(INTERNAL_MODULES) | set(NOT_YET_FUZZED)
+    missing = {module: names for module, names in unreached.items() if module not in listed}
+    assert not missing, f"public callables neither fuzzed nor listed (add the module's package to " \
+                        f"PUBLIC_PACKAGES, or list it with a reason): {missing}"
+    modules = set(public_modules())
+    assert listed <= modules, f"listed modules that do not exist: {sorted(listed - modules)}"
+    stale = sorted(listed - set(unreached))
+    assert not stale, f"listed modules whose callables are all reached now (remove them): {stale}"
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in CALLABLES])
