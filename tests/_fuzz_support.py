@@ -37,6 +37,10 @@ PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory"
                    "fltheory.theory.closed_form_maps", "fltheory.theory.powered_krylov",
                    "fltheory.search", "fltheory.theory.symbolic", "fltheory.testing", "fltheory.references")
 
+#: Assertion helpers for tests: an AssertionError is their documented verdict (a bound or a contract
+#: that does not hold), not a raw error; bad arguments must still give typed errors.
+ASSERTION_HELPERS = frozenset({"fltheory.testing.check_bound"})
+
 #: Seconds one call may take before it counts as a hang.
 TIME_LIMIT = 3.0
 
@@ -219,6 +223,12 @@ def _powered_map() -> dict[str, Any]:
     return {"amap": affine_round_map(algorithm, problem, matrix_free=True)}
 
 
+def _check_bound_base() -> dict[str, Any]:
+    from fltheory.theory import BoundResult
+    return {"measured": 0.5, "bound_result": BoundResult(value=1.0, assumptions=(), reference="EFL Theorem 1",
+                                                         variant="printed")}
+
+
 #: Working arguments of single public functions where the plausible values by name do not fit
 #: (qualified name -> factory of keyword arguments), used by the sweep and the property test.
 FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -229,6 +239,7 @@ FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
     "fltheory.theory.powered_krylov.powered_fixed_point": _powered_map,
     "fltheory.theory.powered_krylov.powered_applies": _powered_map,
     "fltheory.theory.powered_krylov.uses_powered_krylov": _powered_map,
+    "fltheory.testing.check_bound": _check_bound_base,
 }
 
 
@@ -330,6 +341,11 @@ def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, va
         outcome, detail = Outcome.HANG, f"more than {TIME_LIMIT} s"
     except FLTheoryError as exc:
         outcome, detail = Outcome.TYPED, str(exc)[:120]
+    except AssertionError as exc:
+        if target in ASSERTION_HELPERS:
+            outcome, detail = Outcome.TYPED, f"verdict (AssertionError): {str(exc)[:100]}"
+        else:
+            outcome, detail = Outcome.RAW, f"AssertionError: {str(exc)[:120]}"
     except Exception as exc:
         outcome, detail = Outcome.RAW, f"{type(exc).__name__}: {str(exc)[:120]}"
     else:

@@ -72,11 +72,8 @@ KNOWN_VIOLATIONS: dict[str, str] = {
     "fltheory.search.read_table": "19 of 19, e.g. out='abc': FileNotFoundError",
     "fltheory.search.register": "19 of 19, e.g. target=nan: AttributeError: no attribute 'name'",
     "fltheory.search.run_tasks": "94 of 95, e.g. tasks=nan: TypeError: 'float' object is not iterable",
-    "fltheory.testing.build_quadratic": "75 of 133, e.g. n_clients=-1: ValueError: negative dimensions",
     "fltheory.testing.check_algorithm": "78 of 209, e.g. problem=nan: AttributeError: no 'with_gradient_noise'",
-    "fltheory.testing.check_bound": "114 of 114, e.g. bound_result=nan: AttributeError: no attribute 'reference'",
     "fltheory.testing.check_federation": "81 of 133, e.g. federation=nan: AttributeError: no attribute 'n_clients'",
-    "fltheory.testing.describe_federation": "19 of 19, e.g. fed=nan: AttributeError: no attribute 'n_clients'",
 }
 
 _VIOLATIONS = (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)
