@@ -229,6 +229,45 @@ def _check_bound_base() -> dict[str, Any]:
                                                          variant="printed")}
 
 
+def _search_space() -> Any:
+    from fltheory.search import Categorical, Real, Space
+    return Space([Categorical("kind", ["a", "b"]), Real("x", 0.1, 1.0, when={"kind": ["a"]})])
+
+
+def _search_row() -> dict[str, Any]:
+    """A target and an evaluated row of it, as ``search`` stores them (a point of the EFL
+    eq. (10) target, small enough to evaluate in milliseconds)."""
+    import json
+
+    from fltheory.search import get_target
+    point = {"N": 3, "d": 2, "share": 1.0, "L": 2.0, "mu": 0.5, "heterogeneity": 1.0}
+    row = {"point": json.dumps(point), "seed": 0, "index": 0, "phase": "explore", "measured": 0.5, "bound": 1.0,
+           "ratio": 0.5, "hypotheses": "[]", "fltheory_version": "0"}
+    return {"target": get_target("efl_eq10_depart"), "row": row}
+
+
+@functools.cache
+def _search_table_dir() -> str:
+    """A directory holding a two-row ``results.parquet`` (made once per session); pyarrow's
+    parquet and dataset modules are imported here, before any timed call (their first import
+    takes seconds on a loaded machine and is not the call's cost)."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.dataset
+    import pyarrow.parquet as pq
+    out = tempfile.mkdtemp(prefix="fltheory-fuzz-table-")
+    pq.write_table(pa.Table.from_pylist([{"ratio": 0.5}, {"ratio": 0.25}]), f"{out}/results.parquet")
+    return out
+
+
+def _search_table() -> dict[str, Any]:
+    try:
+        return {"out": _search_table_dir()}
+    except ImportError:          # pragma: no cover - pyarrow is in the test extras
+        return {}
+
+
 #: Working arguments of single public functions where the plausible values by name do not fit
 #: (qualified name -> factory of keyword arguments), used by the sweep and the property test.
 FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -240,6 +279,13 @@ FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
     "fltheory.theory.powered_krylov.powered_applies": _powered_map,
     "fltheory.theory.powered_krylov.uses_powered_krylov": _powered_map,
     "fltheory.testing.check_bound": _check_bound_base,
+    "fltheory.search.exploration_points": lambda: {"space": _search_space(), "n": 4, "seed": 0},
+    "fltheory.search.Space": lambda: {"params": list(_search_space().params)},
+    "fltheory.search.evaluate_point": lambda: {
+        "name": "efl_eq10_depart", "point": _search_row()["row"]["point"], "seed": 0},
+    "fltheory.search.instance_document": _search_row,
+    "fltheory.search.counterexample_snippet": _search_row,
+    "fltheory.search.read_table": _search_table,
 }
 
 
