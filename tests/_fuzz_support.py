@@ -9,6 +9,12 @@ result whose numbers are all finite, within :data:`TIME_LIMIT` seconds.
 Anything else (a raw numpy/Python exception, NaN/inf in the result, a hang)
 is a failure.  Outcomes are tallied in :data:`TALLY` and printed at the end of
 the session by ``tests/conftest.py``.
+
+:data:`FUNCTION_BASES` gives working arguments to functions whose parameters the
+plausible values by name do not fit (a closed-form matrix-free map, a search row),
+so that the sweep reaches each parameter's own check; :data:`ASSERTION_HELPERS`
+are test helpers whose AssertionError is their documented verdict.
+:func:`unreached_callables` walks every non-private module for the completeness test.
 """
 
 from __future__ import annotations

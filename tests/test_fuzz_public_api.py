@@ -21,6 +21,11 @@ Public methods (no leading underscore) of the public classes of
 on a fresh small valid instance (``instance_factories``), with their own list
 of known violations (``KNOWN_METHOD_VIOLATIONS``).  The count of inputs tried and of each outcome is printed in the
 terminal summary (``tests/conftest.py``).
+
+Completeness: ``test_every_public_module_is_fuzzed_or_listed`` walks every
+non-private fltheory module; each public entry point is reached by the
+enumeration or its module is listed with a reason in ``INTERNAL_MODULES`` or
+``NOT_YET_FUZZED`` (the visible gap: frozen packages, modules not yet enumerated).
 """
 
 from __future__ import annotations
