@@ -257,12 +257,15 @@ def _search_table_dir() -> str:
     """A directory holding a two-row ``results.parquet`` (made once per session); pyarrow's
     parquet and dataset modules are imported here, before any timed call (their first import
     takes seconds on a loaded machine and is not the call's cost)."""
+    import atexit
+    import shutil
     import tempfile
 
     import pyarrow as pa
     import pyarrow.dataset
     import pyarrow.parquet as pq
     out = tempfile.mkdtemp(prefix="fltheory-fuzz-table-")
+    atexit.register(shutil.rmtree, out, True)
     pq.write_table(pa.Table.from_pylist([{"ratio": 0.5}, {"ratio": 0.25}]), f"{out}/results.parquet")
     return out
 
