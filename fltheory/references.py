@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import NoReturn
 
 from .errors import InvalidHyperparameterError
 
@@ -263,19 +264,40 @@ def rewrite_legacy_citations(text: str) -> str:
     >>> rewrite_legacy_citations("SCAFFOLD-ICML Theorem II; SCAFFOLD-v1 Alg. 1")
     'SCAFFOLD-ICML Theorem II; SCAFFOLD-v1 Alg. 1'
     """
+    if not isinstance(text, str):
+        raise InvalidHyperparameterError(
+            f"rewrite_legacy_citations: text must be a str, got {type(text).__name__} {text!r:.60}")
     return LEGACY_CITATION_PATTERN.sub(_replace, text)
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are typed (InvalidHyperparameterError) instead of SystemExit,
+    so that ``main`` called from Python keeps the bad-input contract; the command line prints them."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InvalidHyperparameterError(f"{self.prog}: {message}")
+
+
 def main(argv: Sequence[str] | None = None, echo: Callable[[str], None] = print) -> int:
-    """``python -m fltheory.references [--write] FILE...``: show or apply the rewrite."""
-    parser = argparse.ArgumentParser(prog="python -m fltheory.references",
-                                     description="Rewrite legacy seed/docs/theory/index.md citations.")
+    """``python -m fltheory.references [--write] FILE...``: show or apply the rewrite.
+
+    ``argv`` is None (the command line) or a list/tuple of strings; ``echo`` a callable taking
+    one string.  Usage errors and unreadable files raise InvalidHyperparameterError."""
+    if argv is not None and (not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv)):
+        raise InvalidHyperparameterError(f"argv must be None or a list of strings, got {argv!r:.80}")
+    if not callable(echo):
+        raise InvalidHyperparameterError(f"echo must be a callable taking one string, got {echo!r:.80}")
+    parser = _ArgumentParser(prog="python -m fltheory.references",
+                             description="Rewrite legacy seed/docs/theory/index.md citations.")
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--write", action="store_true", help="rewrite the files in place")
     args = parser.parse_args(argv)
     changed = 0
     for path in args.files:
-        old = path.read_text(encoding="utf-8")
+        try:
+            old = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidHyperparameterError(f"files: cannot read {str(path)!r} as UTF-8 text ({exc})") from None
         new = rewrite_legacy_citations(old)
         if new == old:
             continue
@@ -290,4 +312,8 @@ def main(argv: Sequence[str] | None = None, echo: Callable[[str], None] = print)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except InvalidHyperparameterError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(2)

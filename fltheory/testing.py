@@ -56,7 +56,10 @@ from .contracts import (
     check_algorithm,
     check_federation,
 )
+from ._validate import instance as _instance_of
+from ._validate import integer, positive, real_scalar
 from .errors import InvalidHyperparameterError, OptionalDependencyError
+from .problems.base import Federation
 from .problems.quadratic import QuadraticFederation
 from .pytest_plugin import register_profiles
 
@@ -70,6 +73,10 @@ except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
 __all__ = ["HAVE_HYPOTHESIS", "AlgorithmCheckReport", "FederationCheckReport", "build_quadratic",
            "check_algorithm", "check_bound", "check_federation", "describe_federation",
            "logistic_federations", "quadratic_federations", "register_profiles"]
+
+#: Largest client count and dimension of ``build_quadratic`` (dense (N, d, d) Hessians, a test helper).
+MAX_CLIENTS = 10_000
+MAX_DIM = 1_000
 
 _MISSING = ("fltheory.testing.{name} is a Hypothesis strategy and Hypothesis is not installed: "
             'pip install "fltheory[test]" (or pip install hypothesis)')
@@ -90,7 +97,17 @@ def build_quadratic(n_clients: int, dim: int, L: float, mu: float, heterogeneity
                     n_samples: ArrayLike, seed: int) -> QuadraticFederation:
     """Quadratic federation whose every client has spectrum in [mu, L] (client 0
     has exactly mu and L when dim >= 2) and optima x_i* = heterogeneity * z_i,
-    z_i ~ N(0, I/d)."""
+    z_i ~ N(0, I/d).
+
+    ``n_clients`` and ``dim`` are integers in [1, ``MAX_CLIENTS``] and [1, ``MAX_DIM``], ``L``,
+    ``mu`` finite with 0 < mu <= L, ``heterogeneity`` finite and >= 0, ``seed`` an integer >= 0
+    (InvalidHyperparameterError otherwise); ``n_samples`` is checked by QuadraticFederation."""
+    n_clients = integer("build_quadratic: n_clients", n_clients, minimum=1, maximum=MAX_CLIENTS)
+    dim = integer("build_quadratic: dim", dim, minimum=1, maximum=MAX_DIM)
+    L = positive("build_quadratic: L", L)
+    mu = positive("build_quadratic: mu", mu)
+    heterogeneity = positive("build_quadratic: heterogeneity", heterogeneity, allow_zero=True)
+    seed = integer("build_quadratic: seed", seed, minimum=0, maximum=None)
     if not (0 < mu <= L):
         raise InvalidHyperparameterError(f"need 0 < mu <= L, got mu={mu!r}, L={L!r}")
     rng = np.random.default_rng(seed)
@@ -170,7 +187,9 @@ else:
 
 
 def describe_federation(fed: QuadraticFederation) -> str:
-    """A copy-pasteable description of a small federation (for failure messages)."""
+    """A copy-pasteable description of a small federation (for failure messages);
+    ``fed`` must be a Federation (InvalidProblemError otherwise)."""
+    _instance_of("describe_federation: fed", fed, Federation, "a Federation instance")
     with np.printoptions(precision=17, threshold=10_000):
         parts = [f"{type(fed).__name__}(n_clients={fed.n_clients}, dim={fed.dim})",
                  f"weights={np.asarray(fed.weights)!r}"]
@@ -191,7 +210,20 @@ def check_bound(measured: float, bound_result: Any, *, rtol: float = 0.0, atol: 
 
     Fails as well when a hypothesis of the bound is violated (the bound has
     no value): a property test must draw instances that meet the hypotheses.
+    Arguments of the wrong kind (``measured`` not a finite real number, ``bound_result`` not a
+    BoundResult, ``rtol``/``atol`` not finite and >= 0, ``label`` not a str) raise
+    InvalidHyperparameterError; AssertionError is kept for a bound that does not hold.
     """
+    from .theory.result import BoundResult
+    bound_result = _instance_of("check_bound: bound_result", bound_result, BoundResult, "a BoundResult",
+                            InvalidHyperparameterError)
+    if isinstance(measured, np.ndarray) and measured.ndim == 0:
+        measured = measured[()]
+    measured = real_scalar("check_bound: measured", measured)
+    rtol = positive("check_bound: rtol", rtol, allow_zero=True)
+    atol = positive("check_bound: atol", atol, allow_zero=True)
+    if not isinstance(label, str):
+        raise InvalidHyperparameterError(f"check_bound: label must be a str, got {label!r:.60}")
     head = f"{label + ': ' if label else ''}{bound_result.reference} [{bound_result.variant}]"
     inst = "" if instance is None else "\ninstance:\n" + (
         describe_federation(instance) if hasattr(instance, "n_clients") else repr(instance))

@@ -9,6 +9,12 @@ result whose numbers are all finite, within :data:`TIME_LIMIT` seconds.
 Anything else (a raw numpy/Python exception, NaN/inf in the result, a hang)
 is a failure.  Outcomes are tallied in :data:`TALLY` and printed at the end of
 the session by ``tests/conftest.py``.
+
+:data:`FUNCTION_BASES` gives working arguments to functions whose parameters the
+plausible values by name do not fit (a closed-form matrix-free map, a search row),
+so that the sweep reaches each parameter's own check; :data:`ASSERTION_HELPERS`
+are test helpers whose AssertionError is their documented verdict.
+:func:`unreached_callables` walks every non-private module for the completeness test.
 """
 
 from __future__ import annotations
@@ -34,7 +40,12 @@ PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory"
                    "fltheory.theory.bounds", "fltheory.nn", "fltheory.optim",
                    "fltheory.compression", "fltheory.participation", "fltheory.theory.moments",
                    "fltheory.theory.bounds.recursions", "fltheory.theory.matrix_free", "fltheory.theory.krylov",
-                   "fltheory.theory.closed_form_maps", "fltheory.theory.powered_krylov")
+                   "fltheory.theory.closed_form_maps", "fltheory.theory.powered_krylov",
+                   "fltheory.search", "fltheory.theory.symbolic", "fltheory.testing", "fltheory.references")
+
+#: Assertion helpers for tests: an AssertionError is their documented verdict (a bound or a contract
+#: that does not hold), not a raw error; bad arguments must still give typed errors.
+ASSERTION_HELPERS = frozenset({"fltheory.testing.check_bound"})
 
 #: Seconds one call may take before it counts as a hang.
 TIME_LIMIT = 3.0
@@ -87,6 +98,21 @@ def _has_own_init_checks(cls: type) -> bool:
     return "__post_init__" in vars(cls) or ("__init__" in vars(cls) and not dataclasses.is_dataclass(cls))
 
 
+def not_an_entry_point(obj: Any) -> bool:
+    """Callables the enumeration skips by rule: records (:func:`_is_data_container`: NamedTuples,
+    dataclasses without their own checks, enums, exceptions), abstract classes (reached through
+    their concrete subclasses), protocols and callables without a signature."""
+    if _is_data_container(obj) or (isinstance(obj, type) and inspect.isabstract(obj)):
+        return True
+    if getattr(obj, "_is_protocol", False):
+        return True
+    try:
+        inspect.signature(obj)
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
 def public_callables() -> list[tuple[str, Callable[..., Any]]]:
     """(qualified name, callable) for every public function and concrete class."""
     seen: dict[int, str] = {}
@@ -95,18 +121,34 @@ def public_callables() -> list[tuple[str, Callable[..., Any]]]:
         module = importlib.import_module(package)
         for name in getattr(module, "__all__", ()):
             obj = getattr(module, name)
-            if not callable(obj) or id(obj) in seen or _is_data_container(obj):
-                continue
-            if isinstance(obj, type) and inspect.isabstract(obj):
-                continue
-            if getattr(obj, "_is_protocol", False):
-                continue
-            try:
-                inspect.signature(obj)
-            except (TypeError, ValueError):
+            if not callable(obj) or id(obj) in seen or not_an_entry_point(obj):
                 continue
             seen[id(obj)] = name
             out.append((f"{package}.{name}", obj))
+    return out
+
+
+def public_modules() -> list[str]:
+    """Every importable fltheory module without a path component starting with "_"."""
+    import pkgutil
+
+    import fltheory
+    return sorted(["fltheory"] + [info.name for info in pkgutil.walk_packages(fltheory.__path__, "fltheory.")
+                                  if not any(part.startswith("_") for part in info.name.split("."))])
+
+
+def unreached_callables() -> dict[str, list[str]]:
+    """module -> names in its ``__all__`` of callables that are entry points (not skipped by
+    :func:`not_an_entry_point`) but not reached by :func:`public_callables` (same object)."""
+    reached = {id(obj) for _, obj in public_callables()}
+    out: dict[str, list[str]] = {}
+    for name in public_modules():
+        module = importlib.import_module(name)
+        missing = [n for n in getattr(module, "__all__", ())
+                   if callable(getattr(module, n, None)) and id(getattr(module, n)) not in reached
+                   and not not_an_entry_point(getattr(module, n))]
+        if missing:
+            out[name] = missing
     return out
 
 
@@ -160,6 +202,99 @@ _PLAUSIBLE: dict[str, Callable[[], Any]] = {
     "layers": list, "method": lambda: "simulate", "constants": lambda: _quadratic().constants(),
     "diag": lambda: np.ones((3, 2)), "rank": lambda: 1,          # StructuredQuadraticFederation
     "copies": lambda: 2,                                           # Federation.lifted
+}
+
+
+def _scaffold_setup() -> tuple[Any, Any, Any]:
+    """SCAFFOLD on 4 quadratic clients in d = 2 (state of 12 numbers): the smallest instance
+    with closed-form block products whose powered Krylov space is used (``theory.powered_krylov``)."""
+    from fltheory.algorithms import Scaffold
+    from fltheory.problems import random_quadratic
+    from fltheory.theory.round_maps import state_layout
+    problem = random_quadratic(4, 2, L=1.0, mu=0.5, heterogeneity=0.5, seed=0)
+    algorithm = Scaffold(lr=0.1, local_steps=2)
+    layout = state_layout(algorithm.init(problem, np.zeros(2), np.random.default_rng(0)))
+    return algorithm, problem, layout
+
+
+def _closed_form_block_base() -> dict[str, Any]:
+    algorithm, problem, layout = _scaffold_setup()
+    return {"algorithm": algorithm, "problem": problem, "layout": layout,
+            "frozen": np.zeros(layout.dim, dtype=bool)}
+
+
+def _powered_map() -> dict[str, Any]:
+    from fltheory.theory import affine_round_map
+    algorithm, problem, _ = _scaffold_setup()
+    return {"amap": affine_round_map(algorithm, problem, matrix_free=True)}
+
+
+def _check_bound_base() -> dict[str, Any]:
+    from fltheory.theory import BoundResult
+    return {"measured": 0.5, "bound_result": BoundResult(value=1.0, assumptions=(), reference="EFL Theorem 1",
+                                                         variant="printed")}
+
+
+def _search_space() -> Any:
+    from fltheory.search import Categorical, Real, Space
+    return Space([Categorical("kind", ["a", "b"]), Real("x", 0.1, 1.0, when={"kind": ["a"]})])
+
+
+def _search_row() -> dict[str, Any]:
+    """A target and an evaluated row of it, as ``search`` stores them (a point of the EFL
+    eq. (10) target, small enough to evaluate in milliseconds)."""
+    import json
+
+    from fltheory.search import get_target
+    point = {"N": 3, "d": 2, "share": 1.0, "L": 2.0, "mu": 0.5, "heterogeneity": 1.0}
+    row = {"point": json.dumps(point), "seed": 0, "index": 0, "phase": "explore", "measured": 0.5, "bound": 1.0,
+           "ratio": 0.5, "hypotheses": "[]", "fltheory_version": "0"}
+    return {"target": get_target("efl_eq10_depart"), "row": row}
+
+
+@functools.cache
+def _search_table_dir() -> str:
+    """A directory holding a two-row ``results.parquet`` (made once per session); pyarrow's
+    parquet and dataset modules are imported here, before any timed call (their first import
+    takes seconds on a loaded machine and is not the call's cost)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.dataset
+    import pyarrow.parquet as pq
+    out = tempfile.mkdtemp(prefix="fltheory-fuzz-table-")
+    atexit.register(shutil.rmtree, out, True)
+    pq.write_table(pa.Table.from_pylist([{"ratio": 0.5}, {"ratio": 0.25}]), f"{out}/results.parquet")
+    return out
+
+
+def _search_table() -> dict[str, Any]:
+    try:
+        return {"out": _search_table_dir()}
+    except ImportError:          # pragma: no cover - pyarrow is in the test extras
+        return {}
+
+
+#: Working arguments of single public functions where the plausible values by name do not fit
+#: (qualified name -> factory of keyword arguments), used by the sweep and the property test.
+FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
+    "fltheory.theory.closed_form_maps.closed_form_block": _closed_form_block_base,
+    "fltheory.theory.closed_form_maps.closed_form_linear_part": lambda: {
+        k: v for k, v in _closed_form_block_base().items() if k != "frozen"},
+    "fltheory.theory.powered_krylov.powered_rate": _powered_map,
+    "fltheory.theory.powered_krylov.powered_fixed_point": _powered_map,
+    "fltheory.theory.powered_krylov.powered_applies": _powered_map,
+    "fltheory.theory.powered_krylov.uses_powered_krylov": _powered_map,
+    "fltheory.testing.check_bound": _check_bound_base,
+    "fltheory.search.exploration_points": lambda: {"space": _search_space(), "n": 4, "seed": 0},
+    "fltheory.search.Space": lambda: {"params": list(_search_space().params)},
+    "fltheory.search.evaluate_point": lambda: {
+        "name": "efl_eq10_depart", "point": _search_row()["row"]["point"], "seed": 0},
+    "fltheory.search.instance_document": _search_row,
+    "fltheory.search.counterexample_snippet": _search_row,
+    "fltheory.search.read_table": _search_table,
 }
 
 
@@ -261,6 +396,11 @@ def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, va
         outcome, detail = Outcome.HANG, f"more than {TIME_LIMIT} s"
     except FLTheoryError as exc:
         outcome, detail = Outcome.TYPED, str(exc)[:120]
+    except AssertionError as exc:
+        if target in ASSERTION_HELPERS:
+            outcome, detail = Outcome.TYPED, f"verdict (AssertionError): {str(exc)[:100]}"
+        else:
+            outcome, detail = Outcome.RAW, f"AssertionError: {str(exc)[:120]}"
     except Exception as exc:
         outcome, detail = Outcome.RAW, f"{type(exc).__name__}: {str(exc)[:120]}"
     else:

@@ -21,6 +21,11 @@ Public methods (no leading underscore) of the public classes of
 on a fresh small valid instance (``instance_factories``), with their own list
 of known violations (``KNOWN_METHOD_VIOLATIONS``).  The count of inputs tried and of each outcome is printed in the
 terminal summary (``tests/conftest.py``).
+
+Completeness: ``test_every_public_module_is_fuzzed_or_listed`` walks every
+non-private fltheory module; each public entry point is reached by the
+enumeration or its module is listed with a reason in ``INTERNAL_MODULES`` or
+``NOT_YET_FUZZED`` (the visible gap: frozen packages, modules not yet enumerated).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from hypothesis import strategies as st
 from tests._fuzz_support import (
     BAD_VALUES,
     EXCLUDED_METHODS,
+    FUNCTION_BASES,
     METHOD_TALLY,
     TIME_LIMIT,
     Outcome,
@@ -45,8 +51,10 @@ from tests._fuzz_support import (
     public_methods,
     sweep,
     sweep_method,
+    public_modules,
     time_limit,
     unfuzzed_public_classes,
+    unreached_callables,
 )
 from tests._fuzz_support import _nonfinite as nonfinite
 
@@ -56,10 +64,102 @@ CALLABLES = dict(public_callables())
 #: number of violating inputs out of those tried (one parameter replaced at a
 #: time by each of the BAD_VALUES) and the first example.
 KNOWN_VIOLATIONS: dict[str, str] = {
-    # empty: the moments, matrix_free and krylov entries found when the enumeration was widened are fixed
+    # the moments, matrix_free and krylov entries found when the enumeration was widened are fixed;
+    # found when fltheory.testing joined the enumeration (issue 16, item 3); both live in fltheory/contracts.py
+    # (re-exported by fltheory.testing), outside this change:
+    "fltheory.testing.check_algorithm": "78 of 209, e.g. problem=nan: AttributeError: no 'with_gradient_noise'",
+    "fltheory.testing.check_federation": "81 of 133, e.g. federation=nan: AttributeError: no attribute 'n_clients'",
 }
 
 _VIOLATIONS = (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)
+
+_ALGORITHM_INTERNALS = "round kernels and helpers of the algorithms, called by the checked Algorithm hooks (fuzzed " \
+                       "as public methods)"
+_NN_KERNELS = "numerical kernels called only behind the checked fltheory.nn layers and models (validated once there)"
+_REFERENCE_LOOPS = "per-client reference loops for the tests (the vectorized algorithms are held to them)"
+_CLI = "CLI plumbing (argparse wiring; exercised by the CLI tests)"
+_SEARCH_ENGINE = "search engine internals behind the checked fltheory.search entries (search, evaluate_point)"
+_SEARCH_TARGETS = "search target definitions, reached by name through fltheory.search.search / evaluate_point"
+_THEORY_INTERNALS = "helpers of the theory routines, called only behind their checked public entries"
+_FROZEN = "frozen this session"
+
+#: Non-private modules whose public callables the enumeration does not reach on purpose: module -> reason.
+INTERNAL_MODULES: dict[str, str] = {
+    "fltheory.aliases": "type aliases for annotations, not functions",
+    "fltheory.algorithms.base": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.elasticnet": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.fedavg": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.fedcurv": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.feddyn": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.fedopt": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.fedprox": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.invariants": "declared-invariant records returned by Algorithm.linear_invariants",
+    "fltheory.algorithms.local": "local-solver kernels called by the algorithms' checked rounds",
+    "fltheory.algorithms.local.blocking": "local-solver kernels called by the algorithms' checked rounds",
+    "fltheory.algorithms.local.exact": "local-solver kernels called by the algorithms' checked rounds",
+    "fltheory.algorithms.local.steps": "local-solver kernels called by the algorithms' checked rounds",
+    "fltheory.algorithms.reference": _REFERENCE_LOOPS,
+    "fltheory.algorithms.reference.common": _REFERENCE_LOOPS,
+    "fltheory.algorithms.reference.saga": _REFERENCE_LOOPS,
+    "fltheory.algorithms.scaffold": _ALGORITHM_INTERNALS,
+    "fltheory.algorithms.targets": _ALGORITHM_INTERNALS,
+    "fltheory.cli": _CLI,
+    "fltheory.cli_format": _CLI,
+    "fltheory.contracts": "contract-check machinery behind fltheory.testing.check_algorithm / check_federation",
+    "fltheory.nn.batch_threads": _NN_KERNELS,
+    "fltheory.nn.kernels": _NN_KERNELS,
+    "fltheory.nn.params": _NN_KERNELS,
+    "fltheory.nn.recurrent_kernels": _NN_KERNELS,
+    "fltheory.nn.rop_kernels": _NN_KERNELS,
+    "fltheory.plotting_checks": "figure-layout checks used by the figure tests, not an analysis entry point",
+    "fltheory.problems.base": "helpers of the Federation base class, called behind checked constructors",
+    "fltheory.problems.lifted": "built only by Federation.lifted (fuzzed as a public method)",
+    "fltheory.problems.newton": "Newton solvers behind the federations' checked optimum()",
+    "fltheory.problems.structured_constants": "constants of structured federations behind their checked constants()",
+    "fltheory.search.cli": _CLI,
+    "fltheory.search.efl_target": _SEARCH_TARGETS,
+    "fltheory.search.evaluate": _SEARCH_ENGINE,
+    "fltheory.search.execution": _SEARCH_ENGINE,
+    "fltheory.search.pep": _SEARCH_TARGETS,
+    "fltheory.search.space": "base class of the fuzzed Real / Integer / Categorical parameters",
+    "fltheory.search.store": _SEARCH_ENGINE,
+    "fltheory.search.targets": _SEARCH_TARGETS,
+    "fltheory.theory.affine_support": _THEORY_INTERNALS,
+    "fltheory.theory.block_products": _THEORY_INTERNALS,
+    "fltheory.theory.invariants": _THEORY_INTERNALS,
+    "fltheory.theory.moments.conditional": _THEORY_INTERNALS,
+    "fltheory.theory.registry.cli": _CLI,
+    "fltheory.theory.round_maps": _THEORY_INTERNALS,
+}
+
+#: Public modules not yet fuzzed: module -> reason (a visible gap, not a hidden one).
+NOT_YET_FUZZED: dict[str, str] = {
+    "fltheory.display": _FROZEN,
+    "fltheory.nn.datasets": _FROZEN + " (partition_labels is not exported by fltheory.nn)",
+    "fltheory.nn.trajectory_constants": _FROZEN + " (power_iteration is not exported by fltheory.nn)",
+    "fltheory.plotting": _FROZEN,
+    "fltheory.reproduce": _FROZEN,
+    "fltheory.reproduce.discovery": _FROZEN,
+    "fltheory.reproduce.keys": _FROZEN,
+    "fltheory.reproduce.locks": _FROZEN,
+    "fltheory.reproduce.overrides": _FROZEN,
+    "fltheory.reproduce.progress": _FROZEN,
+    "fltheory.reproduce.protocol": _FROZEN,
+    "fltheory.reproduce.runner": _FROZEN,
+    "fltheory.reproduce.seeding": _FROZEN,
+    "fltheory.reproduce.status": _FROZEN,
+    "fltheory.reproduce.store": _FROZEN,
+    "fltheory.reproduce.summary": _FROZEN,
+    "fltheory.results": _FROZEN,
+    "fltheory.theory.bounds.fedavg_hard_instance": "not exported by fltheory.theory.bounds; not yet enumerated "
+                                                   "(measured: 83 of 304 bad inputs give raw errors)",
+    "fltheory.theory.registry": "theorem-registry queries; not yet enumerated (measured: 216 of 570 bad inputs "
+                                "give raw errors; update_readme writes files, so it needs a sandboxed base)",
+    "fltheory.theory.registry.catalog": "theorem-registry queries; not yet enumerated",
+    "fltheory.theory.registry.model": "theorem-registry records; not yet enumerated",
+    "fltheory.theory.registry.table": "theorem-registry tables; not yet enumerated",
+    "fltheory.theory.registry.verdicts": "theorem-registry verdicts; not yet enumerated",
+}
 
 
 def _param(name: str) -> object:
@@ -77,11 +177,41 @@ def test_the_public_surface_is_enumerated() -> None:
             "fltheory.nn", "fltheory.optim", "fltheory.compression", "fltheory.participation"} <= packages
     assert len(CALLABLES) >= 120
     assert set(KNOWN_VIOLATIONS) <= set(CALLABLES)
+    assert set(FUNCTION_BASES) <= set(CALLABLES)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTION_BASES))
+def test_function_bases_work(name: str) -> None:
+    """The working arguments of FUNCTION_BASES give a finite result without an exception, so
+    that each fuzzed parameter's own check is what the sweep reaches."""
+    fn = CALLABLES[name]
+    kwargs = {**base_arguments(fn)[0], **FUNCTION_BASES[name]()}
+    with time_limit(TIME_LIMIT):
+        result = fn(**kwargs)
+    assert not nonfinite(result), repr(result)[:200]
+
+
+def test_every_public_module_is_fuzzed_or_listed() -> None:
+    """Walk every non-private fltheory module: each entry-point callable of its ``__all__`` is
+    reached by the enumeration (the same object), or its module is listed with a reason in
+    INTERNAL_MODULES or NOT_YET_FUZZED.  Records, abstract bases and protocols are skipped by the
+    enumeration's own rule (``not_an_entry_point``).  A listed module must exist and still have an
+    unreached callable, so an entry cannot outlive its reason."""
+    assert not set(INTERNAL_MODULES) & set(NOT_YET_FUZZED)
+    unreached = unreached_callables()
+    listed = set(INTERNAL_MODULES) | set(NOT_YET_FUZZED)
+    missing = {module: names for module, names in unreached.items() if module not in listed}
+    assert not missing, f"public callables neither fuzzed nor listed (add the module's package to " \
+                        f"PUBLIC_PACKAGES, or list it with a reason): {missing}"
+    modules = set(public_modules())
+    assert listed <= modules, f"listed modules that do not exist: {sorted(listed - modules)}"
+    stale = sorted(listed - set(unreached))
+    assert not stale, f"listed modules whose callables are all reached now (remove them): {stale}"
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in CALLABLES])
 def test_bad_input_gives_a_typed_error_or_a_finite_result(name: str) -> None:
-    calls = sweep(name, CALLABLES[name])
+    calls = sweep(name, CALLABLES[name], base=FUNCTION_BASES.get(name))
     broken = [c for c in calls if c.outcome in _VIOLATIONS]
     assert not broken, "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}" for c in broken[:10])
 
@@ -112,7 +242,8 @@ def test_known_generated_violations_name_public_callables() -> None:
                                        "(KNOWN_GENERATED_VIOLATIONS)")
 def test_known_generated_violation(name: str) -> None:
     parameter, value = KNOWN_GENERATED_VIOLATIONS[name]
-    call = fuzz_call(name, CALLABLES[name], parameter, f"generated {value.dtype} {value.shape}", value)
+    call = fuzz_call(name, CALLABLES[name], parameter, f"generated {value.dtype} {value.shape}", value,
+                     FUNCTION_BASES.get(name))
     assert call.outcome not in _VIOLATIONS, f"{parameter}={value!r}: {call.outcome.value}: {call.detail}"
 
 
@@ -143,7 +274,7 @@ def test_generated_bad_arrays_keep_the_contract(name: str, data: st.DataObject, 
     fn = CALLABLES[name]
     parameter = data.draw(st.sampled_from(base_arguments(fn)[1]))
     call = fuzz_call(name, fn, parameter, f"generated {value.dtype} {value.shape} {value.tobytes()[:32]!r}",
-                     value)
+                     value, FUNCTION_BASES.get(name))
     assert call.outcome not in _VIOLATIONS, f"{parameter}={value!r}: {call.outcome.value}: {call.detail}"
 
 

@@ -114,3 +114,21 @@ def test_no_legacy_citations_remain_in_code():
     offenders = {str(p.relative_to(ROOT)): LEGACY.findall(p.read_text(encoding="utf-8"))[:3]
                  for p in code_files() if LEGACY.search(p.read_text(encoding="utf-8"))}
     assert not offenders, f"{len(offenders)} files still cite 'seed 00N' / THEORY.md: {offenders}"
+
+
+def test_main_and_rewrite_give_typed_errors_for_bad_input(tmp_path):
+    from fltheory.references import main, rewrite_legacy_citations
+    with pytest.raises(InvalidHyperparameterError, match=r"text must be a str, got float 1.5"):
+        rewrite_legacy_citations(1.5)
+    with pytest.raises(InvalidHyperparameterError, match=r"argv must be None or a list of strings, got 'abc'"):
+        main("abc")
+    with pytest.raises(InvalidHyperparameterError, match=r"the following arguments are required: files"):
+        main([])
+    missing = tmp_path / "missing.md"
+    with pytest.raises(InvalidHyperparameterError, match=r"files: cannot read .*missing.md"):
+        main([str(missing)])
+    lines: list[str] = []
+    good = tmp_path / "ok.md"
+    good.write_text("nothing legacy here\n", encoding="utf-8")
+    assert main([str(good)], echo=lines.append) == 0
+    assert lines == ["0 file(s) would change"]

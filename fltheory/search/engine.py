@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from .._validate import instance, integer
 from ..errors import InvalidHyperparameterError
 from .evaluate import evaluate_batch, local_maximise, shrink
 from .execution import Executor, Task, open_executor
@@ -104,14 +105,24 @@ class SearchResult:
 
 
 def candidate_seed(seed: int, index: int) -> int:
-    """Instance seed of candidate ``index``: ``SeedSequence([seed, index])``."""
-    return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1, dtype=np.uint32)[0])
+    """Instance seed of candidate ``index``: ``SeedSequence([seed, index])``; both are
+    integers >= 0 (InvalidHyperparameterError otherwise)."""
+    seed = integer("candidate_seed: seed", seed, minimum=0, maximum=None)
+    index = integer("candidate_seed: index", index, minimum=0, maximum=None)
+    return int(np.random.SeedSequence([seed, index]).generate_state(1, dtype=np.uint32)[0])
 
 
 def exploration_points(space: Space, n: int, seed: int, design: str = "sobol") -> np.ndarray:
     """(n, space.dim) unit-cube design: scrambled Sobol (its first n points) or
-    a Latin hypercube, from ``seed``."""
+    a Latin hypercube, from ``seed``.  ``space`` a Space, ``n`` an integer in [1, 10^7],
+    ``seed`` an integer >= 0, ``design`` 'sobol' or 'lhs' (InvalidHyperparameterError otherwise)."""
     from scipy.stats import qmc
+    instance("exploration_points: space", space, Space, "a Space (a box of Real/Integer/Categorical)",
+             InvalidHyperparameterError)
+    n = integer("exploration_points: n", n, minimum=1)
+    seed = integer("exploration_points: seed", seed, minimum=0, maximum=None)
+    if not isinstance(design, str) or design not in ("sobol", "lhs"):
+        raise InvalidHyperparameterError(f"exploration_points: design must be 'sobol' or 'lhs', got {design!r:.60}")
     if design == "sobol":
         engine: Any = qmc.Sobol(space.dim, scramble=True, seed=np.random.default_rng(seed))
         with warnings.catch_warnings():

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from .._validate import integer, positive
 from ..errors import FLTheoryError, InvalidHyperparameterError
 
 __all__ = ["ClusterUnavailableError", "DaskExecutor", "Executor", "InProcessExecutor", "open_executor",
@@ -154,7 +155,22 @@ def run_tasks(tasks: Sequence[Callable[[], Any]], *, processes: int | None = Non
     re-raised here.  The callables and their results must be picklable for Dask.
     This is what ``fltheory reproduce --scheduler ADDR`` uses to run experiments
     on the same cluster as a search.
+
+    ``tasks`` is a list or tuple of callables, ``processes`` None or an integer in [1, 1024],
+    ``scheduler`` None or an address string, ``timeout`` a finite number > 0 and ``on_result``
+    None or a callable (InvalidHyperparameterError otherwise, before anything is started).
     """
+    if not isinstance(tasks, (list, tuple)) or not all(callable(fn) for fn in tasks):
+        raise InvalidHyperparameterError(
+            f"run_tasks: tasks must be a list of zero-argument callables, got {tasks!r:.60} ({type(tasks).__name__})")
+    if processes is not None:
+        integer("run_tasks: processes", processes, minimum=1, maximum=1024)
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise InvalidHyperparameterError(
+            f"run_tasks: scheduler must be None or an address string, got {scheduler!r:.60}")
+    positive("run_tasks: timeout", timeout)
+    if on_result is not None and not callable(on_result):
+        raise InvalidHyperparameterError(f"run_tasks: on_result must be None or a callable, got {on_result!r:.60}")
     tasks = list(tasks)
     results: dict[int, Any] = {}
     with open_executor(processes=processes, scheduler=scheduler, timeout=timeout) as executor:

@@ -205,6 +205,10 @@ class Space:
     kind = "box"
 
     def __init__(self, params: Sequence[Parameter]) -> None:
+        if not isinstance(params, (list, tuple)):
+            raise InvalidHyperparameterError(
+                f"params must be a list or tuple of Real, Integer or Categorical, got {params!r:.60} "
+                f"({type(params).__name__})")
         params = tuple(params)
         if not params:
             raise InvalidHyperparameterError("a Space needs at least one parameter, got none")
@@ -319,6 +323,9 @@ class StrategySpace:
     kind = "strategy"
 
     def __init__(self, strategy: Any, description: str = "") -> None:
+        if not isinstance(description, str):
+            raise InvalidHyperparameterError(
+                f"description must be a str, got {description!r:.60} ({type(description).__name__})")
         self.strategy = strategy
         self.description = description or repr(strategy)
 

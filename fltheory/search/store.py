@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidHyperparameterError
+from ..errors import InvalidHyperparameterError, ResultsFileError
 
 __all__ = ["CheckpointStore", "read_table"]
 
@@ -103,6 +103,15 @@ class CheckpointStore:
 
 
 def read_table(out: str | os.PathLike[str]) -> Any:
-    """The ``results.parquet`` of a finished search as a pyarrow Table."""
+    """The ``results.parquet`` of a finished search as a pyarrow Table.  ``out`` is a path
+    (InvalidHyperparameterError otherwise); a missing or unreadable table raises ResultsFileError
+    naming the file."""
+    if not isinstance(out, (str, os.PathLike)):
+        raise InvalidHyperparameterError(
+            f"read_table: out must be a directory path, got {out!r:.60} ({type(out).__name__})")
     pa = _pa()
-    return pa.parquet.read_table(Path(out) / "results.parquet")
+    path = Path(out) / "results.parquet"
+    try:
+        return pa.parquet.read_table(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise ResultsFileError(f"{path}: cannot read the search table ({type(exc).__name__}: {exc})") from None

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._validate import integer
 from ..errors import InvalidHyperparameterError
 from ..theory import BoundResult
 from .space import Space, StrategySpace
@@ -66,7 +67,13 @@ _REGISTRY: dict[str, SearchTarget] = {}
 
 
 def register(target: SearchTarget) -> SearchTarget:
-    """Add ``target`` to the registry (a name may be registered once)."""
+    """Add ``target`` to the registry (a name may be registered once); ``target`` must be a
+    SearchTarget with a non-empty str name (InvalidHyperparameterError otherwise)."""
+    if not isinstance(target, SearchTarget):
+        raise InvalidHyperparameterError(
+            f"register: target must be a SearchTarget, got {target!r:.60} ({type(target).__name__})")
+    if not isinstance(target.name, str) or not target.name:
+        raise InvalidHyperparameterError(f"register: target.name must be a non-empty str, got {target.name!r:.60}")
     if target.name in _REGISTRY and _REGISTRY[target.name] is not target:
         raise InvalidHyperparameterError(f"a search target named {target.name!r} is already registered")
     _REGISTRY[target.name] = target
@@ -87,6 +94,9 @@ def registered_targets() -> dict[str, SearchTarget]:
 
 def get_target(name: str) -> SearchTarget:
     """The registered target ``name``; unknown names raise InvalidHyperparameterError."""
+    if not isinstance(name, str):
+        raise InvalidHyperparameterError(
+            f"get_target: name must be a str (a registered target), got {name!r:.60} ({type(name).__name__})")
     targets = registered_targets()
     if name not in targets:
         raise InvalidHyperparameterError(
@@ -97,6 +107,20 @@ def get_target(name: str) -> SearchTarget:
 def evaluate_point(name: str, point: Mapping[str, Any] | str, seed: int) -> BoundResult:
     """Rebuild and evaluate one instance of a registered target (``point`` as a
     dict or its JSON text): what the saved worst instances and the generated
-    pytest snippets call."""
-    parsed: dict[str, Any] = json.loads(point) if isinstance(point, str) else dict(point)
-    return get_target(name).evaluate(parsed, int(seed))
+    pytest snippets call.  ``seed`` is an integer >= 0; a point that is neither a mapping with
+    str keys nor the JSON text of one raises InvalidHyperparameterError."""
+    target = get_target(name)
+    seed = integer("evaluate_point: seed", seed, minimum=0, maximum=None)
+    if isinstance(point, str):
+        try:
+            loaded = json.loads(point)
+        except ValueError as exc:
+            raise InvalidHyperparameterError(
+                f"evaluate_point: point is not valid JSON ({exc}): {point!r:.60}") from None
+    else:
+        loaded = point
+    if not isinstance(loaded, Mapping) or not all(isinstance(k, str) for k in loaded):
+        raise InvalidHyperparameterError(
+            f"evaluate_point: point must be a mapping of parameter names to values (or its JSON text), "
+            f"got {point!r:.60} ({type(point).__name__})")
+    return target.evaluate(dict(loaded), seed)

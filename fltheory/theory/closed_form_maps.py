@@ -49,11 +49,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
+from .._validate import instance, integer
 from ..algorithms import FedAvg, Scaffold
 from ..algorithms.base import Algorithm, aggregation_weights, resolve_per_client
+from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..problems.base import Federation
 from .block_products import BlockProduct
 from .round_maps import StateLayout
@@ -73,6 +76,27 @@ SCAFFOLD_MAX_BYTES = 1 << 30
 #: max(2, block size) columns; wider blocks need more vectors in all (SCAFFOLD N = 10,000, d = 20:
 #: 168 vectors with 8 columns against 54 with 2), and at this size the basis, not the products, costs.
 BLOCK_COLUMNS = 2
+
+
+def _check_entry(name: str, algorithm: Any, problem: Any, layout: Any = None) -> None:
+    """Typed errors for arguments of the wrong kind at a public entry (isinstance checks only:
+    these entries run inside the exact-theory routines, once per map)."""
+    instance(f"{name}: algorithm", algorithm, Algorithm, "an fltheory Algorithm instance",
+             InvalidHyperparameterError)
+    instance(f"{name}: problem", problem, Federation, "a Federation instance")
+    if layout is not None:
+        instance(f"{name}: layout", layout, StateLayout, "a StateLayout (theory.round_maps.state_layout)")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array of dtype {value.dtype} and shape {value.shape}"
+    text = repr(value)
+    return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(value).__name__})"
+
+
+def _layout_size(layout: StateLayout) -> int:
+    return sum(int(np.prod(s, dtype=np.int64)) for s in layout.shapes)
 
 
 def _has_exact_hessians(problem: Federation) -> bool:
@@ -135,7 +159,16 @@ def fedavg_linear_part(algorithm: FedAvg, problem: Federation) -> np.ndarray:
     grouped by their number of local steps s_i, by ``WORKERS`` threads (numpy releases the
     GIL in its products; BLAS stays at the library's one thread per call, and the chunks'
     sums are added in a fixed order, so the bits do not depend on the scheduling); memory
-    is about three chunks per worker plus M."""
+    is about three chunks per worker plus M.
+
+    Raises InvalidHyperparameterError (``algorithm`` not a FedAvg) and InvalidProblemError
+    (``problem`` not a Federation, or a federation without constant exact Hessians)."""
+    instance("fedavg_linear_part: algorithm", algorithm, FedAvg, "a FedAvg instance", InvalidHyperparameterError)
+    instance("fedavg_linear_part: problem", problem, Federation, "a Federation instance")
+    if not _has_exact_hessians(problem):
+        raise InvalidProblemError(
+            f"fedavg_linear_part: problem must have constant exact Hessians (a deterministic quadratic "
+            f"federation), got {type(problem).__name__}")
     N, d = problem.n_clients, problem.dim
     rates, steps = _steps_and_rates(algorithm, problem)
     w = aggregation_weights(problem, np.arange(N), algorithm.aggregation)
@@ -166,7 +199,9 @@ def closed_form_linear_part(algorithm: Algorithm, problem: Federation, layout: S
     """(dense M, description) when a closed form of the whole linear part is known for this
     algorithm, problem and state layout (FedAvg on exact quadratic clients whose data is
     dense, see ``_dense_clients``), else None.
-    Unverified: ``theory.affine.affine_round_map`` checks it against rounds."""
+    Unverified: ``theory.affine.affine_round_map`` checks it against rounds.
+    Arguments of the wrong kind raise InvalidHyperparameterError / InvalidProblemError."""
+    _check_entry("closed_form_linear_part", algorithm, problem, layout)
     if not (isinstance(algorithm, FedAvg) and _has_exact_hessians(problem) and _dense_clients(problem)
             and layout.paths == ("x",)):
         return None
@@ -246,10 +281,18 @@ def closed_form_block(algorithm: Algorithm, problem: Federation, layout: StateLa
     """A closed-form block product of the linear part, or None when none is known
     (SCAFFOLD on exact quadratic clients with d <= ``SCAFFOLD_MAX_DIM`` and its
     per-client matrices within ``SCAFFOLD_MAX_BYTES``).  Unverified: the caller
-    compares it with rounds."""
+    compares it with rounds.  ``frozen`` is a boolean (n,) mask of the state vector (n from
+    ``layout``), ``copies`` an integer >= 1; arguments of the wrong kind or shape raise
+    InvalidHyperparameterError / InvalidProblemError."""
+    _check_entry("closed_form_block", algorithm, problem, layout)
+    n = _layout_size(layout)
+    if not (isinstance(frozen, np.ndarray) and frozen.dtype == np.bool_ and frozen.shape == (n,)):
+        raise InvalidProblemError(
+            f"closed_form_block: frozen must be a boolean numpy array of shape ({n},) (the state size of "
+            f"layout), got {_describe(frozen)}")
+    copies = integer("closed_form_block: copies", copies, minimum=1)
     if not _has_exact_hessians(problem):
         return None
-    n = sum(int(np.prod(s, dtype=np.int64)) for s in layout.shapes)
     held = 4 * 8 * problem.n_clients * problem.dim ** 2          # S_i, S_i^k, R_i, A_i
     if (isinstance(algorithm, Scaffold) and problem.dim <= SCAFFOLD_MAX_DIM and held <= SCAFFOLD_MAX_BYTES
             and layout.paths == ("x", "c", "c_clients")):

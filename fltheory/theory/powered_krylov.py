@@ -89,6 +89,24 @@ def powered_applies(amap: Any) -> bool:
     return bool(amap.cache["powered_applies"])
 
 
+def _check_amap(name: str, amap: Any) -> MatrixFreeAffineMap:
+    """``amap`` if it is a matrix-free map with closed-form products (``uses_powered_krylov``),
+    else InvalidProblemError naming what was given (one isinstance check per call)."""
+    if not uses_powered_krylov(amap):
+        block = getattr(amap, "block", None)
+        what = (f"a MatrixFreeAffineMap whose products are {type(block).__name__}, not closed-form"
+                if isinstance(amap, MatrixFreeAffineMap) else f"{type(amap).__name__} {_short(amap)}")
+        raise InvalidProblemError(
+            f"{name}: amap must be a matrix-free affine map with closed-form block products "
+            f"(uses_powered_krylov(amap) is True), got {what}")
+    return amap
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _product(amap: MatrixFreeAffineMap, V: np.ndarray) -> np.ndarray:
     """M V by the closed-form block (never by rounds), ``copies`` columns at a time."""
     block = amap.block
@@ -155,7 +173,9 @@ def powered_rate(amap: MatrixFreeAffineMap) -> PoweredRate:
     together with the fixed point reachable from ``amap.base``.
 
     Raises InvalidProblemError (no convergence; state too small) and
-    UnclassifiedDirectionError (a dominant eigenvalue that cannot be told from 1)."""
+    UnclassifiedDirectionError (a dominant eigenvalue that cannot be told from 1); an ``amap``
+    that is not a matrix-free map with closed-form products raises InvalidProblemError."""
+    amap = _check_amap("powered_rate", amap)
     if "powered_rate" in amap.cache:
         cached: PoweredRate = amap.cache["powered_rate"]
         return cached
@@ -180,7 +200,9 @@ def powered_fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None) -> Fi
 
     Raises InvalidHyperparameterError (a conserved quantity drifts: no fixed point),
     InvalidProblemError (rate >= 1, or the solve does not converge), NotAffineError
-    (the map is not affine near the fixed point) and UnclassifiedDirectionError."""
+    (the map is not affine near the fixed point) and UnclassifiedDirectionError; an ``amap``
+    that is not a matrix-free map with closed-form products raises InvalidProblemError."""
+    amap = _check_amap("powered_fixed_point", amap)
     S_init = initial_vector(amap, initial)
     P = amap.projector
     if P.count:

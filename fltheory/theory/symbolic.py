@@ -25,17 +25,42 @@ from typing import Any
 
 import sympy as sp
 
+from .._validate import integer
+from ..errors import InvalidHyperparameterError
+
 __all__ = ["scalar_fixed_point", "fixed_point_series", "diagonal_fixed_point",
            "sgd_contraction_factor", "elasticnet_kappa_identity", "efl_step_size_condition",
            "latex"]
+
+
+#: Largest client count / model dimension of the symbolic expressions: they grow with the number of
+#: symbols, and sympy's series and simplification beyond this take minutes (the checks use 2-3).
+MAX_SYMBOLIC_CLIENTS = 32
+MAX_SYMBOLIC_DIM = 16
+#: Largest series order of ``fixed_point_series`` (each order differentiates the whole quotient once more).
+MAX_SERIES_ORDER = 6
+
+
+def _count(name: str, value: Any, maximum: int) -> int:
+    return integer(name, value, minimum=1, maximum=maximum)
+
+
+def _steps(tau: Any, n_clients: int) -> tuple[int, ...]:
+    if not isinstance(tau, (tuple, list)) or len(tau) != n_clients:
+        raise InvalidHyperparameterError(
+            f"fixed_point_series: tau must be None or a tuple of {n_clients} local step counts (one per "
+            f"client), got {tau!r:.80}")
+    return tuple(integer(f"fixed_point_series: tau[{i}]", t, minimum=1) for i, t in enumerate(tau))
 
 
 def scalar_fixed_point(n_clients: int) -> tuple[sp.Expr, dict[str, Any]]:
     """x~(h) for ``n_clients`` scalar quadratic clients (LocalAdaptivity Theorem 2).
 
     Returns (expr, symbols) with symbols p_i, hess_i (h_i), e_i, c_i, P_i,
-    tau_i (positive integers) and the common rate scale h.
+    tau_i (positive integers) and the common rate scale h.  ``n_clients`` is an integer in
+    [1, ``MAX_SYMBOLIC_CLIENTS``] (InvalidHyperparameterError otherwise).
     """
+    n_clients = _count("scalar_fixed_point: n_clients", n_clients, MAX_SYMBOLIC_CLIENTS)
     h = sp.Symbol("h", positive=True)
     p = sp.symbols(f"p0:{n_clients}", positive=True)
     H = sp.symbols(f"hess0:{n_clients}", positive=True)
@@ -55,10 +80,14 @@ def fixed_point_series(n_clients: int, order: int = 2, tau: tuple[int, ...] | No
 
     ``tau`` fixes the local steps (needed for a closed-form series); default
     tau_i = i + 2.  The h^0 term is LocalAdaptivity eq. (8):
-    sum p_i c_i tau_i P_i e_i / sum p_i c_i tau_i P_i h_i.
+    sum p_i c_i tau_i P_i e_i / sum p_i c_i tau_i P_i h_i.  ``n_clients`` in [1,
+    ``MAX_SYMBOLIC_CLIENTS``], ``order`` in [1, ``MAX_SERIES_ORDER``], ``tau`` None or
+    ``n_clients`` integers >= 1 (InvalidHyperparameterError otherwise).
     """
+    n_clients = _count("fixed_point_series: n_clients", n_clients, MAX_SYMBOLIC_CLIENTS)
+    order = _count("fixed_point_series: order", order, MAX_SERIES_ORDER)
+    steps = _steps(tau, n_clients) if tau is not None else tuple(i + 2 for i in range(n_clients))
     expr, sym = scalar_fixed_point(n_clients)
-    steps = tau if tau is not None else tuple(i + 2 for i in range(n_clients))
     expr = expr.subs({sym["tau"][i]: steps[i] for i in range(n_clients)})
     ser = sp.series(expr, sym["h"], 0, order).removeO()
     sym = dict(sym, tau_values=steps)
@@ -68,7 +97,10 @@ def fixed_point_series(n_clients: int, order: int = 2, tau: tuple[int, ...] | No
 def diagonal_fixed_point(dim: int, n_clients: int) -> tuple[sp.Matrix, dict[str, Any]]:
     """Coordinatewise fixed point for diagonal H_i = diag(h_ij), P_i = diag(P_ij):
     x~_j = sum_i p_i b_ij e_ij / h_ij / sum_i p_i b_ij,
-    b_ij = 1 - (1 - eta_i P_ij h_ij)^tau_i."""
+    b_ij = 1 - (1 - eta_i P_ij h_ij)^tau_i.  ``dim`` in [1, ``MAX_SYMBOLIC_DIM``], ``n_clients`` in
+    [1, ``MAX_SYMBOLIC_CLIENTS``] (InvalidHyperparameterError otherwise)."""
+    dim = _count("diagonal_fixed_point: dim", dim, MAX_SYMBOLIC_DIM)
+    n_clients = _count("diagonal_fixed_point: n_clients", n_clients, MAX_SYMBOLIC_CLIENTS)
     p = sp.symbols(f"p0:{n_clients}", positive=True)
     eta = sp.symbols(f"eta0:{n_clients}", positive=True)
     tau = sp.symbols(f"tau0:{n_clients}", positive=True, integer=True)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fltheory.algorithms import FedAvg, FedProx, Scaffold
-from fltheory.errors import InvalidHyperparameterError
+from fltheory.errors import InvalidHyperparameterError, InvalidProblemError
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.affine import (
     CLOSED_FORM_MIN_DIM,
@@ -27,7 +27,14 @@ from fltheory.theory.closed_form_maps import (
     fedavg_linear_part,
 )
 from fltheory.theory.matrix_free import MatrixFreeAffineMap
-from fltheory.theory.powered_krylov import MIN_RATE, POWER, powered_applies, powered_rate, uses_powered_krylov
+from fltheory.theory.powered_krylov import (
+    MIN_RATE,
+    POWER,
+    powered_applies,
+    powered_fixed_point,
+    powered_rate,
+    uses_powered_krylov,
+)
 from fltheory.theory.round_maps import round_map
 
 
@@ -237,3 +244,72 @@ def test_fast_contracting_scaffold_uses_the_space_of_m_itself(mu, steps):
     fc = fixed_point(auto)
     assert f"M^{POWER}" not in fc.message
     np.testing.assert_allclose(fc.S, fixed_point(dense).S, rtol=0, atol=1e-10)
+
+
+# ----------------------------------------------------------- bad input (issue 16, item 3)
+def _small_scaffold():
+    from fltheory.theory.round_maps import state_layout
+    problem = random_quadratic(4, 2, L=1.0, mu=0.5, heterogeneity=0.5, seed=0)
+    algorithm = Scaffold(lr=0.1, local_steps=2)
+    layout = state_layout(algorithm.init(problem, np.zeros(2), np.random.default_rng(0)))
+    return algorithm, problem, layout
+
+
+@pytest.mark.parametrize("bad", [None, 1.0, "FedAvg", np.zeros(3)])
+def test_fedavg_linear_part_refuses_arguments_of_the_wrong_kind(fed, bad):
+    with pytest.raises(InvalidHyperparameterError, match=r"fedavg_linear_part: algorithm must be a FedAvg"):
+        fedavg_linear_part(bad, fed)
+    with pytest.raises(InvalidProblemError, match=r"fedavg_linear_part: problem must be a Federation"):
+        fedavg_linear_part(FedAvg(lr=0.1, local_steps=2), bad)
+
+
+def test_fedavg_linear_part_refuses_a_federation_without_exact_hessians(fed):
+    stochastic = fed.with_minibatch(2) if hasattr(fed, "with_minibatch") else None
+    if stochastic is None or not stochastic.is_stochastic:
+        pytest.skip("no stochastic variant of this federation")
+    with pytest.raises(InvalidProblemError, match="constant exact Hessians"):
+        fedavg_linear_part(FedAvg(lr=0.1, local_steps=2), stochastic)
+
+
+def test_closed_form_entries_name_the_bad_argument_and_its_value():
+    algorithm, problem, layout = _small_scaffold()
+    frozen = np.zeros(layout.dim, dtype=bool)
+    with pytest.raises(InvalidProblemError, match=r"closed_form_linear_part: layout must be a StateLayout.*'x'"):
+        closed_form_linear_part(algorithm, problem, "x")
+    with pytest.raises(InvalidHyperparameterError, match=r"closed_form_block: algorithm must be .*Algorithm.*nan"):
+        closed_form_block(float("nan"), problem, layout, frozen)
+    with pytest.raises(InvalidProblemError, match=r"frozen must be a boolean numpy array of shape \(12,\).*\(3,\)"):
+        closed_form_block(algorithm, problem, layout, np.zeros(3, dtype=bool))
+    with pytest.raises(InvalidProblemError, match=r"frozen must be a boolean.*float64"):
+        closed_form_block(algorithm, problem, layout, np.zeros(12))
+    with pytest.raises(InvalidHyperparameterError,
+                       match=r"closed_form_block: copies must be an integer >= 1 and <= 10000000, got 0"):
+        closed_form_block(algorithm, problem, layout, frozen, copies=0)
+    with pytest.raises(InvalidHyperparameterError, match=r"copies must be an integer, got 1.5"):
+        closed_form_block(algorithm, problem, layout, frozen, copies=1.5)
+    # the valid call still gives the block product, and it is the round's linear part
+    block = closed_form_block(algorithm, problem, layout, frozen)
+    assert isinstance(block, ClosedFormBlock)
+    amap = affine_round_map(algorithm, problem, matrix_free=False, closed_form=False)
+    V = np.random.default_rng(5).standard_normal((layout.dim, 2))
+    np.testing.assert_allclose(block(V), amap.M @ V, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("bad", [None, 0.5, "amap", np.eye(3)])
+def test_powered_entries_refuse_anything_but_a_closed_form_matrix_free_map(fed, bad):
+    with pytest.raises(InvalidProblemError, match=r"powered_rate: amap must be a matrix-free affine map"):
+        powered_rate(bad)
+    with pytest.raises(InvalidProblemError, match=r"powered_fixed_point: amap must be a matrix-free affine map"):
+        powered_fixed_point(bad)
+
+
+def test_powered_entries_refuse_a_dense_map_and_agree_with_it_on_a_valid_one():
+    algorithm, problem, _ = _small_scaffold()
+    dense = affine_round_map(algorithm, problem, matrix_free=False)
+    with pytest.raises(InvalidProblemError, match=r"got AffineRoundMap"):
+        powered_rate(dense)
+    amap = affine_round_map(algorithm, problem, matrix_free=True)
+    assert uses_powered_krylov(amap)
+    assert powered_rate(amap).rate == pytest.approx(spectral_rate(dense), abs=1e-12)
+    fp = powered_fixed_point(amap)
+    np.testing.assert_allclose(fp.x, fixed_point(dense).x, rtol=1e-10, atol=1e-12)

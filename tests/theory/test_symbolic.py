@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from fltheory.errors import InvalidHyperparameterError
 from fltheory.problems import QuadraticFederation
 from fltheory.theory import fedopt_quadratic_fixed_point, fedopt_small_rate_limit
 from fltheory.theory import symbolic as S
@@ -119,3 +120,26 @@ def test_latex_export():
     expr, _ = S.scalar_fixed_point(2)
     text = S.latex(expr)
     assert "\\frac" in text and "tau" in text
+
+
+# ----------------------------------------------------------- bad input (issue 16, item 3)
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: S.scalar_fixed_point(0), r"scalar_fixed_point: n_clients must be an integer >= 1 and <= 32, got 0"),
+    (lambda: S.scalar_fixed_point(10**12), r"n_clients must be an integer >= 1 and <= 32, got 1000000000000"),
+    (lambda: S.scalar_fixed_point(2.0), r"n_clients must be an integer, got 2.0"),
+    (lambda: S.fixed_point_series(3, order=-1), r"fixed_point_series: order must be an integer >= 1"),
+    (lambda: S.fixed_point_series(3, tau=(2, 3)), r"tau must be None or a tuple of 3 local step counts"),
+    (lambda: S.fixed_point_series(2, tau=(2, 0)), r"tau\[1\] must be an integer >= 1"),
+    (lambda: S.fixed_point_series(2, tau="ab"), r"tau must be None or a tuple of 2"),
+    (lambda: S.diagonal_fixed_point(True, 2), r"diagonal_fixed_point: dim must be an integer, got True"),
+    (lambda: S.diagonal_fixed_point(2, float("nan")), r"diagonal_fixed_point: n_clients must be an integer"),
+])
+def test_bad_sizes_give_typed_errors_naming_the_argument(call, message):
+    with pytest.raises(InvalidHyperparameterError, match=message):
+        call()
+
+
+def test_a_list_of_steps_is_the_same_as_a_tuple():
+    a, _ = S.fixed_point_series(2, order=2, tau=(2, 3))
+    b, _ = S.fixed_point_series(2, order=2, tau=[np.int64(2), 3])
+    assert sp.simplify(a - b) == 0
