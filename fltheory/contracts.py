@@ -28,10 +28,17 @@ from typing import Any
 import numpy as np
 
 from .display import SummaryDisplay, format_value
+from ._validate import flag, instance, integer, positive
 from .errors import FLTheoryError, InvalidHyperparameterError, NotAffineError
 
 __all__ = ["AlgorithmCheckReport", "FederationCheckReport", "check_algorithm", "check_federation",
            "default_bad_hyperparameters"]
+
+#: check_algorithm runs this many rounds at most (it runs each check several times; a contract check
+#: needs a few rounds, and a huge count would only make it hang)
+_MAX_CHECK_ROUNDS = 1000
+#: check_federation samples at most this many points per client (finite differences cost d oracle calls each)
+_MAX_CHECK_POINTS = 100
 
 Check = tuple[str, str, str]          # (name, "passed" | "skipped" | "FAILED", detail)
 
@@ -173,8 +180,28 @@ def check_algorithm(algorithm: Any, *, hyperparameters: Mapping[str, Any] | None
     """
     from .algorithms import Algorithm, run
     from .algorithms.reference import REFERENCES
-    from .participation import UniformSampling
+    from .participation import Participation, UniformSampling
+    from .problems import Federation
 
+    if hyperparameters is not None:
+        instance("check_algorithm: hyperparameters", hyperparameters, Mapping, "a mapping name -> value or None",
+                 InvalidHyperparameterError)
+    if problem is not None:
+        instance("check_algorithm: problem", problem, Federation, "a Federation or None", InvalidHyperparameterError)
+    rounds = integer("check_algorithm: rounds", rounds, minimum=1, maximum=_MAX_CHECK_ROUNDS)
+    seed = integer("check_algorithm: seed", seed, minimum=0, maximum=None)
+    if participation is not None:
+        instance("check_algorithm: participation", participation, Participation, "a Participation or None",
+                 InvalidHyperparameterError)
+    noise = positive("check_algorithm: noise", noise, allow_zero=True)
+    if reference is not None and not callable(reference):
+        raise InvalidHyperparameterError(f"check_algorithm: reference must be a callable or None, got {reference!r}")
+    if affine is not None:
+        affine = flag("check_algorithm: affine", affine)
+    if bad_hyperparameters is not None:
+        instance("check_algorithm: bad_hyperparameters", bad_hyperparameters, Mapping,
+                 "a mapping name -> sequence of values or None", InvalidHyperparameterError)
+    rtol = positive("check_algorithm: rtol", rtol)
     if isinstance(algorithm, Algorithm):
         alg, build = algorithm, type(algorithm)
         hp = dict(hyperparameters) if hyperparameters is not None else dict(alg.hyperparameters())
@@ -292,7 +319,8 @@ def check_federation(federation: Any, *, points: int = 2, seed: int = 0, step: f
     seed : int
         Seed of the points.
     step : float
-        Central-difference step h, relative to 1 + |x_j|.
+        Central-difference step h, relative to 1 + |x_j|; in (0, 0.1] (a larger relative step
+        measures curvature, not the derivative).
     fd_tol : float
         Tolerance of finite-difference agreements, relative to 1 + the largest entry
         compared (central differences err by O(h^2) times the third derivative).
@@ -322,8 +350,18 @@ def check_federation(federation: Any, *, points: int = 2, seed: int = 0, step: f
     AssertionError
         Listing every failed check.
     """
-    if not isinstance(points, int) or points < 1:
-        raise InvalidHyperparameterError(f"check_federation: points must be an int >= 1, got {points!r}")
+    from .problems import Federation
+
+    instance("check_federation: federation", federation, Federation, "a Federation", InvalidHyperparameterError)
+    points = integer("check_federation: points", points, minimum=1, maximum=_MAX_CHECK_POINTS)
+    seed = integer("check_federation: seed", seed, minimum=0, maximum=None)
+    step = positive("check_federation: step", step)
+    if step > 0.1:
+        raise InvalidHyperparameterError(f"check_federation: step must be in (0, 0.1] (a relative central-difference "
+                                         f"step), got {step!r}")
+    fd_tol = positive("check_federation: fd_tol", fd_tol)
+    exact_tol = positive("check_federation: exact_tol", exact_tol)
+    hessians = flag("check_federation: hessians", hessians)
     fed = federation.exact() if hasattr(federation, "exact") else federation
     N, d = fed.n_clients, fed.dim
     rng = np.random.default_rng(seed)

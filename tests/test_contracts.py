@@ -178,3 +178,25 @@ def test_thorough_profile_works_outside_the_repository(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr   # loaded by the installed pytest11 entry point
     pyproject = (Path(root) / "pyproject.toml").read_text()
     assert 'fltheory = "fltheory.pytest_plugin"' in pyproject      # the pytest11 entry point loads it
+
+
+def test_contract_checks_refuse_bad_arguments_with_typed_errors():
+    """check_algorithm / check_federation name the argument, the value and the expectation (issue 16)."""
+    import numpy as np
+
+    from fltheory.algorithms import FedAvg
+    from fltheory.errors import InvalidHyperparameterError
+    from fltheory.problems import random_quadratic
+    from fltheory.testing import check_algorithm, check_federation
+
+    fed = random_quadratic(3, 2, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)
+    cases = [(lambda: check_algorithm(FedAvg, problem=np.nan), r"problem must be a Federation or None, got nan"),
+             (lambda: check_algorithm(FedAvg, rounds=10**9), r"rounds must be an integer >= 1 and <= 1000"),
+             (lambda: check_algorithm(FedAvg, noise=-1.0), r"noise must be finite and >= 0, got -1.0"),
+             (lambda: check_algorithm(FedAvg, participation="x"), r"participation must be a Participation"),
+             (lambda: check_federation(np.nan), r"federation must be a Federation, got nan"),
+             (lambda: check_federation(fed, step=5.0), r"step must be in \(0, 0.1\].*got 5.0"),
+             (lambda: check_federation(fed, fd_tol=float("nan")), r"fd_tol must be finite")]
+    for call, message in cases:
+        with pytest.raises(InvalidHyperparameterError, match=message):
+            call()

@@ -64,11 +64,8 @@ CALLABLES = dict(public_callables())
 #: number of violating inputs out of those tried (one parameter replaced at a
 #: time by each of the BAD_VALUES) and the first example.
 KNOWN_VIOLATIONS: dict[str, str] = {
-    # the moments, matrix_free and krylov entries found when the enumeration was widened are fixed;
-    # found when fltheory.testing joined the enumeration (issue 16, item 3); both live in fltheory/contracts.py
-    # (re-exported by fltheory.testing), outside this change:
-    "fltheory.testing.check_algorithm": "78 of 209, e.g. problem=nan: AttributeError: no 'with_gradient_noise'",
-    "fltheory.testing.check_federation": "81 of 133, e.g. federation=nan: AttributeError: no attribute 'n_clients'",
+    # empty: the moments, matrix_free and krylov entries found when the enumeration was widened are fixed, and
+    # so are fltheory.testing's check_algorithm / check_federation (fltheory/contracts.py)
 }
 
 _VIOLATIONS = (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)
