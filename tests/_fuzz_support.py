@@ -41,7 +41,8 @@ PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory"
                    "fltheory.compression", "fltheory.participation", "fltheory.theory.moments",
                    "fltheory.theory.bounds.recursions", "fltheory.theory.matrix_free", "fltheory.theory.krylov",
                    "fltheory.theory.closed_form_maps", "fltheory.theory.powered_krylov",
-                   "fltheory.search", "fltheory.theory.symbolic", "fltheory.testing", "fltheory.references")
+                   "fltheory.search", "fltheory.theory.symbolic", "fltheory.testing", "fltheory.references",
+                   "fltheory.theory.bounds.fedavg_hard_instance")
 
 #: Assertion helpers for tests: an AssertionError is their documented verdict (a bound or a contract
 #: that does not hold), not a raw error; bad arguments must still give typed errors.

@@ -148,8 +148,6 @@ NOT_YET_FUZZED: dict[str, str] = {
     "fltheory.reproduce.store": _FROZEN,
     "fltheory.reproduce.summary": _FROZEN,
     "fltheory.results": _FROZEN,
-    "fltheory.theory.bounds.fedavg_hard_instance": "not exported by fltheory.theory.bounds; not yet enumerated "
-                                                   "(measured: 83 of 304 bad inputs give raw errors)",
     "fltheory.theory.registry": "theorem-registry queries; not yet enumerated (measured: 216 of 570 bad inputs "
                                 "give raw errors; update_readme writes files, so it needs a sandboxed base)",
     "fltheory.theory.registry.catalog": "theorem-registry queries; not yet enumerated",

@@ -57,3 +57,21 @@ def test_bad_input_raises_a_typed_error(kw):
     args = {"eta": 0.1, "G": 1.0, "mu": 1.0, "K": 2} | kw
     with pytest.raises(InvalidHyperparameterError):
         hard_instance_map(args.pop("eta"), **args)
+
+
+def test_bad_arguments_are_typed_errors_and_overflow_is_out_of_range():
+    """Each argument named in its error; an error that overflows float64 raises OutOfRangeError, never inf."""
+    import pytest
+
+    from fltheory.errors import InvalidHyperparameterError, OutOfRangeError
+
+    kw = {"G": 1.0, "mu": 0.5, "K": 3, "x0": 1.0}
+    for bad, message in [({"R": 1.5}, r"R must be an integer, got 1.5"), ({"x0": "a"}, r"x0"),
+                         ({"grid": 10**9}, r"grid must be an integer >= 3 and <= 1000000"),
+                         ({"mu": -1.0}, r"mu must be finite and > 0, got -1.0")]:
+        args = {"R": 10, **kw, **bad}
+        R = args.pop("R")
+        with pytest.raises(InvalidHyperparameterError, match=message):
+            hard_instance_best_error(R, **args)
+    with pytest.raises(OutOfRangeError, match="overflows float64"):
+        hard_instance_error(0.1, 0, G=1.0, mu=0.5, K=3, x0=1e300)

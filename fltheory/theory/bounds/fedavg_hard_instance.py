@@ -31,21 +31,26 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidHyperparameterError
+from ..._validate import integer, positive, real_scalar
+from ...errors import InvalidHyperparameterError, OutOfRangeError
 
 __all__ = ["hard_instance_best_error", "hard_instance_error", "hard_instance_map"]
 
+#: hard_instance_best_error evaluates the closed form on at most this many grid steps (it loops over them)
+_MAX_GRID = 1_000_000
+
 
 def _check(G: Any, mu: Any, K: Any) -> tuple[float, float, int]:
-    try:
-        g, m = float(G), float(mu)
-    except (TypeError, ValueError) as exc:
-        raise InvalidHyperparameterError(f"G and mu must be real numbers, got G={G!r}, mu={mu!r}") from exc
-    if not (math.isfinite(g) and g >= 0 and math.isfinite(m) and m > 0):
-        raise InvalidHyperparameterError(f"need G >= 0 and mu > 0, got G={G!r}, mu={mu!r}")
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-        raise InvalidHyperparameterError(f"K (local steps) must be an integer >= 1, got {K!r}")
-    return g, m, int(K)
+    g = positive("G", G, allow_zero=True)
+    m = positive("mu", mu)
+    k = integer("K (local steps)", K, minimum=1, maximum=None)
+    return g, m, k
+
+
+def _finite(value: float, what: str) -> float:
+    if not math.isfinite(value):
+        raise OutOfRangeError(f"{what} overflows float64 ({value!r}); expected inputs whose error is representable")
+    return value
 
 
 def hard_instance_map(eta: float, *, G: float, mu: float, K: int) -> tuple[float, float]:
@@ -54,8 +59,8 @@ def hard_instance_map(eta: float, *, G: float, mu: float, K: int) -> tuple[float
     Raises InvalidHyperparameterError unless 0 < eta < 1/mu (the local steps on f_1
     then contract: |1 - 2 mu eta| < 1)."""
     g, m, k = _check(G, mu, K)
-    e = float(eta)
-    if not (math.isfinite(e) and 0 < e < 1 / m):
+    e = real_scalar("eta", eta)
+    if not 0 < e < 1 / m:
         raise InvalidHyperparameterError(f"eta must lie in (0, 1/mu) = (0, {1 / m:.4g}), got {eta!r}")
     qk = (1.0 - 2.0 * m * e) ** k
     return (1.0 + qk) / 2.0, (k * e * g - (1.0 - qk) * g / (2.0 * m)) / 2.0
@@ -64,11 +69,13 @@ def hard_instance_map(eta: float, *, G: float, mu: float, K: int) -> tuple[float
 def hard_instance_error(eta: float, R: int, *, G: float, mu: float, K: int, x0: float) -> float:
     """F(x_R) - F* = mu x_R^2 / 2 after R FedAvg rounds from x0 (exact, closed form)."""
     a, b = hard_instance_map(eta, G=G, mu=mu, K=K)
-    if isinstance(R, bool) or not isinstance(R, (int, np.integer)) or R < 0:
-        raise InvalidHyperparameterError(f"R must be an integer >= 0, got {R!r}")
+    r = integer("R", R, minimum=0, maximum=None)
+    start = real_scalar("x0", x0)
     fixed = b / (1.0 - a)
-    xR = fixed + a ** int(R) * (float(x0) - fixed)
-    return float(mu) * xR ** 2 / 2.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        xR = fixed + a ** r * (start - fixed)
+        err = float(np.float64(mu) * np.float64(xR) ** 2 / 2.0)
+    return _finite(err, f"F(x_R) - F* at x0 = {start!r}, R = {r}")
 
 
 def hard_instance_best_error(R: int, *, G: float, mu: float, K: int, x0: float,
@@ -76,7 +83,10 @@ def hard_instance_best_error(R: int, *, G: float, mu: float, K: int, x0: float,
     """(min over eta in (0, 1/mu) of F(x_R) - F*, the minimising eta), by a log-spaced grid of
     ``grid`` steps refined by golden-section search around the best grid point."""
     g, m, k = _check(G, mu, K)
-    etas = np.logspace(math.log10(1e-12 / m), math.log10(0.999 / m), int(grid))
+    R = integer("R", R, minimum=0, maximum=None)
+    x0 = real_scalar("x0", x0)
+    grid = integer("grid", grid, minimum=3, maximum=_MAX_GRID)
+    etas = np.logspace(math.log10(1e-12 / m), math.log10(0.999 / m), grid)
     errs = np.array([hard_instance_error(e, R, G=g, mu=m, K=k, x0=x0) for e in etas])
     i = int(errs.argmin())
     lo, hi = math.log(etas[max(i - 1, 0)]), math.log(etas[min(i + 1, etas.size - 1)])
