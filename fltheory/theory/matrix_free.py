@@ -516,7 +516,7 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     gmres_rtol = _checks.tolerance("gmres_rtol", gmres_rtol, below_one=True)
     maxiter = integer("maxiter", maxiter, minimum=0, maximum=MAX_REFINEMENT)
     S_init = initial_vector(amap, initial)
-    _refuse_drift(amap, S_init)
+    refuse_drift(amap, S_init)
     cached = amap.cache.get("base_run")
     if initial is None and cached is not None and cached.solve_residual <= gmres_rtol:
         res = cached
@@ -527,7 +527,7 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     return _fixed_point_from(amap, S_init, res, gmres_rtol, maxiter)
 
 
-def _refuse_drift(amap: MatrixFreeAffineMap, S_init: np.ndarray) -> None:
+def refuse_drift(amap: MatrixFreeAffineMap, S_init: np.ndarray) -> None:
     """InvalidHyperparameterError when a declared conserved quantity drifts (w^T c != 0)."""
     P = amap.projector
     if P.count:
@@ -629,7 +629,7 @@ def orbit_rate(amap: MatrixFreeAffineMap, *, initial: Any = None, tol: float = 1
             f"krylov_dim={krylov_dim} needs an Arnoldi basis of {amap.dim} x {min(krylov_dim, amap.dim) + 1} "
             f"numbers, more than MAX_KRYLOV_BYTES={MAX_KRYLOV_BYTES} bytes; use a smaller krylov_dim")
     S_init = initial_vector(amap, initial)
-    _refuse_drift(amap, S_init)
+    refuse_drift(amap, S_init)
     if amap.dim <= 8 + amap.projector.count:
         rate_estimate(amap)                      # the typed refusal of a state too small
     if initial is None:

@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
-from .affine_support import drift_scale, initial_vector, refuse_unclassified
+from ..errors import InvalidProblemError, NotAffineError
+from .affine_support import initial_vector, refuse_unclassified
 from .closed_form_maps import ClosedFormBlock
 from .fixed_points import FixedPoint
 from .krylov import DominantEigenvalues, KrylovResult, block_krylov
-from .matrix_free import MatrixFreeAffineMap, rate_tolerance
+from .matrix_free import MatrixFreeAffineMap, rate_tolerance, refuse_drift
 
 __all__ = ["MIN_RATE", "POWER", "PoweredRate", "powered_applies", "powered_fixed_point", "powered_rate",
            "uses_powered_krylov"]
@@ -205,13 +205,7 @@ def powered_fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None) -> Fi
     amap = _check_amap("powered_fixed_point", amap)
     S_init = initial_vector(amap, initial)
     P = amap.projector
-    if P.count:
-        drift = float(np.abs(P.coefficients(amap.c)).max())
-        wmax = float(np.abs(P.W.data).max()) if P.W.nnz else 1.0
-        if drift > amap.rtol * wmax * drift_scale(amap.c, S_init):
-            raise InvalidHyperparameterError(
-                f"{amap.algorithm}: a conserved quantity of the round map drifts by {drift:.3e} per "
-                "round (w^T c != 0 for a declared conserved w): no fixed point")
+    refuse_drift(amap, S_init)
     if initial is None and "powered_base_run" not in amap.cache:
         powered_rate(amap)
     rate = powered_rate(amap)
