@@ -217,20 +217,25 @@ def _rounding_floor(F: _Residual, x: np.ndarray, fx: np.ndarray) -> float:
 
 
 def _local_rate(F: _Residual, x: np.ndarray, fx: np.ndarray) -> tuple[float, float]:
-    """(rho(J_T(x)), Ritz residual) by ARPACK on J_T v = J_F v + v."""
+    """(rho(J_T(x)), Ritz residual ||J u - lambda u|| / ||u||) with J_T v = J_F v + v applied by
+    forward differences: ARPACK for d > 2; the d columns of J_T and a dense eigensolve for d <= 2
+    or when ARPACK returns no eigenvalue at all (d more evaluations of T, never a NaN rate)."""
     d = x.shape[0]
-    if d <= 2:
-        J = np.column_stack([F.jvp(x, fx, e) for e in np.eye(d)]) + np.eye(d)
-        return float(np.abs(np.linalg.eigvals(J)).max()), 0.0
     op = spla.LinearOperator((d, d), matvec=lambda v: F.jvp(x, fx, np.ravel(v)) + np.ravel(v),
                              dtype=np.float64)
-    v0 = np.random.default_rng(0).standard_normal(d)
-    try:
-        vals, vecs = spla.eigs(op, k=1, which="LM", v0=v0, tol=1e-8, ncv=min(d, 20), maxiter=50 * d)
-    except spla.ArpackNoConvergence as exc:
-        if len(exc.eigenvalues) == 0:
-            return float("nan"), float("inf")
-        vals, vecs = exc.eigenvalues, exc.eigenvectors
+    vals: np.ndarray | None = None
+    if d > 2:
+        v0 = np.random.default_rng(0).standard_normal(d)
+        try:
+            vals, vecs = spla.eigs(op, k=1, which="LM", v0=v0, tol=1e-8, ncv=min(d, 20), maxiter=50 * d)
+        except spla.ArpackNoConvergence as exc:
+            if len(exc.eigenvalues):
+                vals, vecs = exc.eigenvalues, exc.eigenvectors
+    if vals is None:
+        J = np.column_stack([op.matvec(e) for e in np.eye(d)])
+        all_vals, all_vecs = np.linalg.eig(J)
+        k = int(np.argmax(np.abs(all_vals)))
+        vals, vecs = all_vals[k:k + 1], all_vecs[:, k:k + 1]
     lam, u = vals[0], vecs[:, 0]
     Ju = op.matvec(u.real) + 1j * op.matvec(u.imag)
     return float(abs(lam)), float(np.linalg.norm(Ju - lam * u) / max(np.linalg.norm(u), 1e-300))

@@ -153,3 +153,25 @@ def test_fuzz_sweep_with_working_arguments(fed):
         broken = [c for c in calls if c.outcome in (Outcome.RAW, Outcome.NONFINITE, Outcome.HANG)]
         assert not broken, name + ": " + "\n".join(f"{c.parameter}={c.kind}: {c.outcome.value}: {c.detail}"
                                                   for c in broken[:10])
+
+
+def test_local_rate_never_nan_when_arpack_returns_nothing(monkeypatch):
+    """If ARPACK converges to no eigenvalue, the rate comes from the d forward-difference columns of
+    J_T and a dense eigensolve: finite, equal to the spectral radius of the affine map's matrix."""
+    import scipy.sparse.linalg as spla
+
+    from fltheory.theory.operator_newton import newton_krylov_fixed_point
+
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((6, 6))
+    A *= 0.6 / np.abs(np.linalg.eigvals(A)).max()
+    b = rng.standard_normal(6)
+
+    def no_eigenvalue(*args, **kwargs):
+        raise spla.ArpackNoConvergence("forced", np.empty(0), np.empty((6, 0)))
+
+    monkeypatch.setattr(spla, "eigs", no_eigenvalue)
+    fp = newton_krylov_fixed_point(lambda x: A @ x + b, np.zeros(6), dense_jacobian_max=0)
+    assert np.isfinite(fp.spectral_rate) and np.isfinite(fp.spectral_rate_error)
+    assert abs(fp.spectral_rate - 0.6) < 1e-6
+    np.testing.assert_allclose(fp.x, np.linalg.solve(np.eye(6) - A, b), rtol=1e-9, atol=1e-10)
