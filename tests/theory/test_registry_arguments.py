@@ -124,5 +124,5 @@ def test_update_readme_unwritable_file_is_an_output_error(tmp_path, monkeypatch)
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(type(readme), "write_text", refuse)
-    with pytest.raises(OutputDirectoryError, match="README.md.*cannot be written.*Permission denied"):
+    with pytest.raises(OutputDirectoryError, match=r"README\.md.*cannot be written.*Permission denied"):
         update_readme(readme)

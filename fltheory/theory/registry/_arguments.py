@@ -4,17 +4,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import InvalidHyperparameterError
 
-if TYPE_CHECKING:
-    from .model import Item
 
-
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
     shown = repr(value)
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
@@ -22,7 +18,7 @@ def _short(value: Any) -> str:
 def text(name: str, value: Any, *, allow_empty: bool = True) -> str:
     """A ``str`` (non-empty unless ``allow_empty``)."""
     if not isinstance(value, str):
-        raise InvalidHyperparameterError(f"{name} must be a string, got {_short(value)} ({type(value).__name__})")
+        raise InvalidHyperparameterError(f"{name} must be a string, got {short(value)} ({type(value).__name__})")
     if not allow_empty and not value:
         raise InvalidHyperparameterError(f"{name} must be a non-empty string, got ''")
     return value
@@ -32,7 +28,7 @@ def path(name: str, value: Any) -> Path:
     """A file-system path given as a non-empty ``str`` or ``os.PathLike`` of ``str`` (no NUL byte)."""
     raw = os.fspath(value) if isinstance(value, os.PathLike) else value
     if not isinstance(raw, str):
-        raise InvalidHyperparameterError(f"{name} must be a path (str or os.PathLike), got {_short(value)} "
+        raise InvalidHyperparameterError(f"{name} must be a path (str or os.PathLike), got {short(value)} "
                                          f"({type(value).__name__})")
     if not raw or "\x00" in raw:
         raise InvalidHyperparameterError(f"{name} must be a non-empty path without NUL bytes, got {raw!r}")
@@ -47,30 +43,10 @@ def file_stem(name: str, value: Any) -> str:
     return stem
 
 
-def registry_item(name: str, value: Any) -> Item:
-    """A registry :class:`~fltheory.theory.registry.Item`."""
-    from .model import Item
-    if not isinstance(value, Item):
-        raise InvalidHyperparameterError(f"{name} must be a registry Item (e.g. fltheory.theory.registry.item("
-                                         f"'efl:thm1')), got {_short(value)} ({type(value).__name__})")
-    return value
-
-
-def registry_items(name: str, value: Any) -> tuple[Item, ...]:
-    """A sequence (tuple or list) of registry Items, returned as a tuple."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise InvalidHyperparameterError(f"{name} must be a tuple of registry Items (e.g. "
-                                         f"fltheory.theory.registry.items()), got {_short(value)} "
-                                         f"({type(value).__name__})")
-    for i, it in enumerate(value):
-        registry_item(f"{name}[{i}]", it)
-    return tuple(value)
-
-
 def strings(name: str, value: Any) -> tuple[str, ...]:
     """A tuple of strings."""
     if not isinstance(value, tuple):
-        raise InvalidHyperparameterError(f"{name} must be a tuple of strings, got {_short(value)} "
+        raise InvalidHyperparameterError(f"{name} must be a tuple of strings, got {short(value)} "
                                          f"({type(value).__name__})")
     for i, v in enumerate(value):
         text(f"{name}[{i}]", v)

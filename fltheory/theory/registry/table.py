@@ -13,7 +13,7 @@ from pathlib import Path
 from ..._validate import flag
 from ...errors import InvalidHyperparameterError, OutputDirectoryError
 from ._arguments import path as checked_path
-from ._arguments import registry_items
+from ._item_arguments import registry_items
 from .catalog import ITEMS
 from .model import Item
 from .papers import PAPERS

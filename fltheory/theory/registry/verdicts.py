@@ -23,7 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from ...errors import InvalidHyperparameterError, ResultsFileError
-from ._arguments import file_stem, path, registry_item, registry_items
+from ._arguments import file_stem, path
+from ._item_arguments import registry_item, registry_items
 from .model import VERDICT_STATUSES, Item, Verdict
 
 __all__ = ["SEARCH_EXPERIMENT", "SEARCHED_BOUNDS", "item_checks", "read_checks", "verdict", "verdicts"]
