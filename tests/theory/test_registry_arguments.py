@@ -126,3 +126,14 @@ def test_update_readme_unwritable_file_is_an_output_error(tmp_path, monkeypatch)
     monkeypatch.setattr(type(readme), "write_text", refuse)
     with pytest.raises(OutputDirectoryError, match=r"README\.md.*cannot be written.*Permission denied"):
         update_readme(readme)
+
+
+def test_cli_reports_a_bad_out_directory_with_exit_code_2(tmp_path, capsys):
+    from fltheory.cli import main
+    not_a_dir = tmp_path / "file.txt"
+    not_a_dir.write_text("x")
+    assert main(["theorems", "--out", str(not_a_dir)]) == 2
+    assert "results_dir must be a directory" in capsys.readouterr().err
+    _results(tmp_path, [{"theorem": THEOREM, "status": "holds", "ratio": "big"}])
+    assert main(["theorems", "--out", str(tmp_path)]) == 2
+    assert "ratio must be null or a finite number" in capsys.readouterr().err
