@@ -25,10 +25,13 @@ import dataclasses
 import enum
 import importlib
 import inspect
+import json
 import signal
+import tempfile
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,7 +45,8 @@ PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory"
                    "fltheory.theory.bounds.recursions", "fltheory.theory.matrix_free", "fltheory.theory.krylov",
                    "fltheory.theory.closed_form_maps", "fltheory.theory.powered_krylov",
                    "fltheory.search", "fltheory.theory.symbolic", "fltheory.testing", "fltheory.references",
-                   "fltheory.theory.bounds.fedavg_hard_instance")
+                   "fltheory.theory.bounds.fedavg_hard_instance", "fltheory.theory.registry",
+                   "fltheory.theory.registry.verdicts")
 
 #: Assertion helpers for tests: an AssertionError is their documented verdict (a bound or a contract
 #: that does not hold), not a raw error; bad arguments must still give typed errors.
@@ -278,6 +282,41 @@ def _search_table() -> dict[str, Any]:
         return {}
 
 
+_SANDBOX: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _sandbox() -> Path:
+    """A temporary directory for the registry's file arguments (removed when the session ends), so that
+    a fuzzed call never reads or writes a file of the repository."""
+    if not _SANDBOX:
+        _SANDBOX.append(tempfile.TemporaryDirectory(prefix="fltheory-fuzz-registry-"))
+    return Path(_SANDBOX[0].name)
+
+
+def _registry_item() -> Any:
+    from fltheory.theory.registry import ITEMS
+    return next(it for it in ITEMS if it.checks)
+
+
+def _registry_results() -> Path:
+    """A results directory holding one experiment check of :func:`_registry_item`."""
+    it = _registry_item()
+    experiment, theorem = it.checks[0].split(":")
+    directory = _sandbox() / "results"
+    directory.mkdir(exist_ok=True)
+    (directory / f"{experiment}.json").write_text(json.dumps(
+        {"checks": [{"theorem": theorem, "status": "holds", "ratio": 0.5, "detail": "fuzz base"}]}))
+    return directory
+
+
+def _registry_readme() -> dict[str, Any]:
+    """A fresh stale README with the coverage markers in the sandbox (update_readme rewrites it)."""
+    from fltheory.theory.registry.table import BEGIN, END
+    readme = _sandbox() / "README.md"
+    readme.write_text(f"# title\n{BEGIN}\nstale\n{END}\ntail\n")
+    return {"path": readme}
+
+
 #: Working arguments of single public functions where the plausible values by name do not fit
 #: (qualified name -> factory of keyword arguments), used by the sweep and the property test.
 FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -296,6 +335,19 @@ FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
     "fltheory.search.instance_document": _search_row,
     "fltheory.search.counterexample_snippet": _search_row,
     "fltheory.search.read_table": _search_table,
+    "fltheory.theory.registry.Item": lambda: {"key": "efl:fuzz", "paper": "efl", "number": "Theorem 1",
+                                              "kind": "theorem", "statement": "a statement", "note": "partial"},
+    "fltheory.theory.registry.Verdict": lambda: {"status": "holds", "ratio": 0.5, "detail": "d", "source": "tests"},
+    "fltheory.theory.registry.coverage_counts": lambda: {"items": (_registry_item(),)},
+    "fltheory.theory.registry.coverage_table": lambda: {"items": (_registry_item(),)},
+    "fltheory.theory.registry.item": lambda: {"key": _registry_item().key},
+    "fltheory.theory.registry.items": lambda: {"paper": "efl"},
+    "fltheory.theory.registry.read_checks": lambda: {
+        "results_dir": _registry_results(), "experiment": _registry_item().checks[0].split(":")[0]},
+    "fltheory.theory.registry.update_readme": _registry_readme,
+    "fltheory.theory.registry.verdict": lambda: {"it": _registry_item(), "results_dir": _registry_results()},
+    "fltheory.theory.registry.verdicts": lambda: {"items": (_registry_item(),), "results_dir": _registry_results()},
+    "fltheory.theory.registry.verdicts.item_checks": lambda: {"it": _registry_item()},
 }
 
 

@@ -148,12 +148,6 @@ NOT_YET_FUZZED: dict[str, str] = {
     "fltheory.reproduce.store": _FROZEN,
     "fltheory.reproduce.summary": _FROZEN,
     "fltheory.results": _FROZEN,
-    "fltheory.theory.registry": "theorem-registry queries; not yet enumerated (measured: 216 of 570 bad inputs "
-                                "give raw errors; update_readme writes files, so it needs a sandboxed base)",
-    "fltheory.theory.registry.catalog": "theorem-registry queries; not yet enumerated",
-    "fltheory.theory.registry.model": "theorem-registry records; not yet enumerated",
-    "fltheory.theory.registry.table": "theorem-registry tables; not yet enumerated",
-    "fltheory.theory.registry.verdicts": "theorem-registry verdicts; not yet enumerated",
 }
 
 

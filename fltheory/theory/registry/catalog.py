@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from ...errors import InvalidHyperparameterError
 from . import items_efl, items_elasticnet, items_local_adaptivity, items_scaffold, items_te_targets
+from ._arguments import text
 from .model import Item
 from .papers import PAPERS
 
@@ -38,14 +39,17 @@ def items(paper: str | None = None) -> tuple[Item, ...]:
     """
     if paper is None:
         return ITEMS
-    if paper not in PAPERS:
+    if not isinstance(paper, str) or paper not in PAPERS:
         raise InvalidHyperparameterError(f"paper must be one of {sorted(PAPERS)}, got {paper!r}")
     return tuple(it for it in ITEMS if it.paper == paper)
 
 
 def item(key: str) -> Item:
-    """The item with this key; InvalidHyperparameterError if there is none."""
+    """The item with this key (``"<paper>:<slug>"``); InvalidHyperparameterError if there is none
+    or ``key`` is not a string."""
+    text("key", key, allow_empty=False)
     for it in ITEMS:
         if it.key == key:
             return it
-    raise InvalidHyperparameterError(f"no registry item {key!r}")
+    raise InvalidHyperparameterError(f"key must name a registry item (see fltheory.theory.registry.items()), "
+                                     f"got {key!r}")

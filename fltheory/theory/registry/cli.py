@@ -3,7 +3,8 @@
 One line per item: key, verdict (status and tightness), printed number, statement.
 ``--long`` adds hypotheses, code, tests, experiment checks, coverage and the
 verdict's detail.  Verdicts are read from the experiments' results in ``--out``
-(``figures`` by default).  Exit codes: 0, or 2 for an unknown paper / status.
+(``figures`` by default).  Exit codes: 0, or 2 for an unknown paper / status, an ``--out`` that
+is not a directory or a malformed results file there.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from ...errors import InvalidHyperparameterError, ResultsFileError
 from .catalog import items
 from .model import VERDICT_STATUSES
 from .papers import PAPERS
@@ -35,7 +37,11 @@ def handler(args: argparse.Namespace, echo: Callable[[str], None] | None = None)
     """Print the selected items; returns the exit code."""
     say = echo or (lambda s: print(s, file=sys.stdout))
     chosen = items(args.paper)
-    v = verdicts(chosen, args.out)
+    try:
+        v = verdicts(chosen, args.out)
+    except (InvalidHyperparameterError, ResultsFileError) as exc:
+        print(f"fltheory theorems: error: {exc}", file=sys.stderr)
+        return 2
     shown = [it for it in chosen if args.status is None or v[it.key].status == args.status]
     by_paper: dict[str, int] = {}
     for it in shown:

@@ -18,7 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..._validate import choice, flag, real_scalar
 from ...errors import InvalidHyperparameterError
+from ._arguments import strings, text
 
 __all__ = ["COVERAGES", "KINDS", "VERDICT_STATUSES", "Item", "Paper", "Verdict"]
 
@@ -126,14 +128,17 @@ class Item:
     coverage_before: Coverage | None = field(default=None)
 
     def __post_init__(self) -> None:
+        for name in ("key", "paper", "number", "kind", "statement", "note"):
+            text(f"item {name}", getattr(self, name))
+        for name in ("hypotheses", "code", "tests", "checks"):
+            strings(f"item {self.key!r}: {name}", getattr(self, name))
+        flag(f"item {self.key!r}: checkable", self.checkable)
         if self.kind not in KINDS:
             raise InvalidHyperparameterError(f"item {self.key!r}: kind must be one of {KINDS}, got "
                                              f"{self.kind!r}")
-        for name in ("coverage", "coverage_before"):
-            value = getattr(self, name)
-            if value is not None and value not in COVERAGES:
-                raise InvalidHyperparameterError(
-                    f"item {self.key!r}: {name} must be one of {COVERAGES}, got {value!r}")
+        choice(f"item {self.key!r}: coverage", self.coverage, COVERAGES)
+        if self.coverage_before is not None:
+            choice(f"item {self.key!r}: coverage_before", self.coverage_before, COVERAGES)
         if not self.key.startswith(self.paper + ":"):
             raise InvalidHyperparameterError(f"item key {self.key!r} must start with its paper "
                                              f"{self.paper!r}:")
@@ -177,9 +182,11 @@ class Verdict:
     source: str
 
     def __post_init__(self) -> None:
-        if self.status not in VERDICT_STATUSES:
-            raise InvalidHyperparameterError(
-                f"verdict status must be one of {VERDICT_STATUSES}, got {self.status!r}")
+        choice("verdict status", self.status, VERDICT_STATUSES)
+        if self.ratio is not None:
+            real_scalar("verdict ratio", self.ratio)
+        text("verdict detail", self.detail)
+        text("verdict source", self.source)
 
     def short(self) -> str:
         """``"holds (0.94)"``, ``"violated (4.63)"``, ``"not evaluated"``."""

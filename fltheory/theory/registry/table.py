@@ -10,7 +10,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ...errors import InvalidHyperparameterError
+from ..._validate import flag
+from ...errors import InvalidHyperparameterError, OutputDirectoryError
+from ._arguments import path as checked_path
+from ._item_arguments import registry_items
 from .catalog import ITEMS
 from .model import Item
 from .papers import PAPERS
@@ -34,6 +37,8 @@ def coverage_counts(items: tuple[Item, ...] = ITEMS, *, before: bool = False) ->
 
     ``before=True`` counts the coverage recorded before the registry's gap-closing work.
     """
+    items = registry_items("items", items)
+    flag("before", before)
     out: dict[str, dict[str, int]] = {}
     for it in items:
         row = out.setdefault(it.paper, {c: 0 for c in (*_COLUMNS, "items")})
@@ -45,7 +50,7 @@ def coverage_counts(items: tuple[Item, ...] = ITEMS, *, before: bool = False) ->
 def coverage_table(items: tuple[Item, ...] = ITEMS) -> str:
     """Markdown table: per paper version, how many items are checked in full, partly, not at all,
     or cannot be checked here; last row the totals."""
-    counts = coverage_counts(items)
+    counts = coverage_counts(registry_items("items", items))
     lines = ["| paper (version) | items | checked in full | partly | not evaluated | not checkable |",
              "|---|---:|---:|---:|---:|---:|"]
     total = {c: 0 for c in (*_COLUMNS, "items")}
@@ -65,29 +70,49 @@ def coverage_table(items: tuple[Item, ...] = ITEMS) -> str:
 
 def _split(text: str, path: Path) -> tuple[str, str, str]:
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise InvalidHyperparameterError(f"{path} must contain the markers {BEGIN!r} and {END!r} once, in "
+        raise InvalidHyperparameterError(f"path {str(path)!r} must contain the markers {BEGIN!r} and {END!r} once, in "
                                          f"order")
     head, rest = text.split(BEGIN)
     body, tail = rest.split(END)
     return head, body, tail
 
 
+def _read(name: str, value: str | Path) -> tuple[Path, str]:
+    p = checked_path(name, value)
+    try:
+        return p, p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidHyperparameterError(f"{name} must be a readable UTF-8 text file, got {str(p)!r} "
+                                         f"({type(exc).__name__}: {exc})") from exc
+
+
 def readme_block(path: str | Path) -> str:
     """The text between the markers of ``path`` (stripped)."""
-    p = Path(path)
-    return _split(p.read_text(), p)[1].strip()
+    p, text = _read("path", path)
+    return _split(text, p)[1].strip()
 
 
 def update_readme(path: str | Path) -> bool:
-    """Rewrite the block between the markers of ``path`` with :func:`coverage_table`;
-    returns True if the file changed."""
-    p = Path(path)
-    text = p.read_text()
+    """Rewrite the block between the markers of the text file ``path`` with :func:`coverage_table`;
+    returns True if the file changed.  Only ``path`` itself is written, and only when it holds the
+    two markers once each, in order.
+
+    Raises
+    ------
+    InvalidHyperparameterError
+        When ``path`` is not a path, cannot be read as UTF-8 text, or lacks the markers.
+    OutputDirectoryError
+        When the new text cannot be written to ``path`` (the message names it and the system error).
+    """
+    p, text = _read("path", path)
     head, _, tail = _split(text, p)
     new = f"{head}{BEGIN}\n{coverage_table()}\n{END}{tail}"
     if new == text:
         return False
-    p.write_text(new)
+    try:
+        p.write_text(new, encoding="utf-8")
+    except OSError as exc:
+        raise OutputDirectoryError(f"path {str(p)!r} cannot be written ({type(exc).__name__}: {exc})") from exc
     return True
 
 
