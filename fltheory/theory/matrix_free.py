@@ -72,6 +72,7 @@ round counters advance, and a perturbation of the computed fixed point
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -539,12 +540,44 @@ def refuse_drift(amap: MatrixFreeAffineMap, S_init: np.ndarray) -> None:
                 "round (w^T c != 0 for a declared conserved w): no fixed point")
 
 
+def refined_fixed_point(amap: MatrixFreeAffineMap, res: KrylovResult, S: np.ndarray,
+                        rhs: Callable[[np.ndarray], np.ndarray], steps_max: int) -> tuple[np.ndarray, float, int]:
+    """(S, ||Phi(S) - S||_inf, refinement steps) from a Krylov solution S: up to ``steps_max`` Galerkin
+    corrections on the same space with the residual r = Phi(S) - S of an actual round (right-hand side
+    ``rhs(r)``), kept while they lower it; then the affinity check near the fixed point (the map's
+    prediction at S and at a perturbed point against actual rounds, NotAffineError above ``rtol``)."""
+    P = amap.projector
+    out = amap.round_map(S)
+    resid = float(np.abs(out - S).max())
+    steps = 0
+    for _ in range(steps_max):
+        z, _ = res.space.galerkin(rhs(out - S), P, amap.symmetric)
+        S2 = S + P(z)
+        out2 = amap.round_map(S2)
+        r2 = float(np.abs(out2 - S2).max())
+        if not r2 < resid:
+            break
+        S, out, resid, steps = S2, out2, r2, steps + 1
+    near = _relative(out, amap(S), out, amap.F0)
+    if not near <= amap.rtol:
+        raise NotAffineError(
+            f"{amap.algorithm} is not affine on this problem: matrix-free check 'near fixed point' has "
+            f"relative residual {near:.3e} > rtol={amap.rtol:.1e}")
+    hf = _NEAR_FIXED * max(1.0, float(np.abs(S).max()))
+    pert = S + hf * np.where(amap.frozen, 0.0, np.random.default_rng(1).standard_normal(amap.dim))
+    near2 = _relative(amap.round_map(pert), amap(pert), out, amap.F0)
+    if not near2 <= amap.rtol:
+        raise NotAffineError(
+            f"{amap.algorithm} is not affine on this problem: matrix-free check 'near fixed point' has "
+            f"relative residual {near2:.3e} > rtol={amap.rtol:.1e}")
+    return S, resid, steps
+
+
 def _fixed_point_from(amap: MatrixFreeAffineMap, S_init: np.ndarray, res: KrylovResult, gmres_rtol: float,
                       maxiter: int) -> FixedPoint:
     """The fixed point from the Galerkin solution of a Krylov run started at S_init (checked
     arguments), refined with actual rounds and checked for affinity near it."""
     P = amap.projector
-    n = amap.dim
     eig = rate_estimate(amap)
     rate = float(eig.rate)
     if rate >= 1.0:
@@ -558,31 +591,7 @@ def _fixed_point_from(amap: MatrixFreeAffineMap, S_init: np.ndarray, res: Krylov
             f"fixed point (got {res.solve_residual:.2e} with {res.dimension} vectors; spectral rate "
             f"{rate:.12g}); use the dense route (matrix_free=False)")
     assert res.z is not None
-    S = S_init + P(res.z)
-    out = amap.round_map(S)
-    resid = float(np.abs(out - S).max())
-    steps = 0
-    for _ in range(min(3, maxiter)):      # refinement: Galerkin on the same space
-        z, _ = res.space.galerkin(out - S, P, amap.symmetric)
-        S2 = S + P(z)
-        out2 = amap.round_map(S2)
-        r2 = float(np.abs(out2 - S2).max())
-        if not r2 < resid:
-            break
-        S, out, resid, steps = S2, out2, r2, steps + 1
-    pred = amap(S)
-    near = _relative(out, pred, out, amap.F0)
-    if not near <= amap.rtol:
-        raise NotAffineError(
-            f"{amap.algorithm} is not affine on this problem: matrix-free check 'near fixed point' has "
-            f"relative residual {near:.3e} > rtol={amap.rtol:.1e}")
-    hf = _NEAR_FIXED * max(1.0, float(np.abs(S).max()))
-    pert = S + hf * np.where(amap.frozen, 0.0, np.random.default_rng(1).standard_normal(n))
-    near2 = _relative(amap.round_map(pert), amap(pert), out, amap.F0)
-    if not near2 <= amap.rtol:
-        raise NotAffineError(
-            f"{amap.algorithm} is not affine on this problem: matrix-free check 'near fixed point' has "
-            f"relative residual {near2:.3e} > rtol={amap.rtol:.1e}")
+    S, resid, steps = refined_fixed_point(amap, res, S_init + P(res.z), lambda r: r, min(3, maxiter))
     kind = "conjugate-gradient (symmetric M)" if amap.symmetric else "Galerkin (full orthogonalisation)"
     cf = rate if amap.symmetric else None
     return FixedPoint(

@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidProblemError, NotAffineError
+from ..errors import InvalidProblemError
 from .affine_support import initial_vector, refuse_unclassified
 from .closed_form_maps import ClosedFormBlock
 from .fixed_points import FixedPoint
 from .krylov import DominantEigenvalues, KrylovResult, block_krylov
-from .matrix_free import MatrixFreeAffineMap, rate_tolerance, refuse_drift
+from .matrix_free import MatrixFreeAffineMap, rate_tolerance, refined_fixed_point, refuse_drift
 
 __all__ = ["MIN_RATE", "POWER", "PoweredRate", "powered_applies", "powered_fixed_point", "powered_rate",
            "uses_powered_krylov"]
@@ -50,7 +50,6 @@ POWER = 4
 #: whose true rate is at the rounding level; ``theory.matrix_free`` (on M) is used instead.
 MIN_RATE = 0.5
 SOLVE_RTOL = 1e-13
-_NEAR_FIXED = 1e-2
 _MAX_VECTORS = 1000
 
 
@@ -189,11 +188,6 @@ def powered_rate(amap: MatrixFreeAffineMap) -> PoweredRate:
     return result
 
 
-def _relative(out: np.ndarray, pred: np.ndarray, *parts: np.ndarray) -> float:
-    scale = sum(float(np.abs(p).max(initial=0.0)) for p in parts) + np.finfo(float).tiny
-    return float(np.abs(out - pred).max() / scale)
-
-
 def powered_fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None) -> FixedPoint:
     """S~ = S_init + P z, (I - M^j) z = (I + ... + M^(j-1)) (Phi(S_init) - S_init) (module docstring),
     refined with the residual of actual rounds and checked for affinity near S~.
@@ -223,27 +217,8 @@ def powered_fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None) -> Fi
             f"{amap.algorithm}: the Krylov solve did not reach relative residual {SOLVE_RTOL:.0e} for the "
             f"fixed point (got {res.solve_residual:.2e} with {res.dimension} vectors of M^{POWER}); use the "
             "dense route (matrix_free=False)")
-    S = S_init + P(res.z)
-    out = amap.round_map(S)
-    resid = float(np.abs(out - S).max())
-    steps = 0
-    for _ in range(3):                 # refinement with the residual of an actual round
-        z, _ = res.space.galerkin(_partial_sum(amap, out - S, POWER), P, amap.symmetric)
-        S2 = S + P(z)
-        out2 = amap.round_map(S2)
-        r2 = float(np.abs(out2 - S2).max())
-        if not r2 < resid:
-            break
-        S, out, resid, steps = S2, out2, r2, steps + 1
-    near = _relative(out, amap(S), out, amap.F0)
-    hf = _NEAR_FIXED * max(1.0, float(np.abs(S).max()))
-    pert = S + hf * np.where(amap.frozen, 0.0, np.random.default_rng(1).standard_normal(amap.dim))
-    near2 = _relative(amap.round_map(pert), amap(pert), out, amap.F0)
-    for value in (near, near2):
-        if not value <= amap.rtol:
-            raise NotAffineError(
-                f"{amap.algorithm} is not affine on this problem: matrix-free check 'near fixed point' has "
-                f"relative residual {value:.3e} > rtol={amap.rtol:.1e}")
+    S, resid, steps = refined_fixed_point(amap, res, S_init + P(res.z),
+                                          lambda r: _partial_sum(amap, r, POWER), 3)
     return FixedPoint(
         x=S[amap.x_slice].copy(), residual=resid, spectral_rate=rate.rate,
         contraction_factor=rate.rate if amap.symmetric else None, success=True,
