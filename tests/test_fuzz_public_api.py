@@ -213,7 +213,6 @@ KNOWN_GENERATED_VIOLATIONS: dict[str, tuple[str, np.ndarray]] = {
     # a 0-d array taken for a sequence: TypeError: len() of unsized object / iteration over a 0-d array
     "fltheory.nn.cnn": ("input_shape", np.array(3)),
     "fltheory.nn.mlp": ("hidden", np.array(3)),
-    "fltheory.algorithms.run": ("metrics", np.array(0.5)),
     # a (2,) array where (N,) = (8,) is expected: ValueError: could not broadcast
     "fltheory.nn.synthetic_next_char": ("concentration", np.full(2, 1e300)),
     # points of size 1e300: NaN/inf returned
