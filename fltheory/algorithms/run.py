@@ -1,9 +1,10 @@
 """``run``: drive an algorithm for R rounds and record what a theorem needs.
 
 ``run(algorithm, problem, rounds, *, participation=None, seed=0, x0=None,
-callback=None)`` returns a :class:`History` with per-round arrays: server
-models x_t (x_0 first), F(x_t), F(x_t) - F*, ||x_t - x*||^2, ||grad F(x_t)||^2,
-participants, completed steps and communication.  Same seed, same bits: all
+callback=None, metrics=None)`` returns a :class:`History` with per-round arrays:
+server models x_t (x_0 first), F(x_t), F(x_t) - F*, ||x_t - x*||^2,
+||grad F(x_t)||^2 (each on demand: ``metrics``), participants, completed steps
+and communication (measured when read).  Same seed, same bits: all
 randomness comes from ``numpy.random.default_rng(seed)``, used in the order
 documented in ``algorithms.base``.  Non-finite values stop the run with
 :class:`~fltheory.errors.DivergenceError` naming the round and the algorithm.
@@ -109,10 +110,24 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         F(x_t) and ||grad F(x_t)||^2 come from the federation hook
         ``loss_and_grad_norm2`` (quadratic clients: the averaged quadratic
         sum_i p_i H_i, formed once per federation, d^2 work per round instead
-        of N d^2).  Fields not asked for are None; ``metrics=()`` runs the bare
-        rounds.  Metrics never feed back into the iterates: the models x_t are
-        the same bits whatever is asked.  A finite model with a non-finite F or
-        gradient raises DivergenceError only when they are computed.
+        of N d^2), called on up to 64 models at once (fewer when N d is large:
+        ``_batch_rows``; one per round when a callback is given), so that short
+        rounds do not pay one call each.  F* is the hook at x* alone, and the gap
+        F(x_t) - F* is exactly 0 where x_t equals x* bit for bit.  Fields not
+        asked for are None; ``metrics=()`` runs the bare rounds.  Metrics never
+        feed back into the iterates: the models x_t are the same bits whatever
+        is asked.  A finite model with a non-finite F or gradient raises
+        DivergenceError naming the first such round (checked when its batch is
+        evaluated, and before any other error of a later round is raised) only
+        when they are computed.
+
+    Returns
+    -------
+    History
+        ``communication`` is a :class:`~fltheory.algorithms.history.RoundCommunication`:
+        each round's ``Communication`` is measured when first read (at most about
+        2^24 uplink values are held unmeasured), so a run whose communication is
+        not read does not pay for it.
     """
     check_run_options(participation, seed, callback, rng)
     if not isinstance(method, str):
