@@ -112,7 +112,7 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         sum_i p_i H_i, formed once per federation, d^2 work per round instead
         of N d^2), called on up to 64 models at once (fewer when N d is large:
         ``_batch_rows``; one per round when a callback is given), so that short
-        rounds do not pay one call each.  F* is the hook at x* alone, and the gap
+        rounds do not pay one call each.  F* is the first call's lead row, and the gap
         F(x_t) - F* is exactly 0 where x_t equals x* bit for bit.  Fields not
         asked for are None; ``metrics=()`` runs the bare rounds.  Metrics never
         feed back into the iterates: the models x_t are the same bits whatever
@@ -143,9 +143,9 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
     x0 = check_run_arguments(algorithm, problem, rounds, x0)
     gen = rng if rng is not None else np.random.default_rng(seed)
     x_star = _known_x_star(problem) if wanted & {"loss_gap", "dist2"} else None
-    f_star = _f_star(problem, x_star) if x_star is not None and "loss_gap" in wanted else None
-    objective = (_ObjectiveLog(algorithm.name, problem, 1 if callback is not None else _batch_rows(problem))
-                 if wanted & {"loss", "loss_gap", "grad_norm2"} else None)
+    gap_at = x_star if x_star is not None and "loss_gap" in wanted else None
+    objective = (_ObjectiveLog(algorithm.name, problem, 1 if callback is not None else _batch_rows(problem),
+                               gap_at) if wanted & {"loss", "loss_gap", "grad_norm2"} else None)
     start = time.perf_counter()
     state = algorithm.init(problem, x0, gen)
     xs = [x0.copy()]
@@ -181,7 +181,7 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
             objective.flush()
         raise
     X = np.array(xs)
-    L, G2 = objective.values() if objective is not None else (None, None)
+    L, G2, f_star = objective.values() if objective is not None else (None, None, None)
     record = run_record(algorithm, problem, rounds=int(rounds), completed_rounds=X.shape[0] - 1,
                         seed=None if rng is not None else seed, participation=participation,
                         seconds=time.perf_counter() - start)
@@ -226,15 +226,23 @@ def _batch_rows(problem: Federation) -> int:
 
 class _ObjectiveLog:
     """F(x_t) and ||grad F(x_t)||^2 of the recorded models through the federation hook
-    ``loss_and_grad_norm2``, evaluated ``batch`` rows per call (row t is model x_t).
+    ``loss_and_grad_norm2``, evaluated ``batch`` rows per call (row t is model x_t), and
+    F* = F(x*) when ``x_star`` is given.
 
-    A non-finite value at a model x_t, t >= 1, raises DivergenceError naming round t (the
-    first such round); the initial model is recorded as it is."""
+    The first call leads with one extra row: x* when given, else zeros (ignored), so that
+    every model's row sits at the same place in the same shape of call whatever metrics
+    are asked (a matrix product's rounding can depend on both): the values are then the
+    same bits for every ``metrics``.  A non-finite value at a model x_t, t >= 1, raises
+    DivergenceError naming round t (the first such round); the initial model is recorded
+    as it is; an overflow of the oracles at x* or x_0 is raised as it is.
+    """
 
-    def __init__(self, name: str, problem: Federation, batch: int) -> None:
+    def __init__(self, name: str, problem: Federation, batch: int, x_star: np.ndarray | None) -> None:
         self.name, self.problem, self.batch = name, problem, batch
+        self.x_star = x_star
+        self.f_star: float | None = None
         self.pending: list[np.ndarray] = []
-        self.done = 0                          # rows evaluated so far
+        self.done = 0                          # models evaluated so far
         self.losses: list[np.ndarray] = []
         self.grads: list[np.ndarray] = []
 
@@ -246,17 +254,26 @@ class _ObjectiveLog:
     def flush(self) -> None:
         if not self.pending:
             return
-        rows, first = np.array(self.pending), self.done
+        first, lead = self.done, int(self.done == 0)
+        if lead:
+            lead_row = self.x_star if self.x_star is not None else np.zeros(self.problem.dim)
+            rows = np.array([lead_row, *self.pending])
+        else:
+            rows = np.array(self.pending)
         self.pending = []
         with np.errstate(over="ignore", invalid="ignore"):    # non-finite is reported below
             try:
                 loss, g2 = self.problem.loss_and_grad_norm2(rows)
             except OutOfRangeError:                           # the oracles overflowed at some row
-                loss, g2 = self._row_by_row(rows, first)
+                loss, g2 = self._row_by_row(rows, first - lead)
         loss, g2 = np.asarray(loss, dtype=np.float64), np.asarray(g2, dtype=np.float64)
+        if lead:
+            if self.x_star is not None:
+                self.f_star = float(loss[0])
+            loss, g2 = loss[1:], g2[1:]
         self.losses.append(loss)
         self.grads.append(g2)
-        self.done += rows.shape[0]
+        self.done += loss.shape[0]
         bad = ~(np.isfinite(loss) & np.isfinite(g2))
         bad[: max(0, 1 - first)] = False                      # x_0 is not a round
         if bad.any():
@@ -265,22 +282,25 @@ class _ObjectiveLog:
                                   f"||grad F||^2 = {float(g2[k])!r}")
 
     def _row_by_row(self, rows: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray]:
-        """One row per call; +inf where the oracles overflow at a model x_t, t >= 1."""
+        """One row per call (row k is model x_{first + k}; first = -1: the lead row); +inf
+        where the oracles overflow at a model x_t, t >= 1, or at the zeros lead row."""
         loss, g2 = np.empty(rows.shape[0]), np.empty(rows.shape[0])
         for k in range(rows.shape[0]):
+            t = first + k
             try:
                 one_loss, one_g2 = self.problem.loss_and_grad_norm2(rows[k:k + 1])
             except OutOfRangeError:
-                if first + k == 0:                            # the initial model: the caller's error
+                if t == 0 or (t == -1 and self.x_star is not None):   # x_0 or x*: the caller's error
                     raise
                 one_loss, one_g2 = np.array([np.inf]), np.array([np.inf])
             loss[k], g2[k] = float(one_loss[0]), float(one_g2[0])
         return loss, g2
 
-    def values(self) -> tuple[np.ndarray, np.ndarray]:
-        """(F(x_t), ||grad F(x_t)||^2) for every recorded model, after evaluating the pending rows."""
+    def values(self) -> tuple[np.ndarray, np.ndarray, float | None]:
+        """(F(x_t), ||grad F(x_t)||^2) for every recorded model, after evaluating the pending
+        rows, and F* (None without x*)."""
         self.flush()
-        return np.concatenate(self.losses), np.concatenate(self.grads)
+        return np.concatenate(self.losses), np.concatenate(self.grads), self.f_star
 
 
 def _known_x_star(problem: Federation) -> np.ndarray | None:
@@ -292,15 +312,9 @@ def _known_x_star(problem: Federation) -> np.ndarray | None:
     return np.asarray(x_star, dtype=np.float64)
 
 
-def _f_star(problem: Federation, x_star: np.ndarray) -> float:
-    """F* through the same hook as the per-round F(x_t), so that the gap F(x_t) - F* is one formula."""
-    loss, _ = problem.loss_and_grad_norm2(x_star[None, :])
-    return float(loss[0])
-
-
 def _gap(X: np.ndarray, loss: np.ndarray, x_star: np.ndarray, f_star: float) -> np.ndarray:
     """F(x_t) - F*, and exactly 0 where x_t is x* bit for bit (the hook evaluates rows in batches,
-    whose rounding may depend on a row's position in its batch)."""
+    whose rounding may depend on a row's position in its batch: F* is the batch's lead row)."""
     gap = loss - f_star
     gap[(X == x_star).all(axis=1)] = 0.0
     return gap
