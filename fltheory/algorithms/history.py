@@ -88,9 +88,10 @@ class RoundCommunication(Sequence[Any]):
     rounds (the contract of ``DeferredCommunication``).
 
     Memory: deferred rounds hold their uplink arrays, so ``run`` measures the pending
-    rounds whenever they reach ``max_pending`` rounds (``pending_rounds``: about 2^24 held
-    values, 128 MB).  Behaves as a read-only list: ``len``, indexing, slicing (a list),
-    iteration, ``==`` with any sequence (element by element), ``repr``; pickles as a list.
+    rounds whenever they reach ``max_pending`` rounds (``pending_rounds``: 2^22 / (N d)
+    rounds, about 32 MB for one (N, d) uplink per round).  Behaves as a read-only list:
+    ``len``, indexing, slicing (a list), iteration, ``==`` with any sequence (element by
+    element), ``repr``; pickles as a list.
     """
 
     __slots__ = ("_items", "_resolved", "max_pending")
@@ -144,8 +145,8 @@ class RoundCommunication(Sequence[Any]):
 
 
 def pending_rounds(problem: Federation) -> int:
-    """Rounds whose deferred communication a run may hold: 2^24 / (N d), at least 1."""
-    return max(1, 2 ** 24 // max(1, problem.n_clients * problem.dim))
+    """Rounds whose deferred communication a run may hold: 2^22 / (N d), at least 1."""
+    return max(1, 2 ** 22 // max(1, problem.n_clients * problem.dim))
 
 
 def check_run_arguments(algorithm: Algorithm, problem: Federation, rounds: Any, x0: ArrayLike | None) -> np.ndarray:

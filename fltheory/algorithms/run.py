@@ -125,9 +125,9 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
     -------
     History
         ``communication`` is a :class:`~fltheory.algorithms.history.RoundCommunication`:
-        each round's ``Communication`` is measured when first read (at most about
-        2^24 uplink values are held unmeasured), so a run whose communication is
-        not read does not pay for it.
+        each round's ``Communication`` is measured when first read (at most
+        2^22 / (N d) rounds, about 32 MB of uplinks, are held unmeasured), so a run
+        whose communication is not read does not pay for it.
     """
     check_run_options(participation, seed, callback, rng)
     if not isinstance(method, str):
