@@ -112,8 +112,9 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         sum_i p_i H_i, formed once per federation, d^2 work per round instead
         of N d^2), called on up to 64 models at once (fewer when N d is large:
         ``_batch_rows``; one per round when a callback is given), so that short
-        rounds do not pay one call each.  F* is the first call's lead row, and the gap
-        F(x_t) - F* is exactly 0 where x_t equals x* bit for bit.  Fields not
+        rounds do not pay one call each.  F* is a lead row of the first call (a
+        call of its own at one row per call), and the gap F(x_t) - F* is
+        exactly 0 where x_t equals x* bit for bit.  Fields not
         asked for are None; ``metrics=()`` runs the bare rounds.  Metrics never
         feed back into the iterates: the models x_t are the same bits whatever
         is asked.  A finite model with a non-finite F or gradient raises
@@ -229,10 +230,12 @@ class _ObjectiveLog:
     ``loss_and_grad_norm2``, evaluated ``batch`` rows per call (row t is model x_t), and
     F* = F(x*) when ``x_star`` is given.
 
-    The first call leads with one extra row: x* when given, else zeros (ignored), so that
-    every model's row sits at the same place in the same shape of call whatever metrics
-    are asked (a matrix product's rounding can depend on both): the values are then the
-    same bits for every ``metrics``.  A non-finite value at a model x_t, t >= 1, raises
+    With ``batch`` > 1 the first call leads with one extra row: x* when given, else zeros
+    (ignored), so that every model's row sits at the same place in the same shape of call
+    whatever metrics are asked (a matrix product's rounding can depend on both): the values
+    are then the same bits for every ``metrics``.  With ``batch`` = 1 (large N d, where a
+    wasted row would cost as much as a round's metrics, or a callback) F* is a call of its
+    own and every model one call.  A non-finite value at a model x_t, t >= 1, raises
     DivergenceError naming round t (the first such round); the initial model is recorded
     as it is; an overflow of the oracles at x* or x_0 is raised as it is.
     """
@@ -245,6 +248,10 @@ class _ObjectiveLog:
         self.done = 0                          # models evaluated so far
         self.losses: list[np.ndarray] = []
         self.grads: list[np.ndarray] = []
+        self.lead = batch > 1
+        if not self.lead and x_star is not None:
+            loss, _ = problem.loss_and_grad_norm2(x_star[None, :])
+            self.f_star = float(loss[0])
 
     def add(self, x: np.ndarray) -> None:
         self.pending.append(x)
@@ -254,7 +261,7 @@ class _ObjectiveLog:
     def flush(self) -> None:
         if not self.pending:
             return
-        first, lead = self.done, int(self.done == 0)
+        first, lead = self.done, int(self.done == 0 and self.lead)
         if lead:
             lead_row = self.x_star if self.x_star is not None else np.zeros(self.problem.dim)
             rows = np.array([lead_row, *self.pending])

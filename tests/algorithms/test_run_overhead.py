@@ -131,3 +131,17 @@ def test_metrics_as_arrays():
         run(FedAvg(), fed(), 1, metrics=np.array("loss"))
     h = run(FedAvg(), fed(), 2, metrics=np.array(["loss", "dist2"]))
     assert h.loss is not None and h.dist2 is not None and h.grad_norm2 is None and h.loss_gap is None
+
+
+@pytest.mark.parametrize("callback", [None, lambda t, s, i: False], ids=["batched", "row-by-row"])
+def test_metric_values_are_the_same_bits_for_every_metrics(callback):
+    """Batched (a lead row in the first call) or one row per call (F* a call of its own), each
+    metric is the same bits whichever others are asked; the gap at x_0 = x* is exactly 0."""
+    f = fed(4, noisy=False)
+    alg = FedAvg(lr=0.1, local_steps=2)
+    full = run(alg, f, 70, x0=f.optimum(), callback=callback)
+    assert full.loss_gap[0] == 0.0
+    for metrics in [("loss",), ("grad_norm2",), ("loss_gap",), ("dist2", "loss")]:
+        some = run(alg, f, 70, x0=f.optimum(), callback=callback, metrics=metrics)
+        for name in metrics:
+            assert getattr(some, name).tobytes() == getattr(full, name).tobytes(), name
