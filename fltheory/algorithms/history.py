@@ -161,8 +161,10 @@ def check_run_arguments(algorithm: Algorithm, problem: Federation, rounds: Any, 
     if not isinstance(problem, Federation):
         raise InvalidProblemError(f"problem must be a Federation, got {type(problem).__name__}")
     integer("rounds", rounds, minimum=0)          # at most MAX_STEPS: larger never finishes
-    x = np.zeros(problem.dim) if x0 is None else finite_array("x0", x0).copy()
-    if x.shape != (problem.dim,) or not np.all(np.isfinite(x)):
+    if x0 is None:
+        return np.zeros(problem.dim)
+    x = finite_array("x0", x0).copy()
+    if x.shape != (problem.dim,) or not np.isfinite(x).all():
         raise InvalidProblemError(f"x0 must be a finite vector of shape ({problem.dim},), got {x.shape}")
     return x
 
