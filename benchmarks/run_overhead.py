@@ -13,7 +13,10 @@ trial 1 of every candidate, trial 2, ...; medians):
   nothing read from the RoundInfo (no ``init``, no generator, no record);
 * ``run() default``: ``run(FedAvg, fed, rounds)`` -- a fresh generator, ``init``,
   F(x_t), F(x_t) - F*, ||x_t - x*||^2, ||grad F(x_t)||^2, the History and its record;
-* ``run() metrics=()``: the same without the per-round metrics.
+* ``run() metrics=()``: the same without the per-round metrics;
+* ``fresh bare rounds``: what any run has to do besides bookkeeping -- a fresh
+  generator, ``init`` and the rounds (the floor for ``run()``; ``init`` and the
+  generator belong to the algorithm and numpy, not to ``run``).
 
 Printed per size: median wall and CPU seconds per round, each candidate's ratio to
 the bare rounds (wall and CPU; CPU time counts the work done, not the waiting for a
@@ -61,6 +64,16 @@ def bare_rounds(alg: FedAvg, fed: QuadraticFederation, rounds: int) -> Callable[
     return go
 
 
+def fresh_rounds(alg: FedAvg, fed: QuadraticFederation, rounds: int) -> Callable[[], None]:
+    """A new generator, ``init`` at zeros and ``rounds`` rounds, nothing recorded."""
+    def go() -> None:
+        rng = np.random.default_rng(0)
+        state = alg.init(fed, np.zeros(fed.dim), rng)
+        for _ in range(rounds):
+            state, _ = alg.round(state, fed, None, rng)
+    return go
+
+
 def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int
                 ) -> tuple[dict[str, float], dict[str, float]]:
     """Median wall and CPU (``time.process_time``) seconds per round of every candidate."""
@@ -86,6 +99,7 @@ def measure(N: int, d: int, tau: int, trials: int, rounds: int) -> None:
         "bare rounds": bare_rounds(alg, fed, rounds),
         "run() default": lambda: run(alg, fed, rounds),
         "run() metrics=()": lambda: run(alg, fed, rounds, metrics=()),
+        "fresh bare rounds": fresh_rounds(alg, fed, rounds),
     }, trials, rounds)
     print(f"(N, d, tau) = ({N}, {d}, {tau}), {rounds} rounds per call, {trials} trials; "
           f"load {before} -> {load()}")
