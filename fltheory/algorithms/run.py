@@ -281,6 +281,8 @@ class _ObjectiveLog:
         self.losses.append(loss)
         self.grads.append(g2)
         self.done += loss.shape[0]
+        if np.isfinite(loss).all() and np.isfinite(g2).all():
+            return
         bad = ~(np.isfinite(loss) & np.isfinite(g2))
         bad[: max(0, 1 - first)] = False                      # x_0 is not a round
         if bad.any():
@@ -307,6 +309,8 @@ class _ObjectiveLog:
         """(F(x_t), ||grad F(x_t)||^2) for every recorded model, after evaluating the pending
         rows, and F* (None without x*)."""
         self.flush()
+        if len(self.losses) == 1:                             # copies: the History owns its arrays
+            return self.losses[0].copy(), self.grads[0].copy(), self.f_star
         return np.concatenate(self.losses), np.concatenate(self.grads), self.f_star
 
 
