@@ -46,7 +46,10 @@ PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory"
                    "fltheory.theory.closed_form_maps", "fltheory.theory.powered_krylov",
                    "fltheory.search", "fltheory.theory.symbolic", "fltheory.testing", "fltheory.references",
                    "fltheory.theory.bounds.fedavg_hard_instance", "fltheory.theory.registry",
-                   "fltheory.theory.registry.verdicts")
+                   "fltheory.theory.registry.verdicts",
+                   # display / plotting and the nn entries not exported by fltheory.nn (issue 16)
+                   "fltheory.display", "fltheory.plotting", "fltheory.nn.datasets",
+                   "fltheory.nn.trajectory_constants")
 
 #: Assertion helpers for tests: an AssertionError is their documented verdict (a bound or a contract
 #: that does not hold), not a raw error; bad arguments must still give typed errors.
@@ -317,6 +320,43 @@ def _registry_readme() -> dict[str, Any]:
     return {"path": readme}
 
 
+def _figure_and_axes() -> tuple[Any, Any]:
+    from fltheory.plotting import figure
+    fig, axes = figure(1, 1)
+    return fig, axes[0]
+
+
+def _frame_base() -> dict[str, Any]:
+    """A History for ``history_to_frame``; pandas is imported here, before any timed call (its first
+    import takes seconds on a loaded machine and is not the call's cost)."""
+    with contextlib.suppress(ImportError):        # without pandas the call's typed OptionalDependencyError
+        import pandas  # noqa: F401
+    return {"history": _history()}
+
+
+def _experiment_document() -> dict[str, Any]:
+    """A minimal document as ``fltheory reproduce`` writes it (``figures/NAME.json``)."""
+    return {"experiment": {"name": "fuzz", "title": "a fuzz document"}, "key": {"mode": "quick"},
+            "checks": [{"theorem": "EFL Theorem 1", "status": "holds", "ratio": 0.5, "detail": "d"}],
+            "macros": {"fuzzRatio": "0.5"}, "data": {"x": [1.0, 2.0]}}
+
+
+#: Working arguments of the display / plotting / nn entries added to the enumeration by issue 16
+#: (items 3-5); merged into FUNCTION_BASES below.
+DISPLAY_BASES: dict[str, Callable[[], dict[str, Any]]] = {
+    "fltheory.display.summary_text": lambda: {"title": "a title", "rows": [("name", "value")]},
+    "fltheory.display.summary_html": lambda: {"title": "a title", "rows": [("name", "value")]},
+    "fltheory.display.history_to_frame": _frame_base,
+    "fltheory.display.plot_histories": lambda: {"histories": _history()},
+    "fltheory.display.ExperimentReport": lambda: {"document": _experiment_document()},
+    "fltheory.plotting.ratio_axis": lambda: {"ax": _figure_and_axes()[1]},
+    "fltheory.plotting.save_figure": lambda: {"fig": _figure_and_axes()[0],
+                                              "path_without_suffix": _sandbox() / "figure"},
+    "fltheory.nn.trajectory_constants.power_iteration": lambda: {
+        "matvec": lambda V: 2.0 * V, "v0": np.ones((3, 2)), "iters": 3, "tol": 1e-8},
+}
+
+
 #: Working arguments of single public functions where the plausible values by name do not fit
 #: (qualified name -> factory of keyword arguments), used by the sweep and the property test.
 FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -348,6 +388,7 @@ FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
     "fltheory.theory.registry.verdict": lambda: {"it": _registry_item(), "results_dir": _registry_results()},
     "fltheory.theory.registry.verdicts": lambda: {"items": (_registry_item(),), "results_dir": _registry_results()},
     "fltheory.theory.registry.verdicts.item_checks": lambda: {"it": _registry_item()},
+    **DISPLAY_BASES,
 }
 
 

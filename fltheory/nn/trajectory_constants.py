@@ -160,16 +160,19 @@ def power_iteration(matvec: Any, v0: np.ndarray, iters: int, tol: float
 
     v = V0 / norm0[:, None]
     Hv = apply(v)
-    for _ in range(iters):
-        norm = np.linalg.norm(Hv, axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):          # an overflowed norm is refused below
+        for _ in range(iters):
+            norm = np.linalg.norm(Hv, axis=1)
+            theta = np.einsum("md,md->m", v, Hv)
+            resid = np.linalg.norm(Hv - theta[:, None] * v, axis=1)
+            if np.all(resid <= tol * norm):
+                return _finite_iteration(norm, resid, v)
+            if not np.all(np.isfinite(norm)):
+                break
+            v = np.where(norm[:, None] > 0, Hv / np.where(norm > 0, norm, 1.0)[:, None], v)
+            Hv = apply(v)
         theta = np.einsum("md,md->m", v, Hv)
-        resid = np.linalg.norm(Hv - theta[:, None] * v, axis=1)
-        if np.all(resid <= tol * norm):
-            return _finite_iteration(norm, resid, v)
-        v = np.where(norm[:, None] > 0, Hv / np.where(norm > 0, norm, 1.0)[:, None], v)
-        Hv = apply(v)
-    theta = np.einsum("md,md->m", v, Hv)
-    return _finite_iteration(np.linalg.norm(Hv, axis=1), np.linalg.norm(Hv - theta[:, None] * v, axis=1), v)
+        return _finite_iteration(np.linalg.norm(Hv, axis=1), np.linalg.norm(Hv - theta[:, None] * v, axis=1), v)
 
 
 def _finite_iteration(norm: np.ndarray, resid: np.ndarray, v: np.ndarray
