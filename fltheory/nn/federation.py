@@ -117,7 +117,9 @@ class NeuralFederation(Federation):
         Weight decay (reg/2) ||x||^2 added to every f_i (default 0).
     """
 
-    #: (weights, train data, pooled u, t, w) of :meth:`loss_and_grad_norm2`, rebuilt when either changes
+    #: (weights array, a copy of its values, train data, pooled u, t, w) of :meth:`loss_and_grad_norm2`.
+    #: The cache holds the arrays themselves (compared with ``is``: an object kept alive cannot have its
+    #: id reused by another) and a copy of the weights (compared by value: a change in place is seen too).
     _pooled_cache: tuple[Any, ...] | None = None
 
     def __init__(self, model: Sequential, loss: Loss, inputs: Sequence[Any], targets: Sequence[Any], *,
@@ -278,9 +280,11 @@ class NeuralFederation(Federation):
         same sums as ``loss`` and ``grad``, grouped differently (equal to rounding)."""
         X = np.atleast_2d(X)
         cache = self._pooled_cache
-        if cache is None or cache[0] is not self.weights or cache[1] is not self._train:
-            cache = self._pooled_cache = (self.weights, self._train, *self._train.pooled(self.weights))
-        u, t, w = cache[2:]
+        if cache is None or cache[0] is not self.weights or cache[2] is not self._train \
+                or not np.array_equal(cache[1], self.weights):
+            cache = self._pooled_cache = (self.weights, np.array(self.weights, dtype=np.float64, copy=True),
+                                          self._train, *self._train.pooled(self.weights))
+        u, t, w = cache[3:]
         T, n = X.shape[0], u.shape[0]
         loss = np.zeros(T)
         grad = np.zeros_like(X, dtype=np.float64)
