@@ -183,6 +183,7 @@ def save_figure(fig: Figure, path_without_suffix: str | os.PathLike[str],
             with atomic_write(target, "wb") as handle:
                 handle.write(buffer.getvalue())
         except OSError as exc:
-            raise OutputDirectoryError(f"cannot write the figure {target}: {type(exc).__name__}: {exc}") from exc
+            # the errno is kept (callers tell a full or read-only disk by it)
+            raise OutputDirectoryError(exc.errno, f"cannot write the figure {target}: {exc.strerror or exc}") from exc
         written.append(target)
     return written

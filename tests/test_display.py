@@ -170,3 +170,22 @@ def test_plots_leave_no_open_pyplot_figure_and_render_with_agg(long_history, tmp
     assert plt.get_fignums() == before
     assert isinstance(fig.canvas, FigureCanvasAgg) and isinstance(fig2.canvas, FigureCanvasAgg)
     assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_failed_figure_write_is_a_typed_os_error_keeping_the_errno(tmp_path, monkeypatch):
+    """A full disk during save_figure: OutputDirectoryError (an OSError) with errno ENOSPC, naming the file."""
+    import errno
+    import tempfile
+
+    from fltheory import plotting
+    from fltheory.errors import OutputDirectoryError
+
+    fig, _ = plotting.figure()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    with pytest.raises(OutputDirectoryError, match=r"f\.pdf: No space left on device") as info:
+        plotting.save_figure(fig, tmp_path / "f")
+    assert isinstance(info.value, OSError) and info.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []
