@@ -39,11 +39,12 @@ HESS_MAX_DIM = 2000
 #: client_hess evaluates its d directions in blocks of about this many (direction, sample) pairs
 _HESS_BLOCK_SAMPLES = 20000
 #: loss_and_grad_norm2 evaluates F and grad F over the pooled real samples in chunks of this many.  Measured
-#: (process CPU time and resource.getrusage minor page faults, best of 3, one point, OPENBLAS_NUM_THREADS=1,
+#: by benchmarks/pooled_chunk.py (process CPU time and minor page faults, best of 3, one point, 1 BLAS thread,
 #: the FULL neural_local_adaptivity CNN, 215,370 parameters): on 4,000 training samples chunks of 128 take
-#: 5.9-7.1 s against 20.6 s for one pass over all samples, on 1,000 samples 1.8 s against 2.6-3.1 s.  The one
-#: pass has FEWER minor page faults (21,596 vs 47,712; 17,271 vs 44,730), so its extra time is not page
-#: faults; that it is cache misses on its larger activations is a guess, not measured.
+#: 5.9-7.1 s against 20.6 s for one pass over all samples, on 1,000 samples 1.5-1.8 s against 2.6-3.2 s (runs
+#: on a shared, loaded machine).  The one pass has FEWER minor page faults (21,596 vs 47,712 on 4,000 samples;
+#: 14,716-17,271 vs 44,219-44,730 on 1,000), so its extra time is not page faults; that it is cache misses on
+#: its larger activations is a guess, not measured.
 POOLED_CHUNK = 128
 
 
