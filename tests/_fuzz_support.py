@@ -26,6 +26,7 @@ import enum
 import importlib
 import inspect
 import json
+import os
 import signal
 import tempfile
 import warnings
@@ -54,6 +55,10 @@ PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory"
 #: Assertion helpers for tests: an AssertionError is their documented verdict (a bound or a contract
 #: that does not hold), not a raw error; bad arguments must still give typed errors.
 ASSERTION_HELPERS = frozenset({"fltheory.testing.check_bound"})
+
+#: Callables that write files at a relative path they are given (a fuzzed "abc" is one): called with the
+#: sandbox directory as working directory, so that no fuzzed call writes into the repository.
+WRITES_FILES = frozenset({"fltheory.plotting.save_figure"})
 
 #: Seconds one call may take before it counts as a hang.
 TIME_LIMIT = 3.0
@@ -472,6 +477,17 @@ def registries_restored() -> Iterator[None]:
         run_module._METHODS.update(saved)
 
 
+@contextlib.contextmanager
+def _working_directory(path: Path) -> Iterator[None]:
+    """``contextlib.chdir`` of Python 3.11, for the 3.10 the project supports."""
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
 def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, value: Any,
               base: Callable[[], dict[str, Any]] | None = None) -> Call:
     """Call ``fn`` with its base arguments (updated by ``base()`` when given: working
@@ -481,8 +497,9 @@ def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, va
         kwargs.update(base())
     kwargs[parameter] = value
     INPUTS.add(f"{target}|{parameter}|{kind}")
+    workdir = _working_directory(_sandbox()) if target in WRITES_FILES else contextlib.nullcontext()
     try:
-        with registries_restored(), time_limit(TIME_LIMIT), warnings.catch_warnings():
+        with workdir, registries_restored(), time_limit(TIME_LIMIT), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
                 result = fn(**kwargs)
