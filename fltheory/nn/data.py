@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..aliases import Seed
-from .._validate import choice, flag, generator, in_unit_interval, instance, per_client, positive, scalar_int
+from .._validate import (choice, flag, generator, in_unit_interval, instance, known_keywords, per_client, positive,
+                         scalar_int)
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .federation import NeuralFederation
 from .partitions import iid_partition, split_clients
@@ -119,7 +120,9 @@ def synthetic_fedprox_federation(model: Sequential, alpha: float, beta: float, *
     (dim,) and output n_classes logits (60 and 10 by default)."""
     from ..problems.synthetic import synthetic_fedprox
     instance("model", model, Sequential, "a Sequential model")
-    data = synthetic_fedprox(alpha, beta, iid=flag("iid", iid), seed=seed, **kwargs)
+    data = synthetic_fedprox(alpha, beta, iid=flag("iid", iid), seed=seed,
+                             **known_keywords("synthetic_fedprox_federation", kwargs, synthetic_fedprox,
+                                              exclude=("alpha", "beta", "iid", "seed")))
     d, C = data.W.shape[1:]
     if tuple(model.input_shape) != (d,) or tuple(model.output_shape) != (C,):
         raise InvalidProblemError(f"Synthetic data has inputs ({d},) and {C} classes; the model maps "
