@@ -42,7 +42,9 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     unit_rate = isinstance(rate, float) and rate == 1.0
     extra = _ExtraGradient(objective, Y)
     grad = problem.row_gradient(clients, rng) if kmin > 0 else None
-    G_buf = np.empty_like(Y) if optimizer is None and kmin > 0 else None
+    # an optimizer's in-place steps (same numbers as update; they only read G, so its buffer is reused)
+    fused = optimizer.fused(state) if optimizer is not None and optimizer.fused is not None and kmin > 0 else None
+    G_buf = np.empty_like(Y) if (optimizer is None or fused is not None) and kmin > 0 else None
     with np.errstate(over="ignore", invalid="ignore"):
         if optimizer is None and grad is not None and extra.kind == "none":
             for _ in range(kmin):                          # plain steps, nothing added: the bare loop
@@ -60,14 +62,18 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
                 G *= rate
                 Y -= G
                 continue
-            U, state = optimizer.update(G, state, Y)
-            if unit_rate:
-                pass                                       # 1.0 * u == u exactly: no pass
-            elif _fresh(U, G, Y, state):
-                U *= rate                                  # same products as lr_col * U, no temporary
+            if fused is not None:
+                fused.step(G, Y, rate)                     # Y += rate * u in place, same numbers
+                state = fused.state()
             else:
-                U = rate * U
-            Y += U
+                U, state = optimizer.update(G, state, Y)
+                if unit_rate:
+                    pass                                   # 1.0 * u == u exactly: no pass
+                elif _fresh(U, G, Y, state):
+                    U *= rate                              # same products as lr_col * U, no temporary
+                else:
+                    U = rate * U
+                Y += U
             if record:
                 P = np.asarray(optimizer.precond(state))
                 if precond_sum is None:
