@@ -29,8 +29,11 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     per step; an overflow shows as a non-finite Y, which the caller reports),
     and plain steps reuse one gradient buffer and one buffer for the extra terms;
     the numbers are the same as with ``stochastic_grad`` and ``objective.grad``
-    called every step.  Later steps (rows with more steps than others) call the
-    checked ``stochastic_grad`` on the active rows."""
+    called every step.  An optimizer with fused steps (``Optimizer.fused``) takes
+    them in place in those steps, with the same numbers as ``update`` followed by
+    ``y += rate * u``, and the gradient buffer is reused too.  Later steps (rows
+    with more steps than others) call the checked ``stochastic_grad`` on the
+    active rows and the pure ``update``."""
     m = Y.shape[0]
     precond_sum = None
     kmax = int(steps.max()) if m else 0
