@@ -126,11 +126,22 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
         return step, AdaptiveState(count, mu, nu)
 
     def precond(state: AdaptiveState) -> np.ndarray:
-        started = (state.count > 0)[:, None]
-        k = np.maximum(state.count, 1)
+        # weight / (sqrt(s2 nu) + eps) where count > 0, else 0, in one buffer
+        count = np.asarray(state.count)
+        k = np.maximum(count, 1)
         s1, s2 = _scales(k)
         weight = (1.0 - b1 ** k.astype(np.float64))[:, None] * s1
-        return np.where(started, weight / (np.sqrt(s2 * state.nu) + eps), 0.0)
+        nu = np.asarray(state.nu, dtype=np.float64)
+        # s2 = 1 without bias correction: 1 * nu == nu exactly, so it is not multiplied
+        den = np.multiply(s2, nu) if bias_correction else np.sqrt(nu)
+        if bias_correction:
+            np.sqrt(den, out=den)
+        den += eps
+        out = np.divide(weight, den, out=den)
+        idle = count <= 0
+        if idle.any():
+            out[idle] = 0.0
+        return out
 
     def fused(state: AdaptiveState) -> _FusedAdaptive:
         return _FusedAdaptive(rule, lr, b1, b2, eps, _scales if bias_correction else None, state)

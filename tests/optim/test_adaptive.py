@@ -291,7 +291,7 @@ RATES = {"unit": lambda m: 1.0, "scalar": lambda m: 0.7,
 def _uneven_state(opt, rng, m, d):
     """A state whose rows took 0, 1, 2, ... steps (so bias corrections differ by row)."""
     s = opt.init(rng.normal(size=(m, d)))
-    for k in range(m):
+    for k in range(1, m):
         rows = np.arange(k, m)
         _, sub = opt.update(rng.normal(size=(rows.size, d)), optim.take_rows(s, rows), None)
         s = optim.put_rows(s, rows, sub)
@@ -334,3 +334,23 @@ def test_optimizers_without_fused_steps_say_so():
     assert optim.sgd(0.1).fused is None
     assert optim.adagrad(0.1).fused is not None
     assert optim.Optimizer(optim.sgd(0.1).init, optim.sgd(0.1).update, optim.sgd(0.1).precond).fused is None
+
+
+@pytest.mark.parametrize("rule,kw", FUSED_CASES)
+def test_precond_is_the_written_out_weight_bit_for_bit(rule, kw):
+    """precond == where(count > 0, (1 - b1^k) s1 / (sqrt(s2 nu) + eps), 0) with k = max(count, 1),
+    written out literally, bit for bit, on a state whose rows took 0, 1, 2, ... steps."""
+    rng = np.random.default_rng(23)
+    opt = getattr(optim, rule)(**kw)
+    s = _uneven_state(opt, rng, 5, 4)
+    b1 = kw.get("b1", 0.9 if rule != "adagrad" else 0.0)
+    b2 = kw.get("b2", 0.999 if rule != "adagrad" else 0.0)
+    eps = kw.get("eps", 1e-8 if rule != "yogi" else 1e-3)
+    bc = kw.get("bias_correction", rule == "adam")
+    k = np.maximum(s.count, 1).astype(np.float64)[:, None]
+    s1 = 1.0 / (1.0 - b1 ** k) if bc else np.ones_like(k)
+    s2 = 1.0 / (1.0 - b2 ** k) if bc else np.ones_like(k)
+    ref = np.where((s.count > 0)[:, None], ((1.0 - b1 ** k) * s1) / (np.sqrt(s2 * s.nu) + eps), 0.0)
+    assert s.count[0] == 0 and s.count[-1] == 4
+    got = opt.precond(s)
+    assert got.dtype == ref.dtype and got.tobytes() == ref.tobytes()
