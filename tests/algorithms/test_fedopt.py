@@ -427,3 +427,22 @@ def test_fused_client_steps_give_the_pure_update_rounds_bit_for_bit(make, client
     if client_state != "restart":
         for f, g in zip(runs[0].clients, runs[1].clients, strict=True):
             assert np.asarray(f).tobytes() == np.asarray(g).tobytes()
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=[s[0] for s in SETTINGS])
+@pytest.mark.parametrize("copt", ["adagrad", "adam"])
+def test_fused_client_steps_bit_for_bit_on_stochastic_and_logistic_clients(setting, copt):
+    """Fused against pure client steps on every reference setting (gradient noise, minibatches,
+    sampled clients with incomplete steps: the oracle draws in the same order), persisted states,
+    local correction: identical runs."""
+    _, make_problem, part = setting
+    histories = []
+    for fused in (True, False):
+        prob = make_problem()
+        opt = CLIENT_OPTS[copt](prob.n_clients, prob.dim)
+        if not fused:
+            opt = opt._replace(fused=None)
+        alg = FedOpt(client_optimizer=opt, server_optimizer=optim.adam(0.05), local_steps=3,
+                     correction="local", client_state="persist")
+        histories.append(run(alg, prob, 4, participation=part, seed=11, metrics=()))
+    assert histories[0].x.tobytes() == histories[1].x.tobytes()
