@@ -4,9 +4,10 @@ Usage::
 
     python benchmarks/adagrad_rounds.py                # the three sizes of issue 17
     python benchmarks/adagrad_rounds.py --quick        # small sizes, smoke run
-    python benchmarks/adagrad_rounds.py --trials 9 --rounds 3
+    python benchmarks/adagrad_rounds.py --trials 9 --rounds 3   # fixed rounds per trial
 
-Candidates, each timed as ``--rounds`` consecutive rounds per trial, trials
+Candidates, each timed as ``--rounds`` consecutive rounds per trial (by
+default as many as make a trial of the reference about 50 ms), trials
 interleaved (trial 1 of every candidate, then trial 2, ...) in this one
 process so that load from other processes hits all alike; medians of wall
 and CPU seconds (``time.process_time``, all threads) per round are printed
@@ -168,10 +169,23 @@ def agreement(fed: QuadraticFederation, tau: int, lr: float, pool: ThreadPoolExe
     return float(np.abs(state.x - x).max())
 
 
-def measure(N: int, d: int, tau: int, trials: int, rounds: int, pool: ThreadPoolExecutor) -> None:
+def auto_rounds(fed: QuadraticFederation, lr: float, tau: int, pool: ThreadPoolExecutor,
+                target: float = 0.05) -> int:
+    """Rounds per trial so that a trial of the reference takes about ``target`` CPU seconds
+    (a 3-round trial at N = 100 lasts 2 ms, which load from other processes swamps)."""
+    once = reference_of(fed, lr, tau, 1, pool, True)
+    once()
+    c = time.process_time()
+    once()
+    return max(1, int(np.ceil(target / max(time.process_time() - c, 1e-6))))
+
+
+def measure(N: int, d: int, tau: int, trials: int, rounds: int | None, pool: ThreadPoolExecutor) -> None:
     fed = quadratic_problem(N, d)
     lr = 0.05
     x0 = np.zeros(d)
+    if rounds is None:
+        rounds = auto_rounds(fed, lr, tau, pool)
     runs = {
         "blocked AdaGrad": reference_of(fed, lr, tau, rounds, pool, True),
         "blocked FedAvg": reference_of(fed, lr, tau, rounds, pool, False),
@@ -194,7 +208,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--trials", type=int, default=7)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds per trial (default: about 50 ms of the reference per trial)")
     args = parser.parse_args()
     with single_threaded_blas(), ThreadPoolExecutor(max_workers=2) as pool:
         for N, d, tau in QUICK_SIZES if args.quick else SIZES:

@@ -152,8 +152,8 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
 class _FusedAdaptive:
     """The steps of ``update`` in place over an owned copy of the state
     (:class:`fltheory.optim.base.FusedSteps`): the same floating-point
-    operations in the same order, written into the moments and two scratch
-    rows blocks, so one step is a handful of passes over (m, d) arrays that
+    operations in the same order, written into the moments and up to three
+    scratch arrays, so one step is a handful of passes over (m, d) arrays that
     stay in cache and allocates nothing of that size.  Per step:
 
         AdaGrad: T = g*g; nu += T
@@ -171,6 +171,7 @@ class _FusedAdaptive:
                  scales: Any, state: AdaptiveState) -> None:
         self.rule, self.lr, self.b1, self.b2, self.eps, self.scales = rule, lr, b1, b2, eps, scales
         self.count = np.array(state.count, dtype=np.int64, copy=True)
+        self.pending = 0            # steps not yet added to count (only bias correction reads it per step)
         # b1 = 0: mu is never read or written (``update`` keeps it too)
         self.mu = state.mu if b1 == 0.0 else np.array(state.mu, dtype=np.float64, copy=True, order="C")
         self.nu = np.array(state.nu, dtype=np.float64, copy=True, order="C")
@@ -200,8 +201,8 @@ class _FusedAdaptive:
             np.multiply(g, 1.0 - self.b1, out=U)
             mu += U
             first = mu
-        self.count += 1
         if self.scales is not None:
+            self.count += 1
             s1, s2 = self.scales(self.count)
             np.multiply(s2, nu, out=T)
             np.sqrt(T, out=T)
@@ -212,12 +213,16 @@ class _FusedAdaptive:
             np.sqrt(nu, out=T)
             T += self.eps
             np.divide(first, T, out=U)
+            self.pending += 1
         U *= -self.lr
         if not (isinstance(rate, float) and rate == 1.0):
             U *= rate
         params += U
 
     def state(self) -> AdaptiveState:
+        if self.pending:
+            self.count += self.pending
+            self.pending = 0
         return AdaptiveState(self.count, self.mu, self.nu)
 
 

@@ -387,8 +387,8 @@ def test_singular_full_preconditioner_sum_raises():
     np.testing.assert_allclose(dt, [[0.0, 0.0], [0.5, 0.5]], rtol=0)
 
 
-@pytest.mark.parametrize("client_state,correction", [("restart", "none"), ("persist", "local"),
-                                                     ("synchronise", "joint")])
+@pytest.mark.parametrize("client_state,correction", [("restart", "none"), ("persist", "none"),
+                                                     ("persist", "local"), ("synchronise", "joint")])
 @pytest.mark.parametrize("make", [lambda: optim.adagrad(0.05, initial_accumulator=0.1),
                                   lambda: optim.adam(0.02),
                                   lambda: optim.yogi(0.02, bias_correction=True)],

@@ -67,7 +67,8 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
                 continue
             if fused is not None:
                 fused.step(G, Y, rate)                     # Y += rate * u in place, same numbers
-                state = fused.state()
+                if record:
+                    state = fused.state()
             else:
                 U, state = optimizer.update(G, state, Y)
                 if unit_rate:
@@ -82,6 +83,8 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
                 if precond_sum is None:
                     precond_sum = np.zeros((m, *P.shape[1:]))
                 precond_sum += P
+        if fused is not None:
+            state = fused.state()
     if kmax > kmin and not np.all(np.isfinite(Y)):
         raise DivergenceError("local steps produced non-finite values")
     for k in range(kmin, kmax):
