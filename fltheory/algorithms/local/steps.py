@@ -29,11 +29,8 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     per step; an overflow shows as a non-finite Y, which the caller reports),
     and plain steps reuse one gradient buffer and one buffer for the extra terms;
     the numbers are the same as with ``stochastic_grad`` and ``objective.grad``
-    called every step.  An optimizer with fused steps (``Optimizer.fused``) takes
-    them in place in those steps, with the same numbers as ``update`` followed by
-    ``y += rate * u``, and the gradient buffer is reused too.  Later steps (rows
-    with more steps than others) call the checked ``stochastic_grad`` on the
-    active rows and the pure ``update``."""
+    called every step.  Later steps (rows with more steps than others) call the
+    checked ``stochastic_grad`` on the active rows."""
     m = Y.shape[0]
     precond_sum = None
     kmax = int(steps.max()) if m else 0
@@ -45,7 +42,9 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     unit_rate = isinstance(rate, float) and rate == 1.0
     extra = _ExtraGradient(objective, Y)
     grad = problem.row_gradient(clients, rng) if kmin > 0 else None
-    # an optimizer's in-place steps (same numbers as update; they only read G, so its buffer is reused)
+    # an optimizer with fused steps (Optimizer.fused) takes them in place while every row is active:
+    # the same numbers as update followed by y += rate * u; they only read G, so its buffer is reused
+    # (later steps, rows with more steps than others, use the pure update)
     fused = optimizer.fused(state) if optimizer is not None and optimizer.fused is not None and kmin > 0 else None
     G_buf = np.empty_like(Y) if (optimizer is None or fused is not None) and kmin > 0 else None
     with np.errstate(over="ignore", invalid="ignore"):
