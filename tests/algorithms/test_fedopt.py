@@ -446,3 +446,21 @@ def test_fused_client_steps_bit_for_bit_on_stochastic_and_logistic_clients(setti
                      correction="local", client_state="persist")
         histories.append(run(alg, prob, 4, participation=part, seed=11, metrics=()))
     assert histories[0].x.tobytes() == histories[1].x.tobytes()
+
+
+def test_fused_client_steps_replace_the_pure_update_while_every_client_is_active():
+    """With full participation and every client doing all its steps, the local loop takes
+    only the fused steps: the pure ``update`` is never called (counted through a wrapper),
+    and it is called once per step again when ``fused`` is removed."""
+    calls = [0]
+    base = optim.adagrad(0.05)
+
+    def counted(g, s, y):
+        calls[0] += 1
+        return base.update(g, s, y)
+
+    fed = quadratic(3)
+    for opt, expected in ((base._replace(update=counted), 0), (base._replace(update=counted, fused=None), 2 * 4)):
+        calls[0] = 0
+        run(FedOpt(client_optimizer=opt, server_optimizer=optim.sgd(1.0), local_steps=4), fed, 2, metrics=())
+        assert calls[0] == expected
