@@ -154,7 +154,7 @@ def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg:
 
     Works on class-major logits Z^T = W^T A^T (m, C, n): the max / sum over
     classes then run over the outer axis (contiguous rows of n, vectorised)
-    instead of over a short last axis, and G^T = (rw (.) (P - E_y))^T A.
+    instead of over a short last axis, and G = A^T (rw (.) (P - E_y)) straight in the (f, C) layout.
     ``at``: :func:`label_positions` of ``y`` when the caller has them."""
     m, n, f = A.shape
     Z = np.matmul(np.swapaxes(X.reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2))   # (m, C, n)
@@ -163,7 +163,10 @@ def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg:
     Z *= rw[:, None, :] / Z.sum(axis=1, keepdims=True)                           # rw_j p_jc
     flat = Z.reshape(-1)                                   # a view: Z is a fresh contiguous array
     flat[label_positions(y, C) if at is None else at] -= rw.reshape(-1)            # - rw_j e_yj
-    return np.swapaxes(np.matmul(Z, A), 1, 2).reshape(m, f * C) + reg * X
+    G = np.matmul(np.swapaxes(A, 1, 2), np.swapaxes(Z, 1, 2)).reshape(m, f * C)    # A^T (.), (f, C) order
+    if reg:
+        G += reg * X
+    return G
 
 
 def multi_loss_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int
@@ -187,7 +190,10 @@ def multi_loss_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray,
     flat[label_positions(y, C)] -= rw.reshape(-1)                                 # - rw_j e_yj
     out = np.empty((m, 1 + f * C))
     out[:, 0] = loss
-    out[:, 1:] = np.swapaxes(np.matmul(Z, A), 1, 2).reshape(m, f * C) + reg * X
+    G = np.matmul(np.swapaxes(A, 1, 2), np.swapaxes(Z, 1, 2)).reshape(m, f * C)    # as in multi_grad
+    if reg:
+        G += reg * X
+    out[:, 1:] = G
     return out
 
 

@@ -25,7 +25,10 @@ runs a few batched matmuls over the client axis (no loop over clients or
 samples).  Loss, gradient and the Fisher diagonals run over *size groups* of
 the listed clients, each padded only to its own largest n_i (exact optimal
 cuts, ``_logistic_buckets``; a loop over a handful of groups), so clients of
-very unequal sizes cost about sum_i n_i rows, not m * n_max.  Losses use logaddexp / logsumexp and
+very unequal sizes cost about sum_i n_i rows, not m * n_max.  The local-step
+gradient (``row_gradient``) spreads the groups over two threads when a step is
+large (numpy releases the GIL in matmul and exp; ``with_threads``), each
+client computed by the same operations as without threads.  Losses use logaddexp / logsumexp and
 gradients expit / softmax, so margins of size 1e4 neither overflow nor warn.
 
 ``fisher_diag`` returns the *true* Fisher diagonal (the Hessian diagonal
@@ -36,7 +39,10 @@ with g_ij the per-sample data gradients.
 
 from __future__ import annotations
 
+import copy
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
@@ -44,9 +50,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validate import finite_array, in_unit_interval, positive
-from ..errors import InvalidProblemError
+from ..errors import InvalidHyperparameterError, InvalidProblemError
 from . import _logistic_oracles as lo
-from ._logistic_buckets import Bucket, make_plan
+from ._logistic_buckets import Bucket, Part, make_plan, thread_shares
 from ._separation import is_separable
 from .base import Federation, RowGradient, finite_output, normalize_weights
 from .constants import CurvatureBounds
@@ -58,6 +64,18 @@ __all__ = ["LogisticFederation"]
 OPTIMUM_TOL = 1e-10
 _N_BUCKETS = 4
 _MAX_PLANS = 16     # cached size-bucket plans (one per distinct client list of length >= 2)
+# Multiply-adds (x2) per local step below which a second thread costs more than it
+# saves (a hand-off is ~20 us; Synthetic(1,1) does 1.2e7 per step).
+_MIN_THREADED_FLOPS = 2.0e6
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A process-wide pool of ``threads - 1`` workers (the caller's thread is the other one)."""
+    pool = _POOLS.get(threads)
+    if pool is None:
+        pool = _POOLS[threads] = ThreadPoolExecutor(threads - 1, thread_name_prefix="fltheory-logistic")
+    return pool
 
 
 def _check_data(features: Sequence[Any], labels: Sequence[Any], n_classes: int | None
@@ -164,6 +182,19 @@ class LogisticFederation(Federation):
                      reg: float, n_classes: int | None) -> LogisticFederation:
         out = cls.__new__(cls)
         out._setup(A, y, rows, weights, reg, n_classes)
+        return out
+
+    _threads: int = min(2, os.cpu_count() or 1)
+
+    def with_threads(self, threads: int) -> LogisticFederation:
+        """Copy whose local-step gradient (``row_gradient``) spreads its size groups
+        over ``threads`` threads (default min(2, cpu count); 1: no threads).  Only
+        steps of at least ~2e6 flops use them.  Every client is computed by the same
+        operations in any thread, so results are bitwise identical for every count."""
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+            raise InvalidHyperparameterError(f"threads must be an integer >= 1, got {threads!r}")
+        out = copy.copy(self)
+        out._threads = int(threads)
         return out
 
     # ------------------------------------------------------------ data view
@@ -276,34 +307,47 @@ class LogisticFederation(Federation):
             return super().row_gradient(clients, rng)
         idx = self._clients(clients)
         plan = self._plan(idx)
-        groups: list[tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]]
+        m = idx.shape[0]
         if plan is None:
             A, y, rw = self._data(idx)
-            groups = [(None, A, y, rw)]
+            parts = [Part(None, A, y, rw)]
         else:
-            groups = [(b.pos, b.A, b.y, b.rw) for b in plan]
+            parts = [Part(b.pos, b.A, b.y, b.rw) for b in plan]
         reg, C = self.reg, self.n_classes
+        per_row = 4.0 * self.n_features * (1 if C is None else C)
+        threads = self._threads if sum(p.A.shape[0] * p.A.shape[1] for p in parts) * per_row \
+            >= _MIN_THREADED_FLOPS else 1
+        shares = thread_shares(parts, m, threads, per_row) if threads > 1 else [parts]
         if C is None:
             def one(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, at: Any) -> np.ndarray:
                 return lo.binary_grad(A, y, rw, X, reg)
-            labels: list[Any] = [None] * len(groups)
         else:
             n_classes = C
 
             def one(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, at: Any) -> np.ndarray:
                 return lo.multi_grad(A, y, rw, X, reg, n_classes, at)
-            labels = [lo.label_positions(g[2], C) for g in groups]
-        work = list(zip(groups, labels, strict=True))
+        work = [[(p, None if C is None else lo.label_positions(p.y, C)) for p in share] for share in shares]
+
+        def run_share(share: list[tuple[Part, Any]], X: np.ndarray, out: np.ndarray) -> None:
+            for (pos, A, y, rw), at in share:            # a few size groups, not clients
+                if pos is None:
+                    out[...] = one(A, y, rw, X, at)
+                else:
+                    out[pos] = one(A, y, rw, X[pos], at)
+
+        pool = _pool(len(work)) if len(work) > 1 else None
 
         def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             X = np.ascontiguousarray(X)
             if out is None:
                 out = np.empty(X.shape)
-            for (pos, A, y, rw), at in work:             # a few size groups, not clients
-                if pos is None:
-                    out[...] = one(A, y, rw, X, at)
-                else:
-                    out[pos] = one(A, y, rw, X[pos], at)
+            if pool is None:
+                run_share(work[0], X, out)
+                return out
+            others = [pool.submit(run_share, share, X, out) for share in work[1:]]
+            run_share(work[0], X, out)                   # this thread takes the first share
+            for f in others:
+                f.result()
             return out
         return grad
 
@@ -538,7 +582,6 @@ class LogisticFederation(Federation):
         """(1/n_i) sum_j log(1 + exp(-y_j a_j^T y)) + reg/2 ||y||^2 (binary model only)."""
         import cvxpy as cp
         if self.is_multinomial:
-            from ..errors import InvalidHyperparameterError
             raise InvalidHyperparameterError(
                 f"solver='cvxpy' supports quadratic and binary logistic clients, got {self!r}")
         n = int(self._rows[client])

@@ -1,0 +1,112 @@
+"""Threaded local-step gradients of logistic clients: the size groups spread over
+threads (``thread_shares``) cover every client exactly once, and the threaded
+gradient equals the unthreaded one and ``client_grad`` bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fltheory.algorithms import FedAvg, run
+from fltheory.errors import InvalidHyperparameterError
+from fltheory.problems import LogisticFederation
+from fltheory.problems import logistic as logistic_module
+from fltheory.problems._logistic_buckets import Part, thread_shares
+from fltheory.problems.synthetic import synthetic_fedprox
+
+from .problem_refs import make_logistic
+
+
+def _parts(sizes: list[list[int]], f: int = 3) -> tuple[list[Part], int]:
+    """Groups of clients (given by their padded row counts) with client i's rows
+    holding the value i, as the size-bucket plan would pass them."""
+    parts, start = [], 0
+    for group in sizes:
+        k = max(group)
+        m = len(group)
+        ids = np.arange(start, start + m)
+        A = np.broadcast_to(ids[:, None, None].astype(float), (m, k, f)).copy()
+        parts.append(Part(ids[::-1].copy() if m % 2 else ids, A, np.zeros((m, k)), np.ones((m, k))))
+        start += m
+    return parts, start
+
+
+@given(st.lists(st.lists(st.integers(1, 400), min_size=1, max_size=6), min_size=1, max_size=8),
+       st.integers(1, 4))
+def test_thread_shares_cover_every_client_once_and_balance(sizes, threads):
+    parts, m = _parts(sizes)
+    parts[0] = parts[0]._replace(pos=None) if len(parts) == 1 else parts[0]
+    shares = thread_shares(parts, m, threads, work_per_row=100.0)
+    assert 1 <= len(shares) <= threads
+    seen = []
+    for share in shares:
+        for p in share:
+            pos = np.arange(m) if p.pos is None else np.arange(m)[p.pos]
+            assert pos.shape[0] == p.A.shape[0]
+            np.testing.assert_array_equal(p.A[:, 0, 0], np.asarray(parts_client_ids(parts, m))[pos])
+            seen.extend(pos.tolist())
+    assert sorted(seen) == list(range(m))
+    cost = [sum(p.A.shape[0] * p.A.shape[1] * 100.0 + 1.0e5 for p in s) for s in shares]
+    splittable = any(p.A.shape[0] > 1 for s in shares for p in s)
+    if len(shares) < threads:                      # an idle thread only when nothing can be cut
+        assert not splittable
+    elif splittable and max(cost) > 1.15 * sum(cost) / threads:
+        # cuts are bounded (2 * threads); only then may the shares stay unbalanced
+        assert sum(len(s) for s in shares) >= len(parts) + 1
+
+
+def parts_client_ids(parts: list[Part], m: int) -> np.ndarray:
+    """Client id held by position r of the caller's list (inverse of the parts' pos)."""
+    ids = np.empty(m)
+    for p in parts:
+        pos = np.arange(m) if p.pos is None else np.arange(m)[p.pos]
+        ids[pos] = p.A[:, 0, 0]
+    return ids
+
+
+def test_one_part_of_many_clients_is_cut_for_the_threads():
+    parts, m = _parts([[50] * 8])
+    parts = [parts[0]._replace(pos=None)]
+    shares = thread_shares(parts, m, 2, work_per_row=1000.0)
+    assert len(shares) == 2
+    assert [s[0].pos for s in shares] in ([slice(0, 4), slice(4, 8)], [slice(4, 8), slice(0, 4)])
+
+
+@pytest.mark.parametrize("kind", ["binary", "multinomial", "multinomial unequal sizes"])
+@pytest.mark.parametrize("clients", [None, np.array([3, 1, 1, 0, 5, 2])])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threaded_bound_gradient_gives_the_bits_of_client_grad(monkeypatch, kind, clients, threads):
+    monkeypatch.setattr(logistic_module, "_MIN_THREADED_FLOPS", 0.0)      # thread even tiny steps
+    if kind == "multinomial unequal sizes":
+        fed = synthetic_fedprox(1.0, 1.0, seed=2, reg=1e-3, n_devices=12, dim=5, n_classes=3).train
+    else:
+        fed = make_logistic(6, 6, 4, 30, n_classes=None if kind == "binary" else 3, reg=0.1)
+    idx = np.arange(fed.n_clients) if clients is None else clients
+    X = 0.5 * np.random.default_rng(8).standard_normal((idx.shape[0], fed.dim))
+    want = fed.client_grad(X, idx)
+    one = fed.with_threads(1).row_gradient(idx, None)
+    many = fed.with_threads(threads).row_gradient(idx, None)
+    np.testing.assert_array_equal(one(X), want)
+    np.testing.assert_array_equal(many(X), want)
+    out = np.full_like(X, np.nan)
+    assert many(X, out) is out
+    np.testing.assert_array_equal(out, want)
+
+
+def test_fedavg_rounds_identical_for_any_thread_count():
+    fed = synthetic_fedprox(1.0, 1.0, seed=0, reg=1e-3).train        # large enough to thread by default
+    alg = FedAvg(lr=0.05, local_steps=4)
+    xs = [run(alg, fed.with_threads(t), 2, metrics=()).x[-1] for t in (1, 2)]
+    np.testing.assert_array_equal(xs[0], xs[1])
+
+
+def test_with_threads_returns_a_copy_and_refuses_bad_counts():
+    fed = make_logistic(4, 6, 3, 30, n_classes=None, reg=0.1)
+    two = fed.with_threads(2)
+    assert isinstance(two, LogisticFederation) and two._threads == 2
+    assert fed.with_threads(1)._threads == 1 and fed._threads == LogisticFederation._threads
+    for bad in (0, -1, 1.5, True, "2", None):
+        with pytest.raises(InvalidHyperparameterError, match="threads"):
+            fed.with_threads(bad)
