@@ -252,3 +252,59 @@ def multi_empirical_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X:
 def multi_log_probs(A: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     """log softmax of the logits -> (m, n, C) (used by predictions)."""
     return log_softmax(_logits(A, X, C), axis=2)
+
+
+class SoftmaxGroupsGrad:
+    """:func:`multi_grad` of several size groups with one class-major logit buffer.
+
+    The logits of every group are written by their matmul straight into
+    column ranges of one (C, R) buffer (R = the groups' padded rows), so the
+    softmax (max over classes, shift, exp, sum, scaling by rw_j / sum, minus
+    rw_j at the label) runs as a handful of calls over all groups at once
+    instead of once per group, and the second product reads its group's
+    columns in place.  Every entry sees the same operations in the same order
+    as in :func:`multi_grad` (maximum and class sums run over the outer axis,
+    one class after the other), so the gradients are the same bits.  A group
+    padded to one row is left to :func:`multi_grad`: there numpy sums the C
+    logits of a row along a contiguous axis with its pairwise kernel, whose
+    order differs.  Not re-entrant: one instance per thread."""
+
+    def __init__(self, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], C: int) -> None:
+        self.C = C
+        self.fused = [j for j, (A, _, _) in enumerate(groups) if A.shape[1] > 1]
+        self.alone = [(j, groups[j], label_positions(groups[j][1], C))
+                      for j in range(len(groups)) if groups[j][0].shape[1] <= 1]
+        sizes = [groups[j][0].shape[0] * groups[j][0].shape[1] for j in self.fused]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+        R = int(self.offsets[-1])
+        self.R = R
+        self.At = [np.swapaxes(groups[j][0], 1, 2) for j in self.fused]            # (m, f, k) views
+        self.shapes = [groups[j][0].shape for j in self.fused]
+        self.rw = np.concatenate([groups[j][2].reshape(-1) for j in self.fused]) if R else np.zeros(0)
+        y = np.concatenate([groups[j][1].reshape(-1) for j in self.fused]) if R else np.zeros(0)
+        self.at = y.astype(np.int64) * R + np.arange(R)        # label entries of the (C, R) buffer
+        self.Z = np.empty((C, R))
+
+    def __call__(self, Xs: list[np.ndarray], reg: float) -> list[np.ndarray]:
+        """Gradients (m_g, f*C) of every group at its points Xs[g] (m_g, f*C)."""
+        C, Z = self.C, self.Z
+        out: list[np.ndarray] = [np.empty(0)] * len(Xs)
+        views = []
+        for j, At, (m, k, f), a in zip(self.fused, self.At, self.shapes, self.offsets[:-1], strict=True):
+            V = Z[:, a:a + m * k].reshape(C, m, k).transpose(1, 0, 2)               # (m, C, k) in place
+            np.matmul(np.swapaxes(Xs[j].reshape(m, f, C), 1, 2), At, out=V)
+            views.append(V)
+        if self.R:
+            Z -= Z.max(axis=0)
+            np.exp(Z, out=Z)
+            Z *= self.rw / Z.sum(axis=0)                                             # rw_j p_jc
+            Z.reshape(-1)[self.at] -= self.rw                                        # - rw_j e_yj
+        for j, At, V in zip(self.fused, self.At, views, strict=True):
+            m, f = At.shape[0], At.shape[1]
+            G = np.matmul(At, V.transpose(0, 2, 1)).reshape(m, f * C)
+            if reg:
+                G += reg * Xs[j]
+            out[j] = G
+        for j, (A, y, rw), at in self.alone:
+            out[j] = multi_grad(A, y, rw, Xs[j], reg, C, at)
+        return out

@@ -302,7 +302,11 @@ class LogisticFederation(Federation):
         (``_plan``) and, for softmax clients, the label positions of each group
         are picked once; every call then runs the batched oracle of
         ``client_grad`` on each group (same operations, same bits) without
-        argument checks.  Stochastic oracles and subclasses: the generic hook."""
+        argument checks.  Softmax groups share one logit buffer, so the softmax
+        runs once over all of them (``SoftmaxGroupsGrad``).  Large steps spread
+        the groups over ``with_threads`` threads (``thread_shares``), the caller's
+        thread taking the first share.  Stochastic oracles and subclasses: the
+        generic hook."""
         if type(self) is not LogisticFederation or self.is_stochastic:
             return super().row_gradient(clients, rng)
         idx = self._clients(clients)
@@ -318,23 +322,29 @@ class LogisticFederation(Federation):
         threads = self._threads if sum(p.A.shape[0] * p.A.shape[1] for p in parts) * per_row \
             >= _MIN_THREADED_FLOPS else 1
         shares = thread_shares(parts, m, threads, per_row) if threads > 1 else [parts]
-        if C is None:
-            def one(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, at: Any) -> np.ndarray:
-                return lo.binary_grad(A, y, rw, X, reg)
-        else:
-            n_classes = C
 
-            def one(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, at: Any) -> np.ndarray:
-                return lo.multi_grad(A, y, rw, X, reg, n_classes, at)
-        work = [[(p, None if C is None else lo.label_positions(p.y, C)) for p in share] for share in shares]
+        def put(out: np.ndarray, pos: np.ndarray | slice | None, G: np.ndarray) -> None:
+            if pos is None:
+                out[...] = G
+            else:
+                out[pos] = G
 
-        def run_share(share: list[tuple[Part, Any]], X: np.ndarray, out: np.ndarray) -> None:
-            for (pos, A, y, rw), at in share:            # a few size groups, not clients
-                if pos is None:
-                    out[...] = one(A, y, rw, X, at)
-                else:
-                    out[pos] = one(A, y, rw, X[pos], at)
+        def share_fn(share: list[Part]) -> Callable[[np.ndarray, np.ndarray], None]:
+            """The gradient rows of one share's clients, written into ``out``."""
+            if C is None:
+                def binary(X: np.ndarray, out: np.ndarray) -> None:
+                    for pos, A, y, rw in share:              # a few size groups, not clients
+                        put(out, pos, lo.binary_grad(A, y, rw, X if pos is None else X[pos], reg))
+                return binary
+            softmax = lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C)
 
+            def multinomial(X: np.ndarray, out: np.ndarray) -> None:
+                Gs = softmax([X if p.pos is None else X[p.pos] for p in share], reg)
+                for p, G in zip(share, Gs, strict=True):
+                    put(out, p.pos, G)
+            return multinomial
+
+        work = [share_fn(share) for share in shares]
         pool = _pool(len(work)) if len(work) > 1 else None
 
         def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -342,10 +352,10 @@ class LogisticFederation(Federation):
             if out is None:
                 out = np.empty(X.shape)
             if pool is None:
-                run_share(work[0], X, out)
+                work[0](X, out)
                 return out
-            others = [pool.submit(run_share, share, X, out) for share in work[1:]]
-            run_share(work[0], X, out)                   # this thread takes the first share
+            others = [pool.submit(share, X, out) for share in work[1:]]
+            work[0](X, out)                              # this thread takes the first share
             for f in others:
                 f.result()
             return out

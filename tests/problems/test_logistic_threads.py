@@ -110,3 +110,49 @@ def test_with_threads_returns_a_copy_and_refuses_bad_counts():
     for bad in (0, -1, 1.5, True, "2", None):
         with pytest.raises(InvalidHyperparameterError, match="threads"):
             fed.with_threads(bad)
+
+
+@given(st.integers(0, 2**31 - 1), st.lists(st.integers(1, 40), min_size=1, max_size=9),
+       st.sampled_from([None, 2, 3, 11]), st.integers(1, 3), st.booleans())
+def test_bound_gradient_equals_client_grad_bits_for_any_sizes(monkeypatch_seed, rows, n_classes, threads, repeat):
+    """Random client sizes (1-row clients included: their groups take the unfused
+    path), any class count, threaded or not, repeated clients: row_gradient gives
+    client_grad's bits."""
+    rng = np.random.default_rng(monkeypatch_seed)
+    feats = [rng.standard_normal((n, 3)) for n in rows]
+    if n_classes is None:
+        labs = [np.where(rng.random(n) < 0.5, -1.0, 1.0) for n in rows]
+    else:
+        labs = [rng.integers(0, n_classes, n) for n in rows]
+    fed = LogisticFederation(feats, labs, reg=0.05, n_classes=n_classes)
+    idx = np.arange(len(rows))
+    if repeat:
+        idx = rng.integers(0, len(rows), len(rows) + 2)
+    X = rng.standard_normal((idx.shape[0], fed.dim))
+    saved = logistic_module._MIN_THREADED_FLOPS
+    logistic_module._MIN_THREADED_FLOPS = 0.0
+    try:
+        grad = fed.with_threads(threads).row_gradient(idx, None)
+    finally:
+        logistic_module._MIN_THREADED_FLOPS = saved
+    want = fed.client_grad(X, idx)
+    np.testing.assert_array_equal(grad(X), want)
+    np.testing.assert_array_equal(grad(X), want)                # the reused logit buffer
+
+
+def test_softmax_groups_gradient_equals_multi_grad_per_group():
+    """One logit buffer for groups padded to 1, 2 and 7 rows gives each group's multi_grad bits."""
+    from fltheory.problems import _logistic_oracles as lo
+    rng = np.random.default_rng(3)
+    C, f = 4, 5
+    groups = []
+    for m, k in ((3, 1), (2, 2), (4, 7)):
+        rows = rng.integers(1, k + 1, m)
+        A = rng.standard_normal((m, k, f)) * (np.arange(k)[None, :, None] < rows[:, None, None])
+        y = rng.integers(0, C, (m, k))
+        rw = (np.arange(k)[None, :] < rows[:, None]) / rows[:, None]
+        groups.append((A, y, rw))
+    Xs = [3.0 * rng.standard_normal((g[0].shape[0], f * C)) for g in groups]
+    fused = lo.SoftmaxGroupsGrad(groups, C)
+    for G, (A, y, rw), X in zip(fused(Xs, 0.1), groups, Xs, strict=True):
+        np.testing.assert_array_equal(G, lo.multi_grad(A, y, rw, X, 0.1, C))
