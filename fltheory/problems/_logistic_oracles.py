@@ -257,54 +257,59 @@ def multi_log_probs(A: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
 class SoftmaxGroupsGrad:
     """:func:`multi_grad` of several size groups with one class-major logit buffer.
 
-    The logits of every group are written by their matmul straight into
-    column ranges of one (C, R) buffer (R = the groups' padded rows), so the
-    softmax (max over classes, shift, exp, sum, scaling by rw_j / sum, minus
-    rw_j at the label) runs as a handful of calls over all groups at once
-    instead of once per group, and the second product reads its group's
-    columns in place.  Every entry sees the same operations in the same order
-    as in :func:`multi_grad` (maximum and class sums run over the outer axis,
-    one class after the other), so the gradients are the same bits.  A group
+    The groups' clients are stacked in group order (rows o_g .. o_g + m_g - 1
+    of the points and of the result belong to group g).  The logits of every
+    group are written by their matmul straight into column ranges of one
+    (C, R) buffer (R = the groups' padded rows), so the softmax (max over
+    classes, shift, exp, sum, scaling by rw_j / sum, minus rw_j at the label)
+    runs as a handful of calls over all groups at once instead of once per
+    group; the second product reads its group's columns in place and writes
+    its rows of the result, and the ridge term is added to all rows at once.
+    Every entry sees the same operations in the same order as in
+    :func:`multi_grad` (maximum and class sums run over the outer axis, one
+    class after the other), so the gradients are the same bits.  A group
     padded to one row is left to :func:`multi_grad`: there numpy sums the C
     logits of a row along a contiguous axis with its pairwise kernel, whose
     order differs.  Not re-entrant: one instance per thread."""
 
     def __init__(self, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], C: int) -> None:
         self.C = C
-        self.fused = [j for j, (A, _, _) in enumerate(groups) if A.shape[1] > 1]
-        self.alone = [(j, groups[j], label_positions(groups[j][1], C))
+        starts = np.concatenate([[0], np.cumsum([g[0].shape[0] for g in groups])]).astype(np.int64)
+        self.rows = [(int(starts[j]), int(starts[j + 1])) for j in range(len(groups))]
+        fused = [j for j, (A, _, _) in enumerate(groups) if A.shape[1] > 1]
+        self.alone = [(self.rows[j], groups[j], label_positions(groups[j][1], C))
                       for j in range(len(groups)) if groups[j][0].shape[1] <= 1]
-        sizes = [groups[j][0].shape[0] * groups[j][0].shape[1] for j in self.fused]
-        self.offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
-        R = int(self.offsets[-1])
+        sizes = [groups[j][0].shape[0] * groups[j][0].shape[1] for j in fused]
+        cols = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        R = int(cols[-1])
         self.R = R
-        self.At = [np.swapaxes(groups[j][0], 1, 2) for j in self.fused]            # (m, f, k) views
-        self.shapes = [groups[j][0].shape for j in self.fused]
-        self.rw = np.concatenate([groups[j][2].reshape(-1) for j in self.fused]) if R else np.zeros(0)
-        y = np.concatenate([groups[j][1].reshape(-1) for j in self.fused]) if R else np.zeros(0)
+        # per fused group: its rows of the stack, A^T (m, f, k) and its columns of the buffer
+        self.fused = [(self.rows[j], np.swapaxes(groups[j][0], 1, 2), int(cols[i]))
+                      for i, j in enumerate(fused)]
+        self.rw = np.concatenate([groups[j][2].reshape(-1) for j in fused]) if R else np.zeros(0)
+        y = np.concatenate([groups[j][1].reshape(-1) for j in fused]) if R else np.zeros(0)
         self.at = y.astype(np.int64) * R + np.arange(R)        # label entries of the (C, R) buffer
         self.Z = np.empty((C, R))
 
-    def __call__(self, Xs: list[np.ndarray], reg: float) -> list[np.ndarray]:
-        """Gradients (m_g, f*C) of every group at its points Xs[g] (m_g, f*C)."""
+    def __call__(self, X: np.ndarray, reg: float, out: np.ndarray) -> np.ndarray:
+        """Gradients of the stacked clients at the stacked points X (M, f*C) into ``out`` (M, f*C)."""
         C, Z = self.C, self.Z
-        out: list[np.ndarray] = [np.empty(0)] * len(Xs)
         views = []
-        for j, At, (m, k, f), a in zip(self.fused, self.At, self.shapes, self.offsets[:-1], strict=True):
-            V = Z[:, a:a + m * k].reshape(C, m, k).transpose(1, 0, 2)               # (m, C, k) in place
-            np.matmul(np.swapaxes(Xs[j].reshape(m, f, C), 1, 2), At, out=V)
+        for (a, b), At, c in self.fused:
+            m, f, k = At.shape
+            V = Z[:, c:c + m * k].reshape(C, m, k).transpose(1, 0, 2)               # (m, C, k) in place
+            np.matmul(np.swapaxes(X[a:b].reshape(m, f, C), 1, 2), At, out=V)
             views.append(V)
         if self.R:
             Z -= Z.max(axis=0)
             np.exp(Z, out=Z)
             Z *= self.rw / Z.sum(axis=0)                                             # rw_j p_jc
             Z.reshape(-1)[self.at] -= self.rw                                        # - rw_j e_yj
-        for j, At, V in zip(self.fused, self.At, views, strict=True):
+        for ((a, b), At, _), V in zip(self.fused, views, strict=True):
             m, f = At.shape[0], At.shape[1]
-            G = np.matmul(At, V.transpose(0, 2, 1)).reshape(m, f * C)
-            if reg:
-                G += reg * Xs[j]
-            out[j] = G
-        for j, (A, y, rw), at in self.alone:
-            out[j] = multi_grad(A, y, rw, Xs[j], reg, C, at)
+            np.matmul(At, V.transpose(0, 2, 1), out=out[a:b].reshape(m, f, C))
+        if reg:
+            out += reg * X
+        for (a, b), (A, y, rw), at in self.alone:
+            out[a:b] = multi_grad(A, y, rw, X[a:b], reg, C, at)
         return out
