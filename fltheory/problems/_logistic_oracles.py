@@ -270,7 +270,7 @@ class SoftmaxGroupsGrad:
     class after the other), so the gradients are the same bits.  A group
     padded to one row is left to :func:`multi_grad`: there numpy sums the C
     logits of a row along a contiguous axis with its pairwise kernel, whose
-    order differs.  Not re-entrant: one instance per thread."""
+    order differs.  The layout is built once; each call has its own buffer."""
 
     def __init__(self, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], C: int) -> None:
         self.C = C
@@ -289,11 +289,11 @@ class SoftmaxGroupsGrad:
         self.rw = np.concatenate([groups[j][2].reshape(-1) for j in fused]) if R else np.zeros(0)
         y = np.concatenate([groups[j][1].reshape(-1) for j in fused]) if R else np.zeros(0)
         self.at = y.astype(np.int64) * R + np.arange(R)        # label entries of the (C, R) buffer
-        self.Z = np.empty((C, R))
 
     def __call__(self, X: np.ndarray, reg: float, out: np.ndarray) -> np.ndarray:
         """Gradients of the stacked clients at the stacked points X (M, f*C) into ``out`` (M, f*C)."""
-        C, Z = self.C, self.Z
+        C = self.C
+        Z = np.empty((C, self.R))
         views = []
         for (a, b), At, c in self.fused:
             m, f, k = At.shape

@@ -176,6 +176,7 @@ class LogisticFederation(Federation):
         self.weights, self.n_samples = normalize_weights(N, rows, weights)
         self._explicit_weights = weights is not None
         self._plans: dict[tuple[str, int, bytes], list[Bucket] | None] = {}
+        self._row_gradients: dict[tuple[int, float, str, int, bytes], RowGradient] = {}
 
     @classmethod
     def _from_padded(cls, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
@@ -310,6 +311,17 @@ class LogisticFederation(Federation):
         if type(self) is not LogisticFederation or self.is_stochastic:
             return super().row_gradient(clients, rng)
         idx = self._clients(clients)
+        key = (self._threads, self.reg, idx.dtype.str, idx.shape[0], idx.tobytes())
+        grad = self._row_gradients.get(key)
+        if grad is None:
+            if len(self._row_gradients) >= _MAX_PLANS:
+                self._row_gradients.clear()
+            grad = self._row_gradients[key] = self._bound_gradient(idx)
+        return grad
+
+    def _bound_gradient(self, idx: np.ndarray) -> RowGradient:
+        """The function returned by ``row_gradient`` for the checked client list ``idx``
+        (cached per list, thread count and reg: it holds no state between calls)."""
         plan = self._plan(idx)
         m = idx.shape[0]
         if plan is None:

@@ -158,3 +158,18 @@ def test_softmax_groups_gradient_equals_multi_grad_per_group():
     assert fused(X, 0.1, out) is out
     for (A, y, rw), (a, b) in zip(groups, ((0, 3), (3, 5), (5, 9)), strict=True):
         np.testing.assert_array_equal(out[a:b], lo.multi_grad(A, y, rw, X[a:b], 0.1, C))
+
+
+def test_bound_gradient_is_cached_per_client_list_and_writes_any_out():
+    fed = synthetic_fedprox(1.0, 1.0, seed=2, reg=1e-3, n_devices=12, dim=5, n_classes=3).train
+    idx = np.arange(fed.n_clients)
+    grad = fed.row_gradient(idx, None)
+    assert fed.row_gradient(np.arange(fed.n_clients), None) is grad          # layout built once
+    X = np.random.default_rng(1).standard_normal((fed.n_clients, fed.dim))
+    want = fed.client_grad(X)
+    strided = np.full((fed.n_clients, 2 * fed.dim), np.nan)[:, ::2]        # not C-contiguous
+    assert grad(X, strided) is strided
+    np.testing.assert_array_equal(strided, want)
+    fed.reg = 0.5                                                          # a changed ridge: new binding
+    np.testing.assert_array_equal(fed.row_gradient(idx, None)(X), fed.client_grad(X))
+    assert not np.array_equal(fed.client_grad(X), want)
