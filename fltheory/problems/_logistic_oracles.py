@@ -24,6 +24,8 @@ caller's ``reg`` argument to loss, gradient and Hessian only.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from scipy.special import expit, log_softmax
 
@@ -257,59 +259,76 @@ def multi_log_probs(A: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
 class SoftmaxGroupsGrad:
     """:func:`multi_grad` of several size groups with one class-major logit buffer.
 
-    The groups' clients are stacked in group order (rows o_g .. o_g + m_g - 1
-    of the points and of the result belong to group g).  The logits of every
-    group are written by their matmul straight into column ranges of one
-    (C, R) buffer (R = the groups' padded rows), so the softmax (max over
-    classes, shift, exp, sum, scaling by rw_j / sum, minus rw_j at the label)
-    runs as a handful of calls over all groups at once instead of once per
-    group; the second product reads its group's columns in place and writes
-    its rows of the result, and the ridge term is added to all rows at once.
-    Every entry sees the same operations in the same order as in
-    :func:`multi_grad` (maximum and class sums run over the outer axis, one
+    ``order`` lists, for the groups' clients stacked in group order, their
+    rows in the caller's point array of ``n_points`` rows (group g holds stacked rows
+    o_g .. o_g + m_g - 1).  Each call gathers the points in that order into
+    a buffer, writes the logits of every group by its matmul straight into
+    column ranges of one (C, R) buffer (R = the groups' padded rows), runs the
+    softmax (max over classes, shift, exp, sum, scaling by rw_j / sum, minus
+    rw_j at the label) as a handful of calls over all groups at once instead
+    of once per group, lets the second product read its group's columns in
+    place and write its rows of the result, adds the ridge term to all rows
+    at once and scatters the rows back.  The buffers and their per-group views
+    are made once, so a call costs two matmul calls per group plus about ten
+    calls in all.  Every entry sees the same operations in the same order as
+    in :func:`multi_grad` (maximum and class sums run over the outer axis, one
     class after the other), so the gradients are the same bits.  A group
     padded to one row is left to :func:`multi_grad`: there numpy sums the C
     logits of a row along a contiguous axis with its pairwise kernel, whose
-    order differs.  The layout is built once; each call has its own buffer."""
+    order differs.  Calls are serialised by a lock (the buffers are shared)."""
 
-    def __init__(self, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], C: int) -> None:
+    def __init__(self, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], C: int,
+                 order: np.ndarray, n_points: int) -> None:
         self.C = C
+        self.order = order
+        self.identity = bool(np.array_equal(order, np.arange(n_points)))      # every row, in order
+        M = order.shape[0]
+        D = groups[0][0].shape[2] * C if groups else 0
+        self.X = np.empty((M, D))                           # gathered points
+        self.G = np.empty((M, D))                           # gradients in stacked order
         starts = np.concatenate([[0], np.cumsum([g[0].shape[0] for g in groups])]).astype(np.int64)
-        self.rows = [(int(starts[j]), int(starts[j + 1])) for j in range(len(groups))]
+        rows = [(int(starts[j]), int(starts[j + 1])) for j in range(len(groups))]
         fused = [j for j, (A, _, _) in enumerate(groups) if A.shape[1] > 1]
-        self.alone = [(self.rows[j], groups[j], label_positions(groups[j][1], C))
+        self.alone = [(rows[j], groups[j], label_positions(groups[j][1], C))
                       for j in range(len(groups)) if groups[j][0].shape[1] <= 1]
         sizes = [groups[j][0].shape[0] * groups[j][0].shape[1] for j in fused]
         cols = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         R = int(cols[-1])
         self.R = R
-        # per fused group: its rows of the stack, A^T (m, f, k) and its columns of the buffer
-        self.fused = [(self.rows[j], np.swapaxes(groups[j][0], 1, 2), int(cols[i]))
-                      for i, j in enumerate(fused)]
+        self.Z = np.empty((C, R))
         self.rw = np.concatenate([groups[j][2].reshape(-1) for j in fused]) if R else np.zeros(0)
         y = np.concatenate([groups[j][1].reshape(-1) for j in fused]) if R else np.zeros(0)
         self.at = y.astype(np.int64) * R + np.arange(R)        # label entries of the (C, R) buffer
+        # per fused group: W^T (m, C, f) and A^T (m, f, k) for the logits, V (m, C, k) their
+        # columns of Z, V^T (m, k, C) and the result rows (m, f, C) for the second product
+        self.products = []
+        for j, c in zip(fused, cols[:-1], strict=True):
+            A = groups[j][0]
+            (a, b), (m, k, f) = rows[j], A.shape
+            V = self.Z[:, c:c + m * k].reshape(C, m, k).transpose(1, 0, 2)
+            self.products.append((np.swapaxes(self.X[a:b].reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2), V,
+                                  V.transpose(0, 2, 1), self.G[a:b].reshape(m, f, C)))
+        self._lock = threading.Lock()
 
-    def __call__(self, X: np.ndarray, reg: float, out: np.ndarray) -> np.ndarray:
-        """Gradients of the stacked clients at the stacked points X (M, f*C) into ``out`` (M, f*C)."""
-        C = self.C
-        Z = np.empty((C, self.R))
-        views = []
-        for (a, b), At, c in self.fused:
-            m, f, k = At.shape
-            V = Z[:, c:c + m * k].reshape(C, m, k).transpose(1, 0, 2)               # (m, C, k) in place
-            np.matmul(np.swapaxes(X[a:b].reshape(m, f, C), 1, 2), At, out=V)
-            views.append(V)
-        if self.R:
-            Z -= Z.max(axis=0)
-            np.exp(Z, out=Z)
-            Z *= self.rw / Z.sum(axis=0)                                             # rw_j p_jc
-            Z.reshape(-1)[self.at] -= self.rw                                        # - rw_j e_yj
-        for ((a, b), At, _), V in zip(self.fused, views, strict=True):
-            m, f = At.shape[0], At.shape[1]
-            np.matmul(At, V.transpose(0, 2, 1), out=out[a:b].reshape(m, f, C))
-        if reg:
-            out += reg * X
-        for (a, b), (A, y, rw), at in self.alone:
-            out[a:b] = multi_grad(A, y, rw, X[a:b], reg, C, at)
-        return out
+    def __call__(self, X: np.ndarray, reg: float, out: np.ndarray) -> None:
+        """Gradients at the caller's points X (m, f*C) written into the listed rows of ``out``."""
+        with self._lock:
+            np.take(X, self.order, axis=0, out=self.X)
+            Z = self.Z
+            for Wt, At, V, _, _ in self.products:
+                np.matmul(Wt, At, out=V)
+            if self.R:
+                Z -= Z.max(axis=0)
+                np.exp(Z, out=Z)
+                Z *= self.rw / Z.sum(axis=0)                                         # rw_j p_jc
+                Z.reshape(-1)[self.at] -= self.rw                                    # - rw_j e_yj
+            for _, At, _, Vt, G in self.products:
+                np.matmul(At, Vt, out=G)
+            if reg:
+                self.G += reg * self.X
+            for (a, b), (A, y, rw), at in self.alone:
+                self.G[a:b] = multi_grad(A, y, rw, self.X[a:b], reg, C=self.C, at=at)
+            if self.identity:
+                out[...] = self.G
+            else:
+                out[self.order] = self.G

@@ -348,27 +348,19 @@ class LogisticFederation(Federation):
                     for pos, A, y, rw in share:              # a few size groups, not clients
                         put(out, pos, lo.binary_grad(A, y, rw, X if pos is None else X[pos], reg))
                 return binary
-            softmax = lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C)
             order = np.concatenate([np.arange(m)[p.pos] if p.pos is not None else np.arange(m) for p in share])
-            if np.array_equal(order, np.arange(m)):           # the caller's order already
+            softmax = lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C, order, m)
 
-                def in_order(X: np.ndarray, out: np.ndarray) -> None:
-                    softmax(X, reg, out)
-                return in_order
-
-            def gathered(X: np.ndarray, out: np.ndarray) -> None:
-                out[order] = softmax(X[order], reg, np.empty((order.shape[0], X.shape[1])))
-            return gathered
+            def multinomial(X: np.ndarray, out: np.ndarray) -> None:
+                softmax(X, reg, out)
+            return multinomial
 
         work = [share_fn(share) for share in shares]
         pool = _pool(len(work)) if len(work) > 1 else None
 
         def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             X = np.ascontiguousarray(X)
-            if out is None or not out.flags.c_contiguous:      # the softmax writes rows in place
-                if out is not None:
-                    out[...] = grad(X)
-                    return out
+            if out is None:
                 out = np.empty(X.shape)
             if pool is None:
                 work[0](X, out)
