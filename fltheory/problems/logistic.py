@@ -198,6 +198,13 @@ class LogisticFederation(Federation):
         out._threads = int(threads)
         return out
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles leave the bound local-step gradients behind (closures
+        holding buffers and a lock); they are rebuilt on first use."""
+        state = self.__dict__.copy()
+        state["_row_gradients"] = {}
+        return state
+
     # ------------------------------------------------------------ data view
     @property
     def is_multinomial(self) -> bool:

@@ -175,3 +175,13 @@ def test_bound_gradient_is_cached_per_client_list_and_writes_any_out():
     fed.reg = 0.5                                                          # a changed ridge: new binding
     np.testing.assert_array_equal(fed.row_gradient(idx, None)(X), fed.client_grad(X))
     assert not np.array_equal(fed.client_grad(X), want)
+
+
+def test_federation_pickles_and_copies_after_binding_gradients():
+    import copy
+    import pickle
+    fed = synthetic_fedprox(1.0, 1.0, seed=2, reg=1e-3, n_devices=12, dim=5, n_classes=3).train
+    X = np.random.default_rng(1).standard_normal((fed.n_clients, fed.dim))
+    want = fed.row_gradient(None, None)(X)
+    for other in (pickle.loads(pickle.dumps(fed)), copy.deepcopy(fed), fed.with_threads(1)):
+        np.testing.assert_array_equal(other.row_gradient(None, None)(X), want)
