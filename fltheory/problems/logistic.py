@@ -328,7 +328,8 @@ class LogisticFederation(Federation):
 
     def _bound_gradient(self, idx: np.ndarray) -> RowGradient:
         """The function returned by ``row_gradient`` for the checked client list ``idx``
-        (cached per list, thread count and reg: it holds no state between calls)."""
+        (cached per list, thread count and reg).  Each share keeps its buffers between
+        calls (``SoftmaxGroupsGrad``: concurrent calls wait for each other), never values."""
         plan = self._plan(idx)
         m = idx.shape[0]
         if plan is None:
@@ -373,9 +374,11 @@ class LogisticFederation(Federation):
                 work[0](X, out)
                 return out
             others = [pool.submit(share, X, out) for share in work[1:]]
-            work[0](X, out)                              # this thread takes the first share
-            for f in others:
-                f.result()
+            try:
+                work[0](X, out)                          # this thread takes the first share
+            finally:
+                for f in others:                         # never return while a share still writes
+                    f.result()
             return out
         return grad
 
