@@ -185,3 +185,26 @@ def test_federation_pickles_and_copies_after_binding_gradients():
     want = fed.row_gradient(None, None)(X)
     for other in (pickle.loads(pickle.dumps(fed)), copy.deepcopy(fed), fed.with_threads(1)):
         np.testing.assert_array_equal(other.row_gradient(None, None)(X), want)
+
+
+def test_one_bound_gradient_called_from_two_threads_at_once(monkeypatch):
+    """The cached binding is shared: concurrent calls must not mix their buffers."""
+    from concurrent.futures import ThreadPoolExecutor
+    monkeypatch.setattr(logistic_module, "_MIN_THREADED_FLOPS", 0.0)
+    fed = synthetic_fedprox(1.0, 1.0, seed=2, reg=1e-3, n_devices=12, dim=5, n_classes=3).train.with_threads(2)
+    grad = fed.row_gradient(None, None)
+    rng = np.random.default_rng(5)
+    Xs = [rng.standard_normal((fed.n_clients, fed.dim)) for _ in range(2)]
+    wants = [fed.client_grad(X) for X in Xs]
+
+    def hammer(j: int) -> bool:
+        return all(np.array_equal(grad(Xs[j]), wants[j]) for _ in range(200))
+
+    import sys
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                  # interleave the two callers as much as possible
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            assert all(pool.map(hammer, [0, 1]))
+    finally:
+        sys.setswitchinterval(switch)
