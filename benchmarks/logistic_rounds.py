@@ -19,8 +19,9 @@ so that load from other processes hits all alike; medians of wall and CPU time
   steps W <- W - lr (A_i^T (softmax(A_i W) - onehot) / n_i + reg W) on its own
   rows, which stay in cache for its tau steps);
 * ``FedAvg.round, 1 thread`` / ``FedAvg.round, 2 threads``: ``alg.round`` on
-  ``fed.with_threads(t)`` (2 is the default on a machine with 2 or more cores);
-* ``run() default``: ``run(FedAvg, fed, rounds)`` with the default per-round metrics.
+  ``fed.with_threads(t)`` (1 is the default);
+* ``run() default``: ``run(FedAvg, fed, rounds)`` with the default per-round metrics
+  (one thread).
 
 Besides the speed-ups the script prints the arithmetic: useful flops per round
 (4 f C sum_i n_i per step: two products), the flops the batched path actually

@@ -25,10 +25,10 @@ runs a few batched matmuls over the client axis (no loop over clients or
 samples).  Loss, gradient and the Fisher diagonals run over *size groups* of
 the listed clients, each padded only to its own largest n_i (exact optimal
 cuts, ``_logistic_buckets``; a loop over a handful of groups), so clients of
-very unequal sizes cost about sum_i n_i rows, not m * n_max.  The local-step
-gradient (``row_gradient``) spreads the groups over two threads when a step is
-large (numpy releases the GIL in matmul and exp; ``with_threads``), each
-client computed by the same operations as without threads.  Losses use logaddexp / logsumexp and
+very unequal sizes cost about sum_i n_i rows, not m * n_max.  On request
+(``with_threads(2)``) the local-step gradient (``row_gradient``) spreads the
+groups over threads when a step is large (numpy releases the GIL in matmul
+and exp), each client computed by the same operations as without threads.  Losses use logaddexp / logsumexp and
 gradients expit / softmax, so margins of size 1e4 neither overflow nor warn.
 
 ``fisher_diag`` returns the *true* Fisher diagonal (the Hessian diagonal
@@ -40,7 +40,6 @@ with g_ij the per-sample data gradients.
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
@@ -185,13 +184,16 @@ class LogisticFederation(Federation):
         out._setup(A, y, rows, weights, reg, n_classes)
         return out
 
-    _threads: int = min(2, os.cpu_count() or 1)
+    _threads: int = 1
 
     def with_threads(self, threads: int) -> LogisticFederation:
         """Copy whose local-step gradient (``row_gradient``) spreads its size groups
-        over ``threads`` threads (default min(2, cpu count); 1: no threads).  Only
-        steps of at least ~2e6 flops use them.  Every client is computed by the same
-        operations in any thread, so results are bitwise identical for every count."""
+        over ``threads`` threads (default 1: no threads).  Only steps of at least ~2e6
+        flops use them.  Every client is computed by the same operations in any
+        thread, so results are bitwise identical for every count.  Two threads pay
+        off on free cores (Synthetic(1,1): about 2x one thread); with the cores
+        busy a step waits for its slower share and is slower than one thread
+        (benchmarks/logistic_rounds.py), hence the default."""
         if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
             raise InvalidHyperparameterError(f"threads must be an integer >= 1, got {threads!r}")
         out = copy.copy(self)

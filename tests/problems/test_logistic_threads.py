@@ -96,7 +96,7 @@ def test_threaded_bound_gradient_gives_the_bits_of_client_grad(monkeypatch, kind
 
 
 def test_fedavg_rounds_identical_for_any_thread_count():
-    fed = synthetic_fedprox(1.0, 1.0, seed=0, reg=1e-3).train        # large enough to thread by default
+    fed = synthetic_fedprox(1.0, 1.0, seed=0, reg=1e-3).train        # steps large enough to use the threads
     alg = FedAvg(lr=0.05, local_steps=4)
     xs = [run(alg, fed.with_threads(t), 2, metrics=()).x[-1] for t in (1, 2)]
     np.testing.assert_array_equal(xs[0], xs[1])
