@@ -302,6 +302,8 @@ class SoftmaxGroupsGrad:
         # per fused group: W^T (m, C, f) and A^T (m, f, k) for the logits, V (m, C, k) their
         # columns of Z, V^T (m, k, C) and the result rows (m, f, C) for the second product
         self.products = []
+        self.loss_rows = [(rows[j], np.swapaxes(groups[j][0], 1, 2), int(c))
+                          for j, c in zip(fused, cols[:-1], strict=True)]
         for j, c in zip(fused, cols[:-1], strict=True):
             A = groups[j][0]
             (a, b), (m, k, f) = rows[j], A.shape
@@ -310,25 +312,52 @@ class SoftmaxGroupsGrad:
                                   V.transpose(0, 2, 1), self.G[a:b].reshape(m, f, C)))
         self._lock = threading.Lock()
 
-    def __call__(self, X: np.ndarray, reg: float, out: np.ndarray) -> None:
-        """Gradients at the caller's points X (m, f*C) written into the listed rows of ``out``."""
+    def __call__(self, X: np.ndarray, reg: float, out: np.ndarray, loss_out: np.ndarray | None = None) -> None:
+        """Gradients at the caller's points X (m, f*C) written into the listed rows of
+        ``out``; with ``loss_out`` (m,) also the losses of :func:`multi_loss` (the same
+        operations on the same logits: margin top - z_y first, then the log of the
+        class sum, the rw-weighted row sum per client, then the ridge term)."""
         with self._lock:
             np.take(X, self.order, axis=0, out=self.X)
             Z = self.Z
             for Wt, At, V, _, _ in self.products:
                 np.matmul(Wt, At, out=V)
+            rows = None
             if self.R:
-                Z -= Z.max(axis=0)
+                top = Z.max(axis=0)
+                if loss_out is not None:
+                    rows = top - Z.reshape(-1)[self.at]                              # top - z_y
+                Z -= top
                 np.exp(Z, out=Z)
-                Z *= self.rw / Z.sum(axis=0)                                         # rw_j p_jc
+                total = Z.sum(axis=0)
+                if rows is not None:
+                    rows += np.log(total)
+                Z *= self.rw / total                                                 # rw_j p_jc
                 Z.reshape(-1)[self.at] -= self.rw                                    # - rw_j e_yj
             for _, At, _, Vt, G in self.products:
                 np.matmul(At, Vt, out=G)
             if reg:
                 self.G += reg * self.X
+            losses = np.empty(self.X.shape[0]) if loss_out is not None else None
             for (a, b), (A, y, rw), at in self.alone:
-                self.G[a:b] = multi_grad(A, y, rw, self.X[a:b], reg, C=self.C, at=at)
+                if losses is None:
+                    self.G[a:b] = multi_grad(A, y, rw, self.X[a:b], reg, C=self.C, at=at)
+                else:
+                    both = multi_loss_grad(A, y, rw, self.X[a:b], reg, self.C)
+                    losses[a:b], self.G[a:b] = both[:, 0], both[:, 1:]
+            if losses is not None and rows is not None:
+                for (a, b), At, c in self.loss_rows:
+                    m, k = b - a, At.shape[2]
+                    per = np.einsum("mn,mn->m", self.rw[c:c + m * k].reshape(m, k), rows[c:c + m * k].reshape(m, k))
+                    if reg:
+                        Xg = self.X[a:b]
+                        per = per + 0.5 * reg * np.einsum("md,md->m", Xg, Xg)
+                    losses[a:b] = per
             if self.identity:
                 out[...] = self.G
+                if loss_out is not None:
+                    loss_out[...] = losses
             else:
                 out[self.order] = self.G
+                if loss_out is not None:
+                    loss_out[self.order] = losses

@@ -175,7 +175,7 @@ class LogisticFederation(Federation):
         self.weights, self.n_samples = normalize_weights(N, rows, weights)
         self._explicit_weights = weights is not None
         self._plans: dict[tuple[str, int, bytes], list[Bucket] | None] = {}
-        self._row_gradients: dict[tuple[int, float, str, int, bytes], RowGradient] = {}
+        self._row_gradients: dict[tuple[int, float, str, int, bytes], Any] = {}   # bindings, fused softmax
 
     @classmethod
     def _from_padded(cls, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
@@ -392,21 +392,51 @@ class LogisticFederation(Federation):
         operations of ``client_loss`` and ``client_grad``), then F = sum_i p_i f_i
         and grad F = sum_i p_i grad f_i as in :meth:`Federation.loss` and
         :meth:`Federation.grad`: the same numbers as the default hook at half the
-        cost.  The loop runs over the T points (one per call from ``run``)."""
+        cost.  Softmax clients run all size groups in one logit buffer
+        (``SoftmaxGroupsGrad`` with losses, same bits).  The loop runs over the T
+        points (one per call from ``run``)."""
         C = self.n_classes
         fn: Callable[..., np.ndarray] = lo.binary_loss_grad if C is None else lo.multi_loss_grad
         args = (self.reg,) if C is None else (self.reg, C)
         idx = np.arange(self.n_clients)
+        softmax = self._all_clients_softmax() if C is not None else None
         T = X.shape[0]
         losses, norms = np.empty(T), np.empty(T)
         for t in range(T):                               # points of a history, not clients
             x = self._check_point(X[t])
             Xb = np.ascontiguousarray(np.broadcast_to(x, (self.n_clients, self.dim)))
             with np.errstate(over="ignore", invalid="ignore"):
-                both = finite_output("client loss and gradient", self._planned(fn, Xb, idx, args))
-            losses[t] = float(self.weights @ np.ascontiguousarray(both[:, 0]))
-            norms[t] = float(np.sum((self.weights @ np.ascontiguousarray(both[:, 1:])) ** 2))
+                if softmax is None:
+                    both = self._planned(fn, Xb, idx, args)
+                    client_losses, grads = np.ascontiguousarray(both[:, 0]), np.ascontiguousarray(both[:, 1:])
+                else:
+                    client_losses, grads = np.empty(self.n_clients), np.empty((self.n_clients, self.dim))
+                    softmax(Xb, self.reg, grads, client_losses)
+                finite_output("client loss and gradient", client_losses)
+                finite_output("client loss and gradient", grads)
+            losses[t] = float(self.weights @ client_losses)
+            norms[t] = float(np.sum((self.weights @ grads) ** 2))
         return losses, norms
+
+    def _all_clients_softmax(self) -> lo.SoftmaxGroupsGrad:
+        """Softmax losses and gradients of every client in one logit buffer (the size
+        groups of ``_plan``), built once per federation and reg."""
+        key = (0, self.reg, "all clients", self.n_clients, b"")
+        fused = self._row_gradients.get(key)
+        if not isinstance(fused, lo.SoftmaxGroupsGrad):
+            assert self.n_classes is not None
+            idx = np.arange(self.n_clients)
+            plan = self._plan(idx)
+            if plan is None:
+                A, y, rw = self._data(idx)
+                groups, order = [(A, y, rw)], idx
+            else:
+                groups, order = [(b.A, b.y, b.rw) for b in plan], np.concatenate([b.pos for b in plan])
+            fused = lo.SoftmaxGroupsGrad(groups, self.n_classes, order, self.n_clients)
+            if len(self._row_gradients) >= _MAX_PLANS:
+                self._row_gradients.clear()
+            self._row_gradients[key] = fused
+        return fused
 
     def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(X[r]) for each listed client -> (m,)."""

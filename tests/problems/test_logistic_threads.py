@@ -156,10 +156,12 @@ def test_softmax_groups_gradient_equals_multi_grad_per_group():
     order = np.array([8, 0, 4, 2, 6, 1, 3, 5, 7])                  # group order -> the caller's rows
     fused = lo.SoftmaxGroupsGrad(groups, C, order, 9)
     out = np.full_like(X, np.nan)
+    losses = np.full(9, np.nan)
     for _ in range(2):                                            # buffers reused
-        fused(X, 0.1, out)
+        fused(X, 0.1, out, losses)
         for (A, y, rw), (a, b) in zip(groups, ((0, 3), (3, 5), (5, 9)), strict=True):
             np.testing.assert_array_equal(out[order[a:b]], lo.multi_grad(A, y, rw, X[order[a:b]], 0.1, C))
+            np.testing.assert_array_equal(losses[order[a:b]], lo.multi_loss(A, y, rw, X[order[a:b]], 0.1, C))
 
 
 def test_bound_gradient_is_cached_per_client_list_and_writes_any_out():
@@ -208,3 +210,19 @@ def test_one_bound_gradient_called_from_two_threads_at_once(monkeypatch):
             assert all(pool.map(hammer, [0, 1]))
     finally:
         sys.setswitchinterval(switch)
+
+
+@given(st.integers(0, 2**31 - 1), st.lists(st.integers(1, 40), min_size=1, max_size=9),
+       st.sampled_from([2, 3, 11]), st.sampled_from([0.0, 0.05]))
+def test_fused_loss_and_gradient_norm_give_the_default_bits_for_any_sizes(seed, rows, n_classes, reg):
+    """loss_and_grad_norm2 of softmax clients (one logit buffer for all size groups,
+    1-row groups unfused) equals Federation's default from loss() and grad()."""
+    from fltheory.problems import Federation
+    rng = np.random.default_rng(seed)
+    feats = [rng.standard_normal((n, 3)) for n in rows]
+    labs = [rng.integers(0, n_classes, n) for n in rows]
+    fed = LogisticFederation(feats, labs, reg=reg, n_classes=n_classes)
+    X = rng.standard_normal((2, fed.dim))
+    got, want = fed.loss_and_grad_norm2(X), Federation.loss_and_grad_norm2(fed, X)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
