@@ -83,6 +83,83 @@ def products_only(A: np.ndarray, rows: np.ndarray, C: int, x: np.ndarray, tau: i
             Ai.T @ (Ai @ W)
 
 
+def thread_cpu(fn: Callable[[], Any], trials: int, reps: int = 1) -> float:
+    """Minimum over trials of the CPU time of this thread (``time.thread_time``) per
+    call, each trial ``reps`` calls: unaffected by time spent waiting for a core,
+    so it estimates the quiet-machine cost (cache sharing with other processes
+    still counts)."""
+    fn()
+    best = np.inf
+    for _ in range(trials):
+        c = time.thread_time()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.thread_time() - c) / reps)
+    return float(best)
+
+
+def handoff_seconds(trials: int) -> float:
+    """Minimum wall time of submitting a trivial task to a one-worker pool and
+    waiting for it (what a two-thread step adds to its larger share)."""
+    from concurrent.futures import ThreadPoolExecutor
+    best = np.inf
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(int).result()
+        for _ in range(20 * trials):
+            t = time.perf_counter()
+            pool.submit(int).result()
+            best = min(best, time.perf_counter() - t)
+    return float(best)
+
+
+def critical_path(fed: Any, tau: int, lr: float, trials: int) -> None:
+    """Quiet-machine estimate of a two-thread round from per-thread CPU times.
+
+    A two-thread step lasts as long as its larger share (each share's own thread
+    CPU time) plus a hand-off, so the round costs about the one-thread round
+    minus tau * (one-share step - larger share).  All times are thread CPU
+    minima, which other processes on the machine do not inflate."""
+    from fltheory.problems import _logistic_oracles as lo
+    from fltheory.problems._logistic_buckets import Part, thread_shares
+    A, y, rows = fed._A, fed._y, fed._rows
+    C, m = fed.n_classes, fed.n_clients
+    x0 = np.zeros(fed.dim)
+    X = np.random.default_rng(0).standard_normal((m, fed.dim)) * 0.01
+    out = np.empty_like(X)
+    plan = fed._plan(np.arange(m))
+    parts = [Part(b.pos, b.A, b.y, b.rw) for b in plan]
+
+    def fused(shares: list[list[Part]]) -> list[Any]:
+        return [lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C,
+                                     np.concatenate([np.arange(m)[p.pos] for p in share]), m) for share in shares]
+
+    whole = fused([parts])[0]
+    halves = fused(thread_shares(parts, m, 2, 4.0 * fed.n_features * C))
+    step1 = thread_cpu(lambda: whole(X, fed.reg, out), trials, reps=tau)
+    step2 = []
+    for half in halves:
+        def share(h: Any = half) -> None:
+            h(X, fed.reg, out)
+        step2.append(thread_cpu(share, trials, reps=tau))
+    handoff = handoff_seconds(trials)
+    alg = FedAvg(lr=lr, local_steps=tau)
+    one = fed.with_threads(1)
+    rng = np.random.default_rng(0)
+    box = [alg.init(one, x0, rng)]
+
+    def one_round() -> None:
+        box[0], _ = alg.round(box[0], one, None, rng)
+    round1 = thread_cpu(one_round, trials)
+    loop = thread_cpu(lambda: per_client_logistic_round(A, y, rows, fed.weights, fed.reg, C, x0, lr, tau), trials)
+    round2 = round1 - tau * (step1 - max(step2))
+    with_handoffs = round2 + tau * handoff
+    print(f"thread-CPU minima ({trials} trials): loop {1e3 * loop:.2f} ms/round; FedAvg.round 1 thread "
+          f"{1e3 * round1:.2f} ms ({loop / round1:.2f}x); gradient step {1e6 * step1:.0f} us, its two shares "
+          f"{', '.join(f'{1e6 * t:.0f}' for t in step2)} us; estimated quiet 2-thread round "
+          f"{1e3 * round2:.2f} ms + {tau} hand-offs of {1e6 * handoff:.0f} us (pool round trip, minimum wall) = "
+          f"{1e3 * with_handoffs:.2f} ms: {loop / with_handoffs:.2f}x the loop")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=9, help="interleaved trials (median kept)")
@@ -143,6 +220,7 @@ def main() -> None:
     print(f"flops per round: useful {useful / 1e6:.1f} M, done by the batched path {done / 1e6:.1f} M; "
           f"feature bytes read per step {8 * f * padded / 1e6:.2f} MB (twice: two products)")
     ref, ref_cpu, ref_best = med["per-client numpy loop"], cpu["per-client numpy loop"], best["per-client numpy loop"]
+    critical_path(fed, tau, lr, max(5, args.trials))
     print(f"  {'candidate':<25} {'median ms/round':>15} {'speed-up':>9} {'min ms':>8} {'speed-up':>9} "
           f"{'CPU ms':>8} {'CPU speed-up':>13} {'GFLOP/s (min)':>14}")
     for k in runs:
