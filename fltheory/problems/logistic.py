@@ -665,6 +665,7 @@ class LogisticFederation(Federation):
         out = LogisticFederation._from_padded(self._A[keep, :nmax], self._y[keep, :nmax], rows,
                                               weights, self.reg, self.n_classes)
         out._batch_size = self._batch_size
+        out._threads = self._threads
         if self._noise_sigma2 is not None:
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out
@@ -707,6 +708,7 @@ class LogisticFederation(Federation):
             np.concatenate([pad(self._A), pad(other._A)]), np.concatenate([pad(self._y), pad(other._y)]),
             np.concatenate([self._rows, other._rows]), weights, self.reg, self.n_classes)
         out._explicit_weights = weight is not None
+        out._threads = self._threads
         return self._copy_oracle_to(out, out.n_clients)
 
     def __repr__(self) -> str:

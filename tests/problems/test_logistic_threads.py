@@ -226,3 +226,9 @@ def test_fused_loss_and_gradient_norm_give_the_default_bits_for_any_sizes(seed, 
     got, want = fed.loss_and_grad_norm2(X), Federation.loss_and_grad_norm2(fed, X)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_thread_count_survives_removing_and_adding_clients():
+    fed = make_logistic(4, 6, 3, 30, n_classes=3, reg=0.1).with_threads(2)
+    assert fed.without_client(0)._threads == 2
+    assert fed.with_client(make_logistic(5, 2, 3, 30, n_classes=3, reg=0.1))._threads == 2
