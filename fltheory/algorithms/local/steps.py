@@ -21,7 +21,8 @@ __all__ = ["descend"]
 
 def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.ndarray,
             lr: np.ndarray, rng: np.random.Generator | None, objective: LocalObjective,
-            optimizer: Optimizer | None, state: Any, record: bool) -> tuple[Any, np.ndarray | None]:
+            optimizer: Optimizer | None, state: Any, record: bool,
+            bounds: tuple[int, int] | None = None) -> tuple[Any, np.ndarray | None]:
     """The step-major loop on rows of Y (modified in place) -> (state, precond_sum).
 
     While every row is active (steps 0..min(steps)-1) the oracle is the
@@ -30,11 +31,13 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     and plain steps reuse one gradient buffer and one buffer for the extra terms;
     the numbers are the same as with ``stochastic_grad`` and ``objective.grad``
     called every step.  Later steps (rows with more steps than others) call the
-    checked ``stochastic_grad`` on the active rows."""
+    checked ``stochastic_grad`` on the active rows.  ``bounds``: (min, max) of ``steps`` when
+    the caller has them (not recomputed)."""
     m = Y.shape[0]
     precond_sum = None
-    kmax = int(steps.max()) if m else 0
-    kmin = int(steps.min()) if m else 0             # steps 0..kmin-1 involve every row
+    if bounds is None:
+        bounds = (int(steps.min()), int(steps.max())) if m else (0, 0)
+    kmin, kmax = bounds                             # steps 0..kmin-1 involve every row
     lr = np.asarray(lr, dtype=np.float64)
     lr_col = lr[:, None]
     # one rate for every row: the scalar gives the same products as the column
