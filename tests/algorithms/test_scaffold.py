@@ -200,7 +200,7 @@ def test_full_in_order_exact_round_equals_reference_and_keeps_old_state(option):
     np.testing.assert_allclose(s3.c, s3.c_clients.mean(axis=0), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("shape", [(1, 2), (3, 1), (9, 1), (100, 1), (17, 2), (100, 3), (1000, 20), (129, 33),
+@pytest.mark.parametrize("shape", [(1, 2), (3, 1), (9, 1), (100, 1), (17, 2), (64, 2), (100, 3), (1000, 20), (129, 33),
                                    (4097, 7), (64, 257)])
 def test_column_sums_are_numpys_axis_zero_sums_bit_for_bit(shape):
     """The server sums of a SCAFFOLD round (einsum for many short rows) give exactly the
