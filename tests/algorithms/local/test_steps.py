@@ -212,3 +212,20 @@ def test_shared_centre_rows_give_the_bits_of_full_arrays(d):
     Y_linear, _ = local_descent(*args, LocalObjective.linear(np.broadcast_to(0.2 * x, (m, d))))
     Y_linear_full, _ = local_descent(*args, LocalObjective.linear(np.tile(0.2 * x, (m, 1))))
     np.testing.assert_array_equal(Y_linear, Y_linear_full)
+
+
+def test_shared_rows_is_the_read_only_broadcast_view():
+    """The rounds' stride-0 views equal np.broadcast_to for contiguous vectors, offset
+    slices, strided and non-float inputs, and cannot be written through."""
+    from fltheory.algorithms.local.objective import _shared_rows
+    big = np.arange(20.0)
+    for x in (big, big[5:12], big[::3], np.arange(4), np.zeros(0)):
+        for m in (1, 3):
+            view = _shared_rows(x, m)
+            expected = np.broadcast_to(x, (m, x.shape[0]))
+            assert view.shape == expected.shape and view.dtype == expected.dtype
+            np.testing.assert_array_equal(view, expected)
+            assert not view.flags.writeable
+            if x.size:
+                assert view.strides[0] == 0
+    assert _shared_rows(big[5:12], 2)[1, 0] == 5.0
