@@ -36,7 +36,7 @@ import numpy as np
 from .._validate import MAX_STEPS, per_client
 from ..errors import InvalidHyperparameterError
 from ..compression import Communication
-from ..participation import Participants, Participation
+from ..participation import FullParticipation, Participants, Participation
 from ..problems.base import Federation
 from ._method_checks import checked_methods
 from .invariants import LinearInvariant
@@ -225,13 +225,9 @@ class Algorithm(ABC):
 
     def participants(self, problem: Federation, participation: Participation | None,
                      rng: np.random.Generator, t: int) -> Participants:
-        """Draw the round's participants (full participation when ``None``: every client in
-        order with its nominal steps, what ``FullParticipation().draw`` returns, built directly)."""
-        steps = self.nominal_steps(problem)
-        if participation is None:
-            E = np.array(steps, dtype=np.int64)                   # a copy, as the draw makes
-            return Participants(np.arange(E.shape[0], dtype=np.int64), E)
-        return participation.draw(rng, t, steps)
+        """Draw the round's participants (full participation when ``None``)."""
+        part = participation if participation is not None else FullParticipation()
+        return part.draw(rng, t, self.nominal_steps(problem))
 
 
 checked_methods(Algorithm)

@@ -201,4 +201,5 @@ def FedProxTE(*, beta: float, **kwargs: Any) -> FedProx:
     """FedProx-TE (BetterObjects Alg. 2): ``FedProx(target=TemporalEnsemble(beta=beta), **kwargs)``."""
     if "target" in kwargs:
         raise InvalidHyperparameterError("FedProxTE sets target itself; pass beta only")
-    return FedProx(target=TemporalEnsemble(beta=beta), **known_keywords("FedProxTE", kwargs, FedProx, exclude=("target",)))
+    return FedProx(target=TemporalEnsemble(beta=beta),
+                   **known_keywords("FedProxTE", kwargs, FedProx, exclude=("target",)))
