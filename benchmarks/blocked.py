@@ -38,6 +38,9 @@ rounds per trial:
   (loss, loss gap, distance, gradient norm, communication) per round;
 * ``run() metrics=()``: the same without per-round metrics.
 
+Then (unless ``--no-fixed``) the fixed cost of one round at (N, d, tau) = (4, 3, 1) of every
+fltheory candidate and its reference: what a round costs besides its arithmetic.
+
 Columns: ``to blocked FedAvg`` = median seconds per round over those of the
 blocked FedAvg (wall / CPU; the comparison of earlier runs); ``to own reference``
 = the same over the candidate's own blocked reference (the issue 17 target is
@@ -48,10 +51,12 @@ loop (target <= 1.15).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -382,6 +387,32 @@ def measure(N: int, d: int, tau: int, trials: int, rounds: int, pool: ThreadPool
           f"{med['run() metrics=()'] / med['FedAvg']:.3f} (CPU {cpu['run() metrics=()'] / cpu['FedAvg']:.3f})")
 
 
+def fixed_costs(pool: ThreadPoolExecutor, calls: int = 2000, repeats: int = 9) -> None:
+    """CPU seconds of one round at (N, d, tau) = (4, 3, 1), where the arithmetic is a few
+    hundred flops: what a round costs besides its local steps (argument checks, participants,
+    set-up of the local loop, bookkeeping), for every candidate and its reference (minimum
+    over ``repeats`` timings of ``calls`` consecutive calls, ``time.process_time``)."""
+    fed = quadratic_problem(4, 3, seed=1)
+    lr, tau = 0.05, 1
+    refs = references(fed, tau, lr, pool)
+    rng = np.random.default_rng(0)
+    timer = time.process_time
+
+    def cost(fn: Callable[[], Any]) -> float:
+        fn()
+        return min(timeit.repeat(fn, number=calls, repeat=repeats, timer=timer)) / calls
+
+    print(f"\nFixed cost of a round, (N, d, tau) = (4, 3, 1); min of {repeats} x {calls} calls, CPU time; "
+          f"load average {load()}")
+    for name, alg in algorithms(lr, tau).items():
+        step, start = refs[OWN_REFERENCE[name]]
+        state = alg.init(fed, np.zeros(fed.dim), rng)
+        ours = cost(functools.partial(alg.round, state, fed, None, rng))
+        theirs = cost(functools.partial(step, start))
+        print(f"  {name:<16} {ours * 1e6:7.1f} us   {OWN_REFERENCE[name]:<17} {theirs * 1e6:7.1f} us   "
+              f"difference {(ours - theirs) * 1e6:6.1f} us")
+
+
 def per_client_logistic_round(A: np.ndarray, y: np.ndarray, rows: np.ndarray, p: np.ndarray, reg: float,
                               C: int, x: np.ndarray, lr: float, tau: int) -> np.ndarray:
     """One FedAvg round on multinomial logistic clients, a plain numpy loop over
@@ -450,6 +481,7 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true",
                         help="run a busy loop in a second process for the whole measurement")
     parser.add_argument("--no-logistic", action="store_true", help="skip the logistic comparison")
+    parser.add_argument("--no-fixed", action="store_true", help="skip the fixed per-round costs at (4, 3, 1)")
     args = parser.parse_args()
     spinner = busy_core() if args.busy else None
     try:
@@ -458,6 +490,8 @@ def main() -> None:
         with single_threaded_blas(), ThreadPoolExecutor(2, thread_name_prefix="blocked-reference") as pool:
             for N, d, tau in QUICK_SIZES if args.quick else SIZES:
                 measure(N, d, tau, args.trials, args.rounds, pool)
+            if not args.no_fixed:
+                fixed_costs(pool, calls=200 if args.quick else 2000)
             if not args.no_logistic:
                 measure_logistic(args.trials, args.rounds)
     finally:
