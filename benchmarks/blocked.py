@@ -1,4 +1,5 @@
-"""Rounds against a plain blocked numpy FedAvg, and run() against its bare rounds.
+"""Rounds against plain blocked numpy implementations of the same algorithms, and run()
+against its bare rounds.
 
 Usage::
 
@@ -6,11 +7,22 @@ Usage::
     python benchmarks/blocked.py --quick          # small sizes, smoke run
     python benchmarks/blocked.py --trials 9
 
-The reference (``blocked_fedavg_round``) is FedAvg written directly in numpy,
-outside the library: clients in blocks of about 8 MB of Hessians, each block
-running all tau steps y <- y - lr (H_i y - e_i) while its Hessians stay in
-cache, the blocks spread over two threads, then x <- x + sum_i p_i (y_i - x).
-It is checked against ``FedAvg`` (max |difference| printed).
+The references are each algorithm written directly in numpy, outside the library,
+in one cache-block scheme: clients in blocks of about 8 MB of Hessians, each block
+running all tau local steps while its Hessians stay in cache, the blocks spread
+over two threads, then the server step.
+
+* ``blocked FedAvg``: y <- y - lr (H_i y - e_i); x <- x + sum_i p_i (y_i - x);
+* ``blocked SCAFFOLD`` (option II, server rate 1): y <- y - lr (H_i y - e_i + c - c_i),
+  then the control and model updates of SCAFFOLD-v1 Alg. 1 (formed inside the block);
+* ``blocked FedProx`` (gradient steps): y <- y - lr (H_i y - e_i + mu (y - x));
+* ``blocked AdaGrad`` (FedOpt with AdaGrad clients restarted every round, plain
+  server averaging): v <- v + g * g, y <- y - lr g / (sqrt(v) + eps).
+
+Each fltheory candidate is checked against its own reference: the largest
+difference of any state array after 3 rounds (x; for SCAFFOLD also c and the client
+controls), max |a - b| / max(1, max |b|) per array, is printed and flagged when above
+1e-15.
 
 Every figure is a ratio of medians measured in this one process with the
 trials interleaved (trial 1 of every candidate, then trial 2, ...), so that
@@ -18,6 +30,7 @@ load from other processes hits every candidate alike; the load average is
 printed before and after.  Candidates, each timed as ``--rounds`` consecutive
 rounds per trial:
 
+* the four references above;
 * ``FedAvg``, ``SCAFFOLD`` (option II), ``FedProx`` (gradient steps,
   ``solver="gd"``), ``FedOpt-AdaGrad`` (AdaGrad clients, plain server
   averaging): ``algorithm.round`` called directly (no diagnostics);
@@ -25,18 +38,25 @@ rounds per trial:
   (loss, loss gap, distance, gradient norm, communication) per round;
 * ``run() metrics=()``: the same without per-round metrics.
 
-``ratio`` = median seconds per round / median seconds per round of the
-blocked reference; ``run() default / bare`` = the default run over the bare
-``FedAvg.round`` loop (the target of issue 17 is <= 1.15).
+Then (unless ``--no-fixed``) the fixed cost of one round at (N, d, tau) = (4, 3, 1) of every
+fltheory candidate and its reference: what a round costs besides its arithmetic.
+
+Columns: ``to blocked FedAvg`` = median seconds per round over those of the
+blocked FedAvg (wall / CPU; the comparison of earlier runs); ``to own reference``
+= the same over the candidate's own blocked reference (the issue 17 target is
+1.1); ``run() default / bare`` = the default run over the bare ``FedAvg.round``
+loop (target <= 1.15).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -46,7 +66,7 @@ import numpy as np
 from fltheory import optim
 from fltheory._threads import single_threaded_blas
 from fltheory.algorithms import FedAvg, FedOpt, FedProx, run
-from fltheory.algorithms.scaffold import Scaffold
+from fltheory.algorithms.scaffold import Scaffold, ScaffoldState
 from fltheory.problems.quadratic import QuadraticFederation
 
 SIZES = [(100, 50, 10), (1000, 100, 10), (10000, 20, 10)]
@@ -62,32 +82,152 @@ def quadratic_problem(N: int, d: int, seed: int = 0) -> QuadraticFederation:
     return QuadraticFederation(H, rng.standard_normal((N, d)))
 
 
+def client_blocks(N: int, d: int) -> range:
+    """Starts of the client blocks: about BLOCK_BYTES of Hessians each."""
+    return range(0, N, max(1, BLOCK_BYTES // (8 * d * d)))
+
+
+def on_blocks(block: Callable[[int, int], None], N: int, d: int, pool: ThreadPoolExecutor) -> None:
+    """Run ``block(a, b)`` on every client block, the blocks spread over the pool
+    (one block: in this thread, no hand-off)."""
+    starts = client_blocks(N, d)
+    step = starts.step
+    if len(starts) == 1:
+        block(0, N)
+    else:
+        list(pool.map(lambda a: block(a, min(a + step, N)), starts))
+
+
 def blocked_fedavg_round(H: np.ndarray, e: np.ndarray, p: np.ndarray, x: np.ndarray, lr: float,
                          tau: int, pool: ThreadPoolExecutor) -> np.ndarray:
-    """One FedAvg round in plain numpy: cache-sized client blocks, all tau steps per
-    block, blocks on two threads; returns x + sum_i p_i (y_i - x)."""
+    """One FedAvg round in plain numpy: cache-sized client blocks, all tau steps
+    y <- y - lr (H_i y - e_i) per block, blocks on two threads; returns
+    x + sum_i p_i (y_i - x)."""
     N, d = e.shape
-    per = max(1, BLOCK_BYTES // (8 * d * d))
     Y = np.empty((N, d))
 
-    def block(a: int) -> None:
-        b = min(a + per, N)
+    def block(a: int, b: int) -> None:
         Hb, eb = H[a:b], e[a:b]
         Yb = np.repeat(x[None, :], b - a, axis=0)
         G = np.empty((b - a, 1, d))
+        g = G[:, 0, :]
         for _ in range(tau):
             np.matmul(Yb[:, None, :], Hb, out=G)
-            g = G[:, 0, :]
             g -= eb
             g *= lr
             Yb -= g
         Y[a:b] = Yb
 
-    starts = range(0, N, per)
-    if len(starts) == 1:
-        block(0)                                  # one block: no thread hand-off
-    else:
-        list(pool.map(block, starts))
+    on_blocks(block, N, d, pool)
+    return x + p @ (Y - x)
+
+
+def blocked_scaffold_round(H: np.ndarray, e: np.ndarray, x: np.ndarray, c: np.ndarray, C: np.ndarray,
+                           lr: float, tau: int, server_lr: float, pool: ThreadPoolExecutor
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One SCAFFOLD round (option II, every client, K = tau steps) in plain numpy, in the
+    blocks of :func:`blocked_fedavg_round`; returns (x, c, C) with C the (N, d) client
+    controls (Karimireddy et al., SCAFFOLD-v1, Alg. 1):
+
+        y <- y - lr (H_i y - e_i + c - c_i)     (tau times, from y = x),
+        c_i^+ = c_i - c + (x - y_i) / (tau lr),
+        x^+ = x + (server_lr / N) sum_i (y_i - x),   c^+ = c + (1/N) sum_i (c_i^+ - c_i).
+
+    Each block also forms its model changes and control changes while its rows are in
+    cache; the server sums are two matrix-vector products with a vector of ones."""
+    N, d = e.shape
+    delta = np.empty((N, d))
+    C_new = np.empty((N, d))
+    dC = np.empty((N, d))
+
+    def block(a: int, b: int) -> None:
+        Hb, eb = H[a:b], e[a:b]
+        shift = C[a:b] - c                                  # c_i - c, subtracted every step
+        Yb = np.repeat(x[None, :], b - a, axis=0)
+        G = np.empty((b - a, 1, d))
+        g = G[:, 0, :]
+        for _ in range(tau):
+            np.matmul(Yb[:, None, :], Hb, out=G)
+            g -= eb
+            g -= shift
+            g *= lr
+            Yb -= g
+        Yb -= x                                             # y_i - x
+        delta[a:b] = Yb
+        Cb = C_new[a:b]
+        np.divide(Yb, tau * lr, out=Cb)
+        np.subtract(shift, Cb, out=Cb)                      # c_i - c - (y_i - x) / (tau lr)
+        np.subtract(Cb, C[a:b], out=dC[a:b])
+
+    on_blocks(block, N, d, pool)
+    ones = np.ones(N)
+    return x + (server_lr / N) * (ones @ delta), c + (ones @ dC) / N, C_new
+
+
+def blocked_fedprox_round(H: np.ndarray, e: np.ndarray, p: np.ndarray, x: np.ndarray, lr: float, mu: float,
+                          tau: int, pool: ThreadPoolExecutor) -> np.ndarray:
+    """One FedProx round with gradient steps in plain numpy (Li et al., local objective
+    f_i(y) + (mu/2) ||y - x||^2), in the blocks of :func:`blocked_fedavg_round`:
+    y <- y - lr (H_i y - e_i + mu (y - x)) tau times from y = x; returns
+    x + sum_i p_i (y_i - x).  The centre x is held as a block of rows (a same-shape
+    subtraction, not a row broadcast)."""
+    N, d = e.shape
+    Y = np.empty((N, d))
+
+    def block(a: int, b: int) -> None:
+        Hb, eb = H[a:b], e[a:b]
+        Xb = np.repeat(x[None, :], b - a, axis=0)
+        Yb = Xb.copy()
+        G = np.empty((b - a, 1, d))
+        g = G[:, 0, :]
+        T = np.empty((b - a, d))
+        for _ in range(tau):
+            np.matmul(Yb[:, None, :], Hb, out=G)
+            g -= eb
+            np.subtract(Yb, Xb, out=T)
+            T *= mu
+            g += T
+            g *= lr
+            Yb -= g
+        Y[a:b] = Yb
+
+    on_blocks(block, N, d, pool)
+    return x + p @ (Y - x)
+
+
+def blocked_adagrad_round(H: np.ndarray, e: np.ndarray, p: np.ndarray, x: np.ndarray, lr: float, eps: float,
+                          tau: int, pool: ThreadPoolExecutor) -> np.ndarray:
+    """One FedOpt round with AdaGrad clients restarted every round and plain server
+    averaging, in plain numpy (Wang et al., LocalAdaptivity section 3), in the blocks of
+    :func:`blocked_fedavg_round`: v = 0, then tau times
+
+        g = H_i y - e_i,   v <- v + g * g,   y <- y - lr g / (sqrt(v) + eps)
+
+    (the convention of ``fltheory.optim.adagrad``: eps added to sqrt(v), accumulator
+    started at 0); returns x + sum_i p_i (y_i - x)."""
+    N, d = e.shape
+    Y = np.empty((N, d))
+
+    def block(a: int, b: int) -> None:
+        Hb, eb = H[a:b], e[a:b]
+        Yb = np.repeat(x[None, :], b - a, axis=0)
+        G = np.empty((b - a, 1, d))
+        g = G[:, 0, :]
+        V = np.zeros((b - a, d))
+        T = np.empty((b - a, d))
+        for _ in range(tau):
+            np.matmul(Yb[:, None, :], Hb, out=G)
+            g -= eb
+            np.multiply(g, g, out=T)
+            V += T
+            np.sqrt(V, out=T)
+            T += eps
+            np.divide(g, T, out=T)
+            T *= lr
+            Yb -= T
+        Y[a:b] = Yb
+
+    on_blocks(block, N, d, pool)
     return x + p @ (Y - x)
 
 
@@ -130,38 +270,94 @@ def rounds_of(alg: Any, fed: Any, x0: np.ndarray, rounds: int) -> Callable[[], N
     return go
 
 
+MU = 0.1          # FedProx proximal coefficient
+EPS = 1e-8        # AdaGrad eps (fltheory.optim.adagrad's default)
+#: fltheory candidate -> the label of its own plain blocked reference
+OWN_REFERENCE = {"FedAvg": "blocked FedAvg", "SCAFFOLD": "blocked SCAFFOLD", "FedProx (gd)": "blocked FedProx",
+                 "FedOpt-AdaGrad": "blocked AdaGrad"}
+
+
+def algorithms(lr: float, tau: int) -> dict[str, Any]:
+    """The fltheory algorithms measured, by candidate name."""
+    return {
+        "FedAvg": FedAvg(lr=lr, local_steps=tau),
+        "SCAFFOLD": Scaffold(lr=lr, local_steps=tau, server_lr=1.0, option="II"),
+        "FedProx (gd)": FedProx(lr=lr, local_steps=tau, mu=MU, solver="gd"),
+        "FedOpt-AdaGrad": FedOpt(client_optimizer=optim.adagrad(lr, eps=EPS), server_optimizer=optim.sgd(1.0),
+                                 local_steps=tau),
+    }
+
+
+def references(fed: QuadraticFederation, tau: int, lr: float, pool: ThreadPoolExecutor
+               ) -> dict[str, tuple[Callable[[Any], Any], Any]]:
+    """reference label -> (one round: state -> state, initial state at x = 0)."""
+    H, e, p = fed.H, fed.e, fed.weights
+    N, d = e.shape
+    x0 = np.zeros(d)
+    return {
+        "blocked FedAvg": (lambda x: blocked_fedavg_round(H, e, p, x, lr, tau, pool), x0),
+        "blocked SCAFFOLD": (lambda s: blocked_scaffold_round(H, e, s[0], s[1], s[2], lr, tau, 1.0, pool),
+                             (x0, np.zeros(d), np.zeros((N, d)))),
+        "blocked FedProx": (lambda x: blocked_fedprox_round(H, e, p, x, lr, MU, tau, pool), x0),
+        "blocked AdaGrad": (lambda x: blocked_adagrad_round(H, e, p, x, lr, EPS, tau, pool), x0),
+    }
+
+
+def repeated(step: Callable[[Any], Any], start: Any, rounds: int) -> Callable[[], None]:
+    """A function running the next ``rounds`` rounds of ``step`` (state kept between calls)."""
+    box = [start]
+
+    def go() -> None:
+        state = box[0]
+        for _ in range(rounds):
+            state = step(state)
+        box[0] = state
+    return go
+
+
 def candidates(fed: QuadraticFederation, tau: int, lr: float, rounds: int,
                pool: ThreadPoolExecutor) -> dict[str, Callable[[], Any]]:
     """name -> a function running ``rounds`` rounds of that candidate."""
     x0 = np.zeros(fed.dim)
-    box = [x0]
+    runs: dict[str, Callable[[], Any]] = {name: repeated(step, start, rounds)
+                                          for name, (step, start) in references(fed, tau, lr, pool).items()}
+    algs = algorithms(lr, tau)
+    runs.update({name: rounds_of(alg, fed, x0, rounds) for name, alg in algs.items()})
+    fedavg = algs["FedAvg"]
+    runs["run() default"] = lambda: run(fedavg, fed, rounds)
+    runs["run() metrics=()"] = lambda: run(fedavg, fed, rounds, metrics=())
+    return runs
 
-    def reference() -> None:
-        x = box[0]
+
+def state_arrays(state: Any) -> list[np.ndarray]:
+    """The arrays of an fltheory state or a reference state, in the order (x, c, C)."""
+    if isinstance(state, np.ndarray):
+        return [state]
+    if isinstance(state, tuple):
+        return list(state)
+    if isinstance(state, ScaffoldState):
+        return [state.x, state.c, state.c_clients]
+    return [state.x]
+
+
+def agreement(fed: QuadraticFederation, tau: int, lr: float, pool: ThreadPoolExecutor,
+              rounds: int = 3) -> dict[str, float]:
+    """fltheory candidate -> largest difference of any state array (x; for SCAFFOLD also c
+    and the client controls) from its own blocked reference after ``rounds`` rounds, as
+    max |a - b| / max(1, max |b|) per array (absolute for entries up to 1, relative to the
+    largest entry above: the controls of SCAFFOLD are gradients of size up to ~10)."""
+    refs = references(fed, tau, lr, pool)
+    out = {}
+    for name, alg in algorithms(lr, tau).items():
+        step, ref_state = refs[OWN_REFERENCE[name]]
+        rng = np.random.default_rng(0)
+        state = alg.init(fed, np.zeros(fed.dim), rng)
         for _ in range(rounds):
-            x = blocked_fedavg_round(fed.H, fed.e, fed.weights, x, lr, tau, pool)
-        box[0] = x
-
-    fedavg = FedAvg(lr=lr, local_steps=tau)
-    return {
-        "blocked numpy": reference,
-        "FedAvg": rounds_of(fedavg, fed, x0, rounds),
-        "SCAFFOLD": rounds_of(Scaffold(lr=lr, local_steps=tau, server_lr=1.0, option="II"), fed, x0, rounds),
-        "FedProx (gd)": rounds_of(FedProx(lr=lr, local_steps=tau, mu=0.1, solver="gd"), fed, x0, rounds),
-        "FedOpt-AdaGrad": rounds_of(FedOpt(client_optimizer=optim.adagrad(lr), server_optimizer=optim.sgd(1.0),
-                                           local_steps=tau), fed, x0, rounds),
-        "run() default": lambda: run(fedavg, fed, rounds),
-        "run() metrics=()": lambda: run(fedavg, fed, rounds, metrics=()),
-    }
-
-
-def agreement(fed: QuadraticFederation, tau: int, lr: float, pool: ThreadPoolExecutor) -> float:
-    """max |x_reference - x_FedAvg| after 3 rounds."""
-    x = np.zeros(fed.dim)
-    for _ in range(3):
-        x = blocked_fedavg_round(fed.H, fed.e, fed.weights, x, lr, tau, pool)
-    h = run(FedAvg(lr=lr, local_steps=tau), fed, 3, metrics=())
-    return float(np.abs(h.x[-1] - x).max())
+            ref_state = step(ref_state)
+            state, _ = alg.round(state, fed, None, rng)
+        out[name] = max(float(np.abs(a - b).max()) / max(1.0, float(np.abs(b).max()))
+                        for a, b in zip(state_arrays(state), state_arrays(ref_state), strict=True))
+    return out
 
 
 def measure(N: int, d: int, tau: int, trials: int, rounds: int, pool: ThreadPoolExecutor) -> None:
@@ -169,17 +365,52 @@ def measure(N: int, d: int, tau: int, trials: int, rounds: int, pool: ThreadPool
     lr = 0.05
     before = load()
     med, cpu = interleaved(candidates(fed, tau, lr, rounds, pool), trials, rounds)
-    ref, ref_cpu = med["blocked numpy"], cpu["blocked numpy"]
+    base, base_cpu = med["blocked FedAvg"], cpu["blocked FedAvg"]
+    agree = agreement(fed, tau, lr, pool)
     print(f"\n(N, d, tau) = ({N}, {d}, {tau}); {trials} interleaved trials of {rounds} rounds; "
-          f"load average before {before}, after {load()}; "
-          f"max |x_blocked - x_FedAvg| after 3 rounds = {agreement(fed, tau, lr, pool):.1e}")
-    print(f"  {'candidate':<18} {'median s/round':>15} {'ratio to blocked':>17} {'CPU s/round':>12} "
-          f"{'CPU ratio':>10}")
+          f"load average before {before}, after {load()}")
+    print(f"  {'candidate':<18} {'median s/round':>15} {'CPU s/round':>12} {'to blocked FedAvg':>18} "
+          f"{'to own reference':>17} {'own reference':>17} {'difference (3 rounds)':>22}")
+    print(f"  {'':<18} {'':>15} {'':>12} {'wall / CPU':>18} {'wall / CPU':>17}")
     for k, v in med.items():
-        print(f"  {k:<18} {v:>15.6f} {v / ref:>17.2f} {cpu[k]:>12.6f} {cpu[k] / ref_cpu:>10.2f}")
+        to_base = f"{v / base:.2f} / {cpu[k] / base_cpu:.2f}"
+        own = OWN_REFERENCE.get(k)
+        if own is not None:
+            to_own = f"{v / med[own]:.2f} / {cpu[k] / cpu[own]:.2f}"
+            diff = agree[k]
+            verdict = f"{diff:.1e} {'<= 1e-15' if diff <= 1e-15 else '> 1e-15 (!)'}"
+        else:
+            own, to_own, verdict = "", "", ""
+        print(f"  {k:<18} {v:>15.6f} {cpu[k]:>12.6f} {to_base:>18} {to_own:>17} {own:>17} {verdict:>22}")
     print(f"  run() default / bare FedAvg rounds = {med['run() default'] / med['FedAvg']:.3f} "
           f"(CPU {cpu['run() default'] / cpu['FedAvg']:.3f}); run() metrics=() / bare = "
           f"{med['run() metrics=()'] / med['FedAvg']:.3f} (CPU {cpu['run() metrics=()'] / cpu['FedAvg']:.3f})")
+
+
+def fixed_costs(pool: ThreadPoolExecutor, calls: int = 2000, repeats: int = 9) -> None:
+    """CPU seconds of one round at (N, d, tau) = (4, 3, 1), where the arithmetic is a few
+    hundred flops: what a round costs besides its local steps (argument checks, participants,
+    set-up of the local loop, bookkeeping), for every candidate and its reference (minimum
+    over ``repeats`` timings of ``calls`` consecutive calls, ``time.process_time``)."""
+    fed = quadratic_problem(4, 3, seed=1)
+    lr, tau = 0.05, 1
+    refs = references(fed, tau, lr, pool)
+    rng = np.random.default_rng(0)
+    timer = time.process_time
+
+    def cost(fn: Callable[[], Any]) -> float:
+        fn()
+        return min(timeit.repeat(fn, number=calls, repeat=repeats, timer=timer)) / calls
+
+    print(f"\nFixed cost of a round, (N, d, tau) = (4, 3, 1); min of {repeats} x {calls} calls, CPU time; "
+          f"load average {load()}")
+    for name, alg in algorithms(lr, tau).items():
+        step, start = refs[OWN_REFERENCE[name]]
+        state = alg.init(fed, np.zeros(fed.dim), rng)
+        ours = cost(functools.partial(alg.round, state, fed, None, rng))
+        theirs = cost(functools.partial(step, start))
+        print(f"  {name:<16} {ours * 1e6:7.1f} us   {OWN_REFERENCE[name]:<17} {theirs * 1e6:7.1f} us   "
+              f"difference {(ours - theirs) * 1e6:6.1f} us")
 
 
 def per_client_logistic_round(A: np.ndarray, y: np.ndarray, rows: np.ndarray, p: np.ndarray, reg: float,
@@ -250,6 +481,7 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true",
                         help="run a busy loop in a second process for the whole measurement")
     parser.add_argument("--no-logistic", action="store_true", help="skip the logistic comparison")
+    parser.add_argument("--no-fixed", action="store_true", help="skip the fixed per-round costs at (4, 3, 1)")
     args = parser.parse_args()
     spinner = busy_core() if args.busy else None
     try:
@@ -258,6 +490,8 @@ def main() -> None:
         with single_threaded_blas(), ThreadPoolExecutor(2, thread_name_prefix="blocked-reference") as pool:
             for N, d, tau in QUICK_SIZES if args.quick else SIZES:
                 measure(N, d, tau, args.trials, args.rounds, pool)
+            if not args.no_fixed:
+                fixed_costs(pool, calls=200 if args.quick else 2000)
             if not args.no_logistic:
                 measure_logistic(args.trials, args.rounds)
     finally:

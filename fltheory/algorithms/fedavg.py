@@ -33,6 +33,7 @@ from .base import (
     aggregation_weights,
     resolve_per_client,
 )
+from .local.objective import _shared_rows
 from .local import local_descent
 from ..aliases import Rate, Steps
 
@@ -105,7 +106,7 @@ class FedAvg(Algorithm):
         if part.m == 0:
             return replace(state, t=state.t + 1), empty_round(problem.dim)
         lr = resolve_per_client("lr", self.lr, problem.n_clients)[part.clients]
-        X0 = np.broadcast_to(state.x, (part.m, problem.dim))
+        X0 = _shared_rows(state.x, part.m)
         Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng)
         delta = Y - state.x
         w = aggregation_weights(problem, part.clients, self.aggregation)

@@ -43,6 +43,7 @@ from .base import (
     resolve_per_client,
 )
 from .fedavg import empty_round
+from .local.objective import _shared_rows
 from .local import LocalObjective, exact_local_solve, local_descent
 from .targets import EnsembleState, TemporalEnsemble, require_ensemble
 from ..aliases import Rate, Steps
@@ -183,9 +184,8 @@ class FedProx(Algorithm):
         if part.m == 0:   # G_t = G_{t-1} still enters the ensemble (Alg. 2 runs every round)
             te = state.target if self.target is None else self.target.update(require_ensemble(state.target), state.x)
             return FedProxState(x=state.x, t=state.t + 1, target=te), empty_round(problem.dim)
-        d = problem.dim
-        X0 = np.broadcast_to(state.x, (part.m, d))
-        C = np.broadcast_to(self.centre(state), (part.m, d))
+        X0 = _shared_rows(state.x, part.m)
+        C = _shared_rows(self.centre(state), part.m)
         objective = LocalObjective.proximal(float(self.mu), C)
         Y = penalised_local_models(problem, part.clients, part.steps, X0, objective, self.solver,
                                    self.lr, rng)
@@ -201,4 +201,5 @@ def FedProxTE(*, beta: float, **kwargs: Any) -> FedProx:
     """FedProx-TE (BetterObjects Alg. 2): ``FedProx(target=TemporalEnsemble(beta=beta), **kwargs)``."""
     if "target" in kwargs:
         raise InvalidHyperparameterError("FedProxTE sets target itself; pass beta only")
-    return FedProx(target=TemporalEnsemble(beta=beta), **known_keywords("FedProxTE", kwargs, FedProx, exclude=("target",)))
+    return FedProx(target=TemporalEnsemble(beta=beta),
+                   **known_keywords("FedProxTE", kwargs, FedProx, exclude=("target",)))

@@ -43,6 +43,7 @@ from ..problems.base import Federation
 from .base import Algorithm, DeferredCommunication, RoundInfo, resolve_per_client
 from .fedavg import empty_round
 from .invariants import LinearInvariant, total_minus_sum
+from .local.objective import _shared_rows
 from .local import LocalObjective, local_descent
 from ..aliases import Rate, Steps
 
@@ -87,7 +88,7 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     clients, steps = part.clients, part.steps
     rates = lr[clients]
     x, c = state.x, state.c
-    X0 = np.broadcast_to(x, (part.m, d))
+    X0 = _shared_rows(x, part.m)
     identity = part.m == problem.n_clients and _is_identity(clients)
     ci = state.c_clients if identity else state.c_clients[clients]     # read only below
     # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient;
@@ -116,19 +117,34 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
         ci_new[done] = ci_minus_c[done] - delta[done] / (steps[done] * rates[done])[:, None]
     dc = ci_new - ci
     sent = threshold(delta, eps) if eps > 0 else delta
-    x_new = x + (server_lr / part.m) * sent.sum(axis=0)
-    c_new = c + dc.sum(axis=0) / problem.n_clients
+    x_new = x + (server_lr / part.m) * _column_sums(sent)
+    c_new = c + _column_sums(dc) / problem.n_clients
     if identity and every:
         C = ci_new                                     # every row replaced: no copy + scatter
     else:
         C = state.c_clients.copy()
         C[clients] = ci_new
     # every participant receives (x, c): a broadcast view, measured like the stacked copy
-    down = np.broadcast_to(np.concatenate([x, c]), (part.m, 2 * d))
+    down = _shared_rows(np.concatenate([x, c]), part.m)
     # measured when read; up = [sent | dc] is stacked then
     comm = DeferredCommunication((sent, dc), down, up_kind="sparse" if eps > 0 else "dense")
     new = ScaffoldState(x=x_new, c=c_new, c_clients=C, t=state.t + 1)
     return new, RoundInfo(clients, steps, comm)
+
+
+def _column_sums(A: np.ndarray) -> np.ndarray:
+    """``A.sum(axis=0)`` of an (m, d) array, bit for bit, faster for many short rows.
+
+    numpy reduces axis 0 of a C-contiguous array with d >= 2 columns row after row
+    (s_j <- s_j + A[i, j], i = 0..m-1), one inner loop of length d per row, which
+    costs about 60 ns per row when d is small (0.6 ms at m = 10,000, d = 20).
+    ``einsum("ij->j")`` adds the rows in the same order with one loop (8x faster
+    there).  With one column numpy sums the contiguous column pairwise instead, so
+    that case (and any other layout) keeps ``A.sum(axis=0)``, as do fewer than 64 rows
+    (where einsum's own call costs more than the loops)."""
+    if A.ndim == 2 and A.shape[1] >= 2 and A.shape[0] >= 64 and A.flags.c_contiguous:
+        return np.einsum("ij->j", A)
+    return A.sum(axis=0)
 
 
 def _is_identity(clients: np.ndarray) -> bool:

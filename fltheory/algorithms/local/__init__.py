@@ -72,20 +72,21 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     """
     Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
     m, d = Y.shape
-    steps = np.asarray(steps, dtype=np.int64)
+    if not (type(steps) is np.ndarray and steps.dtype == np.int64):
+        steps = np.asarray(steps, dtype=np.int64)
     if not (type(lr) is np.ndarray and lr.shape == (m,) and lr.dtype == np.float64):
         lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (m,))
     objective = objective or _ZERO
     state = opt_state
     if optimizer is not None and state is None:
         state = optimizer.init(Y, clients)
-    kmax = int(steps.max()) if m else 0
+    kmin, kmax = (int(steps.min()), int(steps.max())) if m else (0, 0)
     blocks = blocking.row_blocks(problem, m, d)
     if len(blocks) > 1 and not blocking.blockable(problem, clients):
         blocks = [slice(0, m)]
     if problem.is_stochastic or len(blocks) == 1 or kmax == 0:
         state, psum = descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state,
-                              record_precond)
+                              record_precond, bounds=(kmin, kmax))
     else:
         state, psum = blocking.descend_blocks(problem, Y, clients, steps, lr, objective, optimizer,
                                               state, record_precond, blocks)

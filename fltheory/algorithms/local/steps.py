@@ -21,7 +21,8 @@ __all__ = ["descend"]
 
 def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.ndarray,
             lr: np.ndarray, rng: np.random.Generator | None, objective: LocalObjective,
-            optimizer: Optimizer | None, state: Any, record: bool) -> tuple[Any, np.ndarray | None]:
+            optimizer: Optimizer | None, state: Any, record: bool,
+            bounds: tuple[int, int] | None = None) -> tuple[Any, np.ndarray | None]:
     """The step-major loop on rows of Y (modified in place) -> (state, precond_sum).
 
     While every row is active (steps 0..min(steps)-1) the oracle is the
@@ -30,11 +31,13 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     and plain steps reuse one gradient buffer and one buffer for the extra terms;
     the numbers are the same as with ``stochastic_grad`` and ``objective.grad``
     called every step.  Later steps (rows with more steps than others) call the
-    checked ``stochastic_grad`` on the active rows."""
+    checked ``stochastic_grad`` on the active rows.  ``bounds``: (min, max) of ``steps`` when
+    the caller has them (not recomputed)."""
     m = Y.shape[0]
     precond_sum = None
-    kmax = int(steps.max()) if m else 0
-    kmin = int(steps.min()) if m else 0             # steps 0..kmin-1 involve every row
+    if bounds is None:
+        bounds = (int(steps.min()), int(steps.max())) if m else (0, 0)
+    kmin, kmax = bounds                             # steps 0..kmin-1 involve every row
     lr = np.asarray(lr, dtype=np.float64)
     lr_col = lr[:, None]
     # one rate for every row: the scalar gives the same products as the column
@@ -112,6 +115,10 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     return state, precond_sum
 
 
+#: Widest row for which a shared row b is written out as a full (m, d) array (see _ExtraGradient).
+_FULL_ROW_MAX = 512
+
+
 class _ExtraGradient:
     """Adds the gradient of the extra terms of ``objective`` (rows of Y) to G in place,
     with the floating-point operations of ``G += objective.grad(Y)``:
@@ -119,9 +126,12 @@ class _ExtraGradient:
     * a linear term alone (the SCAFFOLD correction): G - b == G + (0 - b) exactly,
       subtracted directly;
     * D * y - b (proximal, FedDyn, elastic net l2, ...): into one reused buffer;
-      a D or b stored as a broadcast view of one number or one row (stride 0,
-      ``LocalObjective.proximal``) is applied as that number or row (the same
-      products and differences), so no (m, d) array is read for it every step;
+      a D stored as a broadcast view of one number (stride 0, ``LocalObjective.proximal``)
+      is applied as that number (the same products); a b stored as a broadcast
+      view of one row is written out once into an (m, d) array when rows are
+      short (d <= ``_FULL_ROW_MAX``): numpy's row-broadcast subtraction runs one
+      inner loop of d per row, 1.5-2.7x slower than the same-shape subtraction
+      for d = 20-100 (the differences are the same numbers);
     * anything with an l1 term: ``objective.grad``.
     """
 
@@ -137,7 +147,9 @@ class _ExtraGradient:
             self.kind = "diagonal"
             self.D: float | np.ndarray = float(D[0, 0]) if D.size and D.strides == (0, 0) else D
             self.buf = np.empty_like(Y)
-        self.b = b[0] if b is not None and b.shape[0] > 1 and b.strides[0] == 0 else b
+        if b is not None and b.ndim == 2 and b.shape[0] > 1 and b.strides[0] == 0:
+            b = np.ascontiguousarray(b) if b.shape[1] <= _FULL_ROW_MAX else b[0]
+        self.b = b
 
     def add_to(self, G: np.ndarray, Y: np.ndarray) -> None:
         kind = self.kind

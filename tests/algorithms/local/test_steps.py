@@ -189,3 +189,43 @@ def test_proximal_term_of_one_mu_and_a_shared_centre_is_stored_as_views():
     Y = rng.standard_normal((4, 3))
     np.testing.assert_array_equal(shared.grad(Y), full.grad(Y))
     np.testing.assert_array_equal(shared.value(Y), full.value(Y))
+
+
+@pytest.mark.parametrize("d", [3, 600])
+def test_shared_centre_rows_give_the_bits_of_full_arrays(d):
+    """A proximal centre shared by every row (a stride-0 view) and the same centre written
+    out row by row give bit-identical local models, both for short rows (the shared row is
+    written out once per batch) and for wide rows (applied as one broadcast row)."""
+    from fltheory.algorithms.local.steps import _FULL_ROW_MAX
+    from fltheory.problems.quadratic import QuadraticFederation
+    assert (d <= _FULL_ROW_MAX) != (d == 600)
+    rng = np.random.default_rng(17 + d)
+    m = 5
+    B = rng.standard_normal((m, d, 4))
+    fed = QuadraticFederation(B @ np.swapaxes(B, 1, 2) / 4 + 0.5 * np.eye(d), rng.standard_normal((m, d)))
+    x = rng.standard_normal(d)
+    X0 = np.broadcast_to(x, (m, d))
+    args = (fed, X0, np.arange(m), np.full(m, 7), np.full(m, 0.03), None)
+    Y_shared, _ = local_descent(*args, LocalObjective.proximal(0.7, X0))
+    Y_full, _ = local_descent(*args, LocalObjective.diagonal(np.full((m, d), 0.7), 0.7 * np.array(X0)))
+    np.testing.assert_array_equal(Y_shared, Y_full)
+    Y_linear, _ = local_descent(*args, LocalObjective.linear(np.broadcast_to(0.2 * x, (m, d))))
+    Y_linear_full, _ = local_descent(*args, LocalObjective.linear(np.tile(0.2 * x, (m, 1))))
+    np.testing.assert_array_equal(Y_linear, Y_linear_full)
+
+
+def test_shared_rows_is_the_read_only_broadcast_view():
+    """The rounds' stride-0 views equal np.broadcast_to for contiguous vectors, offset
+    slices, strided and non-float inputs, and cannot be written through."""
+    from fltheory.algorithms.local.objective import _shared_rows
+    big = np.arange(20.0)
+    for x in (big, big[5:12], big[::3], np.arange(4), np.zeros(0)):
+        for m in (1, 3):
+            view = _shared_rows(x, m)
+            expected = np.broadcast_to(x, (m, x.shape[0]))
+            assert view.shape == expected.shape and view.dtype == expected.dtype
+            np.testing.assert_array_equal(view, expected)
+            assert not view.flags.writeable
+            if x.size:
+                assert view.strides[0] == 0
+    assert _shared_rows(big[5:12], 2)[1, 0] == 5.0
