@@ -135,19 +135,6 @@ NOT_YET_FUZZED: dict[str, str] = {
     "fltheory.nn.datasets": _FROZEN + " (partition_labels is not exported by fltheory.nn)",
     "fltheory.nn.trajectory_constants": _FROZEN + " (power_iteration is not exported by fltheory.nn)",
     "fltheory.plotting": _FROZEN,
-    "fltheory.reproduce": _FROZEN,
-    "fltheory.reproduce.discovery": _FROZEN,
-    "fltheory.reproduce.keys": _FROZEN,
-    "fltheory.reproduce.locks": _FROZEN,
-    "fltheory.reproduce.overrides": _FROZEN,
-    "fltheory.reproduce.progress": _FROZEN,
-    "fltheory.reproduce.protocol": _FROZEN,
-    "fltheory.reproduce.runner": _FROZEN,
-    "fltheory.reproduce.seeding": _FROZEN,
-    "fltheory.reproduce.status": _FROZEN,
-    "fltheory.reproduce.store": _FROZEN,
-    "fltheory.reproduce.summary": _FROZEN,
-    "fltheory.results": _FROZEN,
 }
 
 
