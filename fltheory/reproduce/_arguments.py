@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
+#: The run modes (re-exported by :mod:`fltheory.reproduce.store`).
+MODES: tuple[str, ...] = ("quick", "full")
+
 #: Largest master seed accepted (numpy's SeedSequence takes any int >= 0; beyond 2**63 it is a mistake).
 MAX_SEED = 2**63 - 1
 
@@ -69,7 +72,6 @@ def experiments(name: str, value: Any) -> list[Experiment]:
 
 
 def mode(value: Any, name: str = "mode") -> str:
-    from .store import MODES
     if not isinstance(value, str) or value not in MODES:
         raise InvalidProblemError(f"{name} must be one of {MODES}, got {short(value)}")
     return value

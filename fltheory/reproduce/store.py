@@ -30,6 +30,7 @@ from fltheory.errors import InvalidProblemError, OutputDirectoryError, ResultsFi
 from fltheory.results import FORMAT, load_json
 
 from . import _arguments as arg
+from ._arguments import MODES
 from .protocol import STATUSES
 
 __all__ = [
@@ -44,7 +45,6 @@ __all__ = [
     "validate_document",
 ]
 
-MODES: tuple[str, ...] = ("quick", "full")
 
 
 def override_digest(overrides: Mapping[str, Any]) -> str:
