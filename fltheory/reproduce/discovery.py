@@ -146,7 +146,8 @@ def load_experiment(module_name: str, sys_path_entry: str | None = None) -> Expe
     Bundled experiments are loaded as in :func:`discover`; for a user's
     package, ``sys_path_entry`` (the directory holding it) is put on
     ``sys.path`` first if it is not there.  ``module_name`` must be a dotted module name and
-    ``sys_path_entry`` None or an existing directory (ExperimentDefinitionError otherwise)."""
+    ``sys_path_entry`` None or an existing directory (ExperimentDefinitionError otherwise, and
+    when the module cannot be imported)."""
     if not isinstance(module_name, str) or not _is_dotted_name(module_name):
         raise ExperimentDefinitionError(f"module_name must be a dotted module name (str), got {_short(module_name)}")
     if sys_path_entry is not None:
@@ -158,4 +159,9 @@ def load_experiment(module_name: str, sys_path_entry: str | None = None) -> Expe
         _load_bundled()
     elif sys_path_entry and sys_path_entry not in sys.path:
         sys.path.insert(0, sys_path_entry)
-    return validate_module(importlib.import_module(module_name))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ExperimentDefinitionError(f"cannot import the experiment module {module_name!r}: "
+                                        f"{type(exc).__name__}: {exc}") from exc
+    return validate_module(module)

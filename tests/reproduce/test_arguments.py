@@ -112,3 +112,8 @@ def test_seeds_modes_and_names_are_checked():
         parse_assignments(["n=1", 2])  # type: ignore[list-item]
     with pytest.raises(InvalidProblemError, match="exc must be an exception"):
         is_disk_error("ENOSPC")  # type: ignore[arg-type]
+
+
+def test_an_experiment_module_that_cannot_be_imported_is_a_definition_error():
+    with pytest.raises(ExperimentDefinitionError, match=r"cannot import the experiment module 'no_such_pkg_fz\.mod'"):
+        load_experiment("no_such_pkg_fz.mod")
