@@ -30,8 +30,11 @@ this experiment at one fixed rate per run.  One partition, one oracle seed:
 single-run comparisons.
 
 Scale: FULL is the 28x28 CNN (16/32 channels, 128 hidden units) on all 5,000
-shipped images for 30 rounds of 10 local steps (1.5 epochs of each client's
-data per round), about 40 CPU-minutes with the loss and gradient norm
+shipped images for 30 rounds of 10 local steps of minibatch 50: the Dirichlet
+partition gives every client floor(5000 / 10) = 500 images and the split keeps
+400 of them for training, so a round draws 10 x 50 = 500 samples (with
+replacement) per client, 1.25 times its 400 training samples (1.25 epochs'
+worth), about 40 CPU-minutes with the loss and gradient norm
 recorded every round; the seeds' 100+ rounds on the full MNIST do not fit a
 working session on the 2-core machine this project is checked on.
 """

@@ -10,6 +10,7 @@ sizes, seeds) must be integers, not floats that happen to be whole.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -276,3 +277,22 @@ def _checked_method(method: Callable[..., Any], check: ArgumentCheck) -> Callabl
         return method(self, *args, **kwargs)
     checked.__arguments_checked__ = True  # type: ignore[attr-defined]
     return checked
+
+
+def known_keywords(where: str, kwargs: dict[str, Any], target: Callable[..., Any],
+                   exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``kwargs`` if every key is a keyword parameter of ``target`` (the callee
+    the keywords are forwarded to), less ``exclude``; else a typed error naming
+    the unknown keywords and the accepted ones (a forwarded ``**kwargs`` would
+    otherwise give Python's bare TypeError from inside the library)."""
+    params = inspect.signature(target).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    accepted = sorted(n for n, p in params.items()
+                      if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                      and n not in exclude)
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise InvalidHyperparameterError(f"{where}: unknown keyword argument(s) {unknown}; "
+                                         f"accepted: {accepted}")
+    return kwargs

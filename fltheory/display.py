@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._validate import flag, integer
 from .errors import InvalidHyperparameterError, OptionalDependencyError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,7 +75,9 @@ def format_value(value: Any, width: int = 60) -> str:
 
     Floats get 6 significant digits; arrays show their shape and range (never
     their entries when they have more than 4); long strings are cut with "...".
+    ``width`` is an integer >= 4 (room for one character and the "...").
     """
+    width = integer("width", width, minimum=4, maximum=None)
     if value is None:
         return "None"
     if isinstance(value, bool | np.bool_):
@@ -109,14 +112,29 @@ def _numeric(value: Any) -> bool:
     return arr.dtype.kind in "biuf" and arr.size > 0
 
 
+def _checked_summary(title: Any, rows: Any) -> Rows:
+    """``rows`` as a list of (name, value) string pairs; a typed error naming what is wrong otherwise."""
+    if not isinstance(title, str):
+        raise InvalidHyperparameterError(f"title must be a string, got {title!r:.80} ({type(title).__name__})")
+    if not isinstance(rows, list | tuple):
+        raise InvalidHyperparameterError(f"rows must be a list or tuple of (name, value) string pairs, got "
+                                         f"{rows!r:.80} ({type(rows).__name__})")
+    for i, row in enumerate(rows):
+        if not (isinstance(row, list | tuple) and len(row) == 2 and all(isinstance(x, str) for x in row)):
+            raise InvalidHyperparameterError(f"rows[{i}] must be a (name, value) pair of strings, got {row!r:.80}")
+    return [(n, v) for n, v in rows]
+
+
 def summary_text(title: str, rows: Sequence[tuple[str, str]]) -> str:
     """``title`` then one indented ``name: value`` line per row (names aligned)."""
+    rows = _checked_summary(title, rows)
     width = max((len(n) for n, _ in rows), default=0)
     return "\n".join([title] + [f"  {n:<{width}} : {v}" for n, v in rows])
 
 
 def summary_html(title: str, rows: Sequence[tuple[str, str]]) -> str:
     """The same summary as a two-column HTML table with ``title`` as caption."""
+    rows = _checked_summary(title, rows)
     body = "".join(f"<tr><th style='text-align:left'>{html.escape(n)}</th>"
                    f"<td style='text-align:left'>{html.escape(v)}</td></tr>" for n, v in rows)
     return (f"<table><caption style='text-align:left'><b>{html.escape(title)}</b></caption>"
@@ -202,6 +220,16 @@ class BoundDisplay(SummaryDisplay):
         return title, rows
 
 
+def _iterates(name: str, history: Any) -> np.ndarray:
+    """The iterates ``history.x`` (R + 1, d) of a History-like object, checked."""
+    x = getattr(history, "x", None)
+    arr = np.asarray(x) if isinstance(x, np.ndarray | list | tuple) else None
+    if arr is None or arr.ndim != 2 or arr.shape[0] == 0 or arr.dtype.kind not in "iuf":
+        raise InvalidHyperparameterError(f"{name} must be a History (iterates x of shape (R + 1, d)), got "
+                                         f"{history!r:.80} ({type(history).__name__})")
+    return arr
+
+
 def history_to_frame(history: Any) -> Any:
     """One row per round t = 0..R with the History's per-round metrics.
 
@@ -213,14 +241,16 @@ def history_to_frame(history: Any) -> Any:
     ------
     OptionalDependencyError
         (an ImportError) when pandas is not installed (``pip install pandas``).
+    InvalidHyperparameterError
+        ``history`` is not a History (no 2-D array of iterates ``x``).
     """
+    x = _iterates("history", history)
     try:
         import pandas as pd
     except ImportError as exc:
         raise OptionalDependencyError(
             'History.to_frame() needs pandas, which is not installed: pip install pandas '
             '(or pip install "fltheory[testing]")') from exc
-    x = np.asarray(history.x)
     columns: dict[str, Any] = {"round": np.arange(x.shape[0])}
     for name in ("loss", "loss_gap", "dist2", "grad_norm2"):
         series = getattr(history, name, None)
@@ -252,14 +282,30 @@ def plot_histories(histories: Any, metric: str = "dist2", *, labels: Sequence[st
     matplotlib.figure.Figure
         The figure (save it with :func:`fltheory.plotting.save_figure`).
     """
+    from matplotlib.axes import Axes
+
     from . import plotting
-    if metric not in HISTORY_METRICS:
+    if not isinstance(metric, str) or metric not in HISTORY_METRICS:
         raise InvalidHyperparameterError(
-            f"plot_histories: metric must be one of {sorted(HISTORY_METRICS)}, got {metric!r}")
+            f"plot_histories: metric must be one of {sorted(HISTORY_METRICS)}, got {metric!r:.80}")
+    log = flag("log", log)
+    if ax is not None and not isinstance(ax, Axes):
+        raise InvalidHyperparameterError(f"plot_histories: ax must be a matplotlib Axes or None, got {ax!r:.80} "
+                                         f"({type(ax).__name__})")
+    if labels is not None and (not isinstance(labels, list | tuple) or not all(isinstance(n, str) for n in labels)):
+        raise InvalidHyperparameterError(f"plot_histories: labels must be a list or tuple of strings or None, got "
+                                         f"{labels!r:.80}")
     if isinstance(histories, Mapping):
         items = list(histories.items())
     else:
-        seq = [histories] if hasattr(histories, "x") else list(histories)
+        if hasattr(histories, "x"):
+            seq = [histories]
+        elif isinstance(histories, list | tuple):
+            seq = list(histories)
+        else:
+            raise InvalidHyperparameterError(
+                f"plot_histories: histories must be a History, a list or tuple of Histories or a mapping "
+                f"label -> History, got {histories!r:.80} ({type(histories).__name__})")
         names = labels if labels is not None else [
             str((getattr(h, "record", {}) or {}).get("algorithm", f"run {i}")) for i, h in enumerate(seq)]
         if len(names) != len(seq):
@@ -268,6 +314,8 @@ def plot_histories(histories: Any, metric: str = "dist2", *, labels: Sequence[st
         items = list(zip(names, seq, strict=True))
     if not items:
         raise InvalidHyperparameterError("plot_histories: no histories given")
+    for label, h in items:
+        _iterates(f"histories[{label!r}]", h)
     missing = [name for name, h in items if getattr(h, metric, None) is None]
     if missing:
         raise InvalidHyperparameterError(

@@ -120,12 +120,12 @@ class FullParticipation(_Restrictable):
     """Every client, every round, all E_i local steps.  Draws nothing."""
 
     def draw(self, rng: np.random.Generator, t: int, local_steps: np.ndarray) -> Participants:
-        E = np.asarray(local_steps, dtype=np.int64)
+        E = _nominal(local_steps)
         return Participants(np.arange(E.shape[0], dtype=np.int64), E.copy())
 
     def draw_among(self, rng: np.random.Generator, t: int, local_steps: np.ndarray,
                    candidates: np.ndarray) -> Participants:
-        E = np.asarray(local_steps, dtype=np.int64)
+        E = _nominal(local_steps)
         c = np.asarray(candidates, dtype=np.int64)
         return Participants(c.copy(), E[c].copy())
 

@@ -47,7 +47,10 @@ PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory"
                    "fltheory.theory.closed_form_maps", "fltheory.theory.powered_krylov",
                    "fltheory.search", "fltheory.theory.symbolic", "fltheory.testing", "fltheory.references",
                    "fltheory.theory.bounds.fedavg_hard_instance", "fltheory.theory.registry",
-                   "fltheory.theory.registry.verdicts")
+                   "fltheory.theory.registry.verdicts",
+                   # display / plotting and the nn entries not exported by fltheory.nn (issue 16)
+                   "fltheory.display", "fltheory.plotting", "fltheory.nn.datasets",
+                   "fltheory.nn.trajectory_constants")
 #: The results store and the reproduce framework (their working arguments: :func:`_reproduce_bases`).
 PUBLIC_PACKAGES += ("fltheory.results", "fltheory.reproduce", "fltheory.reproduce.discovery",
                     "fltheory.reproduce.keys", "fltheory.reproduce.locks", "fltheory.reproduce.overrides",
@@ -58,6 +61,10 @@ PUBLIC_PACKAGES += ("fltheory.results", "fltheory.reproduce", "fltheory.reproduc
 #: Assertion helpers for tests: an AssertionError is their documented verdict (a bound or a contract
 #: that does not hold), not a raw error; bad arguments must still give typed errors.
 ASSERTION_HELPERS = frozenset({"fltheory.testing.check_bound"})
+
+#: Callables that write files at a relative path they are given (a fuzzed "abc" is one): called with the
+#: sandbox directory as working directory, so that no fuzzed call writes into the repository.
+WRITES_FILES = frozenset({"fltheory.plotting.save_figure"})
 
 #: Seconds one call may take before it counts as a hang.
 TIME_LIMIT = 3.0
@@ -324,6 +331,43 @@ def _registry_readme() -> dict[str, Any]:
     return {"path": readme}
 
 
+def _figure_and_axes() -> tuple[Any, Any]:
+    from fltheory.plotting import figure
+    fig, axes = figure(1, 1)
+    return fig, axes[0]
+
+
+def _frame_base() -> dict[str, Any]:
+    """A History for ``history_to_frame``; pandas is imported here, before any timed call (its first
+    import takes seconds on a loaded machine and is not the call's cost)."""
+    with contextlib.suppress(ImportError):        # without pandas the call's typed OptionalDependencyError
+        import pandas  # noqa: F401
+    return {"history": _history()}
+
+
+def _experiment_document() -> dict[str, Any]:
+    """A minimal document as ``fltheory reproduce`` writes it (``figures/NAME.json``)."""
+    return {"experiment": {"name": "fuzz", "title": "a fuzz document"}, "key": {"mode": "quick"},
+            "checks": [{"theorem": "EFL Theorem 1", "status": "holds", "ratio": 0.5, "detail": "d"}],
+            "macros": {"fuzzRatio": "0.5"}, "data": {"x": [1.0, 2.0]}}
+
+
+#: Working arguments of the display / plotting / nn entries added to the enumeration by issue 16
+#: (items 3-5); merged into FUNCTION_BASES below.
+DISPLAY_BASES: dict[str, Callable[[], dict[str, Any]]] = {
+    "fltheory.display.summary_text": lambda: {"title": "a title", "rows": [("name", "value")]},
+    "fltheory.display.summary_html": lambda: {"title": "a title", "rows": [("name", "value")]},
+    "fltheory.display.history_to_frame": _frame_base,
+    "fltheory.display.plot_histories": lambda: {"histories": _history()},
+    "fltheory.display.ExperimentReport": lambda: {"document": _experiment_document()},
+    "fltheory.plotting.ratio_axis": lambda: {"ax": _figure_and_axes()[1]},
+    "fltheory.plotting.save_figure": lambda: {"fig": _figure_and_axes()[0],
+                                              "path_without_suffix": _sandbox() / "figure"},
+    "fltheory.nn.trajectory_constants.power_iteration": lambda: {
+        "matvec": lambda V: 2.0 * V, "v0": np.ones((3, 2)), "iters": 3, "tol": 1e-8},
+}
+
+
 #: Working arguments of single public functions where the plausible values by name do not fit
 #: (qualified name -> factory of keyword arguments), used by the sweep and the property test.
 FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -355,6 +399,7 @@ FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
     "fltheory.theory.registry.verdict": lambda: {"it": _registry_item(), "results_dir": _registry_results()},
     "fltheory.theory.registry.verdicts": lambda: {"items": (_registry_item(),), "results_dir": _registry_results()},
     "fltheory.theory.registry.verdicts.item_checks": lambda: {"it": _registry_item()},
+    **DISPLAY_BASES,
 }
 
 
@@ -588,20 +633,16 @@ def registries_restored() -> Iterator[None]:
         run_module._METHODS.update(saved)
 
 
-#: Callables that take file-system paths: fuzzed with the working directory in the sandbox, so that a
-#: relative path given as a bad value (the string "abc") never lands in the repository.
+#: Packages whose callables take file-system paths: fuzzed with the sandbox as working directory too,
+#: so that a relative path given as a bad value (the string "abc") never lands in the repository.
 _PATH_TAKING_PREFIXES = ("fltheory.results.", "fltheory.reproduce.")
 
 
 @contextlib.contextmanager
-def _working_directory(target: str) -> Iterator[None]:
-    if not target.startswith(_PATH_TAKING_PREFIXES):
-        yield
-        return
+def _working_directory(path: Path) -> Iterator[None]:
+    """``contextlib.chdir`` of Python 3.11, for the 3.10 the project supports."""
     previous = os.getcwd()
-    sandbox = _scratch("cwd")
-    sandbox.mkdir(exist_ok=True)
-    os.chdir(sandbox)
+    os.chdir(path)
     try:
         yield
     finally:
@@ -617,8 +658,10 @@ def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, va
         kwargs.update(base())
     kwargs[parameter] = value
     INPUTS.add(f"{target}|{parameter}|{kind}")
+    writes = target in WRITES_FILES or target.startswith(_PATH_TAKING_PREFIXES)
+    workdir = _working_directory(_sandbox()) if writes else contextlib.nullcontext()
     try:
-        with registries_restored(), _working_directory(target), time_limit(TIME_LIMIT), warnings.catch_warnings():
+        with workdir, registries_restored(), time_limit(TIME_LIMIT), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
                 result = fn(**kwargs)

@@ -14,6 +14,8 @@ from fltheory.display import (
     format_value,
     history_to_frame,
     plot_histories,
+    summary_html,
+    summary_text,
 )
 from fltheory.errors import InvalidHyperparameterError, OptionalDependencyError
 from fltheory.problems import random_quadratic
@@ -121,3 +123,69 @@ def test_plot_histories_draws_each_history(fed, long_history):
         plot_histories(long_history, "accuracy")
     with pytest.raises(InvalidHyperparameterError, match="labels"):
         plot_histories([long_history, other], labels=["one"])
+
+
+def test_plot_histories_refuses_what_is_not_a_history(long_history):
+    with pytest.raises(InvalidHyperparameterError, match=r"histories must be a History.*1\.5"):
+        plot_histories(1.5)
+    with pytest.raises(InvalidHyperparameterError, match=r"histories\['a'\] must be a History"):
+        plot_histories({"a": np.ones(3)})
+    with pytest.raises(InvalidHyperparameterError, match=r"histories\['one'\] must be a History"):
+        plot_histories(["abc"], labels=["one"])
+    with pytest.raises(InvalidHyperparameterError, match="ax must be a matplotlib Axes"):
+        plot_histories(long_history, ax="abc")
+    with pytest.raises(InvalidHyperparameterError, match="log must be True or False"):
+        plot_histories(long_history, log=np.ones(2))
+    with pytest.raises(InvalidHyperparameterError, match="labels must be a list or tuple of strings"):
+        plot_histories(long_history, labels=3)
+    with pytest.raises(InvalidHyperparameterError, match="history must be a History"):
+        history_to_frame(np.ones((3, 2)))
+
+
+def test_summaries_refuse_malformed_rows():
+    assert summary_text("T", [("a", "1"), ("bb", "2")]) == "T\n  a  : 1\n  bb : 2"
+    assert "<caption" in summary_html("T", (("a", "<1>"),)) and "&lt;1&gt;" in summary_html("T", [("a", "<1>")])
+    with pytest.raises(InvalidHyperparameterError, match="title must be a string"):
+        summary_text(3, [("a", "1")])
+    with pytest.raises(InvalidHyperparameterError, match="rows must be a list or tuple"):
+        summary_html("T", "ab")
+    with pytest.raises(InvalidHyperparameterError, match=r"rows\[1\] must be a \(name, value\) pair of strings"):
+        summary_text("T", [("a", "1"), ("b", 2.0)])
+    with pytest.raises(InvalidHyperparameterError, match="width must be an integer >= 4"):
+        format_value(1.0, width=2)
+    assert format_value("x" * 10, width=4) == "x..."
+
+
+def test_plots_leave_no_open_pyplot_figure_and_render_with_agg(long_history, tmp_path):
+    """The figures never enter pyplot's registry (nothing left open, whatever the backend), and each
+    has its own Agg canvas."""
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from fltheory import plotting
+    before = plt.get_fignums()
+    fig = plot_histories(long_history, "dist2")
+    fig2, _ = plotting.figure(2, 2)
+    plotting.save_figure(fig, tmp_path / "h", formats=("png",))
+    assert plt.get_fignums() == before
+    assert isinstance(fig.canvas, FigureCanvasAgg) and isinstance(fig2.canvas, FigureCanvasAgg)
+    assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_failed_figure_write_is_a_typed_os_error_keeping_the_errno(tmp_path, monkeypatch):
+    """A full disk during save_figure: OutputDirectoryError (an OSError) with errno ENOSPC, naming the file."""
+    import errno
+    import tempfile
+
+    from fltheory import plotting
+    from fltheory.errors import OutputDirectoryError
+
+    fig, _ = plotting.figure()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    with pytest.raises(OutputDirectoryError, match=r"f\.pdf: No space left on device") as info:
+        plotting.save_figure(fig, tmp_path / "f")
+    assert isinstance(info.value, OSError) and info.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []

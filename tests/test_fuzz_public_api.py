@@ -131,10 +131,6 @@ INTERNAL_MODULES: dict[str, str] = {
 
 #: Public modules not yet fuzzed: module -> reason (a visible gap, not a hidden one).
 NOT_YET_FUZZED: dict[str, str] = {
-    "fltheory.display": _FROZEN,
-    "fltheory.nn.datasets": _FROZEN + " (partition_labels is not exported by fltheory.nn)",
-    "fltheory.nn.trajectory_constants": _FROZEN + " (power_iteration is not exported by fltheory.nn)",
-    "fltheory.plotting": _FROZEN,
 }
 
 
@@ -197,14 +193,15 @@ def test_bad_input_gives_a_typed_error_or_a_finite_result(name: str) -> None:
 #: and the input.  Kept out of its sample (which otherwise depends on which names are clean) and held
 #: by a strict xfail each (FINDING); fixing one makes it XPASS and forces the entry out.
 KNOWN_GENERATED_VIOLATIONS: dict[str, tuple[str, np.ndarray]] = {
-    # a 0-d array taken for a sequence: TypeError: len() of unsized object / iteration over a 0-d array
-    "fltheory.nn.cnn": ("input_shape", np.array(3)),
-    "fltheory.nn.mlp": ("hidden", np.array(3)),
-    "fltheory.algorithms.run": ("metrics", np.array(0.5)),
-    # a (2,) array where (N,) = (8,) is expected: ValueError: could not broadcast
-    "fltheory.nn.synthetic_next_char": ("concentration", np.full(2, 1e300)),
-    # points of size 1e300: NaN/inf returned
-    "fltheory.nn.trajectory_constants": ("points", np.full(2, 1e300)),
+}
+
+#: Generated arrays that once broke the contract (fixed; kept as regression cases of the same check).
+FIXED_GENERATED_VIOLATIONS: dict[str, tuple[str, np.ndarray]] = {
+    "fltheory.nn.cnn": ("input_shape", np.array(3)),              # 0-d array taken for a sequence (TypeError)
+    "fltheory.nn.mlp": ("hidden", np.array(3)),                   # 0-d array taken for a sequence (TypeError)
+    "fltheory.nn.synthetic_next_char": ("concentration", np.full(2, 1e300)),  # broadcast ValueError
+    "fltheory.nn.trajectory_constants": ("points", np.full(2, 1e300)),        # inf returned
+    "fltheory.algorithms.run": ("metrics", np.array(0.5)),        # 0-d array taken for a sequence (TypeError)
 }
 
 
@@ -221,6 +218,15 @@ def test_known_generated_violation(name: str) -> None:
     call = fuzz_call(name, CALLABLES[name], parameter, f"generated {value.dtype} {value.shape}", value,
                      FUNCTION_BASES.get(name))
     assert call.outcome not in _VIOLATIONS, f"{parameter}={value!r}: {call.outcome.value}: {call.detail}"
+
+
+@pytest.mark.parametrize("name", sorted(FIXED_GENERATED_VIOLATIONS))
+def test_fixed_generated_violation(name: str) -> None:
+    parameter, value = FIXED_GENERATED_VIOLATIONS[name]
+    call = fuzz_call(name, CALLABLES[name], parameter, f"generated {value.dtype} {value.shape}", value,
+                     FUNCTION_BASES.get(name))
+    assert call.outcome is Outcome.TYPED, f"{parameter}={value!r}: {call.outcome.value}: {call.detail}"
+    assert parameter in call.detail, call.detail
 
 
 _CLEAN = sorted(n for n in CALLABLES if n not in KNOWN_VIOLATIONS and n not in KNOWN_GENERATED_VIOLATIONS

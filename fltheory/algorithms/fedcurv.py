@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validate import choice, per_client, positive
+from .._validate import choice, known_keywords, per_client, positive
 from ..compression import Communication
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
@@ -269,7 +269,8 @@ class FedCurv(Algorithm):
 
 def FedCL(*, proxy: Any, **kwargs: Any) -> FedCurv:
     """FedCL: ``FedCurv(fisher="proxy", proxy=proxy, **kwargs)`` (server-side proxy Fisher)."""
-    return FedCurv(fisher="proxy", proxy=proxy, **kwargs)
+    return FedCurv(fisher="proxy", proxy=proxy,
+                   **known_keywords("FedCL", kwargs, FedCurv, exclude=("fisher", "proxy")))
 
 
 def FedCurvTE(*, beta: float, of: str | None = None, **kwargs: Any) -> FedCurv:
@@ -287,4 +288,5 @@ def FedCurvTE(*, beta: float, of: str | None = None, **kwargs: Any) -> FedCurv:
         raise InvalidHyperparameterError("FedCurvTE sets target itself; pass beta (and of) only")
     if of is None:
         of = "global" if kwargs.get("fisher", "client") == "proxy" else "local"
-    return FedCurv(target=TemporalEnsemble(beta=beta, of=of), **kwargs)
+    return FedCurv(target=TemporalEnsemble(beta=beta, of=of),
+                   **known_keywords("FedCurvTE", kwargs, FedCurv, exclude=("target",)))

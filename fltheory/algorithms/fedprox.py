@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validate import choice, per_client, positive
+from .._validate import choice, known_keywords, per_client, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
 from ..problems.base import Federation
@@ -201,4 +201,4 @@ def FedProxTE(*, beta: float, **kwargs: Any) -> FedProx:
     """FedProx-TE (BetterObjects Alg. 2): ``FedProx(target=TemporalEnsemble(beta=beta), **kwargs)``."""
     if "target" in kwargs:
         raise InvalidHyperparameterError("FedProxTE sets target itself; pass beta only")
-    return FedProx(target=TemporalEnsemble(beta=beta), **kwargs)
+    return FedProx(target=TemporalEnsemble(beta=beta), **known_keywords("FedProxTE", kwargs, FedProx, exclude=("target",)))

@@ -1,9 +1,10 @@
 """``run``: drive an algorithm for R rounds and record what a theorem needs.
 
 ``run(algorithm, problem, rounds, *, participation=None, seed=0, x0=None,
-callback=None)`` returns a :class:`History` with per-round arrays: server
-models x_t (x_0 first), F(x_t), F(x_t) - F*, ||x_t - x*||^2, ||grad F(x_t)||^2,
-participants, completed steps and communication.  Same seed, same bits: all
+callback=None, metrics=None)`` returns a :class:`History` with per-round arrays:
+server models x_t (x_0 first), F(x_t), F(x_t) - F*, ||x_t - x*||^2,
+||grad F(x_t)||^2 (each on demand: ``metrics``), participants, completed steps
+and communication (measured when read).  Same seed, same bits: all
 randomness comes from ``numpy.random.default_rng(seed)``, used in the order
 documented in ``algorithms.base``.  Non-finite values stop the run with
 :class:`~fltheory.errors.DivergenceError` naming the round and the algorithm.
@@ -41,8 +42,10 @@ from ..problems.base import Federation
 from .base import Algorithm, RoundInfo
 from .history import (
     History,
+    RoundCommunication,
     check_run_arguments,
     check_run_options,
+    pending_rounds,
     run_record,
 )
 
@@ -107,10 +110,25 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         F(x_t) and ||grad F(x_t)||^2 come from the federation hook
         ``loss_and_grad_norm2`` (quadratic clients: the averaged quadratic
         sum_i p_i H_i, formed once per federation, d^2 work per round instead
-        of N d^2).  Fields not asked for are None; ``metrics=()`` runs the bare
-        rounds.  Metrics never feed back into the iterates: the models x_t are
-        the same bits whatever is asked.  A finite model with a non-finite F or
-        gradient raises DivergenceError only when they are computed.
+        of N d^2), called on up to 64 models at once (fewer when N d is large:
+        ``_batch_rows``; one per round when a callback is given), so that short
+        rounds do not pay one call each.  F* is a lead row of the first call (a
+        call of its own at one row per call), and the gap F(x_t) - F* is
+        exactly 0 where x_t equals x* bit for bit.  Fields not
+        asked for are None; ``metrics=()`` runs the bare rounds.  Metrics never
+        feed back into the iterates: the models x_t are the same bits whatever
+        is asked.  A finite model with a non-finite F or gradient raises
+        DivergenceError naming the first such round (checked when its batch is
+        evaluated, and before any other error of a later round is raised) only
+        when they are computed.
+
+    Returns
+    -------
+    History
+        ``communication`` is a :class:`~fltheory.algorithms.history.RoundCommunication`:
+        each round's ``Communication`` is measured when first read (at most
+        2^22 / (N d) rounds, about 32 MB of uplinks, are held unmeasured), so a run
+        whose communication is not read does not pay for it.
     """
     check_run_options(participation, seed, callback, rng)
     if not isinstance(method, str):
@@ -125,61 +143,54 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
     wanted = check_metrics(metrics)
     x0 = check_run_arguments(algorithm, problem, rounds, x0)
     gen = rng if rng is not None else np.random.default_rng(seed)
-    need_optimum = bool(wanted & {"loss_gap", "dist2"})
-    x_star, f_star = _optimum(problem) if need_optimum else (None, None)
-    track = bool(wanted & {"loss", "loss_gap", "grad_norm2"})
+    x_star = _known_x_star(problem) if wanted & {"loss_gap", "dist2"} else None
+    gap_at = x_star if x_star is not None and "loss_gap" in wanted else None
+    objective = (_ObjectiveLog(algorithm.name, problem, 1 if callback is not None else _batch_rows(problem),
+                               gap_at) if wanted & {"loss", "loss_gap", "grad_norm2"} else None)
     start = time.perf_counter()
     state = algorithm.init(problem, x0, gen)
     xs = [x0.copy()]
-    losses: list[float] = []
-    grads: list[float] = []
-    if track:
-        _record_objective(problem, x0, losses, grads)
+    if objective is not None:
+        objective.add(xs[0])
     clients: list[np.ndarray] = []
     steps: list[np.ndarray] = []
-    comms: list[Any] = []
+    comms = RoundCommunication(pending_rounds(problem))
     extras: list[Any] = []
-    for t in range(1, int(rounds) + 1):
-        try:
-            state, info = algorithm.round(state, problem, participation, gen)
-        except DivergenceError as exc:
-            raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
-        except FloatingPointError as exc:     # under np.errstate(all="raise")
-            raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
-        except (NonFinitePointError, OutOfRangeError) as exc:   # local iterates overflowed
-            raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
-        x = np.asarray(state.x)
-        if not np.all(np.isfinite(x)):
-            raise DivergenceError(
-                f"{algorithm.name} diverged in round {t}: the server model has non-finite entries")
-        if track:
-            with np.errstate(over="ignore", invalid="ignore"):   # non-finite is reported below
-                try:
-                    _record_objective(problem, x, losses, grads)
-                except OutOfRangeError:                       # the oracles overflowed at x
-                    losses.append(float("inf"))
-                    grads.append(float("inf"))
-            if not (np.isfinite(losses[-1]) and np.isfinite(grads[-1])):
+    try:
+        for t in range(1, int(rounds) + 1):
+            try:
+                state, info = algorithm.round(state, problem, participation, gen)
+            except (DivergenceError, FloatingPointError, NonFinitePointError, OutOfRangeError) as exc:
+                # FloatingPointError: under np.errstate(all="raise"); NonFinitePointError and
+                # OutOfRangeError: the local iterates overflowed
+                raise DivergenceError(f"{algorithm.name} diverged in round {t}: {exc}") from exc
+            x = np.array(state.x)                  # a copy: the state may be updated in place
+            if not np.isfinite(x).all():
                 raise DivergenceError(
-                    f"{algorithm.name} diverged in round {t}: F(x) = {losses[-1]!r}, "
-                    f"||grad F||^2 = {grads[-1]!r}")
-        xs.append(x.copy())
-        clients.append(info.clients)
-        steps.append(info.steps)
-        comms.append(info.communication)
-        extras.append(info.extra)
-        if callback is not None and callback(t, state, info):
-            break
+                    f"{algorithm.name} diverged in round {t}: the server model has non-finite entries")
+            xs.append(x)
+            if objective is not None:
+                objective.add(x)
+            clients.append(info.clients)
+            steps.append(info.steps)
+            comms.append(info)                        # measured when first read
+            extras.append(info.extra)
+            if callback is not None and callback(t, state, info):
+                break
+    except Exception:
+        if objective is not None:    # a non-finite F in an earlier round is the first divergence
+            objective.flush()
+        raise
     X = np.array(xs)
-    L = np.array(losses) if track else None
+    L, G2, f_star = objective.values() if objective is not None else (None, None, None)
     record = run_record(algorithm, problem, rounds=int(rounds), completed_rounds=X.shape[0] - 1,
                         seed=None if rng is not None else seed, participation=participation,
                         seconds=time.perf_counter() - start)
     return History(
         x=X, loss=L if "loss" in wanted else None,
-        loss_gap=None if f_star is None or L is None or "loss_gap" not in wanted else L - f_star,
+        loss_gap=None if f_star is None or x_star is None or L is None else _gap(X, L, x_star, f_star),
         dist2=None if x_star is None or "dist2" not in wanted else np.sum((X - x_star) ** 2, axis=1),
-        grad_norm2=np.array(grads) if "grad_norm2" in wanted else None, clients=clients, steps=steps,
+        grad_norm2=G2 if "grad_norm2" in wanted else None, clients=clients, steps=steps,
         communication=comms, extra=extras, state=state, record=record,
     )
 
@@ -191,7 +202,8 @@ def check_metrics(metrics: Collection[str] | None) -> frozenset[str]:
     """The set of per-round metrics asked for (all of ``METRICS`` when None)."""
     if metrics is None:
         return frozenset(METRICS)
-    if isinstance(metrics, str) or not isinstance(metrics, Collection):
+    if isinstance(metrics, str) or not isinstance(metrics, Collection) \
+            or (isinstance(metrics, np.ndarray) and metrics.ndim != 1):     # a 0-d array has no length
         raise InvalidHyperparameterError(
             f"metrics must be a collection of names from {METRICS} (e.g. ('loss',)), got {metrics!r}")
     unknown = [m for m in metrics if not isinstance(m, str) or m not in METRICS]
@@ -200,23 +212,123 @@ def check_metrics(metrics: Collection[str] | None) -> frozenset[str]:
     return frozenset(metrics)
 
 
-def _optimum(problem: Federation) -> tuple[np.ndarray | None, float | None]:
-    """(x*, F*) with F* through the same hook as the per-round F(x_t), so that the
-    gap F(x_t) - F* is computed by one formula (exactly 0 at x_t = x*); (None, None)
-    when the federation cannot compute x*."""
+#: Rows of models per call of the hook ``loss_and_grad_norm2``: at most ``_BATCH_ROWS``, and fewer
+#: when N d is large (``_batch_rows``), so that a hook that works on all rows at once (the neural
+#: federation's pooled pass) needs no more memory than a few single-row calls.
+_BATCH_ROWS = 64
+_BATCH_ELEMENTS = 2 ** 18
+
+
+def _batch_rows(problem: Federation) -> int:
+    """Rows per hook call: min(64, 2^18 / (N d)), at least 1.  Rounds of small federations take
+    well under a millisecond, where one call per round would be a large share of the run."""
+    return max(1, min(_BATCH_ROWS, _BATCH_ELEMENTS // max(1, problem.n_clients * problem.dim)))
+
+
+class _ObjectiveLog:
+    """F(x_t) and ||grad F(x_t)||^2 of the recorded models through the federation hook
+    ``loss_and_grad_norm2``, evaluated ``batch`` rows per call (row t is model x_t), and
+    F* = F(x*) when ``x_star`` is given.
+
+    With ``batch`` > 1 the first call leads with one extra row: x* when given, else zeros
+    (ignored), so that every model's row sits at the same place in the same shape of call
+    whatever metrics are asked (a matrix product's rounding can depend on both): the values
+    are then the same bits for every ``metrics``.  With ``batch`` = 1 (large N d, where a
+    wasted row would cost as much as a round's metrics, or a callback) F* is a call of its
+    own and every model one call.  A non-finite value at a model x_t, t >= 1, raises
+    DivergenceError naming round t (the first such round); the initial model is recorded
+    as it is; an overflow of the oracles at x* or x_0 is raised as it is.
+    """
+
+    def __init__(self, name: str, problem: Federation, batch: int, x_star: np.ndarray | None) -> None:
+        self.name, self.problem, self.batch = name, problem, batch
+        self.x_star = x_star
+        self.f_star: float | None = None
+        self.pending: list[np.ndarray] = []
+        self.done = 0                          # models evaluated so far
+        self.losses: list[np.ndarray] = []
+        self.grads: list[np.ndarray] = []
+        self.lead = batch > 1
+        if not self.lead and x_star is not None:
+            loss, _ = problem.loss_and_grad_norm2(x_star[None, :])
+            self.f_star = float(loss[0])
+
+    def add(self, x: np.ndarray) -> None:
+        self.pending.append(x)
+        if len(self.pending) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        first, lead = self.done, int(self.done == 0 and self.lead)
+        if lead:
+            lead_row = self.x_star if self.x_star is not None else np.zeros(self.problem.dim)
+            rows = np.array([lead_row, *self.pending])
+        else:
+            rows = np.array(self.pending)
+        self.pending = []
+        with np.errstate(over="ignore", invalid="ignore"):    # non-finite is reported below
+            try:
+                loss, g2 = self.problem.loss_and_grad_norm2(rows)
+            except OutOfRangeError:                           # the oracles overflowed at some row
+                loss, g2 = self._row_by_row(rows, first - lead)
+        loss, g2 = np.asarray(loss, dtype=np.float64), np.asarray(g2, dtype=np.float64)
+        if lead:
+            if self.x_star is not None:
+                self.f_star = float(loss[0])
+            loss, g2 = loss[1:], g2[1:]
+        self.losses.append(loss)
+        self.grads.append(g2)
+        self.done += loss.shape[0]
+        if np.isfinite(loss).all() and np.isfinite(g2).all():
+            return
+        bad = ~(np.isfinite(loss) & np.isfinite(g2))
+        bad[: max(0, 1 - first)] = False                      # x_0 is not a round
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise DivergenceError(f"{self.name} diverged in round {first + k}: F(x) = {float(loss[k])!r}, "
+                                  f"||grad F||^2 = {float(g2[k])!r}")
+
+    def _row_by_row(self, rows: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray]:
+        """One row per call (row k is model x_{first + k}; first = -1: the lead row); +inf
+        where the oracles overflow at a model x_t, t >= 1, or at the zeros lead row."""
+        loss, g2 = np.empty(rows.shape[0]), np.empty(rows.shape[0])
+        for k in range(rows.shape[0]):
+            t = first + k
+            try:
+                one_loss, one_g2 = self.problem.loss_and_grad_norm2(rows[k:k + 1])
+            except OutOfRangeError:
+                if t == 0 or (t == -1 and self.x_star is not None):   # x_0 or x*: the caller's error
+                    raise
+                one_loss, one_g2 = np.array([np.inf]), np.array([np.inf])
+            loss[k], g2[k] = float(one_loss[0]), float(one_g2[0])
+        return loss, g2
+
+    def values(self) -> tuple[np.ndarray, np.ndarray, float | None]:
+        """(F(x_t), ||grad F(x_t)||^2) for every recorded model, after evaluating the pending
+        rows, and F* (None without x*)."""
+        self.flush()
+        if len(self.losses) == 1:                             # copies: the History owns its arrays
+            return self.losses[0].copy(), self.grads[0].copy(), self.f_star
+        return np.concatenate(self.losses), np.concatenate(self.grads), self.f_star
+
+
+def _known_x_star(problem: Federation) -> np.ndarray | None:
+    """x* as float64, or None when the federation cannot compute it."""
     try:
         x_star = problem.optimum()
     except (FLTheoryError, NotImplementedError):
-        return None, None
-    loss, _ = problem.loss_and_grad_norm2(np.asarray(x_star, dtype=np.float64)[None, :])
-    return x_star, float(loss[0])
+        return None
+    return np.asarray(x_star, dtype=np.float64)
 
 
-def _record_objective(problem: Federation, x: np.ndarray, losses: list[float], grads: list[float]) -> None:
-    """Append F(x) and ||grad F(x)||^2 from the hook ``loss_and_grad_norm2`` (one row)."""
-    loss, g2 = problem.loss_and_grad_norm2(x[None, :])
-    losses.append(float(loss[0]))
-    grads.append(float(g2[0]))
+def _gap(X: np.ndarray, loss: np.ndarray, x_star: np.ndarray, f_star: float) -> np.ndarray:
+    """F(x_t) - F*, and exactly 0 where x_t is x* bit for bit (the hook evaluates rows in batches,
+    whose rounding may depend on a row's position in its batch: F* is the batch's lead row)."""
+    gap = loss - f_star
+    gap[(X == x_star).all(axis=1)] = 0.0
+    return gap
 
 
 def _run_registered(method: str, algorithm: Algorithm, problem: Federation, rounds: int, *,

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..aliases import Seed
-from .._validate import choice, flag, generator, in_unit_interval, instance, per_client, scalar_int
+from .._validate import (choice, flag, generator, in_unit_interval, instance, known_keywords, per_client, positive,
+                         scalar_int)
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 from .federation import NeuralFederation
 from .partitions import iid_partition, split_clients
@@ -119,7 +120,9 @@ def synthetic_fedprox_federation(model: Sequential, alpha: float, beta: float, *
     (dim,) and output n_classes logits (60 and 10 by default)."""
     from ..problems.synthetic import synthetic_fedprox
     instance("model", model, Sequential, "a Sequential model")
-    data = synthetic_fedprox(alpha, beta, iid=flag("iid", iid), seed=seed, **kwargs)
+    data = synthetic_fedprox(alpha, beta, iid=flag("iid", iid), seed=seed,
+                             **known_keywords("synthetic_fedprox_federation", kwargs, synthetic_fedprox,
+                                              exclude=("alpha", "beta", "iid", "seed")))
     d, C = data.W.shape[1:]
     if tuple(model.input_shape) != (d,) or tuple(model.output_shape) != (C,):
         raise InvalidProblemError(f"Synthetic data has inputs ({d},) and {C} classes; the model maps "
@@ -134,7 +137,8 @@ def synthetic_next_char(n_clients: int, rng: np.random.Generator, *, vocab: int 
     """Per-client next-character data from first-order Markov chains.
 
     A shared transition matrix P_0 and client matrices Q_i have rows drawn
-    from Dirichlet(concentration 1); client i's chain is
+    from the symmetric Dirichlet(c 1) with c = ``concentration`` (a scalar
+    > 0; 1 gives the uniform distribution on the simplex); client i's chain is
     P_i = (1 - h) P_0 + h Q_i with h = ``heterogeneity`` in [0, 1].  Each
     sample is a chain path c_0..c_T of length T + 1 = seq_len + 1 started
     from the uniform distribution; the input is the one-hot encoding of
@@ -147,7 +151,7 @@ def synthetic_next_char(n_clients: int, rng: np.random.Generator, *, vocab: int 
     vocab = scalar_int("vocab", vocab, minimum=1)
     seq_len = scalar_int("seq_len", seq_len)
     h = in_unit_interval("heterogeneity", heterogeneity, left_closed=True)
-    conc = per_client("concentration", concentration, None)
+    conc = positive("concentration", concentration)      # one scalar: the symmetric Dirichlet(conc 1_vocab)
     ns = np.broadcast_to(np.asarray(per_client("n_samples", n_samples, n_clients, integer=True)),
                          (n_clients,))
     P0 = rng.dirichlet(np.full(vocab, conc), size=vocab)

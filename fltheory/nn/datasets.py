@@ -139,10 +139,16 @@ def partition_labels(labels: np.ndarray, n_clients: int, rng: np.random.Generato
                      classes_per_client: int = 2) -> list[np.ndarray]:
     """Sample indices per client: "iid" (uniform split, sizes differing by at
     most one), "dirichlet" (label skew q_c ~ Dir(gamma p), BetterObjects eq. 4) or
-    "m_class" (``classes_per_client`` labels per client)."""
+    "m_class" (``classes_per_client`` labels per client).  ``labels``: a non-empty 1-D
+    integer array of class indices (the partition functions check their values)."""
     from ..problems.partitions import dirichlet_partition, m_class_partition
+    choice("partition", partition, PARTITIONS)
+    y = np.asarray(labels) if isinstance(labels, np.ndarray | list | tuple) else None
+    if y is None or y.ndim != 1 or y.size == 0 or y.dtype.kind not in "iu":
+        raise InvalidProblemError(f"labels must be a non-empty 1-D integer array of class indices, got "
+                                  f"{labels!r:.80} ({type(labels).__name__})")
     if partition == "iid":
-        return iid_partition(labels.shape[0], n_clients, rng)
+        return iid_partition(y.shape[0], n_clients, rng)
     if partition == "dirichlet":
         return dirichlet_partition(labels, n_clients, gamma, rng)
     if partition == "m_class":

@@ -28,13 +28,20 @@ from .sequential import Sequential
 __all__ = ["mlp", "cnn", "char_lstm"]
 
 
+def _is_sequence(value: object) -> bool:
+    """A list/tuple or a 1-D array (a 0-d array, a string or a scalar is not a sequence of sizes)."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
 def mlp(input_dim: int, n_classes: int, hidden: Sequence[int] = (200, 100)) -> Sequential:
     """Dense(h_1) ReLU ... Dense(h_k) ReLU Dense(n_classes); FedElasticNet uses (200, 100)."""
     input_dim = scalar_int("input_dim", input_dim)
     n_classes = scalar_int("n_classes", n_classes)
-    if isinstance(hidden, (str, bytes)) or not isinstance(hidden, (Sequence, np.ndarray)):
-        raise InvalidHyperparameterError(f"hidden must be a sequence of positive integer widths, got "
-                                         f"{hidden!r:.80} ({type(hidden).__name__})")
+    if not _is_sequence(hidden):
+        raise InvalidHyperparameterError(f"hidden must be a sequence (list, tuple or 1-D array) of positive integer "
+                                         f"widths, got {hidden!r:.80} ({type(hidden).__name__})")
     layers = []
     for i, h in enumerate(hidden):
         layers += [Dense(scalar_int(f"hidden[{i}]", h)), ReLU()]
@@ -45,13 +52,12 @@ def cnn(input_shape: tuple[int, int, int], n_classes: int, *, channels: tuple[in
         kernel: int = 5, fc: int = 512) -> Sequential:
     """BetterObjects Table 1: Conv(k, c1, pad k//2) ReLU MaxPool(2) Conv(k, c2, pad k//2)
     ReLU MaxPool(2) Flatten Dense(fc) ReLU Dense(n_classes).  Needs H, W >= 4."""
-    if isinstance(channels, (str, bytes)) or not isinstance(channels, (Sequence, np.ndarray)) \
-            or len(channels) != 2:
+    if not _is_sequence(channels) or len(channels) != 2:
         raise InvalidHyperparameterError(f"channels must be two positive integers, got {channels!r:.80}")
     channels = (scalar_int("channels[0]", channels[0]), scalar_int("channels[1]", channels[1]))
-    if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, (Sequence, np.ndarray)) \
-            or len(input_shape) != 3:
-        raise InvalidHyperparameterError(f"input_shape must be (C, H, W), got {input_shape!r:.80}")
+    if not _is_sequence(input_shape) or len(input_shape) != 3:
+        raise InvalidHyperparameterError(f"input_shape must be a sequence (C, H, W) of three positive integers, "
+                                         f"got {input_shape!r:.80} ({type(input_shape).__name__})")
     input_shape = (scalar_int("input_shape[0]", input_shape[0]), scalar_int("input_shape[1]", input_shape[1]),
                    scalar_int("input_shape[2]", input_shape[2]))
     if min(input_shape[1:]) < 4:

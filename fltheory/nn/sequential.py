@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validate import integer
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from ..errors import InvalidHyperparameterError, InvalidProblemError, NonFinitePointError, OutOfRangeError
 from .batch_threads import chunk_count, split_value_and_grad
 from .layers import MODES, Conv2D, Dense, Layer
 from .losses import Loss
@@ -83,6 +83,10 @@ class Sequential:
         if X.ndim != 2 or X.shape[1] != self.dim:
             raise InvalidProblemError(f"parameters must have shape (m, {self.dim}) or ({self.dim},), "
                                       f"got {X.shape}")
+        if not np.isfinite(X).all():
+            raise NonFinitePointError(f"parameters contain non-finite values (NaN or inf) in "
+                                      f"{int((~np.isfinite(X)).any(axis=1).sum())} of {X.shape[0]} rows; "
+                                      f"a model is evaluated at finite parameters only")
         # the block views need unit stride along d only; a broadcast or row-gathered
         # X is used as is (no (m, d) copy)
         return X if X.strides[1] == X.itemsize else np.ascontiguousarray(X)
@@ -92,17 +96,25 @@ class Sequential:
         if u.ndim != 2 + len(self.input_shape) or u.shape[0] != m \
                 or tuple(u.shape[2:]) != self.input_shape:
             raise InvalidProblemError(f"inputs must have shape ({m}, n, *{self.input_shape}), got {u.shape}")
+        if not np.isfinite(u).all():
+            raise NonFinitePointError(f"inputs contain {int((~np.isfinite(u)).sum())} non-finite values (NaN or "
+                                      f"inf) of {u.size}; a model is evaluated on finite inputs only")
         return u
 
     # --------------------------------------------------------------- passes
     def forward(self, X: ArrayLike, inputs: ArrayLike) -> tuple[np.ndarray, list[Any]]:
         """Outputs (m, n, *output_shape) and the per-layer caches."""
         X = self._rows(X)
-        h = self._inputs(inputs, X.shape[0])
+        h = u = self._inputs(inputs, X.shape[0])
         caches = []
-        for layer, p in zip(self.layers, self.layout.views(X)):
-            h, cache = layer.forward(p, h)
-            caches.append(cache)
+        with np.errstate(over="ignore", invalid="ignore"):      # an overflow is reported just below
+            for layer, p in zip(self.layers, self.layout.views(X)):
+                h, cache = layer.forward(p, h)
+                caches.append(cache)
+        if not np.isfinite(h).all():
+            raise OutOfRangeError(f"the forward pass overflows float64 at these finite parameters and inputs "
+                                  f"(largest |parameter| {float(np.abs(X).max()):.3g}, largest |input| "
+                                  f"{float(np.abs(u).max()) if u.size else 0.0:.3g})")
         return h, caches
 
     def predict(self, X: ArrayLike, inputs: ArrayLike) -> np.ndarray:
@@ -167,7 +179,11 @@ class Sequential:
         w = np.full((m, n), 1.0 / n) if sample_weights is None else sample_weights
         scale = np.sqrt(w) if mode == "sq_sum" else w
         dout = dl * scale.reshape(m, n, *([1] * (dl.ndim - 2)))
-        return (val * w).sum(axis=1), self.backward(X, caches, dout, mode)
+        L, G = (val * w).sum(axis=1), self.backward(X, caches, dout, mode)
+        if not (np.isfinite(L).all() and np.isfinite(G).all()):
+            raise OutOfRangeError("the loss or its gradient overflows float64 at these finite parameters and "
+                                  f"inputs (loss {L.tolist() if L.size <= 4 else 'of ' + str(L.size) + ' rows'})")
+        return L, G
 
     def hvp(self, X: Any, V: Any, inputs: Any, targets: np.ndarray, loss: Loss,
             sample_weights: np.ndarray | None = None) -> np.ndarray:

@@ -45,13 +45,13 @@ given B^2.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from .._validate import finite_array
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .._validate import finite_array, integer, real_scalar
+from ..errors import FLTheoryError, InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ..problems.base import Federation
 
 __all__ = ["TrajectoryConstants", "power_iteration", "trajectory_constants"]
@@ -117,19 +117,71 @@ def power_iteration(matvec: Any, v0: np.ndarray, iters: int, tol: float
     final unit v, theta = v^T H v.  Stops once every residual is at most
     ``tol`` ||H v|| (then an eigenvalue lies within tol ||H v|| of theta and
     ||H v|| is within about tol^2 ||H v|| / gap of it), or after ``iters``
-    products; the residual returned is the honest uncertainty either way."""
-    v = v0 / np.linalg.norm(v0, axis=1, keepdims=True)
-    Hv = matvec(v)
-    for _ in range(iters):
-        norm = np.linalg.norm(Hv, axis=1)
+    products; the residual returned is the honest uncertainty either way.
+
+    Raises
+    ------
+    InvalidHyperparameterError
+        ``matvec`` not callable, ``iters`` not an integer >= 0, ``tol`` not in [0, 1).
+    InvalidProblemError
+        ``v0`` not a finite real (m, d) array with nonzero rows, or ``matvec`` returning
+        anything but a finite real (m, d) array.
+    """
+    if not callable(matvec):
+        raise InvalidHyperparameterError(f"matvec must be a callable V (m, d) -> H V (m, d), got "
+                                         f"{matvec!r:.80} ({type(matvec).__name__})")
+    iters = integer("iters", iters)
+    tol = real_scalar("tol", tol)
+    if not 0 <= tol < 1:
+        raise InvalidHyperparameterError(f"tol must lie in [0, 1), got {tol!r}")
+    V0 = finite_array("v0", v0, ndim=2, error=InvalidProblemError)
+    if V0.shape[0] == 0 or V0.shape[1] == 0:
+        raise InvalidProblemError(f"v0 must be a non-empty (m, d) array of start vectors, got shape {V0.shape}")
+    norm0 = np.linalg.norm(V0, axis=1)
+    if not np.all(np.isfinite(norm0)) or np.any(norm0 == 0):
+        raise InvalidProblemError("v0 must have nonzero rows whose norms are finite (each row is normalised to a "
+                                  f"unit start vector), got row norms {norm0[:8]!r}")
+
+    def apply(V: np.ndarray) -> np.ndarray:
+        try:
+            out = np.asarray(matvec(V))
+        except FLTheoryError:
+            raise
+        except Exception as exc:
+            raise InvalidHyperparameterError(f"matvec failed on an ({V.shape[0]}, {V.shape[1]}) array of unit "
+                                             f"rows: {type(exc).__name__}: {exc}") from exc
+        if out.shape != V.shape or not np.issubdtype(out.dtype, np.number) or np.iscomplexobj(out):
+            raise InvalidProblemError(f"matvec must return a real array of shape {V.shape}, got "
+                                      f"{out.dtype} {out.shape}")
+        if not np.all(np.isfinite(out)):
+            raise OutOfRangeError("matvec returned NaN or inf for unit vectors (the operator's norm is not "
+                                  "representable in float64, or the operator is not finite)")
+        return out.astype(np.float64, copy=False)
+
+    v = V0 / norm0[:, None]
+    Hv = apply(v)
+    with np.errstate(over="ignore", invalid="ignore"):          # an overflowed norm is refused below
+        for _ in range(iters):
+            norm = np.linalg.norm(Hv, axis=1)
+            theta = np.einsum("md,md->m", v, Hv)
+            resid = np.linalg.norm(Hv - theta[:, None] * v, axis=1)
+            if np.all(resid <= tol * norm):
+                return _finite_iteration(norm, resid, v)
+            if not np.all(np.isfinite(norm)):
+                break
+            v = np.where(norm[:, None] > 0, Hv / np.where(norm > 0, norm, 1.0)[:, None], v)
+            Hv = apply(v)
         theta = np.einsum("md,md->m", v, Hv)
-        resid = np.linalg.norm(Hv - theta[:, None] * v, axis=1)
-        if np.all(resid <= tol * norm):
-            return norm, resid, v
-        v = np.where(norm[:, None] > 0, Hv / np.where(norm > 0, norm, 1.0)[:, None], v)
-        Hv = matvec(v)
-    theta = np.einsum("md,md->m", v, Hv)
-    return np.linalg.norm(Hv, axis=1), np.linalg.norm(Hv - theta[:, None] * v, axis=1), v
+        return _finite_iteration(np.linalg.norm(Hv, axis=1), np.linalg.norm(Hv - theta[:, None] * v, axis=1), v)
+
+
+def _finite_iteration(norm: np.ndarray, resid: np.ndarray, v: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The result of :func:`power_iteration`, refused when a norm overflowed float64."""
+    if not (np.all(np.isfinite(norm)) and np.all(np.isfinite(resid))):
+        raise OutOfRangeError("power iteration: ||H v|| overflows float64 (an operator norm above about 1e308); "
+                              "expected an operator whose norm is representable")
+    return norm, resid, v
 
 
 def _sigma2(fed: Federation, P: np.ndarray, G: np.ndarray, rng: np.random.Generator, noise_draws: int
@@ -207,6 +259,20 @@ def trajectory_constants(fed: Federation, points: Any, rng: np.random.Generator,
     P = P[None] if P.ndim == 1 else P
     if P.ndim != 2 or P.shape[1] != fed.dim:
         raise InvalidProblemError(f"points must have shape (T, {fed.dim}), got {P.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):      # an overflow is reported below, as a typed error
+        measured = _measure(fed, P, rng, int(power_iters), float(tol), int(noise_draws))
+    overflowed = [f.name for f in fields(measured) if isinstance(getattr(measured, f.name), np.ndarray)
+                  and not np.all(np.isfinite(getattr(measured, f.name)))]
+    if overflowed:
+        raise OutOfRangeError(f"points: the constants {overflowed} overflow float64 at these points (largest |x| = "
+                              f"{float(np.max(np.abs(P))):.3e}); expected points where the gradients' squared norms "
+                              f"are representable (below about 1e308)")
+    return measured
+
+
+def _measure(fed: Federation, P: np.ndarray, rng: np.random.Generator, power_iters: int, tol: float,
+             noise_draws: int) -> TrajectoryConstants:
+    """The constants of :func:`trajectory_constants` at the checked points ``P`` (T, d)."""
     T, N, d = P.shape[0], fed.n_clients, fed.dim
     p = fed.weights
     idx = np.arange(N)
@@ -229,8 +295,8 @@ def trajectory_constants(fed: Federation, points: Any, rng: np.random.Generator,
         HF = np.einsum("i,tid->td", p, both[:T * N].reshape(T, N, d))
         return np.concatenate([HF, both[T * N:]])
 
-    est, resid, _ = power_iteration(matvec, rng.standard_normal((T + T * N, d)), int(power_iters), float(tol))
-    s2, se, method, sample_var = _sigma2(fed, P, G, rng, int(noise_draws))
+    est, resid, _ = power_iteration(matvec, rng.standard_normal((T + T * N, d)), power_iters, tol)
+    s2, se, method, sample_var = _sigma2(fed, P, G, rng, noise_draws)
     return TrajectoryConstants(
         L=est[:T], L_residual=resid[:T], client_L=est[T:].reshape(T, N),
         client_L_residual=resid[T:].reshape(T, N), sigma2_clients=s2, sigma2_se=se, sigma2_method=method,

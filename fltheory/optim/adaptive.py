@@ -126,13 +126,104 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
         return step, AdaptiveState(count, mu, nu)
 
     def precond(state: AdaptiveState) -> np.ndarray:
-        started = (state.count > 0)[:, None]
-        k = np.maximum(state.count, 1)
+        # weight / (sqrt(s2 nu) + eps) where count > 0, else 0, in one buffer
+        count = np.asarray(state.count)
+        k = np.maximum(count, 1)
         s1, s2 = _scales(k)
         weight = (1.0 - b1 ** k.astype(np.float64))[:, None] * s1
-        return np.where(started, weight / (np.sqrt(s2 * state.nu) + eps), 0.0)
+        nu = np.asarray(state.nu, dtype=np.float64)
+        # s2 = 1 without bias correction: 1 * nu == nu exactly, so it is not multiplied
+        den = np.multiply(s2, nu) if bias_correction else np.sqrt(nu)
+        if bias_correction:
+            np.sqrt(den, out=den)
+        den += eps
+        out = np.divide(weight, den, out=den)
+        idle = count <= 0
+        if idle.any():
+            out[idle] = 0.0
+        return out
 
-    return Optimizer(init, update, precond, name)
+    def fused(state: AdaptiveState) -> _FusedAdaptive:
+        return _FusedAdaptive(rule, lr, b1, b2, eps, _scales if bias_correction else None, state)
+
+    return Optimizer(init, update, precond, name, fused)
+
+
+class _FusedAdaptive:
+    """The steps of ``update`` in place over an owned copy of the state
+    (:class:`fltheory.optim.base.FusedSteps`): the same floating-point
+    operations in the same order, written into the moments and up to three
+    scratch arrays, so one step is a handful of passes over (m, d) arrays that
+    stay in cache and allocates nothing of that size.  Per step:
+
+        AdaGrad: T = g*g; nu += T
+        Adam:    T = g*g; T *= (1 - b2); nu *= b2; nu += T
+        Yogi:    T = g*g; S = sign(nu - T); T *= (1 - b2); T *= S; nu -= T
+        mu (b1 > 0): mu *= b1; U = g * (1 - b1); mu += U
+        then T = sqrt(s2 nu) + eps, U = s1 mu / T (or g / T), U *= -lr,
+        U *= rate (unless rate is the float 1.0), y += U
+
+    (b * x + c * z and c * z + b * x round alike: addition and multiplication
+    are commutative in IEEE arithmetic, so these equal ``update``'s results
+    bit for bit)."""
+
+    def __init__(self, rule: str, lr: float, b1: float, b2: float, eps: float,
+                 scales: Any, state: AdaptiveState) -> None:
+        self.rule, self.lr, self.b1, self.b2, self.eps, self.scales = rule, lr, b1, b2, eps, scales
+        self.count = np.array(state.count, dtype=np.int64, copy=True)
+        self.pending = 0            # steps not yet added to count (only bias correction reads it per step)
+        # b1 = 0: mu is never read or written (``update`` keeps it too)
+        self.mu = state.mu if b1 == 0.0 else np.array(state.mu, dtype=np.float64, copy=True, order="C")
+        self.nu = np.array(state.nu, dtype=np.float64, copy=True, order="C")
+        self.T = np.empty_like(self.nu)
+        self.U = np.empty_like(self.nu) if (b1 != 0.0 or scales is not None) else self.T
+        self.S = np.empty_like(self.nu) if rule == "yogi" else self.T
+
+    def step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
+        g, T, U, nu = grads, self.T, self.U, self.nu
+        np.multiply(g, g, out=T)                                   # g^2
+        if self.rule == "adagrad":
+            nu += T
+        elif self.rule == "adam":
+            T *= 1.0 - self.b2
+            nu *= self.b2
+            nu += T
+        else:                                                      # yogi
+            S = np.subtract(nu, T, out=self.S)
+            np.sign(S, out=S)
+            T *= 1.0 - self.b2
+            T *= S
+            nu -= T
+        first = g
+        if self.b1 != 0.0:
+            mu = self.mu
+            mu *= self.b1
+            np.multiply(g, 1.0 - self.b1, out=U)
+            mu += U
+            first = mu
+        if self.scales is not None:
+            self.count += 1
+            s1, s2 = self.scales(self.count)
+            np.multiply(s2, nu, out=T)
+            np.sqrt(T, out=T)
+            T += self.eps
+            np.multiply(s1, first, out=U)
+            U /= T
+        else:
+            np.sqrt(nu, out=T)
+            T += self.eps
+            np.divide(first, T, out=U)
+            self.pending += 1
+        U *= -self.lr
+        if not (isinstance(rate, float) and rate == 1.0):
+            U *= rate
+        params += U
+
+    def state(self) -> AdaptiveState:
+        if self.pending:
+            self.count += self.pending
+            self.pending = 0
+        return AdaptiveState(self.count, self.mu, self.nu)
 
 
 def adagrad(lr: float, eps: float = 1e-8, initial_accumulator: float = 0.0) -> Optimizer:

@@ -25,23 +25,35 @@ state across rounds) and averaged with :func:`mean_rows` (synchronising).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from .._validate import real_array
 from ..errors import InvalidHyperparameterError
 
-__all__ = ["Optimizer", "take_rows", "put_rows", "mean_rows"]
+__all__ = ["Optimizer", "FusedSteps", "take_rows", "put_rows", "mean_rows"]
+
+
+class FusedSteps(Protocol):
+    """In-place optimizer steps over an owned copy of a state (see module doc, ``fused``)."""
+
+    def step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
+        """params += rate * u with u the optimizer's update; the state advances in place."""
+
+    def state(self) -> Any:
+        """The current optimizer state."""
 
 
 class Optimizer(NamedTuple):
-    """A pure optimizer: ``init``, ``update`` and ``precond`` (see module doc)."""
+    """A pure optimizer: ``init``, ``update``, ``precond`` and optionally ``fused``
+    (see module doc)."""
 
     init: Callable[..., Any]
     update: Callable[[np.ndarray, Any, np.ndarray], tuple[np.ndarray, Any]]
     precond: Callable[[Any], np.ndarray]
     name: str = "optimizer"
+    fused: Callable[[Any], FusedSteps] | None = None
 
 
 StateT = TypeVar("StateT", bound=tuple)   # an optimizer state: a NamedTuple of per-row arrays

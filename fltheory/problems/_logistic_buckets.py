@@ -21,6 +21,10 @@ A plan gathers each group's padded rows once; oracles then loop over the
 groups (a handful), never over clients or samples.  Zero padding rows
 contribute exact zeros, so a client's result differs from the fully padded
 evaluation only by the summation order inside BLAS (relative ~1e-16).
+
+``thread_shares`` spreads the groups of one oracle call over threads of about
+equal modelled cost, cutting the largest groups into halves of clients when
+the groups alone cannot be balanced.
 """
 
 from __future__ import annotations
@@ -93,3 +97,62 @@ def make_plan(A: np.ndarray, y: np.ndarray, rw: np.ndarray, rows: np.ndarray, id
         sel = idx[pos]
         plan.append(Bucket(pos, np.ascontiguousarray(A[sel, :k]), y[sel, :k], rw[sel, :k]))
     return plan
+
+
+class Part(NamedTuple):
+    """Rows of one oracle call: ``pos`` selects them in the caller's client list
+    (None: all of them, in order; a slice or an index array otherwise)."""
+
+    pos: np.ndarray | slice | None
+    A: np.ndarray
+    y: np.ndarray
+    rw: np.ndarray
+
+
+def _cost(part: Part, work_per_row: float) -> float:
+    m, k = part.A.shape[:2]
+    return m * k * work_per_row + _GROUP_OVERHEAD_FLOPS
+
+
+def _halves(part: Part, m_all: int) -> tuple[Part, Part]:
+    """The part cut into its first and second half of clients (views of its data)."""
+    h = part.A.shape[0] // 2
+    pos = slice(0, m_all) if part.pos is None else part.pos
+    first: np.ndarray | slice
+    second: np.ndarray | slice
+    if isinstance(pos, slice):
+        a = pos.start or 0
+        first, second = slice(a, a + h), slice(a + h, pos.stop)
+    else:
+        first, second = pos[:h], pos[h:]
+    return (Part(first, part.A[:h], part.y[:h], part.rw[:h]),
+            Part(second, part.A[h:], part.y[h:], part.rw[h:]))
+
+
+def thread_shares(parts: list[Part], m_all: int, threads: int, work_per_row: float,
+                  max_imbalance: float = 1.15) -> list[list[Part]]:
+    """Parts of one oracle call spread over ``threads`` threads of about equal
+    modelled cost (``|part| * rows * work_per_row`` plus the fixed cost of a call).
+
+    Largest parts first, each to the least loaded thread; while the most loaded
+    thread exceeds ``max_imbalance`` times the mean (or a thread is idle), the
+    largest part of more than one client is cut into two halves of clients and
+    the assignment redone (at most 2 * threads cuts).  Every client stays in
+    exactly one part, so its rows are computed by the same operations as
+    without threads."""
+    parts = list(parts)
+    for _ in range(2 * threads + 1):
+        order = sorted(parts, key=lambda p: -_cost(p, work_per_row))
+        load = [0.0] * threads
+        shares: list[list[Part]] = [[] for _ in range(threads)]
+        for p in order:
+            t = load.index(min(load))
+            shares[t].append(p)
+            load[t] += _cost(p, work_per_row)
+        balanced = max(load) <= max_imbalance * sum(load) / threads and all(shares)
+        splittable = [p for p in order if p.A.shape[0] > 1]
+        if balanced or not splittable:
+            return [s for s in shares if s]
+        big = splittable[0]
+        parts = [p for p in parts if p is not big] + list(_halves(big, m_all))
+    return [s for s in shares if s]

@@ -24,6 +24,8 @@ caller's ``reg`` argument to loss, gradient and Hessian only.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from scipy.special import expit, log_softmax
 
@@ -154,7 +156,7 @@ def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg:
 
     Works on class-major logits Z^T = W^T A^T (m, C, n): the max / sum over
     classes then run over the outer axis (contiguous rows of n, vectorised)
-    instead of over a short last axis, and G^T = (rw (.) (P - E_y))^T A.
+    instead of over a short last axis, and G = A^T (rw (.) (P - E_y)) straight in the (f, C) layout.
     ``at``: :func:`label_positions` of ``y`` when the caller has them."""
     m, n, f = A.shape
     Z = np.matmul(np.swapaxes(X.reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2))   # (m, C, n)
@@ -163,7 +165,10 @@ def multi_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg:
     Z *= rw[:, None, :] / Z.sum(axis=1, keepdims=True)                           # rw_j p_jc
     flat = Z.reshape(-1)                                   # a view: Z is a fresh contiguous array
     flat[label_positions(y, C) if at is None else at] -= rw.reshape(-1)            # - rw_j e_yj
-    return np.swapaxes(np.matmul(Z, A), 1, 2).reshape(m, f * C) + reg * X
+    G = np.matmul(np.swapaxes(A, 1, 2), np.swapaxes(Z, 1, 2)).reshape(m, f * C)    # A^T (.), (f, C) order
+    if reg:
+        G += reg * X
+    return G
 
 
 def multi_loss_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, reg: float, C: int
@@ -187,7 +192,10 @@ def multi_loss_grad(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray,
     flat[label_positions(y, C)] -= rw.reshape(-1)                                 # - rw_j e_yj
     out = np.empty((m, 1 + f * C))
     out[:, 0] = loss
-    out[:, 1:] = np.swapaxes(np.matmul(Z, A), 1, 2).reshape(m, f * C) + reg * X
+    G = np.matmul(np.swapaxes(A, 1, 2), np.swapaxes(Z, 1, 2)).reshape(m, f * C)    # as in multi_grad
+    if reg:
+        G += reg * X
+    out[:, 1:] = G
     return out
 
 
@@ -246,3 +254,110 @@ def multi_empirical_fisher_diag(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X:
 def multi_log_probs(A: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     """log softmax of the logits -> (m, n, C) (used by predictions)."""
     return log_softmax(_logits(A, X, C), axis=2)
+
+
+class SoftmaxGroupsGrad:
+    """:func:`multi_grad` of several size groups with one class-major logit buffer.
+
+    ``order`` lists, for the groups' clients stacked in group order, their
+    rows in the caller's point array of ``n_points`` rows (group g holds stacked rows
+    o_g .. o_g + m_g - 1).  Each call gathers the points in that order into
+    a buffer, writes the logits of every group by its matmul straight into
+    column ranges of one (C, R) buffer (R = the groups' padded rows), runs the
+    softmax (max over classes, shift, exp, sum, scaling by rw_j / sum, minus
+    rw_j at the label) as a handful of calls over all groups at once instead
+    of once per group, lets the second product read its group's columns in
+    place and write its rows of the result, adds the ridge term to all rows
+    at once and scatters the rows back.  The buffers and their per-group views
+    are made once, so a call costs two matmul calls per group plus about ten
+    calls in all.  Every entry sees the same operations in the same order as
+    in :func:`multi_grad` (maximum and class sums run over the outer axis, one
+    class after the other), so the gradients are the same bits.  A group
+    padded to one row is left to :func:`multi_grad`: there numpy sums the C
+    logits of a row along a contiguous axis with its pairwise kernel, whose
+    order differs.  Calls are serialised by a lock (the buffers are shared)."""
+
+    def __init__(self, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], C: int,
+                 order: np.ndarray, n_points: int) -> None:
+        self.C = C
+        self.order = order
+        self.identity = bool(np.array_equal(order, np.arange(n_points)))      # every row, in order
+        M = order.shape[0]
+        D = groups[0][0].shape[2] * C if groups else 0
+        self.X = np.empty((M, D))                           # gathered points
+        self.G = np.empty((M, D))                           # gradients in stacked order
+        starts = np.concatenate([[0], np.cumsum([g[0].shape[0] for g in groups])]).astype(np.int64)
+        rows = [(int(starts[j]), int(starts[j + 1])) for j in range(len(groups))]
+        fused = [j for j, (A, _, _) in enumerate(groups) if A.shape[1] > 1]
+        self.alone = [(rows[j], groups[j], label_positions(groups[j][1], C))
+                      for j in range(len(groups)) if groups[j][0].shape[1] <= 1]
+        sizes = [groups[j][0].shape[0] * groups[j][0].shape[1] for j in fused]
+        cols = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        R = int(cols[-1])
+        self.R = R
+        self.Z = np.empty((C, R))
+        self.rw = np.concatenate([groups[j][2].reshape(-1) for j in fused]) if R else np.zeros(0)
+        y = np.concatenate([groups[j][1].reshape(-1) for j in fused]) if R else np.zeros(0)
+        self.at = y.astype(np.int64) * R + np.arange(R)        # label entries of the (C, R) buffer
+        # per fused group: W^T (m, C, f) and A^T (m, f, k) for the logits, V (m, C, k) their
+        # columns of Z, V^T (m, k, C) and the result rows (m, f, C) for the second product
+        self.products = []
+        self.loss_rows = [(rows[j], np.swapaxes(groups[j][0], 1, 2), int(c))
+                          for j, c in zip(fused, cols[:-1], strict=True)]
+        for j, c in zip(fused, cols[:-1], strict=True):
+            A = groups[j][0]
+            (a, b), (m, k, f) = rows[j], A.shape
+            V = self.Z[:, c:c + m * k].reshape(C, m, k).transpose(1, 0, 2)
+            self.products.append((np.swapaxes(self.X[a:b].reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2), V,
+                                  V.transpose(0, 2, 1), self.G[a:b].reshape(m, f, C)))
+        self._lock = threading.Lock()
+
+    def __call__(self, X: np.ndarray, reg: float, out: np.ndarray, loss_out: np.ndarray | None = None) -> None:
+        """Gradients at the caller's points X (m, f*C) written into the listed rows of
+        ``out``; with ``loss_out`` (m,) also the losses of :func:`multi_loss` (the same
+        operations on the same logits: margin top - z_y first, then the log of the
+        class sum, the rw-weighted row sum per client, then the ridge term)."""
+        with self._lock:
+            np.take(X, self.order, axis=0, out=self.X)
+            Z = self.Z
+            for Wt, At, V, _, _ in self.products:
+                np.matmul(Wt, At, out=V)
+            rows = None
+            if self.R:
+                top = Z.max(axis=0)
+                if loss_out is not None:
+                    rows = top - Z.reshape(-1)[self.at]                              # top - z_y
+                Z -= top
+                np.exp(Z, out=Z)
+                total = Z.sum(axis=0)
+                if rows is not None:
+                    rows += np.log(total)
+                Z *= self.rw / total                                                 # rw_j p_jc
+                Z.reshape(-1)[self.at] -= self.rw                                    # - rw_j e_yj
+            for _, At, _, Vt, G in self.products:
+                np.matmul(At, Vt, out=G)
+            if reg:
+                self.G += reg * self.X
+            losses = np.empty(self.X.shape[0]) if loss_out is not None else None
+            for (a, b), (A, y, rw), at in self.alone:
+                if losses is None:
+                    self.G[a:b] = multi_grad(A, y, rw, self.X[a:b], reg, C=self.C, at=at)
+                else:
+                    both = multi_loss_grad(A, y, rw, self.X[a:b], reg, self.C)
+                    losses[a:b], self.G[a:b] = both[:, 0], both[:, 1:]
+            if losses is not None and rows is not None:
+                for (a, b), At, c in self.loss_rows:
+                    m, k = b - a, At.shape[2]
+                    per = np.einsum("mn,mn->m", self.rw[c:c + m * k].reshape(m, k), rows[c:c + m * k].reshape(m, k))
+                    if reg:
+                        Xg = self.X[a:b]
+                        per = per + 0.5 * reg * np.einsum("md,md->m", Xg, Xg)
+                    losses[a:b] = per
+            if self.identity:
+                out[...] = self.G
+                if loss_out is not None:
+                    loss_out[...] = losses
+            else:
+                out[self.order] = self.G
+                if loss_out is not None:
+                    loss_out[self.order] = losses

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validate import finite_array, per_client, real_array
+from .._validate import finite_array, known_keywords, per_client, real_array
 from ..errors import (
     InvalidHyperparameterError,
     InvalidProblemError,
@@ -335,7 +335,7 @@ class Federation(ABC):
     def constants(self, **kwargs: Any) -> ProblemConstants:
         """:class:`~fltheory.problems.constants.ProblemConstants` of this federation
         (see that module for the formulas and keyword options)."""
-        return problem_constants(self, **kwargs)
+        return problem_constants(self, **known_keywords("constants", kwargs, problem_constants, exclude=("fed",)))
 
     @abstractmethod
     def without_client(self, a: int) -> Federation:

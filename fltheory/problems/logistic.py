@@ -25,7 +25,10 @@ runs a few batched matmuls over the client axis (no loop over clients or
 samples).  Loss, gradient and the Fisher diagonals run over *size groups* of
 the listed clients, each padded only to its own largest n_i (exact optimal
 cuts, ``_logistic_buckets``; a loop over a handful of groups), so clients of
-very unequal sizes cost about sum_i n_i rows, not m * n_max.  Losses use logaddexp / logsumexp and
+very unequal sizes cost about sum_i n_i rows, not m * n_max.  On request
+(``with_threads(2)``) the local-step gradient (``row_gradient``) spreads the
+groups over threads when a step is large (numpy releases the GIL in matmul
+and exp), each client computed by the same operations as without threads.  Losses use logaddexp / logsumexp and
 gradients expit / softmax, so margins of size 1e4 neither overflow nor warn.
 
 ``fisher_diag`` returns the *true* Fisher diagonal (the Hessian diagonal
@@ -36,7 +39,9 @@ with g_ij the per-sample data gradients.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
@@ -44,9 +49,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validate import finite_array, in_unit_interval, positive
-from ..errors import InvalidProblemError
+from ..errors import InvalidHyperparameterError, InvalidProblemError
 from . import _logistic_oracles as lo
-from ._logistic_buckets import Bucket, make_plan
+from ._logistic_buckets import Bucket, Part, make_plan, thread_shares
 from ._separation import is_separable
 from .base import Federation, RowGradient, finite_output, normalize_weights
 from .constants import CurvatureBounds
@@ -58,6 +63,18 @@ __all__ = ["LogisticFederation"]
 OPTIMUM_TOL = 1e-10
 _N_BUCKETS = 4
 _MAX_PLANS = 16     # cached size-bucket plans (one per distinct client list of length >= 2)
+# Multiply-adds (x2) per local step below which a second thread costs more than it
+# saves (a hand-off is ~20 us; Synthetic(1,1) does 1.2e7 per step).
+_MIN_THREADED_FLOPS = 2.0e6
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A process-wide pool of ``threads - 1`` workers (the caller's thread is the other one)."""
+    pool = _POOLS.get(threads)
+    if pool is None:
+        pool = _POOLS[threads] = ThreadPoolExecutor(threads - 1, thread_name_prefix="fltheory-logistic")
+    return pool
 
 
 def _check_data(features: Sequence[Any], labels: Sequence[Any], n_classes: int | None
@@ -158,6 +175,7 @@ class LogisticFederation(Federation):
         self.weights, self.n_samples = normalize_weights(N, rows, weights)
         self._explicit_weights = weights is not None
         self._plans: dict[tuple[str, int, bytes], list[Bucket] | None] = {}
+        self._row_gradients: dict[tuple[int, float, str, int, bytes], Any] = {}   # bindings, fused softmax
 
     @classmethod
     def _from_padded(cls, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
@@ -165,6 +183,29 @@ class LogisticFederation(Federation):
         out = cls.__new__(cls)
         out._setup(A, y, rows, weights, reg, n_classes)
         return out
+
+    _threads: int = 1
+
+    def with_threads(self, threads: int) -> LogisticFederation:
+        """Copy whose local-step gradient (``row_gradient``) spreads its size groups
+        over ``threads`` threads (default 1: no threads).  Only steps of at least ~2e6
+        flops use them.  Every client is computed by the same operations in any
+        thread, so results are bitwise identical for every count.  Two threads pay
+        off on free cores (Synthetic(1,1): about 2x one thread); with the cores
+        busy a step waits for its slower share and is slower than one thread
+        (benchmarks/logistic_rounds.py), hence the default."""
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+            raise InvalidHyperparameterError(f"threads must be an integer >= 1, got {threads!r}")
+        out = copy.copy(self)
+        out._threads = int(threads)
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles leave the bound local-step gradients behind (closures
+        holding buffers and a lock); they are rebuilt on first use."""
+        state = self.__dict__.copy()
+        state["_row_gradients"] = {}
+        return state
 
     # ------------------------------------------------------------ data view
     @property
@@ -271,39 +312,75 @@ class LogisticFederation(Federation):
         (``_plan``) and, for softmax clients, the label positions of each group
         are picked once; every call then runs the batched oracle of
         ``client_grad`` on each group (same operations, same bits) without
-        argument checks.  Stochastic oracles and subclasses: the generic hook."""
+        argument checks.  Softmax groups share one logit buffer, so the softmax
+        runs once over all of them (``SoftmaxGroupsGrad``).  Large steps spread
+        the groups over ``with_threads`` threads (``thread_shares``), the caller's
+        thread taking the first share.  Stochastic oracles and subclasses: the
+        generic hook."""
         if type(self) is not LogisticFederation or self.is_stochastic:
             return super().row_gradient(clients, rng)
         idx = self._clients(clients)
+        key = (self._threads, self.reg, idx.dtype.str, idx.shape[0], idx.tobytes())
+        grad = self._row_gradients.get(key)
+        if grad is None:
+            if len(self._row_gradients) >= _MAX_PLANS:
+                self._row_gradients.clear()
+            grad = self._row_gradients[key] = self._bound_gradient(idx)
+        return grad
+
+    def _bound_gradient(self, idx: np.ndarray) -> RowGradient:
+        """The function returned by ``row_gradient`` for the checked client list ``idx``
+        (cached per list, thread count and reg).  Each share keeps its buffers between
+        calls (``SoftmaxGroupsGrad``: concurrent calls wait for each other), never values."""
         plan = self._plan(idx)
-        groups: list[tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]]
+        m = idx.shape[0]
         if plan is None:
             A, y, rw = self._data(idx)
-            groups = [(None, A, y, rw)]
+            parts = [Part(None, A, y, rw)]
         else:
-            groups = [(b.pos, b.A, b.y, b.rw) for b in plan]
+            parts = [Part(b.pos, b.A, b.y, b.rw) for b in plan]
         reg, C = self.reg, self.n_classes
-        if C is None:
-            def one(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, at: Any) -> np.ndarray:
-                return lo.binary_grad(A, y, rw, X, reg)
-            labels: list[Any] = [None] * len(groups)
-        else:
-            n_classes = C
+        per_row = 4.0 * self.n_features * (1 if C is None else C)
+        threads = self._threads if sum(p.A.shape[0] * p.A.shape[1] for p in parts) * per_row \
+            >= _MIN_THREADED_FLOPS else 1
+        shares = thread_shares(parts, m, threads, per_row) if threads > 1 else [parts]
 
-            def one(A: np.ndarray, y: np.ndarray, rw: np.ndarray, X: np.ndarray, at: Any) -> np.ndarray:
-                return lo.multi_grad(A, y, rw, X, reg, n_classes, at)
-            labels = [lo.label_positions(g[2], C) for g in groups]
-        work = list(zip(groups, labels, strict=True))
+        def put(out: np.ndarray, pos: np.ndarray | slice | None, G: np.ndarray) -> None:
+            if pos is None:
+                out[...] = G
+            else:
+                out[pos] = G
+
+        def share_fn(share: list[Part]) -> Callable[[np.ndarray, np.ndarray], None]:
+            """The gradient rows of one share's clients, written into ``out``."""
+            if C is None:
+                def binary(X: np.ndarray, out: np.ndarray) -> None:
+                    for pos, A, y, rw in share:              # a few size groups, not clients
+                        put(out, pos, lo.binary_grad(A, y, rw, X if pos is None else X[pos], reg))
+                return binary
+            order = np.concatenate([np.arange(m)[p.pos] if p.pos is not None else np.arange(m) for p in share])
+            softmax = lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C, order, m)
+
+            def multinomial(X: np.ndarray, out: np.ndarray) -> None:
+                softmax(X, reg, out)
+            return multinomial
+
+        work = [share_fn(share) for share in shares]
+        pool = _pool(len(work)) if len(work) > 1 else None
 
         def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             X = np.ascontiguousarray(X)
             if out is None:
                 out = np.empty(X.shape)
-            for (pos, A, y, rw), at in work:             # a few size groups, not clients
-                if pos is None:
-                    out[...] = one(A, y, rw, X, at)
-                else:
-                    out[pos] = one(A, y, rw, X[pos], at)
+            if pool is None:
+                work[0](X, out)
+                return out
+            others = [pool.submit(share, X, out) for share in work[1:]]
+            try:
+                work[0](X, out)                          # this thread takes the first share
+            finally:
+                for f in others:                         # never return while a share still writes
+                    f.result()
             return out
         return grad
 
@@ -315,21 +392,51 @@ class LogisticFederation(Federation):
         operations of ``client_loss`` and ``client_grad``), then F = sum_i p_i f_i
         and grad F = sum_i p_i grad f_i as in :meth:`Federation.loss` and
         :meth:`Federation.grad`: the same numbers as the default hook at half the
-        cost.  The loop runs over the T points (one per call from ``run``)."""
+        cost.  Softmax clients run all size groups in one logit buffer
+        (``SoftmaxGroupsGrad`` with losses, same bits).  The loop runs over the T
+        points (one per call from ``run``)."""
         C = self.n_classes
         fn: Callable[..., np.ndarray] = lo.binary_loss_grad if C is None else lo.multi_loss_grad
         args = (self.reg,) if C is None else (self.reg, C)
         idx = np.arange(self.n_clients)
+        softmax = self._all_clients_softmax() if C is not None else None
         T = X.shape[0]
         losses, norms = np.empty(T), np.empty(T)
         for t in range(T):                               # points of a history, not clients
             x = self._check_point(X[t])
             Xb = np.ascontiguousarray(np.broadcast_to(x, (self.n_clients, self.dim)))
             with np.errstate(over="ignore", invalid="ignore"):
-                both = finite_output("client loss and gradient", self._planned(fn, Xb, idx, args))
-            losses[t] = float(self.weights @ np.ascontiguousarray(both[:, 0]))
-            norms[t] = float(np.sum((self.weights @ np.ascontiguousarray(both[:, 1:])) ** 2))
+                if softmax is None:
+                    both = self._planned(fn, Xb, idx, args)
+                    client_losses, grads = np.ascontiguousarray(both[:, 0]), np.ascontiguousarray(both[:, 1:])
+                else:
+                    client_losses, grads = np.empty(self.n_clients), np.empty((self.n_clients, self.dim))
+                    softmax(Xb, self.reg, grads, client_losses)
+                finite_output("client loss and gradient", client_losses)
+                finite_output("client loss and gradient", grads)
+            losses[t] = float(self.weights @ client_losses)
+            norms[t] = float(np.sum((self.weights @ grads) ** 2))
         return losses, norms
+
+    def _all_clients_softmax(self) -> lo.SoftmaxGroupsGrad:
+        """Softmax losses and gradients of every client in one logit buffer (the size
+        groups of ``_plan``), built once per federation and reg."""
+        key = (0, self.reg, "all clients", self.n_clients, b"")
+        fused = self._row_gradients.get(key)
+        if not isinstance(fused, lo.SoftmaxGroupsGrad):
+            assert self.n_classes is not None
+            idx = np.arange(self.n_clients)
+            plan = self._plan(idx)
+            if plan is None:
+                A, y, rw = self._data(idx)
+                groups, order = [(A, y, rw)], idx
+            else:
+                groups, order = [(b.A, b.y, b.rw) for b in plan], np.concatenate([b.pos for b in plan])
+            fused = lo.SoftmaxGroupsGrad(groups, self.n_classes, order, self.n_clients)
+            if len(self._row_gradients) >= _MAX_PLANS:
+                self._row_gradients.clear()
+            self._row_gradients[key] = fused
+        return fused
 
     def client_loss(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """f_i(X[r]) for each listed client -> (m,)."""
@@ -538,7 +645,6 @@ class LogisticFederation(Federation):
         """(1/n_i) sum_j log(1 + exp(-y_j a_j^T y)) + reg/2 ||y||^2 (binary model only)."""
         import cvxpy as cp
         if self.is_multinomial:
-            from ..errors import InvalidHyperparameterError
             raise InvalidHyperparameterError(
                 f"solver='cvxpy' supports quadratic and binary logistic clients, got {self!r}")
         n = int(self._rows[client])
@@ -559,6 +665,7 @@ class LogisticFederation(Federation):
         out = LogisticFederation._from_padded(self._A[keep, :nmax], self._y[keep, :nmax], rows,
                                               weights, self.reg, self.n_classes)
         out._batch_size = self._batch_size
+        out._threads = self._threads
         if self._noise_sigma2 is not None:
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out
@@ -601,6 +708,7 @@ class LogisticFederation(Federation):
             np.concatenate([pad(self._A), pad(other._A)]), np.concatenate([pad(self._y), pad(other._y)]),
             np.concatenate([self._rows, other._rows]), weights, self.reg, self.n_classes)
         out._explicit_weights = weight is not None
+        out._threads = self._threads
         return self._copy_oracle_to(out, out.n_clients)
 
     def __repr__(self) -> str:

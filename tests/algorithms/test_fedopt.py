@@ -14,7 +14,7 @@ from fltheory.algorithms.fedopt import FedOpt
 from fltheory.algorithms.reference import reference_run
 from fltheory.algorithms.run import run
 from fltheory.errors import InvalidHyperparameterError
-from fltheory.participation import IncompleteSteps, UniformSampling, UniformSteps
+from fltheory.participation import FullParticipation, IncompleteSteps, UniformSampling, UniformSteps
 
 from ._problems import generated_quadratic, sampled_incomplete, sized_logistic
 
@@ -385,3 +385,82 @@ def test_singular_full_preconditioner_sum_raises():
         corrected_changes(np.ones((2, 2)), G, np.array([True, True]))
     dt, M = corrected_changes(np.ones((2, 2)), G, np.array([False, True]))   # row 0 did not step
     np.testing.assert_allclose(dt, [[0.0, 0.0], [0.5, 0.5]], rtol=0)
+
+
+@pytest.mark.parametrize("client_state,correction", [("restart", "none"), ("persist", "none"),
+                                                     ("persist", "local"), ("synchronise", "joint")])
+@pytest.mark.parametrize("make", [lambda: optim.adagrad(0.05, initial_accumulator=0.1),
+                                  lambda: optim.adam(0.02),
+                                  lambda: optim.yogi(0.02, bias_correction=True)],
+                         ids=["adagrad", "adam", "yogi"])
+def test_fused_client_steps_give_the_pure_update_rounds_bit_for_bit(make, client_state, correction):
+    """The local loop's in-place client steps (``Optimizer.fused``) against the same
+    optimizer without them (every step through the pure ``update``): identical models
+    and client states, with two cache blocks (N d^2 doubles > 8 MB), per-client rate
+    scales, and uneven steps from partial participation in the later rounds."""
+    from fltheory.algorithms.local import blocking
+    from fltheory.problems.quadratic import QuadraticFederation
+
+    N, d = 300, 60
+    rng = np.random.default_rng(5)
+    fed = QuadraticFederation(spd(N, d, 4), rng.standard_normal((N, d)))
+    assert len(blocking.row_blocks(fed, N, d)) > 1
+    fused = make()
+    plain = fused._replace(fused=None)
+
+    def at_least_two(r, t, E):
+        return r.integers(2, E + 1)
+    scale = rng.uniform(0.5, 1.5, N)
+    runs = []
+    for opt in (fused, plain):
+        alg = FedOpt(client_optimizer=opt, server_optimizer=optim.sgd(1.0), local_steps=4,
+                     client_lr_scale=scale, correction=correction, client_state=client_state)
+        r = np.random.default_rng(0)
+        st = alg.init(fed, np.zeros(d), r)
+        for _ in range(2):
+            st, _ = alg.round(st, fed, None, r)
+        for _ in range(2):                   # all clients (two blocks), 2 to 4 steps each
+            st, _ = alg.round(st, fed, IncompleteSteps(FullParticipation(), at_least_two), r)
+        st, _ = alg.round(st, fed, IncompleteSteps(UniformSampling(50), at_least_two), r)   # one gathered block
+        runs.append(st)
+    assert runs[0].x.tobytes() == runs[1].x.tobytes()
+    if client_state != "restart":
+        for f, g in zip(runs[0].clients, runs[1].clients, strict=True):
+            assert np.asarray(f).tobytes() == np.asarray(g).tobytes()
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=[s[0] for s in SETTINGS])
+@pytest.mark.parametrize("copt", ["adagrad", "adam"])
+def test_fused_client_steps_bit_for_bit_on_stochastic_and_logistic_clients(setting, copt):
+    """Fused against pure client steps on every reference setting (gradient noise, minibatches,
+    sampled clients with incomplete steps: the oracle draws in the same order), persisted states,
+    local correction: identical runs."""
+    _, make_problem, part = setting
+    histories = []
+    for fused in (True, False):
+        prob = make_problem()
+        opt = CLIENT_OPTS[copt](prob.n_clients, prob.dim)
+        if not fused:
+            opt = opt._replace(fused=None)
+        alg = FedOpt(client_optimizer=opt, server_optimizer=optim.adam(0.05), local_steps=3,
+                     correction="local", client_state="persist")
+        histories.append(run(alg, prob, 4, participation=part, seed=11, metrics=()))
+    assert histories[0].x.tobytes() == histories[1].x.tobytes()
+
+
+def test_fused_client_steps_replace_the_pure_update_while_every_client_is_active():
+    """With full participation and every client doing all its steps, the local loop takes
+    only the fused steps: the pure ``update`` is never called (counted through a wrapper),
+    and it is called once per step again when ``fused`` is removed."""
+    calls = [0]
+    base = optim.adagrad(0.05)
+
+    def counted(g, s, y):
+        calls[0] += 1
+        return base.update(g, s, y)
+
+    fed = quadratic(3)
+    for opt, expected in ((base._replace(update=counted), 0), (base._replace(update=counted, fused=None), 2 * 4)):
+        calls[0] = 0
+        run(FedOpt(client_optimizer=opt, server_optimizer=optim.sgd(1.0), local_steps=4), fed, 2, metrics=())
+        assert calls[0] == expected

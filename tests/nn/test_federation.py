@@ -282,3 +282,37 @@ def test_pooled_loss_and_grad_norm2_equals_loss_and_grad(monkeypatch, conv):
         want_g2 = np.array([np.sum(f.grad(x) ** 2) for x in X])
         np.testing.assert_allclose(loss, want_loss, rtol=1e-13)
         np.testing.assert_allclose(g2, want_g2, rtol=1e-12)
+
+
+def test_pooled_cache_follows_the_weights_even_when_an_id_is_reused_or_the_array_changes_in_place():
+    """loss_and_grad_norm2 caches the pooled per-sample weights p_i / n_i.  A cache keyed by id(weights)
+    is stale when a new weights array gets the id of a collected one (CPython reuses addresses at once)
+    and when the array is changed in place (same id, same object); both must give the new F."""
+    rng = np.random.default_rng(5)
+    sizes = [3, 6, 4]
+    U = [rng.standard_normal((n, 4)) for n in sizes]
+    t = [rng.integers(0, 3, n) for n in sizes]
+    fed = NeuralFederation(Sequential([Dense(5), Tanh(), Dense(3)], (4,)), SoftmaxCrossEntropy(), U, t,
+                           weights=[0.2, 0.5, 0.3])
+    X = np.stack([fed.init_params(rng) for _ in range(2)])
+
+    def assert_matches_the_per_client_oracles() -> None:
+        loss, g2 = fed.loss_and_grad_norm2(X)
+        np.testing.assert_allclose(loss, [fed.loss(x) for x in X], rtol=1e-13)
+        np.testing.assert_allclose(g2, [np.sum(fed.grad(x) ** 2) for x in X], rtol=1e-12)
+
+    assert_matches_the_per_client_oracles()
+    # a new array, allocated (if the allocator obliges) at the address of the one it replaces
+    old_id = id(fed.weights)
+    fed.weights = None          # type: ignore[assignment]
+    kept = []
+    for _ in range(200):
+        candidate = np.array([0.6, 0.1, 0.3])
+        if id(candidate) == old_id:
+            break
+        kept.append(candidate)
+    fed.weights = candidate
+    assert_matches_the_per_client_oracles()
+    # the same array changed in place
+    fed.weights[:] = [0.1, 0.1, 0.8]
+    assert_matches_the_per_client_oracles()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fltheory.algorithms import FedAvg, run
-from fltheory.errors import InvalidHyperparameterError, InvalidProblemError
+from fltheory.errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from fltheory.nn import NeuralFederation, Sequential, SoftmaxCrossEntropy, Tanh
 from fltheory.nn.layers import Dense
 from fltheory.nn.trajectory_constants import power_iteration, trajectory_constants
@@ -161,3 +161,36 @@ def test_bad_arguments_raise():
                              rng, noise_draws=1)
     with pytest.raises(InvalidHyperparameterError, match="B2"):
         trajectory_constants(fed, np.zeros(6), rng).scaffold_G2(-1.0)
+
+
+def test_points_where_the_squared_gradient_norms_overflow_give_a_typed_error():
+    """At |x| = 1e300 the gradients are finite but their squared norms are not: refused, not inf."""
+    fed = quadratic()
+    rng = np.random.default_rng(0)
+    with pytest.raises(OutOfRangeError, match=r"points: .*G2.*1\.000e\+300"):
+        trajectory_constants(fed, np.full(6, 1e300), rng)
+    at_large = trajectory_constants(fed, np.full(6, 1e100), rng)       # still representable: a finite answer
+    assert np.all(np.isfinite(at_large.G2)) and at_large.G2[0] > 1e199
+
+
+def test_power_iteration_checks_its_arguments():
+    double = lambda V: 2.0 * V          # the operator 2 I
+    est, resid, _ = power_iteration(double, np.ones((3, 2)), 0, 0.0)
+    np.testing.assert_allclose(est, 2.0)
+    np.testing.assert_allclose(resid, 0.0, atol=1e-15)
+    with pytest.raises(InvalidHyperparameterError, match="matvec"):
+        power_iteration(5, np.ones((3, 2)), 3, 0.0)
+    with pytest.raises(InvalidHyperparameterError, match="iters"):
+        power_iteration(double, np.ones((3, 2)), 1.5, 0.0)
+    with pytest.raises(InvalidHyperparameterError, match="tol"):
+        power_iteration(double, np.ones((3, 2)), 3, 1.0)
+    with pytest.raises(InvalidProblemError, match="v0"):
+        power_iteration(double, np.zeros((3, 2)), 3, 0.0)            # a zero start vector has no direction
+    with pytest.raises(InvalidProblemError, match="v0"):
+        power_iteration(double, np.ones(2), 3, 0.0)
+    with pytest.raises(InvalidProblemError, match="matvec must return"):
+        power_iteration(lambda V: V[:1], np.ones((3, 2)), 3, 0.0)
+    with pytest.raises(OutOfRangeError, match="matvec returned NaN or inf"):
+        power_iteration(lambda V: 1e308 * 10 * V, np.ones((3, 2)), 3, 0.0)
+    with pytest.raises(OutOfRangeError, match="overflows float64"):     # finite entries 1e308, norm 2e308
+        power_iteration(lambda V: np.full_like(V, 1e308), np.ones((1, 4)), 1, 0.0)

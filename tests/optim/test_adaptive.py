@@ -278,3 +278,79 @@ def test_update_is_pure_and_step_is_a_fresh_array(rule, kw, b1, b2, bc):
         assert not any(np.shares_memory(u, f) for f in s_new)
         assert not np.shares_memory(s_new.nu, s.nu)
         s = s_new
+
+
+FUSED_CASES = [*((rule, kw) for rule, kw, *_ in CASES),
+               ("adagrad", dict(lr=0.3)),
+               ("adam", dict(lr=0.1, b1=0.0, b2=0.9)),
+               ("yogi", dict(lr=0.1, b1=0.0, b2=0.9, bias_correction=True))]
+RATES = {"unit": lambda m: 1.0, "scalar": lambda m: 0.7,
+         "column": lambda m: np.linspace(0.3, 1.7, m)[:, None]}
+
+
+def _uneven_state(opt, rng, m, d):
+    """A state whose rows took 0, 1, 2, ... steps (so bias corrections differ by row)."""
+    s = opt.init(rng.normal(size=(m, d)))
+    for k in range(1, m):
+        rows = np.arange(k, m)
+        _, sub = opt.update(rng.normal(size=(rows.size, d)), optim.take_rows(s, rows), None)
+        s = optim.put_rows(s, rows, sub)
+    return s
+
+
+@pytest.mark.parametrize("rate", list(RATES))
+@pytest.mark.parametrize("rule,kw", FUSED_CASES)
+def test_fused_steps_equal_update_bit_for_bit(rule, kw, rate):
+    """fused(state).step(g, y, rate) == (u, s = update(g, s, y); y += rate * u), bit for bit,
+    on the point and every state field, from a state with per-row step counters; the given
+    state and the gradient are left unchanged."""
+    rng = np.random.default_rng(17)
+    m, d = 5, 6
+    opt = getattr(optim, rule)(**kw)
+    s0 = _uneven_state(opt, rng, m, d)
+    before = [np.array(f, copy=True) for f in s0]
+    r = RATES[rate](m)
+    Y_ref = rng.normal(size=(m, d))
+    Y = Y_ref.copy()
+    fused = opt.fused(s0)
+    s_ref = s0
+    for _ in range(6):
+        g = rng.normal(size=(m, d)) * rng.uniform(0.01, 5.0, size=(1, d))
+        g_before = g.copy()
+        u, s_ref = opt.update(g, s_ref, Y_ref)
+        Y_ref += r * u
+        fused.step(g, Y, r)
+        assert g.tobytes() == g_before.tobytes()
+        assert Y.tobytes() == Y_ref.tobytes()
+        for f, f_ref in zip(fused.state(), s_ref, strict=True):
+            assert np.asarray(f).dtype == np.asarray(f_ref).dtype
+            assert np.asarray(f).tobytes() == np.asarray(f_ref).tobytes()
+    for f, f0 in zip(s0, before, strict=True):
+        np.testing.assert_array_equal(f, f0)
+
+
+def test_optimizers_without_fused_steps_say_so():
+    """fused is optional: None for optimizers that only have the pure update."""
+    assert optim.sgd(0.1).fused is None
+    assert optim.adagrad(0.1).fused is not None
+    assert optim.Optimizer(optim.sgd(0.1).init, optim.sgd(0.1).update, optim.sgd(0.1).precond).fused is None
+
+
+@pytest.mark.parametrize("rule,kw", FUSED_CASES)
+def test_precond_is_the_written_out_weight_bit_for_bit(rule, kw):
+    """precond == where(count > 0, (1 - b1^k) s1 / (sqrt(s2 nu) + eps), 0) with k = max(count, 1),
+    written out literally, bit for bit, on a state whose rows took 0, 1, 2, ... steps."""
+    rng = np.random.default_rng(23)
+    opt = getattr(optim, rule)(**kw)
+    s = _uneven_state(opt, rng, 5, 4)
+    b1 = kw.get("b1", 0.9 if rule != "adagrad" else 0.0)
+    b2 = kw.get("b2", 0.999 if rule != "adagrad" else 0.0)
+    eps = kw.get("eps", 1e-8 if rule != "yogi" else 1e-3)
+    bc = kw.get("bias_correction", rule == "adam")
+    k = np.maximum(s.count, 1).astype(np.float64)[:, None]
+    s1 = 1.0 / (1.0 - b1 ** k) if bc else np.ones_like(k)
+    s2 = 1.0 / (1.0 - b2 ** k) if bc else np.ones_like(k)
+    ref = np.where((s.count > 0)[:, None], ((1.0 - b1 ** k) * s1) / (np.sqrt(s2 * s.nu) + eps), 0.0)
+    assert s.count[0] == 0 and s.count[-1] == 4
+    got = opt.precond(s)
+    assert got.dtype == ref.dtype and got.tobytes() == ref.tobytes()

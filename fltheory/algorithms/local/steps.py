@@ -42,7 +42,11 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     unit_rate = isinstance(rate, float) and rate == 1.0
     extra = _ExtraGradient(objective, Y)
     grad = problem.row_gradient(clients, rng) if kmin > 0 else None
-    G_buf = np.empty_like(Y) if optimizer is None and kmin > 0 else None
+    # an optimizer with fused steps (Optimizer.fused) takes them in place while every row is active:
+    # the same numbers as update followed by y += rate * u; they only read G, so its buffer is reused
+    # (later steps, rows with more steps than others, use the pure update)
+    fused = optimizer.fused(state) if optimizer is not None and optimizer.fused is not None and kmin > 0 else None
+    G_buf = np.empty_like(Y) if (optimizer is None or fused is not None) and kmin > 0 else None
     with np.errstate(over="ignore", invalid="ignore"):
         if optimizer is None and grad is not None and extra.kind == "none":
             for _ in range(kmin):                          # plain steps, nothing added: the bare loop
@@ -60,19 +64,26 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
                 G *= rate
                 Y -= G
                 continue
-            U, state = optimizer.update(G, state, Y)
-            if unit_rate:
-                pass                                       # 1.0 * u == u exactly: no pass
-            elif _fresh(U, G, Y, state):
-                U *= rate                                  # same products as lr_col * U, no temporary
+            if fused is not None:
+                fused.step(G, Y, rate)                     # Y += rate * u in place, same numbers
+                if record:
+                    state = fused.state()
             else:
-                U = rate * U
-            Y += U
+                U, state = optimizer.update(G, state, Y)
+                if unit_rate:
+                    pass                                   # 1.0 * u == u exactly: no pass
+                elif _fresh(U, G, Y, state):
+                    U *= rate                              # same products as lr_col * U, no temporary
+                else:
+                    U = rate * U
+                Y += U
             if record:
                 P = np.asarray(optimizer.precond(state))
                 if precond_sum is None:
                     precond_sum = np.zeros((m, *P.shape[1:]))
                 precond_sum += P
+        if fused is not None:
+            state = fused.state()
     if kmax > kmin and not np.all(np.isfinite(Y)):
         raise DivergenceError("local steps produced non-finite values")
     for k in range(kmin, kmax):

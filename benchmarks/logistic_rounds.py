@@ -1,0 +1,233 @@
+"""FedAvg rounds on softmax-regression clients against a plain per-client numpy loop.
+
+Usage::
+
+    python benchmarks/logistic_rounds.py               # Synthetic(1,1): N = 30, d = 610, tau = 10
+    python benchmarks/logistic_rounds.py --trials 15 --rounds 3
+
+Problem: FedProx's Synthetic(1,1) softmax data (30 devices, 60 features plus
+bias, 10 classes, lognormal device sizes), ridge 1e-3, FedAvg with tau = 10
+gradient steps of rate 0.05 (the configuration of issue 17).
+
+Candidates, each timed as ``--rounds`` consecutive rounds per trial, trials
+interleaved (trial 1 of every candidate, then trial 2, ...) in this one process
+so that load from other processes hits all alike; medians of wall and CPU time
+(``time.process_time``: all threads of the process) per round:
+
+* ``per-client numpy loop``: ``per_client_logistic_round`` of
+  ``benchmarks/blocked.py`` (the reference of issue 17: for every client, tau
+  steps W <- W - lr (A_i^T (softmax(A_i W) - onehot) / n_i + reg W) on its own
+  rows, which stay in cache for its tau steps);
+* ``FedAvg.round, 1 thread`` / ``FedAvg.round, 2 threads``: ``alg.round`` on
+  ``fed.with_threads(t)`` (1 is the default);
+* ``run() default``: ``run(FedAvg, fed, rounds)`` with the default per-round metrics
+  (one thread).
+
+Besides the speed-ups the script prints the arithmetic: useful flops per round
+(4 f C sum_i n_i per step: two products), the flops the batched path actually
+does (its size groups are padded), the feature bytes read per step, and the
+achieved GFLOP/s of each candidate against the rate of the two products
+alone (the same per-client matmuls in a loop, no softmax): the ceiling of
+one core for these shapes, and twice it the ceiling of two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from blocked import per_client_logistic_round
+
+from fltheory._threads import single_threaded_blas
+from fltheory.algorithms import FedAvg, run
+from fltheory.problems.synthetic import synthetic_fedprox
+
+
+def load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int
+                ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """(median wall, minimum wall, median CPU) seconds per round of every candidate."""
+    for fn in runs.values():
+        fn()                                              # warm-up: caches, pools, bound gradients
+    wall: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(trials):
+        for name, fn in runs.items():
+            t, c = time.perf_counter(), time.process_time()
+            fn()
+            wall[name].append((time.perf_counter() - t) / rounds)
+            cpu[name].append((time.process_time() - c) / rounds)
+    return ({k: float(np.median(v)) for k, v in wall.items()}, {k: float(np.min(v)) for k, v in wall.items()},
+            {k: float(np.median(v)) for k, v in cpu.items()})
+
+
+def products_only(A: np.ndarray, rows: np.ndarray, C: int, x: np.ndarray, tau: int) -> None:
+    """The two products of every local step of every client, nothing else (the BLAS floor)."""
+    f = A.shape[2]
+    W = x.reshape(f, C)
+    for i in range(A.shape[0]):
+        Ai = A[i, : rows[i]]
+        for _ in range(tau):
+            Ai.T @ (Ai @ W)
+
+
+def thread_cpu(fn: Callable[[], Any], trials: int, reps: int = 1) -> float:
+    """Minimum over trials of the CPU time of this thread (``time.thread_time``) per
+    call, each trial ``reps`` calls: unaffected by time spent waiting for a core,
+    so it estimates the quiet-machine cost (cache sharing with other processes
+    still counts)."""
+    fn()
+    best = np.inf
+    for _ in range(trials):
+        c = time.thread_time()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.thread_time() - c) / reps)
+    return float(best)
+
+
+def handoff_seconds(trials: int) -> float:
+    """Minimum wall time of submitting a trivial task to a one-worker pool and
+    waiting for it (what a two-thread step adds to its larger share)."""
+    from concurrent.futures import ThreadPoolExecutor
+    best = np.inf
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(int).result()
+        for _ in range(20 * trials):
+            t = time.perf_counter()
+            pool.submit(int).result()
+            best = min(best, time.perf_counter() - t)
+    return float(best)
+
+
+def critical_path(fed: Any, tau: int, lr: float, trials: int) -> None:
+    """Quiet-machine estimate of a two-thread round from per-thread CPU times.
+
+    A two-thread step lasts as long as its larger share (each share's own thread
+    CPU time) plus a hand-off, so the round costs about the one-thread round
+    minus tau * (one-share step - larger share).  All times are thread CPU
+    minima, which other processes on the machine do not inflate."""
+    from fltheory.problems import _logistic_oracles as lo
+    from fltheory.problems._logistic_buckets import Part, thread_shares
+    A, y, rows = fed._A, fed._y, fed._rows
+    C, m = fed.n_classes, fed.n_clients
+    x0 = np.zeros(fed.dim)
+    X = np.random.default_rng(0).standard_normal((m, fed.dim)) * 0.01
+    out = np.empty_like(X)
+    plan = fed._plan(np.arange(m))
+    parts = [Part(b.pos, b.A, b.y, b.rw) for b in plan]
+
+    def fused(shares: list[list[Part]]) -> list[Any]:
+        return [lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C,
+                                     np.concatenate([np.arange(m)[p.pos] for p in share]), m) for share in shares]
+
+    whole = fused([parts])[0]
+    halves = fused(thread_shares(parts, m, 2, 4.0 * fed.n_features * C))
+    step1 = thread_cpu(lambda: whole(X, fed.reg, out), trials, reps=tau)
+    step2 = []
+    for half in halves:
+        def share(h: Any = half) -> None:
+            h(X, fed.reg, out)
+        step2.append(thread_cpu(share, trials, reps=tau))
+    handoff = handoff_seconds(trials)
+    alg = FedAvg(lr=lr, local_steps=tau)
+    one = fed.with_threads(1)
+    rng = np.random.default_rng(0)
+    box = [alg.init(one, x0, rng)]
+
+    def one_round() -> None:
+        box[0], _ = alg.round(box[0], one, None, rng)
+    round1 = thread_cpu(one_round, trials)
+    loop = thread_cpu(lambda: per_client_logistic_round(A, y, rows, fed.weights, fed.reg, C, x0, lr, tau), trials)
+    round2 = round1 - tau * (step1 - max(step2))
+    with_handoffs = round2 + tau * handoff
+    print(f"thread-CPU minima ({trials} trials): loop {1e3 * loop:.2f} ms/round; FedAvg.round 1 thread "
+          f"{1e3 * round1:.2f} ms ({loop / round1:.2f}x); gradient step {1e6 * step1:.0f} us, its two shares "
+          f"{', '.join(f'{1e6 * t:.0f}' for t in step2)} us; estimated quiet 2-thread round "
+          f"{1e3 * round2:.2f} ms + {tau} hand-offs of {1e6 * handoff:.0f} us (pool round trip, minimum wall) = "
+          f"{1e3 * with_handoffs:.2f} ms: {loop / with_handoffs:.2f}x the loop")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=9, help="interleaved trials (median kept)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per trial")
+    args = parser.parse_args()
+    fed = synthetic_fedprox(1.0, 1.0, seed=0, reg=1e-3).train
+    tau, lr, R = 10, 0.05, args.rounds
+    A, y, rows = fed._A, fed._y, fed._rows
+    C = fed.n_classes
+    assert C is not None                                   # softmax clients
+    f = fed.n_features
+    x0 = np.zeros(fed.dim)
+    alg = FedAvg(lr=lr, local_steps=tau)
+
+    def loop() -> None:
+        x = x0
+        for _ in range(R):
+            x = per_client_logistic_round(A, y, rows, fed.weights, fed.reg, C, x, lr, tau)
+
+    def rounds_of(threads: int) -> Callable[[], None]:
+        f_t = fed.with_threads(threads)
+        rng = np.random.default_rng(0)
+        box = [alg.init(f_t, x0, rng)]
+
+        def go() -> None:
+            state = box[0]
+            for _ in range(R):
+                state, _ = alg.round(state, f_t, None, rng)
+            box[0] = state
+        return go
+
+    def products() -> None:
+        for _ in range(R):
+            products_only(A, rows, C, x0, tau)
+
+    runs: dict[str, Callable[[], Any]] = {
+        "per-client numpy loop": loop,
+        "FedAvg.round, 1 thread": rounds_of(1),
+        "FedAvg.round, 2 threads": rounds_of(2),
+        "run() default": lambda: run(alg, fed, R),
+        "products only, 1 thread": products,
+    }
+    with single_threaded_blas():
+        before = load()
+        med, best, cpu = interleaved(runs, args.trials, R)
+        after = load()
+        x_loop = per_client_logistic_round(A, y, rows, fed.weights, fed.reg, C, x0, lr, tau)
+        xs = {t: run(alg, fed.with_threads(t), 1, metrics=()).x[-1] for t in (1, 2)}
+    plan = fed._plan(np.arange(fed.n_clients))
+    padded = sum(b.A.shape[0] * b.A.shape[1] for b in plan) if plan else A.shape[0] * A.shape[1]
+    useful = 4.0 * f * C * float(rows.sum()) * tau
+    done = 4.0 * f * C * padded * tau
+    print(f"Synthetic(1,1) softmax clients: N = {fed.n_clients}, d = {fed.dim} (f = {f}, C = {C}), tau = {tau}, "
+          f"sum n_i = {int(rows.sum())} rows (padded in size groups: {padded}); {args.trials} interleaved trials "
+          f"of {R} rounds; load average before {before}, after {after}")
+    print(f"max |x_loop - x_FedAvg| after 1 round = {np.abs(x_loop - xs[1]).max():.1e} "
+          f"(|x| max {np.abs(x_loop).max():.1e}); 1 vs 2 threads identical: {np.array_equal(xs[1], xs[2])}")
+    print(f"flops per round: useful {useful / 1e6:.1f} M, done by the batched path {done / 1e6:.1f} M; "
+          f"feature bytes read per step {8 * f * padded / 1e6:.2f} MB (twice: two products)")
+    ref, ref_cpu, ref_best = med["per-client numpy loop"], cpu["per-client numpy loop"], best["per-client numpy loop"]
+    critical_path(fed, tau, lr, max(5, args.trials))
+    print(f"  {'candidate':<25} {'median ms/round':>15} {'speed-up':>9} {'min ms':>8} {'speed-up':>9} "
+          f"{'CPU ms':>8} {'CPU speed-up':>13} {'GFLOP/s (min)':>14}")
+    for k in runs:
+        print(f"  {k:<25} {1e3 * med[k]:>15.3f} {ref / med[k]:>9.2f} {1e3 * best[k]:>8.3f} "
+              f"{ref_best / best[k]:>9.2f} {1e3 * cpu[k]:>8.3f} {ref_cpu / cpu[k]:>13.2f} "
+              f"{useful / best[k] / 1e9:>14.1f}")
+
+
+if __name__ == "__main__":
+    main()

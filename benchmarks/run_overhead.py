@@ -1,0 +1,126 @@
+"""What run() adds to the bare rounds of FedAvg (issue 17: at most 1.15x with the default metrics).
+
+Usage::
+
+    python benchmarks/run_overhead.py [--trials 9] [--rounds 3] [--sizes 100,50 1000,100 10000,20]
+
+For each (N, d) at tau = 10 (quadratic clients H_i = B_i B_i^T / d + 0.5 I, as
+``benchmarks/blocked.py``), three candidates each run ``--rounds`` rounds per call,
+measured in this one process with interleaved trials (one warm-up call each, then
+trial 1 of every candidate, trial 2, ...; medians):
+
+* ``bare rounds``: ``FedAvg.round`` called in a loop, state kept between calls,
+  nothing read from the RoundInfo (no ``init``, no generator, no record);
+* ``run() default``: ``run(FedAvg, fed, rounds)`` -- a fresh generator, ``init``,
+  F(x_t), F(x_t) - F*, ||x_t - x*||^2, ||grad F(x_t)||^2, the History and its record;
+* ``run() metrics=()``: the same without the per-round metrics;
+* ``fresh bare rounds``: what any run has to do besides bookkeeping -- a fresh
+  generator, ``init`` and the rounds (the floor for ``run()``; ``init`` and the
+  generator belong to the algorithm and numpy, not to ``run``).
+
+Printed per size: median wall and CPU seconds per round, each candidate's ratio to
+the bare rounds (wall and CPU; CPU time counts the work done, not the waiting for a
+core, so it is the figure to read on a loaded machine), and the load average before
+and after.  ``--rounds 3`` is the setting of ``benchmarks/blocked.py``: the per-call
+costs (generator, init, F*, record) are then shared by only three rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fltheory.algorithms import FedAvg, run
+from fltheory.problems.quadratic import QuadraticFederation
+
+
+def quadratic_problem(N: int, d: int, seed: int = 0) -> QuadraticFederation:
+    """H_i = B_i B_i^T / d + 0.5 I (B_i standard Gaussian), e_i standard Gaussian."""
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((N, d, d))
+    H = np.matmul(B, np.swapaxes(B, 1, 2)) / d + 0.5 * np.eye(d)
+    return QuadraticFederation(H, rng.standard_normal((N, d)))
+
+
+def load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def bare_rounds(alg: FedAvg, fed: QuadraticFederation, rounds: int) -> Callable[[], None]:
+    """The next ``rounds`` rounds of ``alg`` (state kept between calls; ``init`` not timed)."""
+    rng = np.random.default_rng(0)
+    box = [alg.init(fed, np.zeros(fed.dim), rng)]
+
+    def go() -> None:
+        state = box[0]
+        for _ in range(rounds):
+            state, _ = alg.round(state, fed, None, rng)
+        box[0] = state
+    return go
+
+
+def fresh_rounds(alg: FedAvg, fed: QuadraticFederation, rounds: int) -> Callable[[], None]:
+    """A new generator, ``init`` at zeros and ``rounds`` rounds, nothing recorded."""
+    def go() -> None:
+        rng = np.random.default_rng(0)
+        state = alg.init(fed, np.zeros(fed.dim), rng)
+        for _ in range(rounds):
+            state, _ = alg.round(state, fed, None, rng)
+    return go
+
+
+def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int
+                ) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall and CPU (``time.process_time``) seconds per round of every candidate."""
+    for fn in runs.values():
+        fn()
+    wall: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(trials):
+        for name, fn in runs.items():
+            t, c = time.perf_counter(), time.process_time()
+            fn()
+            wall[name].append((time.perf_counter() - t) / rounds)
+            cpu[name].append((time.process_time() - c) / rounds)
+    return ({k: float(np.median(v)) for k, v in wall.items()},
+            {k: float(np.median(v)) for k, v in cpu.items()})
+
+
+def measure(N: int, d: int, tau: int, trials: int, rounds: int) -> None:
+    fed = quadratic_problem(N, d)
+    alg = FedAvg(lr=0.1, local_steps=tau)
+    before = load()
+    wall, cpu = interleaved({
+        "bare rounds": bare_rounds(alg, fed, rounds),
+        "run() default": lambda: run(alg, fed, rounds),
+        "run() metrics=()": lambda: run(alg, fed, rounds, metrics=()),
+        "fresh bare rounds": fresh_rounds(alg, fed, rounds),
+    }, trials, rounds)
+    print(f"(N, d, tau) = ({N}, {d}, {tau}), {rounds} rounds per call, {trials} trials; "
+          f"load {before} -> {load()}")
+    print(f"  {'candidate':<18} {'wall s/round':>13} {'/ bare':>7} {'CPU s/round':>12} {'/ bare':>7}")
+    for name in wall:
+        print(f"  {name:<18} {wall[name]:>13.6f} {wall[name] / wall['bare rounds']:>7.3f} "
+              f"{cpu[name]:>12.6f} {cpu[name] / cpu['bare rounds']:>7.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tau", type=int, default=10)
+    parser.add_argument("--sizes", nargs="+", default=["100,50", "1000,100", "10000,20"],
+                        help="N,d pairs")
+    args = parser.parse_args()
+    for size in args.sizes:
+        N, d = (int(v) for v in size.split(","))
+        measure(N, d, args.tau, args.trials, args.rounds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""run()'s cheap diagnostics: the objective evaluated in batches of rows, the communication
+measured when first read (bounded memory), the same values as the per-round route."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from fltheory import optim
+from fltheory.algorithms import EFL, FedAvg, FedDyn, FedElasticNet, FedOpt, FedProx, Scaffold, run
+from fltheory.algorithms.history import RoundCommunication, pending_rounds
+from fltheory.errors import DivergenceError, InvalidHyperparameterError
+from fltheory.participation import IncompleteSteps, UniformSampling, UniformSteps
+from fltheory.problems.generators import random_quadratic
+
+ALGS = [
+    FedAvg(lr=0.1, local_steps=3),
+    FedProx(lr=0.1, local_steps=3, mu=0.3),
+    Scaffold(lr=0.1, local_steps=3),
+    FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.adam(0.1), local_steps=3),
+    FedDyn(alpha=0.1),
+    FedElasticNet(lambda1=0.01, lambda2=0.1, server_lr=0.3),
+    EFL(lr=0.1, local_steps=3),
+]
+
+
+def fed(seed: int = 0, noisy: bool = True):
+    f = random_quadratic(6, 4, L=4.0, mu=0.5, heterogeneity=1.0, seed=seed)
+    return f.with_gradient_noise(0.5) if noisy else f
+
+
+@pytest.mark.parametrize("alg", ALGS, ids=lambda a: a.name)
+def test_communication_read_later_equals_the_measurement_in_its_round(alg):
+    """run() keeps each round's RoundInfo and measures when the History is read: the values
+    are those read right after the round (the held arrays are never changed by later rounds)."""
+    part = IncompleteSteps(UniformSampling(3), UniformSteps())
+    f = fed()
+    gen = np.random.default_rng(5)
+    state = alg.init(f, np.zeros(f.dim), gen)
+    eager = []
+    for _ in range(9):
+        state, info = alg.round(state, f, part, gen)
+        eager.append(info.communication)
+    h = run(alg, f, 9, participation=part, seed=5)
+    assert isinstance(h.communication, RoundCommunication)
+    assert h.communication == eager and eager == h.communication
+    assert h.total_communication() == sum(eager[1:], eager[0])
+
+
+class _CountingInfo:
+    """A RoundInfo stand-in whose communication counts its reads."""
+
+    reads = 0
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    @property
+    def communication(self) -> int:
+        _CountingInfo.reads += 1
+        return self.value
+
+
+def test_pending_communication_is_bounded_and_measured_once():
+    _CountingInfo.reads = 0
+    comms = RoundCommunication(max_pending=3)
+    for k in range(2):
+        comms.append(_CountingInfo(k))
+    assert _CountingInfo.reads == 0                   # nothing read yet
+    comms.append(_CountingInfo(2))
+    assert _CountingInfo.reads == 3                   # 3 pending: measured, arrays released
+    comms.append(_CountingInfo(3))
+    assert _CountingInfo.reads == 3
+    assert list(comms) == [0, 1, 2, 3] and _CountingInfo.reads == 4
+    assert comms[1] == 1 and comms[-1] == 3 and comms[1:3] == [1, 2] and len(comms) == 4
+    assert _CountingInfo.reads == 4                   # each round measured once
+
+
+def test_round_communication_behaves_as_a_list():
+    h = run(FedAvg(lr=0.1, local_steps=2), fed(), 4, seed=1)
+    c = h.communication
+    plain = list(c)
+    assert len(c) == 4 and c[0] == plain[0] and c[-1] == plain[-1] and c[1:3] == plain[1:3]
+    assert c == plain and c != plain[:3] and c != "abcd" and repr(c) == repr(plain)
+    assert pickle.loads(pickle.dumps(c)) == plain and type(pickle.loads(pickle.dumps(c))) is list
+    assert run(FedAvg(lr=0.1, local_steps=2), fed(), 4, seed=1).communication == c
+
+
+def test_pending_rounds_hold_about_two_to_the_22_values():
+    assert pending_rounds(random_quadratic(100, 50, L=4.0, mu=0.5, heterogeneity=1.0, seed=0)) == 2 ** 22 // 5000
+    assert pending_rounds(random_quadratic(3, 2, L=4.0, mu=0.5, heterogeneity=1.0, seed=0)) == 2 ** 22 // 6
+
+
+def test_batched_objective_equals_the_hook_row_by_row():
+    """150 rounds: three batches of up to 64 rows.  Every F(x_t) and ||grad F(x_t)||^2 equals
+    the hook on that row alone to rounding, and the run with a callback (one row per call)."""
+    f = fed(2, noisy=False)
+    alg = FedAvg(lr=0.2, local_steps=3)
+    h = run(alg, f, 150, seed=0)
+    one = [f.loss_and_grad_norm2(x[None, :]) for x in h.x]
+    np.testing.assert_allclose(h.loss, [v[0][0] for v in one], rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(h.grad_norm2, [v[1][0] for v in one], rtol=1e-12, atol=1e-28)
+    with_callback = run(alg, f, 150, seed=0, callback=lambda t, s, i: False)
+    assert with_callback.x.tobytes() == h.x.tobytes()
+    np.testing.assert_allclose(h.loss, with_callback.loss, rtol=1e-14)
+    np.testing.assert_allclose(h.loss_gap, with_callback.loss_gap, rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("alg", [FedAvg(lr=3.0, local_steps=5), FedProx(lr=3.0, local_steps=5, mu=0.1)],
+                         ids=lambda a: a.name)
+def test_divergence_names_the_same_round_with_batched_rows(alg):
+    """lr = 3 > 2 / L: F(x_t) overflows while x_t is still finite.  Batched (no callback) and
+    row-by-row (callback) runs name the same first round and the same values."""
+    f = random_quadratic(3, 2, L=4.0, mu=0.5, heterogeneity=1.0, seed=0)
+    messages = []
+    for callback in (None, lambda t, s, i: False):
+        with pytest.raises(DivergenceError, match=rf"{alg.name} diverged in round \d+") as err:
+            run(alg, f, 400, seed=0, x0=np.ones(2), callback=callback)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "F(x) = " in messages[0]
+
+
+def test_metrics_as_arrays():
+    """A 0-d array is not a collection of names: a typed error naming the argument and the value;
+    a 1-d array of names is a collection."""
+    with pytest.raises(InvalidHyperparameterError, match=r"metrics must be a collection.*array\(0\.5\)"):
+        run(FedAvg(), fed(), 1, metrics=np.array(0.5))
+    with pytest.raises(InvalidHyperparameterError, match="metrics"):
+        run(FedAvg(), fed(), 1, metrics=np.array("loss"))
+    h = run(FedAvg(), fed(), 2, metrics=np.array(["loss", "dist2"]))
+    assert h.loss is not None and h.dist2 is not None and h.grad_norm2 is None and h.loss_gap is None
+
+
+@pytest.mark.parametrize("callback", [None, lambda t, s, i: False], ids=["batched", "row-by-row"])
+def test_metric_values_are_the_same_bits_for_every_metrics(callback):
+    """Batched (a lead row in the first call) or one row per call (F* a call of its own), each
+    metric is the same bits whichever others are asked; the gap at x_0 = x* is exactly 0."""
+    f = fed(4, noisy=False)
+    alg = FedAvg(lr=0.1, local_steps=2)
+    full = run(alg, f, 70, x0=f.optimum(), callback=callback)
+    assert full.loss_gap[0] == 0.0
+    for metrics in [("loss",), ("grad_norm2",), ("loss_gap",), ("dist2", "loss")]:
+        some = run(alg, f, 70, x0=f.optimum(), callback=callback, metrics=metrics)
+        for name in metrics:
+            assert getattr(some, name).tobytes() == getattr(full, name).tobytes(), name
