@@ -73,6 +73,25 @@ TRACKED_PACKAGES: tuple[str, ...] = ("numpy", "scipy", "sympy", "cvxpy", "matplo
 _PACKAGE_ROOT = Path(__file__).resolve().parent
 
 
+# --------------------------------------------------------------------------- arguments
+
+def path_argument(name: str, value: Any) -> Path:
+    """``value`` as a :class:`~pathlib.Path`: a non-empty ``str`` or ``os.PathLike`` of text without
+    NUL characters.  Anything else (an int, which ``open`` would take for a file descriptor, bytes,
+    a float, an array, ...) raises :class:`~fltheory.errors.InvalidProblemError` naming ``name``."""
+    if isinstance(value, (str, os.PathLike)):
+        text = os.fspath(value)
+        if isinstance(text, str) and text and "\0" not in text:
+            return Path(text)
+    raise InvalidProblemError(f"{name} must be a file-system path (a non-empty str or os.PathLike, no NUL "
+                              f"character), got {_short(value)} ({type(value).__name__})")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 # --------------------------------------------------------------------------- provenance
 
 def package_versions(packages: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
@@ -80,8 +99,12 @@ def package_versions(packages: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, 
 
     ``fltheory`` itself reports ``fltheory.__version__`` so that a source
     checkout that is not pip-installed still has a version.  A package that is
-    not installed reports ``"not installed"``.
+    not installed reports ``"not installed"``.  ``packages`` must be a tuple or list of
+    non-empty distribution names (str); anything else raises InvalidProblemError.
     """
+    if not isinstance(packages, (tuple, list)) or not all(isinstance(p, str) and p.strip() for p in packages):
+        raise InvalidProblemError(f"packages must be a tuple of non-empty distribution names (str), "
+                                  f"got {_short(packages)}")
     out: dict[str, str] = {}
     for name in packages:
         if name == "fltheory":
@@ -103,9 +126,14 @@ def git_commit(path: str | os.PathLike[str] | None = None,
     git, outside a repository or on any error the result is ``("unknown", None)``.
     ``dirty`` is True when tracked files differ from the commit, not counting
     files under the directories ``exclude`` (e.g. the output directory of the
-    run being recorded, whose own writes must not make it look dirty).
+    run being recorded, whose own writes must not make it look dirty).  Arguments that are not
+    paths (``path`` not a path or None, ``exclude`` not a sequence of paths) raise
+    InvalidProblemError: "never fails" is about git, not about the arguments.
     """
-    cwd = Path(path) if path is not None else _PACKAGE_ROOT
+    cwd = path_argument("path", path) if path is not None else _PACKAGE_ROOT
+    if isinstance(exclude, (str, os.PathLike)) or not isinstance(exclude, (tuple, list)):
+        raise InvalidProblemError(f"exclude must be a tuple or list of paths, got {_short(exclude)}")
+    exclude = [path_argument(f"exclude[{i}]", e) for i, e in enumerate(exclude)]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
                               text=True, timeout=10, check=False)
@@ -273,8 +301,23 @@ def to_jsonable(obj: Any, *, where: str = "value",
     ``array_hook(array, where)`` returns, if given), tuples lists; dict keys
     must be strings.  NaN/inf raise :class:`DivergenceError` naming ``where``
     (e.g. ``results['curve'][3]``); unsupported types raise
-    :class:`InvalidProblemError`.
+    :class:`InvalidProblemError`.  ``obj`` may thus be any object: the result is plain JSON
+    or a typed error, never a raw one (a container nested deeper than Python's recursion
+    limit, e.g. one that contains itself, raises InvalidProblemError too).
+    ``where`` must be a str and ``array_hook`` a callable or None.
     """
+    if not isinstance(where, str):
+        raise InvalidProblemError(f"where must be a str (the name of the value in messages), got {_short(where)}")
+    if array_hook is not None and not callable(array_hook):
+        raise InvalidProblemError(f"array_hook must be a callable (array, where) -> JSON or None, "
+                                  f"got {_short(array_hook)}")
+    try:
+        return _jsonable(obj, where, array_hook)
+    except RecursionError:
+        raise InvalidProblemError(f"{where} is nested too deeply (or contains itself) to be saved as JSON") from None
+
+
+def _jsonable(obj: Any, where: str, array_hook: Callable[[np.ndarray, str], Any] | None) -> Any:
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, np.bool_):
@@ -306,11 +349,10 @@ def to_jsonable(obj: Any, *, where: str = "value",
             if not isinstance(key, str):
                 raise InvalidProblemError(
                     f"{where} has a key {key!r} of type {type(key).__name__}; JSON keys must be str")
-            out[key] = to_jsonable(value, where=f"{where}[{key!r}]", array_hook=array_hook)
+            out[key] = _jsonable(value, f"{where}[{key!r}]", array_hook)
         return out
     if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v, where=f"{where}[{i}]", array_hook=array_hook)
-                for i, v in enumerate(obj)]
+        return [_jsonable(v, f"{where}[{i}]", array_hook) for i, v in enumerate(obj)]
     raise InvalidProblemError(
         f"{where} has type {type(obj).__name__}, which cannot be saved as JSON "
         f"(expected None, bool, int, float, str, list, tuple, dict or a numeric numpy array)")
@@ -318,14 +360,20 @@ def to_jsonable(obj: Any, *, where: str = "value",
 
 # --------------------------------------------------------------------------- atomic files
 
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
+def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> contextlib.AbstractContextManager[IO[Any]]:
     """Open a temporary file next to ``path``; on normal exit fsync it and
     ``os.replace`` it onto ``path``.  If the body raises, the temporary file is
-    removed and ``path`` is untouched.  ``mode`` is ``"w"`` (text, UTF-8) or ``"wb"``."""
-    if mode not in ("w", "wb"):
-        raise InvalidProblemError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
-    target = Path(path)
+    removed and ``path`` is untouched.  ``mode`` is ``"w"`` (text, UTF-8) or ``"wb"``.
+    The arguments are checked when the function is called (before ``with``): a ``path``
+    that is not a path, or a bad ``mode``, raises InvalidProblemError."""
+    target = path_argument("path", path)
+    if not isinstance(mode, str) or mode not in ("w", "wb"):
+        raise InvalidProblemError(f"atomic_write mode must be 'w' or 'wb', got {_short(mode)}")
+    return _atomic_write(target, mode)
+
+
+@contextlib.contextmanager
+def _atomic_write(target: Path, mode: str) -> Iterator[IO[Any]]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -376,8 +424,13 @@ def _format(obj: Any, depth: int) -> str:
 
 
 def save_json(path: str | os.PathLike[str], obj: Any) -> None:
-    """Atomically write ``to_jsonable(obj)`` as indented JSON (no NaN allowed)."""
-    text = _dumps(to_jsonable(obj, where=Path(path).name))
+    """Atomically write ``to_jsonable(obj)`` as indented JSON (no NaN allowed).
+
+    ``obj`` may be anything :func:`to_jsonable` converts (None, bool, int, finite float, str,
+    lists/tuples, dicts with str keys, numeric numpy arrays and scalars); anything else raises
+    InvalidProblemError and a non-finite number DivergenceError, before any file is touched."""
+    target = path_argument("path", path)
+    text = _dumps(to_jsonable(obj, where=target.name))
     with atomic_write(path, "w") as handle:
         handle.write(text)
 
@@ -391,6 +444,7 @@ def load_json(path: str | os.PathLike[str]) -> Any:
     """
     def _reject(token: str) -> float:
         raise ResultsFileError(f"{path}: contains the non-finite JSON token {token}")
+    path = path_argument("path", path)
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle, parse_constant=_reject)
@@ -417,11 +471,18 @@ def save_results(path: str | os.PathLike[str], data: Mapping[str, Any], record: 
     NPZ file beside the JSON (see module docstring); ``extra`` adds further
     top-level JSON entries (e.g. checks and macros).  Returns the JSON path.
     """
-    target = Path(path)
+    target = path_argument("path", path)
     if target.suffix != ".json":
         raise InvalidProblemError(f"results path must end in .json, got {str(target)!r}")
     if isinstance(inline_limit, bool) or not isinstance(inline_limit, int) or inline_limit < 0:
         raise InvalidProblemError(f"inline_limit must be an int >= 0, got {inline_limit!r}")
+    if not isinstance(data, Mapping):
+        raise InvalidProblemError(f"data must be a mapping with str keys, got {_short(data)}")
+    if not isinstance(record, RunRecord):
+        raise InvalidProblemError(f"record must be a RunRecord (e.g. RunRecord.capture(config, seed)), "
+                                  f"got {_short(record)}")
+    if extra is not None and not isinstance(extra, Mapping):
+        raise InvalidProblemError(f"extra must be a mapping with str keys or None, got {_short(extra)}")
     large: dict[str, np.ndarray] = {}
 
     def hook(arr: np.ndarray, where: str) -> Any:
@@ -499,7 +560,7 @@ def load_results(path: str | os.PathLike[str]) -> tuple[dict[str, Any], RunRecor
     path leaving the results file's directory) raises
     :class:`~fltheory.errors.ResultsFileError` naming the file and the field.
     """
-    target = Path(path)
+    target = path_argument("path", path)
     doc = load_json(target)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ResultsFileError(

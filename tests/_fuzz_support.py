@@ -51,6 +51,12 @@ PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory"
                    # display / plotting and the nn entries not exported by fltheory.nn (issue 16)
                    "fltheory.display", "fltheory.plotting", "fltheory.nn.datasets",
                    "fltheory.nn.trajectory_constants")
+#: The results store and the reproduce framework (their working arguments: :func:`_reproduce_bases`).
+PUBLIC_PACKAGES += ("fltheory.results", "fltheory.reproduce", "fltheory.reproduce.discovery",
+                    "fltheory.reproduce.keys", "fltheory.reproduce.locks", "fltheory.reproduce.overrides",
+                    "fltheory.reproduce.progress", "fltheory.reproduce.protocol", "fltheory.reproduce.runner",
+                    "fltheory.reproduce.seeding", "fltheory.reproduce.status", "fltheory.reproduce.store",
+                    "fltheory.reproduce.summary")
 
 #: Assertion helpers for tests: an AssertionError is their documented verdict (a bound or a contract
 #: that does not hold), not a raw error; bad arguments must still give typed errors.
@@ -397,6 +403,156 @@ FUNCTION_BASES: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
+# ------------------------------------------------------- results store and reproduce framework
+_TINY_EXPERIMENT = """
+import numpy as np
+from fltheory.reproduce import Check, Theorem
+
+NAME = "fuzz_tiny"
+TITLE = "Fuzz: the mean of two normals is below 10"
+THEOREMS = [Theorem("mean", "fuzz suite", "Fake statement")]
+QUICK = {"n": 2}
+FULL = {"n": 3}
+EXPECTED_AXES = 1
+
+def run(config, rng):
+    return {"mean": float(np.mean(rng.standard_normal(config["n"])))}
+
+def checks(results):
+    return [Check("mean", "holds", abs(results["mean"]) / 10.0)]
+
+def macros(results):
+    return {"mean": results["mean"]}
+
+def plot(results):
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(1, 1))
+    fig.add_subplot(1, 1, 1).plot([0.0, results["mean"]])
+    return fig
+"""
+
+#: Name of the throw-away experiment package (unique per session, so nothing is cached across sessions).
+_TINY_PACKAGE = f"fltheory_fuzz_experiments_{os.getpid()}"
+
+
+@functools.cache
+def _tiny_root() -> Path:
+    """A sandbox directory holding the package ``_TINY_PACKAGE`` with the one experiment
+    ``fuzz_tiny`` (put on ``sys.path`` once), a JSON file, a config file and a stored result."""
+    import sys
+    root = _sandbox() / "reproduce"
+    package = root / _TINY_PACKAGE
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "fuzz_tiny.py").write_text(_TINY_EXPERIMENT)
+    sys.path.insert(0, str(root))
+    (root / "config.json").write_text(json.dumps({"n": 3}))
+    return root
+
+
+def _tiny_experiment() -> Any:
+    from fltheory.reproduce import load_experiment
+    return load_experiment(f"{_TINY_PACKAGE}.fuzz_tiny", str(_tiny_root()))
+
+
+def _tiny_record() -> Any:
+    from fltheory.results import RunRecord
+    return RunRecord(config={"n": 2}, seed=0, versions={"numpy": "1"}, python="3", git_commit="unknown",
+                     git_dirty=None, timestamp="2026-01-01T00:00:00+00:00")
+
+
+@functools.cache
+def _tiny_results() -> Path:
+    """A results directory where ``fuzz_tiny`` has been reproduced once (quick mode, seed 0)."""
+    from fltheory.reproduce import reproduce
+    out = _tiny_root() / "figures"
+    outcomes = reproduce([_tiny_experiment()], out, show_progress=False)
+    assert all(o.status == "holds" for o in outcomes), outcomes
+    return out
+
+
+def _tiny_stored() -> list[tuple[Any, Any]]:
+    from fltheory.reproduce import read_stored
+    return [(_tiny_experiment(), read_stored(_tiny_results(), "fuzz_tiny"))]
+
+
+def _tiny_document() -> dict[str, Any]:
+    return dict(json.loads((_tiny_results() / "fuzz_tiny.json").read_text()))
+
+
+def _scratch(name: str) -> Path:
+    """A fresh path in the sandbox (the fuzzed call may create it)."""
+    directory = _tiny_root() / "scratch"
+    directory.mkdir(exist_ok=True)
+    return directory / name
+
+
+def _reproduce_bases() -> dict[str, Callable[[], dict[str, Any]]]:
+    experiment = lambda: {"experiment": _tiny_experiment()}
+    key = lambda: {"fuzz_tiny": _tiny_document()["key"]}
+    return {
+        "fltheory.results.atomic_write": lambda: {"path": _scratch("atomic.txt")},
+        "fltheory.results.git_commit": lambda: {"path": _tiny_root()},
+        "fltheory.results.load_json": lambda: {"path": _tiny_root() / "config.json"},
+        "fltheory.results.load_results": lambda: {"path": _tiny_results() / "fuzz_tiny.json"},
+        "fltheory.results.save_json": lambda: {"path": _scratch("saved.json"), "obj": {"a": [1.0, 2.0]}},
+        "fltheory.results.save_results": lambda: {"path": _scratch("results.json"), "data": {"x": np.ones(3)},
+                                                  "record": _tiny_record()},
+        "fltheory.results.to_jsonable": lambda: {"obj": {"a": np.ones(2), "b": [1, "c", None]}},
+        "fltheory.reproduce.Check": lambda: {"theorem": "mean", "status": "holds", "ratio": 0.5},
+        "fltheory.reproduce.apply_overrides": lambda: {"experiment": "fuzz_tiny", "config": {"n": 2},
+                                                       "overrides": {"n": 3}},
+        "fltheory.reproduce.discover": lambda: {"package": (_tiny_root(), _TINY_PACKAGE)[1]},
+        "fltheory.reproduce.experiment_rng": lambda: {"seed": 0, "name": "fuzz_tiny"},
+        "fltheory.reproduce.experiment_status": lambda: {"out": _tiny_results(), **experiment()},
+        "fltheory.reproduce.format_macro_value": lambda: {"value": 0.5},
+        "fltheory.reproduce.import_closure": experiment,
+        "fltheory.reproduce.import_experiments_package": lambda: {"package": (_tiny_root(), _TINY_PACKAGE)[1]},
+        "fltheory.reproduce.is_fresh": lambda: {"directory": _tiny_results(), "name": "fuzz_tiny",
+                                                "key": _tiny_document()["key"]},
+        "fltheory.reproduce.key_changes": lambda: {"stored": _tiny_document()["key"],
+                                                   "current": _tiny_document()["key"]},
+        "fltheory.reproduce.load_config_file": lambda: {"path": _tiny_root() / "config.json"},
+        "fltheory.reproduce.load_experiment": lambda: {"module_name": f"{_TINY_PACKAGE}.fuzz_tiny",
+                                                       "sys_path_entry": str(_tiny_root())},
+        "fltheory.reproduce.macro_name": lambda: {"experiment": "fuzz_tiny", "key": "mean"},
+        "fltheory.reproduce.overall_status": lambda: {"checks": _tiny_document()["checks"]},
+        "fltheory.reproduce.parse_assignments": lambda: {"items": ["n=3", "name=abc"]},
+        "fltheory.reproduce.read_stored": lambda: {"directory": _tiny_results(), "name": "fuzz_tiny"},
+        "fltheory.reproduce.reproduce": lambda: {"experiments": [_tiny_experiment()], "out": _tiny_results(),
+                                                 "show_progress": False},
+        "fltheory.reproduce.result_dir": lambda: {"out": _tiny_results(), "mode": "quick"},
+        "fltheory.reproduce.result_key": lambda: {**experiment(), "mode": "quick", "seed": 0},
+        "fltheory.reproduce.results_directory": lambda: {"out": _tiny_results(), "mode": "quick"},
+        "fltheory.reproduce.silent_progress": lambda: {"iterable": [1, 2]},
+        "fltheory.reproduce.validate_module": lambda: {"module": _tiny_experiment().module},
+        "fltheory.reproduce.keys.closure_sources": experiment,
+        "fltheory.reproduce.keys.data_source": experiment,
+        "fltheory.reproduce.keys.third_party_versions": experiment,
+        "fltheory.reproduce.locks.exclusive": lambda: {"directory": _scratch("locks"), "stem": "fuzz_tiny"},
+        "fltheory.reproduce.locks.lock_path": lambda: {"directory": _scratch("locks"), "stem": "fuzz_tiny"},
+        "fltheory.reproduce.overrides.flatten_overrides": lambda: {"nested": {"n": 3}, "base": {"n": 2}},
+        "fltheory.reproduce.progress.ProgressDisplay": lambda: {"n_experiments": 1, "enabled": False},
+        "fltheory.reproduce.progress.reporting_progress": lambda: {"experiment": "fuzz_tiny", "send": print},
+        "fltheory.reproduce.store.ensure_writable": lambda: {"directory": _tiny_results()},
+        "fltheory.reproduce.store.is_disk_error": lambda: {"exc": OSError(28, "No space left on device")},
+        "fltheory.reproduce.store.override_digest": lambda: {"overrides": {"n": 3}},
+        "fltheory.reproduce.store.remove_stale_temporaries": lambda: {"directory": _scratch("temporaries"),
+                                                                      "stem": "fuzz_tiny"},
+        "fltheory.reproduce.store.validate_document": lambda: {"path": _tiny_results() / "fuzz_tiny.json",
+                                                               "doc": _tiny_document()},
+        "fltheory.reproduce.summary.macro_prefix": lambda: {"mode": "quick", "custom": False},
+        "fltheory.reproduce.summary.summarise": lambda: {"directory": _tiny_results(),
+                                                         "experiments": [_tiny_experiment()], "keys": key()},
+        "fltheory.reproduce.summary.write_macros": lambda: {"directory": _scratch("macros"),
+                                                            "stored": _tiny_stored()},
+        "fltheory.reproduce.summary.write_summary": lambda: {"directory": _scratch("summary"),
+                                                             "stored": _tiny_stored()},
+    }
+
+
+FUNCTION_BASES.update(_reproduce_bases())
+
 def base_arguments(fn: Callable[..., Any]) -> tuple[dict[str, Any], list[str]]:
     """Keyword arguments for every required parameter of ``fn`` (plausible values
     by name, 1.0 when unknown) and the names of all parameters that can be fuzzed."""
@@ -477,6 +633,11 @@ def registries_restored() -> Iterator[None]:
         run_module._METHODS.update(saved)
 
 
+#: Packages whose callables take file-system paths: fuzzed with the sandbox as working directory too,
+#: so that a relative path given as a bad value (the string "abc") never lands in the repository.
+_PATH_TAKING_PREFIXES = ("fltheory.results.", "fltheory.reproduce.")
+
+
 @contextlib.contextmanager
 def _working_directory(path: Path) -> Iterator[None]:
     """``contextlib.chdir`` of Python 3.11, for the 3.10 the project supports."""
@@ -497,7 +658,8 @@ def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, va
         kwargs.update(base())
     kwargs[parameter] = value
     INPUTS.add(f"{target}|{parameter}|{kind}")
-    workdir = _working_directory(_sandbox()) if target in WRITES_FILES else contextlib.nullcontext()
+    writes = target in WRITES_FILES or target.startswith(_PATH_TAKING_PREFIXES)
+    workdir = _working_directory(_sandbox()) if writes else contextlib.nullcontext()
     try:
         with workdir, registries_restored(), time_limit(TIME_LIMIT), warnings.catch_warnings():
             warnings.simplefilter("ignore")

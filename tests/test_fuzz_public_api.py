@@ -131,19 +131,6 @@ INTERNAL_MODULES: dict[str, str] = {
 
 #: Public modules not yet fuzzed: module -> reason (a visible gap, not a hidden one).
 NOT_YET_FUZZED: dict[str, str] = {
-    "fltheory.reproduce": _FROZEN,
-    "fltheory.reproduce.discovery": _FROZEN,
-    "fltheory.reproduce.keys": _FROZEN,
-    "fltheory.reproduce.locks": _FROZEN,
-    "fltheory.reproduce.overrides": _FROZEN,
-    "fltheory.reproduce.progress": _FROZEN,
-    "fltheory.reproduce.protocol": _FROZEN,
-    "fltheory.reproduce.runner": _FROZEN,
-    "fltheory.reproduce.seeding": _FROZEN,
-    "fltheory.reproduce.status": _FROZEN,
-    "fltheory.reproduce.store": _FROZEN,
-    "fltheory.reproduce.summary": _FROZEN,
-    "fltheory.results": _FROZEN,
 }
 
 

@@ -291,3 +291,66 @@ def test_git_dirty_ignores_the_excluded_output_directory(tmp_path):
     (tmp_path / "code.py").write_text("x = 2")                     # the code changed: dirty
     assert git_commit(tmp_path, exclude=[tmp_path / "figures"])[1] is True
     assert git_commit(tmp_path, exclude=[tmp_path.parent / "elsewhere"])[1] is True   # outside the tree
+
+
+# ------------------------------------------------------------- argument contracts (issue 16, item 3)
+@pytest.mark.parametrize("bad", [True, 0, 1, 3.5, b"x.json", "", "a\0b", np.array(["x.json"]), None])
+def test_a_path_that_is_not_a_path_is_refused_before_any_file_is_opened(tmp_path, bad):
+    """An int or a bool would be taken by ``open`` for a file descriptor (``load_json(True)``
+    used to read and close stdout); bytes, floats, arrays, "" and NUL are refused likewise."""
+    for call in (lambda: load_json(bad), lambda: load_results(bad), lambda: save_json(bad, {"a": 1}),
+                 lambda: atomic_write(bad)):
+        with pytest.raises(InvalidProblemError, match=r"path must be a file-system path"):
+            call()
+    assert not list(tmp_path.iterdir())
+
+
+def test_atomic_write_checks_its_arguments_at_the_call(tmp_path):
+    """The checks run when atomic_write is called, not when the ``with`` block is entered."""
+    with pytest.raises(InvalidProblemError, match="mode must be 'w' or 'wb', got 'a'"):
+        atomic_write(tmp_path / "x.txt", "a")
+    manager = atomic_write(tmp_path / "x.txt")
+    assert not list(tmp_path.iterdir())             # nothing happens before ``with``
+    with manager as handle:
+        handle.write("ok")
+    assert (tmp_path / "x.txt").read_text() == "ok"
+
+
+def test_save_results_refuses_a_record_or_data_of_the_wrong_type(tmp_path):
+    record = RunRecord.capture({"n": 1}, 0)
+    with pytest.raises(InvalidProblemError, match="record must be a RunRecord"):
+        save_results(tmp_path / "r.json", {"x": 1}, record.to_dict())  # type: ignore[arg-type]
+    with pytest.raises(InvalidProblemError, match="data must be a mapping"):
+        save_results(tmp_path / "r.json", [1, 2], record)  # type: ignore[arg-type]
+    with pytest.raises(InvalidProblemError, match="extra must be a mapping"):
+        save_results(tmp_path / "r.json", {"x": 1}, record, extra=[("a", 1)])  # type: ignore[arg-type]
+    assert not list(tmp_path.iterdir())
+
+
+def test_to_jsonable_contract_for_arbitrary_objects():
+    """Any object gives plain JSON or a typed error: a self-containing list, a complex number,
+    an object array, a non-str ``where`` or a non-callable hook."""
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(InvalidProblemError, match="nested too deeply"):
+        to_jsonable(loop)
+    with pytest.raises(InvalidProblemError, match="type complex"):
+        to_jsonable({"z": 1j})
+    with pytest.raises(InvalidProblemError, match="dtype object"):
+        to_jsonable(np.array([1, "a"], dtype=object))
+    with pytest.raises(InvalidProblemError, match="where must be a str"):
+        to_jsonable(1.0, where=3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidProblemError, match="array_hook must be a callable"):
+        to_jsonable(np.ones(2), array_hook="x")  # type: ignore[arg-type]
+    assert to_jsonable({"a": (np.int64(2), np.float32(0.5), np.bool_(True))}) == {"a": [2, 0.5, True]}
+
+
+def test_git_commit_and_package_versions_refuse_non_paths_and_non_names():
+    with pytest.raises(InvalidProblemError, match="path must be a file-system path"):
+        git_commit(1)  # type: ignore[arg-type]
+    with pytest.raises(InvalidProblemError, match="exclude must be a tuple or list of paths"):
+        git_commit(None, exclude="figures")
+    with pytest.raises(InvalidProblemError, match=r"exclude\[0\] must be a file-system path"):
+        git_commit(None, exclude=[2.0])  # type: ignore[list-item]
+    with pytest.raises(InvalidProblemError, match="packages must be a tuple"):
+        package_versions("numpy")  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ import pkgutil
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from fltheory.errors import ExperimentDefinitionError
 
@@ -81,11 +82,24 @@ def _load_bundled() -> ModuleType:
     return module
 
 
+def _is_dotted_name(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() for part in text.split("."))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def import_experiments_package(package: str | ModuleType | None = None) -> ModuleType:
     """The experiments package: ``package`` (a module or a dotted name), else
-    ``$FLTHEORY_EXPERIMENTS``, else the bundled experiments."""
+    ``$FLTHEORY_EXPERIMENTS``, else the bundled experiments.  Anything else than a module, a
+    non-empty dotted name or None raises ExperimentDefinitionError."""
     if isinstance(package, ModuleType):
         return package
+    if package is not None and (not isinstance(package, str) or not _is_dotted_name(package)):
+        raise ExperimentDefinitionError(f"package must be a module, a dotted module name (str) or None, "
+                                        f"got {_short(package)} ({type(package).__name__})")
     name = package or os.environ.get(PACKAGE_ENV) or DEFAULT_PACKAGE
     try:
         return _load_bundled() if name == DEFAULT_PACKAGE else importlib.import_module(name)
@@ -131,9 +145,23 @@ def load_experiment(module_name: str, sys_path_entry: str | None = None) -> Expe
     """Import one experiment module by dotted name (in a worker process).
     Bundled experiments are loaded as in :func:`discover`; for a user's
     package, ``sys_path_entry`` (the directory holding it) is put on
-    ``sys.path`` first if it is not there."""
+    ``sys.path`` first if it is not there.  ``module_name`` must be a dotted module name and
+    ``sys_path_entry`` None or an existing directory (ExperimentDefinitionError otherwise, and
+    when the module cannot be imported)."""
+    if not isinstance(module_name, str) or not _is_dotted_name(module_name):
+        raise ExperimentDefinitionError(f"module_name must be a dotted module name (str), got {_short(module_name)}")
+    if sys_path_entry is not None:
+        if not isinstance(sys_path_entry, str) or not sys_path_entry or "\0" in sys_path_entry \
+                or not Path(sys_path_entry).is_dir():
+            raise ExperimentDefinitionError(f"sys_path_entry must be None or the path (str) of an existing "
+                                            f"directory, got {_short(sys_path_entry)}")
     if module_name.split(".", 1)[0] == DEFAULT_PACKAGE:
         _load_bundled()
     elif sys_path_entry and sys_path_entry not in sys.path:
         sys.path.insert(0, sys_path_entry)
-    return validate_module(importlib.import_module(module_name))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ExperimentDefinitionError(f"cannot import the experiment module {module_name!r}: "
+                                        f"{type(exc).__name__}: {exc}") from exc
+    return validate_module(module)

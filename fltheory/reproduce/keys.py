@@ -32,8 +32,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from fltheory.errors import InvalidProblemError
 from fltheory.results import to_jsonable
 
+from . import _arguments as arg
 from .protocol import Experiment
 
 __all__ = [
@@ -109,6 +111,7 @@ def import_closure(experiment: Experiment) -> tuple[dict[str, Path], set[str]]:
     of the experiments package that importing and running the experiment can
     load, and the top-level names of the other non-standard-library modules
     imported along the way."""
+    experiment = arg.experiment("experiment", experiment)
     roots = _roots(experiment)
     modules: dict[str, Path] = {}
     third_party: set[str] = set()
@@ -137,6 +140,7 @@ def import_closure(experiment: Experiment) -> tuple[dict[str, Path], set[str]]:
 
 def closure_sources(experiment: Experiment) -> dict[str, str]:
     """Module name -> sha256 of its source, over the import closure."""
+    experiment = arg.experiment("experiment", experiment)
     modules, _ = import_closure(experiment)
     return {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in modules.items()}
 
@@ -156,6 +160,7 @@ def _version(distribution: str) -> str:
 def third_party_versions(experiment: Experiment) -> dict[str, str]:
     """Distribution -> installed version, for numpy, scipy and every
     third-party distribution in the experiment's import closure."""
+    experiment = arg.experiment("experiment", experiment)
     _, tops = import_closure(experiment)
     by_import = _distributions_of_imports()
     dists = set(ALWAYS_VERSIONED)
@@ -167,14 +172,21 @@ def third_party_versions(experiment: Experiment) -> dict[str, str]:
 def data_source(experiment: Experiment) -> dict[str, str]:
     """Distribution -> installed version (or "not installed") for each entry of
     the experiment's ``DATA_PACKAGES``."""
+    experiment = arg.experiment("experiment", experiment)
     return {d: _version(d) for d in experiment.data_packages}
 
 
 def result_key(experiment: Experiment, mode: str, seed: int, config: Mapping[str, Any] | None = None,
                overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a stored result must match to be fresh (see the module docstring).
-    ``config`` defaults to the experiment's configuration of ``mode``."""
-    cfg = experiment.config(mode) if config is None else config
+    ``config`` defaults to the experiment's configuration of ``mode``.  Bad arguments (not an
+    Experiment, a mode not in MODES, a seed not an int in [0, 2**63), a config / overrides not a
+    mapping with str keys) raise InvalidProblemError."""
+    experiment = arg.experiment("experiment", experiment)
+    mode = arg.mode(mode)
+    seed = arg.seed(seed)
+    cfg = experiment.config(mode) if config is None else arg.mapping("config", config)
+    overrides = arg.mapping("overrides", overrides, optional=True)
     return {"format": KEY_FORMAT, "mode": mode, "seed": int(seed),
             "config": to_jsonable(dict(cfg), where=f"{experiment.name} config"),
             "overrides": to_jsonable(dict(overrides or {}), where=f"{experiment.name} overrides"),
@@ -191,9 +203,21 @@ def _dict_changes(what: str, old: Any, new: Mapping[str, Any], limit: int = 4) -
     return lines[:limit] + ([f"... and {len(lines) - limit} more"] if len(lines) > limit else [])
 
 
+_KEY_FIELDS = ("format", "mode", "seed", "config", "overrides", "sources", "versions", "data_source")
+
+
+def _check_current(current: Any) -> None:
+    if (not isinstance(current, Mapping) or any(f not in current for f in _KEY_FIELDS)
+            or not all(isinstance(current[f], Mapping) for f in ("sources", "versions", "data_source"))):
+        raise InvalidProblemError(f"current must be a key made by result_key (a mapping with the fields "
+                                  f"{_KEY_FIELDS}), got {arg.short(current)}")
+
+
 def key_changes(stored: Any, current: Mapping[str, Any]) -> list[str]:
     """Why ``stored`` differs from ``current``, one short phrase per difference
-    (empty when they are equal)."""
+    (empty when they are equal).  ``stored`` may be anything read from a file (not a mapping:
+    "no key stored"); ``current`` must be a key made by :func:`result_key` (InvalidProblemError)."""
+    _check_current(current)
     if not isinstance(stored, Mapping):
         return ["no key stored"]
     if stored.get("format") != current["format"]:

@@ -13,23 +13,42 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from fltheory.errors import InvalidProblemError
+
+from . import _arguments as arg
+
 __all__ = ["exclusive", "lock_path"]
 
 
 def lock_path(directory: Path, stem: str) -> Path:
-    return Path(directory) / f".{stem}.lock"
+    """``directory/.STEM.lock`` (``directory`` a path, ``stem`` a non-empty str without "/";
+    InvalidProblemError otherwise)."""
+    stem = arg.text("stem", stem)
+    if "/" in stem or "\0" in stem:
+        raise InvalidProblemError(f"stem must be a file-name stem (no '/' or NUL), got {stem!r}")
+    return arg.path("directory", directory) / f".{stem}.lock"
+
+
+def exclusive(directory: Path, stem: str, *, poll: float = 0.05) -> contextlib.AbstractContextManager[bool]:
+    """Hold the lock of ``stem`` in ``directory`` (``with exclusive(d, s) as waited:``).  Yields
+    ``waited``: True when another process held it first (its result may now be fresh).  The
+    arguments are checked at the call: ``poll`` (seconds between retries) must be a finite
+    number in (0, 60]."""
+    path = lock_path(directory, stem)
+    if (isinstance(poll, bool) or not isinstance(poll, (int, float)) or not math.isfinite(poll)
+            or not 0 < poll <= 60):
+        raise InvalidProblemError(f"poll must be a number of seconds in (0, 60], got {arg.short(poll)}")
+    return _exclusive(path, float(poll))
 
 
 @contextlib.contextmanager
-def exclusive(directory: Path, stem: str, *, poll: float = 0.05) -> Iterator[bool]:
-    """Hold the lock of ``stem`` in ``directory``.  Yields ``waited``: True
-    when another process held it first (its result may now be fresh)."""
-    path = lock_path(directory, stem)
+def _exclusive(path: Path, poll: float) -> Iterator[bool]:
     waited = False
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fltheory.errors import InvalidHyperparameterError
+from fltheory.results import path_argument
 
 __all__ = ["apply_overrides", "flatten_overrides", "load_config_file", "parse_assignments"]
 
@@ -33,14 +34,31 @@ def _parse_value(text: str) -> Any:
 
 
 def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
-    """``["a=1", "b.c=[1,2]"]`` -> ``{"a": 1, "b.c": [1, 2]}``."""
+    """``["a=1", "b.c=[1,2]"]`` -> ``{"a": 1, "b.c": [1, 2]}``.  ``items`` must be a list or tuple
+    of str (InvalidHyperparameterError otherwise)."""
+    if not isinstance(items, (list, tuple)):
+        raise InvalidHyperparameterError(f"items must be a list of 'key=value' str, got {_short(items)}")
     out: dict[str, Any] = {}
     for item in items:
+        if not isinstance(item, str):
+            raise InvalidHyperparameterError(f"--set expects key=value (a str), got {_short(item)}")
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InvalidHyperparameterError(f"--set expects key=value, got {item!r}")
         out[key.strip()] = _parse_value(value.strip())
     return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return _short(value)
 
 
 def _toml(target: Path) -> Any:
@@ -53,8 +71,8 @@ def _toml(target: Path) -> Any:
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """The object in a JSON or TOML file (typed errors naming the file)."""
-    target = Path(path)
+    """The object in a JSON or TOML file (typed errors naming the file; ``path`` must be a path)."""
+    target = path_argument("path", path)
     if target.suffix == ".toml":
         _toml(target)
     try:
@@ -78,7 +96,12 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 def flatten_overrides(nested: Mapping[str, Any], base: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """A nested object of overrides as dotted keys, descending only where the
-    declared default is itself a dict."""
+    declared default is itself a dict.  ``nested`` must be a mapping with str keys and ``prefix``
+    a str (InvalidHyperparameterError otherwise); a ``base`` that is not a mapping has no dicts."""
+    if not isinstance(nested, Mapping) or not all(isinstance(k, str) for k in nested):
+        raise InvalidHyperparameterError(f"nested must be a mapping with str keys, got {_short(nested)}")
+    if not isinstance(prefix, str):
+        raise InvalidHyperparameterError(f"prefix must be a str, got {_short(prefix)}")
     out: dict[str, Any] = {}
     for key, value in nested.items():
         default = base.get(key) if isinstance(base, Mapping) else None
@@ -105,8 +128,8 @@ def _is_real(v: Any) -> bool:
 def _checked(field: str, default: Any, value: Any, experiment: str) -> Any:
     def refuse(expected: str) -> InvalidHyperparameterError:
         return InvalidHyperparameterError(
-            f"{experiment}: --set {field}={json.dumps(value)} is not {expected} "
-            f"(the default is {json.dumps(default)})")
+            f"{experiment}: --set {field}={_json_text(value)} is not {expected} "
+            f"(the default is {_json_text(default)})")
     if isinstance(value, float) and not math.isfinite(value):
         raise refuse("a finite value")
     if isinstance(default, bool):
@@ -137,7 +160,13 @@ def _checked(field: str, default: Any, value: Any, experiment: str) -> Any:
 
 def apply_overrides(experiment: str, config: Mapping[str, Any],
                     overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``config`` with ``overrides`` (dotted keys) applied and checked."""
+    """A deep copy of ``config`` with ``overrides`` (dotted keys) applied and checked.  ``experiment``
+    must be a str and ``config`` / ``overrides`` mappings with str keys (InvalidHyperparameterError)."""
+    if not isinstance(experiment, str):
+        raise InvalidHyperparameterError(f"experiment must be a str (its name), got {_short(experiment)}")
+    for name, value in (("config", config), ("overrides", overrides)):
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise InvalidHyperparameterError(f"{name} must be a mapping with str keys, got {_short(value)}")
     result = copy.deepcopy(dict(config))
     valid = _valid_keys(config)
     for field, value in overrides.items():

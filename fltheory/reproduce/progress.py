@@ -42,15 +42,47 @@ class ProgressEvent(NamedTuple):
 
 
 def silent_progress(iterable: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
-    """A :class:`Progress` that reports nothing."""
-    yield from iterable
+    """A :class:`Progress` that reports nothing: an iterator over ``iterable``.  The arguments are
+    checked at the call (see :func:`reporting_progress`)."""
+    _check_loop(iterable, desc, total)
+    return iter(iterable)
+
+
+def _check_loop(iterable: Any, desc: Any, total: Any) -> None:
+    """The arguments of a :class:`Progress` call: an iterable, a str, None or an int >= 0."""
+    from fltheory._validate import integer
+    from fltheory.errors import InvalidProblemError
+    try:
+        iter(iterable)
+    except TypeError:
+        raise InvalidProblemError(f"iterable must be iterable, got {_short(iterable)} "
+                                  f"({type(iterable).__name__})") from None
+    if not isinstance(desc, str):
+        raise InvalidProblemError(f"desc must be a str, got {_short(desc)} ({type(desc).__name__})")
+    if total is not None:
+        integer("total", total, minimum=0, maximum=None, error=InvalidProblemError)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def reporting_progress(experiment: str, send: Callable[[ProgressEvent], Any]) -> Progress:
     """The :class:`Progress` of ``experiment``: every loop it wraps sends
     "step" events to ``send`` (at most one per :data:`MIN_INTERVAL` seconds,
-    plus the first and the last)."""
+    plus the first and the last).  ``experiment`` must be a str and ``send`` a callable."""
+    from fltheory.errors import InvalidProblemError
+    if not isinstance(experiment, str):
+        raise InvalidProblemError(f"experiment must be a str, got {_short(experiment)}")
+    if not callable(send):
+        raise InvalidProblemError(f"send must be a callable taking a ProgressEvent, got {_short(send)}")
+
     def progress(iterable: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
+        _check_loop(iterable, desc, total)
+        return _reporting(iterable, desc, total)
+
+    def _reporting(iterable: Iterable[T], desc: str, total: int | None) -> Iterator[T]:
         items = iterable
         if total is None and hasattr(iterable, "__len__"):
             total = len(iterable)  # type: ignore[arg-type]
@@ -78,6 +110,13 @@ class ProgressDisplay:
 
     def __init__(self, n_experiments: int, *, enabled: bool | None = None,
                  echo: Callable[[str], Any] | None = None) -> None:
+        from fltheory._validate import integer
+        from fltheory.errors import InvalidProblemError
+        integer("n_experiments", n_experiments, minimum=0, maximum=None, error=InvalidProblemError)
+        if enabled is not None and not isinstance(enabled, bool):
+            raise InvalidProblemError(f"enabled must be True, False or None, got {_short(enabled)}")
+        if echo is not None and not callable(echo):
+            raise InvalidProblemError(f"echo must be a callable taking a str or None, got {_short(echo)}")
         from tqdm.auto import tqdm
         self._tqdm = tqdm
         self._disable = None if enabled is None or enabled else True

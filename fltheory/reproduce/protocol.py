@@ -101,7 +101,7 @@ class Check:
     detail: str = ""
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
+        if not isinstance(self.status, str) or self.status not in STATUSES:
             raise ExperimentDefinitionError(
                 f"Check.status must be one of {STATUSES}, got {self.status!r}")
         if not isinstance(self.theorem, str) or not self.theorem:
@@ -256,7 +256,10 @@ def _global_numpy_state() -> bytes:
 
 def validate_module(module: ModuleType) -> Experiment:
     """Check a module's declarations; return the :class:`Experiment` or raise
-    :class:`ExperimentDefinitionError` listing every problem."""
+    :class:`ExperimentDefinitionError` listing every problem (also when ``module`` is not a module)."""
+    if not isinstance(module, ModuleType):
+        raise ExperimentDefinitionError(f"module must be a Python module (types.ModuleType), got "
+                                        f"{repr(module)[:80]} ({type(module).__name__})")
     short = module.__name__.rsplit(".", 1)[-1]
     problems: list[str] = []
     for attr, expected in _REQUIRED.items():

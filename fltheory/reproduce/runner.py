@@ -44,6 +44,7 @@ from fltheory._threads import single_threaded_blas
 from fltheory.errors import InvalidHyperparameterError, OutputDirectoryError
 from fltheory.results import RunRecord, atomic_write, save_results
 
+from . import _arguments as arg
 from .discovery import load_experiment
 from .keys import result_key
 from .locks import exclusive
@@ -61,13 +62,18 @@ logger = logging.getLogger(__name__)
 
 def results_directory(out: str | os.PathLike[str], mode: str, seed: int = 0, name: str | None = None,
                       overrides: Mapping[str, Any] | None = None) -> Path:
-    """Where ``reproduce`` puts results of this mode, master seed and overrides."""
+    """Where ``reproduce`` puts results of this mode, master seed and overrides (arguments checked
+    as in :func:`~fltheory.reproduce.store.result_dir`; ``seed`` an int in [0, 2**63))."""
+    out = arg.path("out", out)
+    seed = arg.seed(seed)
     root = Path(out) if seed == 0 else Path(out) / "seeds" / str(int(seed))
     return result_dir(root, mode, name, overrides)
 
 
 def is_fresh(directory: Path, name: str, key: Mapping[str, Any]) -> bool:
     """The stored result of ``name`` has key ``key`` and both figures exist."""
+    directory = arg.path("directory", directory)
+    key = arg.mapping("key", key)
     stored = read_stored(directory, name)
     return (stored.doc is not None and stored.doc["key"] == key
             and (directory / f"{name}.pdf").exists() and (directory / f"{name}.png").exists())
@@ -260,7 +266,7 @@ def _execute_quietly(job: _Job) -> Outcome:
 
 
 def _check_arguments(mode: str, seed: Any, jobs: Any) -> None:
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:
         raise InvalidHyperparameterError(f"mode must be 'quick' or 'full', got {mode!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InvalidHyperparameterError(f"jobs must be an int >= 1, got {jobs!r}")
@@ -310,7 +316,19 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
     results computed with other sources or versions (unless ``allow_mixed``).
     """
     _check_arguments(mode, seed, jobs)
-    overrides = dict(overrides or {})
+    experiments = arg.experiments("experiments", experiments)
+    out = arg.path("out", out)
+    force = arg.boolean("force", force)
+    show_progress = arg.boolean("show_progress", show_progress)
+    allow_mixed = arg.boolean("allow_mixed", allow_mixed)
+    if not callable(echo):
+        raise InvalidHyperparameterError(f"echo must be a callable taking a str, got {arg.short(echo)}")
+    if run_remote is not None and not callable(run_remote):
+        raise InvalidHyperparameterError(f"run_remote must be None or a callable (tasks, report), "
+                                         f"got {arg.short(run_remote)}")
+    if registry is not None:
+        registry = arg.experiments("registry", registry)
+    overrides = dict(arg.mapping("overrides", overrides, optional=True))
     if overrides and len(experiments) != 1:
         raise InvalidHyperparameterError(
             f"config overrides apply to one experiment; name exactly one, got {len(experiments)}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 
+from . import _arguments as arg
 from .keys import key_changes, result_key
 from .protocol import Experiment
 from .runner import results_directory
@@ -34,8 +34,13 @@ class ModeStatus:
 def experiment_status(out: str | os.PathLike[str], experiment: Experiment, mode: str = "quick",
                       seed: int = 0) -> ModeStatus:
     """The last result of ``experiment`` in ``mode`` under ``out``; never raises
-    on a bad results file (it is reported as unreadable, hence stale)."""
-    directory = results_directory(Path(out), mode, seed)
+    on a bad results file (it is reported as unreadable, hence stale); bad arguments raise
+    InvalidProblemError (``out`` a path, ``experiment`` an Experiment, ``mode`` in MODES,
+    ``seed`` an int in [0, 2**63))."""
+    experiment = arg.experiment("experiment", experiment)
+    mode = arg.mode(mode)
+    seed = arg.seed(seed)
+    directory = results_directory(arg.path("out", out), mode, seed)
     name = experiment.name
     stored = read_stored(directory, name)
     if (directory / f"{name}.error.log").exists():

@@ -26,9 +26,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fltheory.errors import OutputDirectoryError, ResultsFileError
+from fltheory.errors import InvalidProblemError, OutputDirectoryError, ResultsFileError
 from fltheory.results import FORMAT, load_json
 
+from . import _arguments as arg
+from ._arguments import MODES
 from .protocol import STATUSES
 
 __all__ = [
@@ -43,22 +45,31 @@ __all__ = [
     "validate_document",
 ]
 
-MODES: tuple[str, ...] = ("quick", "full")
 
 
 def override_digest(overrides: Mapping[str, Any]) -> str:
-    """12 hex digits identifying a set of overrides."""
-    text = json.dumps(dict(overrides), sort_keys=True, separators=(",", ":"))
+    """12 hex digits identifying a set of overrides (a mapping with str keys of JSON values)."""
+    overrides = arg.mapping("overrides", overrides)
+    try:
+        text = json.dumps(dict(overrides), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidProblemError(f"overrides must hold JSON values (finite numbers, str, lists, dicts), "
+                                  f"got {arg.short(overrides)}: {exc}") from None
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def result_dir(out: str | os.PathLike[str], mode: str, name: str | None = None,
                overrides: Mapping[str, Any] | None = None) -> Path:
     """The directory of results of ``mode`` (and of ``name`` with ``overrides``)."""
-    root = Path(out)
+    root = arg.path("out", out)
+    mode = arg.mode(mode)
+    overrides = arg.mapping("overrides", overrides, optional=True)
+    if name is not None:
+        name = arg.text("name", name)
     if overrides:
         if not name:
-            raise ValueError("a run with overrides needs the experiment name for its directory")
+            raise InvalidProblemError("a run with overrides needs the experiment name for its directory "
+                                      "(name must be a non-empty str), got name=None")
         return root / "custom" / f"{name}-{mode}-{override_digest(overrides)}"
     return root if mode == "quick" else root / "full"
 
@@ -82,7 +93,9 @@ def _is_number(v: Any) -> bool:
 
 def validate_document(path: Path, doc: Any) -> dict[str, Any]:
     """Check the fields the framework reads; raise ResultsFileError naming the
-    file and the first bad field."""
+    file and the first bad field.  ``path`` (named in the messages) must be a path."""
+    path = arg.path("path", path)
+
     def bad(field: str, expected: str, got: Any) -> ResultsFileError:
         return ResultsFileError(f"{path}: field {field!r} must be {expected}, got {got!r:.80}")
     if not isinstance(doc, dict):
@@ -116,8 +129,9 @@ def validate_document(path: Path, doc: Any) -> dict[str, Any]:
 
 
 def read_stored(directory: str | os.PathLike[str], name: str) -> StoredResult:
-    """The stored result of ``name`` in ``directory``; never raises."""
-    path = Path(directory) / f"{name}.json"
+    """The stored result of ``name`` in ``directory``; never raises on a bad file (the problem
+    is returned as text), only on bad arguments (InvalidProblemError)."""
+    path = arg.path("directory", directory) / f"{arg.text('name', name)}.json"
     if not path.exists():
         return StoredResult(path, None)
     try:
@@ -129,6 +143,8 @@ def read_stored(directory: str | os.PathLike[str], name: str) -> StoredResult:
 def remove_stale_temporaries(directory: Path, stem: str) -> list[Path]:
     """Remove the temporary files ``.STEM.*.tmp`` an interrupted run left in
     ``directory`` (call it while holding the lock of ``stem``)."""
+    directory = arg.path("directory", directory)
+    stem = arg.text("stem", stem)
     removed = []
     for tmp in directory.glob(f".{stem}.*.tmp"):
         with contextlib.suppress(FileNotFoundError):
@@ -138,7 +154,10 @@ def remove_stale_temporaries(directory: Path, stem: str) -> list[Path]:
 
 
 def is_disk_error(exc: BaseException) -> bool:
-    """An OSError that says the disk cannot take writes (full, read-only, no permission, quota)."""
+    """An OSError that says the disk cannot take writes (full, read-only, no permission, quota).
+    ``exc`` must be an exception (anything else raises InvalidProblemError)."""
+    if not isinstance(exc, BaseException):
+        raise InvalidProblemError(f"exc must be an exception, got {arg.short(exc)} ({type(exc).__name__})")
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES,
                                                       errno.EPERM, errno.EDQUOT)
 
@@ -146,6 +165,7 @@ def is_disk_error(exc: BaseException) -> bool:
 def ensure_writable(directory: Path) -> None:
     """Create ``directory`` if needed and prove a file can be written in it;
     raise :class:`~fltheory.errors.OutputDirectoryError` naming it otherwise."""
+    directory = arg.path("directory", directory)
     try:
         if directory.exists() and not directory.is_dir():
             raise OutputDirectoryError(errno.ENOTDIR, f"output directory {directory} exists and is not a "

@@ -11,15 +11,19 @@ their lines are marked stale.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fltheory.errors import ExperimentDefinitionError, MixedResultsError
+import numpy as np
+
+from fltheory.errors import ExperimentDefinitionError, InvalidProblemError, MixedResultsError
 from fltheory.results import atomic_write
 
+from . import _arguments as arg
 from .keys import key_changes
-from .protocol import Experiment
+from .protocol import STATUSES, Experiment
 from .store import StoredResult, read_stored
 
 __all__ = [
@@ -57,20 +61,32 @@ def macro_name(experiment: str, key: str, prefix: str = "") -> str:
     only: every digit becomes its English word, every other non-letter
     separates words.  ``macro_name("objective_shift", "max_ratio_n2")`` ->
     ``\\flObjectiveShiftMaxRatioNTwo``; with ``prefix="Full"`` ->
-    ``\\flFullObjectiveShiftMaxRatioNTwo``."""
+    ``\\flFullObjectiveShiftMaxRatioNTwo``.  Every argument must be a str (``experiment`` and
+    ``key`` non-empty); the name must contain a letter after ``\\fl``."""
+    experiment = arg.text("experiment", experiment)
+    key = arg.text("key", key)
+    prefix = arg.text("prefix", prefix, allow_empty=True)
     return "\\fl" + _camel(prefix) + _camel(experiment) + _camel(key)
 
 
 def macro_prefix(mode: str, custom: bool) -> str:
     """"" for the default quick run, "Full" for full mode, "Custom" before
     either for a run with overrides: no two kinds of run share a macro name."""
+    mode = arg.mode(mode)
+    custom = arg.boolean("custom", custom)
     return ("Custom" if custom else "") + ("Full" if mode == "full" else "")
 
 
 def format_macro_value(value: float | int) -> str:
-    """4 significant digits; powers of ten as ``\\ensuremath{m\\times10^{e}}``."""
-    if isinstance(value, int):
-        return str(value)
+    """4 significant digits; powers of ten as ``\\ensuremath{m\\times10^{e}}``.  ``value`` must be a
+    finite real number (a Python or numpy int or float, not a bool): InvalidProblemError otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidProblemError(f"value must be a finite real number, got {arg.short(value)} "
+                                  f"({type(value).__name__})")
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if not math.isfinite(value):
+        raise InvalidProblemError(f"value must be a finite real number, got {value!r}")
     text = f"{value:.4g}"
     if "e" in text:
         mantissa, exponent = text.split("e")
@@ -80,8 +96,9 @@ def format_macro_value(value: float | int) -> str:
 
 def overall_status(checks: Sequence[Mapping[str, Any]]) -> str:
     """violated if any check is violated; holds if all hold; else not checkable
-    (or 'holds (partly not checkable)' when some hold and the rest are not checkable)."""
-    statuses = [c["status"] for c in checks]
+    (or 'holds (partly not checkable)' when some hold and the rest are not checkable).
+    ``checks`` is a list of mappings whose ``"status"`` is one of :data:`STATUSES`."""
+    statuses = [_status(i, c) for i, c in enumerate(_sequence("checks", checks))]
     if "violated" in statuses:
         return "violated"
     if statuses and all(s == "holds" for s in statuses):
@@ -89,6 +106,29 @@ def overall_status(checks: Sequence[Mapping[str, Any]]) -> str:
     if "holds" in statuses:
         return "holds (partly not checkable)"
     return "not checkable"
+
+
+def _sequence(name: str, value: Any) -> list[Any]:
+    if not isinstance(value, (list, tuple)):
+        raise InvalidProblemError(f"{name} must be a list, got {arg.short(value)} ({type(value).__name__})")
+    return list(value)
+
+
+def _status(i: int, check: Any) -> str:
+    status = check.get("status") if isinstance(check, Mapping) else None
+    if not isinstance(status, str) or status not in STATUSES:
+        raise InvalidProblemError(f"checks[{i}] must be a mapping whose 'status' is one of {STATUSES}, "
+                                  f"got {arg.short(check)}")
+    return status
+
+
+def _stored_pairs(value: Any) -> list[tuple[Experiment, StoredResult]]:
+    pairs = _sequence("stored", value)
+    for i, pair in enumerate(pairs):
+        if (not isinstance(pair, tuple) or len(pair) != 2 or not isinstance(pair[0], Experiment)
+                or not isinstance(pair[1], StoredResult)):
+            raise InvalidProblemError(f"stored[{i}] must be a pair (Experiment, StoredResult), got {arg.short(pair)}")
+    return pairs
 
 
 def _write_if_changed(target: Path, text: str) -> Path:
@@ -106,6 +146,9 @@ def write_macros(directory: Path, stored: Sequence[tuple[Experiment, StoredResul
                  prefix: str = "") -> Path:
     """``macros.tex``: one ``\\newcommand{\\Name}{value}`` per headline number
     of every readable result; duplicate names raise."""
+    directory = arg.directory("directory", directory)
+    stored = _stored_pairs(stored)
+    prefix = arg.text("prefix", prefix, allow_empty=True)
     lines = ["% Generated by `fltheory reproduce`; do not edit.",
              "% One macro per headline number; full precision is in NAME.json."]
     if prefix:
@@ -151,6 +194,12 @@ def _theorem_line(exp: Experiment, theorem_key: str, result: StoredResult, stale
 def write_summary(directory: Path, stored: Sequence[tuple[Experiment, StoredResult]],
                   stale: Mapping[str, list[str]] | None = None, heading: str = "") -> Path:
     """``SUMMARY.md``: one line per declared theorem of every experiment."""
+    directory = arg.directory("directory", directory)
+    stored = _stored_pairs(stored)
+    stale = arg.mapping("stale", stale, optional=True)
+    if not all(isinstance(v, (list, tuple)) and all(isinstance(w, str) for w in v) for v in stale.values()):
+        raise InvalidProblemError(f"stale must map experiment names to lists of reasons (str), got {arg.short(stale)}")
+    heading = arg.text("heading", heading, allow_empty=True)
     lines = ["# Theorem checks" + (f" ({heading})" if heading else ""), "",
              "Generated by `fltheory reproduce`. Tightness = worst measured / bound "
              "(> 1 is a violation).", ""]
@@ -168,6 +217,16 @@ def summarise(directory: Path, experiments: Sequence[Experiment], keys: Mapping[
     (``keys``: their current keys).  Returns {name: why stale} of the present
     results that are stale; with any of them and not ``allow_mixed``, nothing
     is written and :class:`~fltheory.errors.MixedResultsError` names them."""
+    directory = arg.directory("directory", directory)
+    experiments = arg.experiments("experiments", experiments)
+    keys = arg.mapping("keys", keys)
+    missing = [exp.name for exp in experiments if not isinstance(keys.get(exp.name), Mapping)]
+    if missing:
+        raise InvalidProblemError(f"keys must map every experiment's name to its current key (a mapping); "
+                                  f"missing or not a mapping for {missing}")
+    prefix = arg.text("prefix", prefix, allow_empty=True)
+    heading = arg.text("heading", heading, allow_empty=True)
+    allow_mixed = arg.boolean("allow_mixed", allow_mixed)
     stored = [(exp, read_stored(directory, exp.name)) for exp in experiments]
     stale: dict[str, list[str]] = {}
     for exp, result in stored:
