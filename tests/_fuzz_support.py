@@ -5,7 +5,7 @@ function or class added there is fuzzed the day it is added.  Each callable is
 called with plausible arguments (:func:`base_arguments`, chosen by parameter
 name) in which exactly one parameter is replaced by a bad value.  The contract:
 the call raises an :class:`~fltheory.errors.FLTheoryError` or returns a
-result whose numbers are all finite, within :data:`TIME_LIMIT` seconds.
+result whose numbers are all finite, within :data:`TIME_LIMIT` CPU seconds.
 Anything else (a raw numpy/Python exception, NaN/inf in the result, a hang)
 is a failure.  Outcomes are tallied in :data:`TALLY` and printed at the end of
 the session by ``tests/conftest.py``.
@@ -66,8 +66,11 @@ ASSERTION_HELPERS = frozenset({"fltheory.testing.check_bound"})
 #: sandbox directory as working directory, so that no fuzzed call writes into the repository.
 WRITES_FILES = frozenset({"fltheory.plotting.save_figure"})
 
-#: Seconds one call may take before it counts as a hang.
+#: CPU seconds (this process, all threads) one call may use before it counts as a hang.  CPU time, not
+#: wall time, so that a loaded machine (other jobs on the cores) does not turn a slow call into a "hang";
+#: :data:`WALL_LIMIT` bounds the wall time as well (a call blocked without computing).
 TIME_LIMIT = 3.0
+WALL_LIMIT = 60.0
 
 
 class Outcome(str, enum.Enum):
@@ -89,15 +92,21 @@ class _Hang(BaseException):
 
 @contextlib.contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`_Hang` inside the block once it has used ``seconds`` of CPU time (ITIMER_PROF)
+    or :data:`WALL_LIMIT` seconds of wall time (ITIMER_REAL), whichever comes first."""
     def _alarm(signum: int, frame: Any) -> None:
         raise _Hang
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous_prof = signal.signal(signal.SIGPROF, _alarm)
+    previous_real = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, WALL_LIMIT))
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGPROF, previous_prof)
+        signal.signal(signal.SIGALRM, previous_real)
 
 
 def _is_data_container(obj: Any) -> bool:
@@ -666,7 +675,7 @@ def fuzz_call(target: str, fn: Callable[..., Any], parameter: str, kind: str, va
             with np.errstate(all="ignore"):
                 result = fn(**kwargs)
     except _Hang:
-        outcome, detail = Outcome.HANG, f"more than {TIME_LIMIT} s"
+        outcome, detail = Outcome.HANG, f"more than {TIME_LIMIT} s of CPU or {WALL_LIMIT} s of wall time"
     except FLTheoryError as exc:
         outcome, detail = Outcome.TYPED, str(exc)[:120]
     except AssertionError as exc:

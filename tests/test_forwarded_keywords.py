@@ -23,7 +23,8 @@ from fltheory.problems import random_quadratic
      "synthetic_fedprox_federation"),
 ])
 def test_unknown_forwarded_keyword_is_typed(make: object, where: str) -> None:
-    with pytest.raises(InvalidHyperparameterError, match=rf"{where}: unknown keyword argument\(s\) \['(bogus|n_clients)'\]; accepted: \["):
+    pattern = rf"{where}: unknown keyword argument\(s\) \['(bogus|n_clients)'\]; accepted: \["
+    with pytest.raises(InvalidHyperparameterError, match=pattern):
         make()  # type: ignore[operator]
 
 
