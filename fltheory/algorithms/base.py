@@ -70,6 +70,11 @@ class RoundInfo:
         self._communication = communication
         self.extra: Mapping[str, Any] = {} if extra is None else extra
 
+    def held_bytes(self) -> int:
+        """Bytes held by a communication not yet measured (0 once measured or if given measured)."""
+        comm = self._communication
+        return comm.held_bytes() if isinstance(comm, DeferredCommunication) else 0
+
     @property
     def communication(self) -> Any:
         comm = self._communication
@@ -97,6 +102,11 @@ class DeferredCommunication:
         self.up = up
         self.down = down
         self.options = options
+
+    def held_bytes(self) -> int:
+        """Bytes of the arrays this measurement holds until it is read."""
+        ups = self.up if isinstance(self.up, tuple) else (self.up,)
+        return sum(int(np.asarray(u).nbytes) for u in ups) + int(np.asarray(self.down).nbytes)
 
     def measure(self) -> Communication:
         up = np.hstack(self.up) if isinstance(self.up, tuple) else self.up

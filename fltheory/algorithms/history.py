@@ -87,24 +87,28 @@ class RoundCommunication(Sequence[Any]):
     are the same: the arrays a deferred measurement holds are never modified by later
     rounds (the contract of ``DeferredCommunication``).
 
-    Memory: deferred rounds hold their uplink arrays, so ``run`` measures the pending
-    rounds whenever they reach ``max_pending`` rounds (``pending_rounds``: 2^22 / (N d)
-    rounds, about 32 MB for one (N, d) uplink per round).  Behaves as a read-only list:
+    Memory: deferred rounds hold their uplink arrays (whatever the algorithm sends: one or
+    several (m, d) arrays, or matrices), so the pending rounds are measured as soon as the
+    arrays they hold reach ``max_bytes`` bytes (``MAX_PENDING_BYTES``, 32 MiB; counted with
+    ``RoundInfo.held_bytes``).  Behaves as a read-only list:
     ``len``, indexing, slicing (a list), iteration, ``==`` with any sequence (element by
     element), ``repr``; pickles as a list.
     """
 
-    __slots__ = ("_items", "_resolved", "max_pending")
+    __slots__ = ("_held", "_items", "_resolved", "max_bytes")
 
-    def __init__(self, max_pending: int) -> None:
+    def __init__(self, max_bytes: int = 0) -> None:
         self._items: list[Any] = []          # RoundInfo (not yet read) or Communication
         self._resolved = 0                    # items[:_resolved] are Communication
-        self.max_pending = max(1, int(max_pending))
+        self._held = 0                        # bytes held by items[_resolved:]
+        self.max_bytes = int(max_bytes) if max_bytes > 0 else MAX_PENDING_BYTES
 
     def append(self, info: Any) -> None:
-        """Add one round's RoundInfo; measure the pending rounds when ``max_pending`` are held."""
+        """Add one round's RoundInfo; measure the pending rounds once they hold ``max_bytes``."""
         self._items.append(info)
-        if len(self._items) - self._resolved >= self.max_pending:
+        held = info.held_bytes() if hasattr(info, "held_bytes") else 0
+        self._held += held
+        if self._held >= self.max_bytes:
             self._resolve()
 
     def _resolve(self) -> list[Any]:
@@ -112,6 +116,7 @@ class RoundCommunication(Sequence[Any]):
         for k in range(self._resolved, len(items)):
             items[k] = items[k].communication
         self._resolved = len(items)
+        self._held = 0
         return items
 
     def __len__(self) -> int:
@@ -144,9 +149,9 @@ class RoundCommunication(Sequence[Any]):
         return (list, (list(self._resolve()),))
 
 
-def pending_rounds(problem: Federation) -> int:
-    """Rounds whose deferred communication a run may hold: 2^22 / (N d), at least 1."""
-    return max(1, 2 ** 22 // max(1, problem.n_clients * problem.dim))
+#: Bytes of uplink arrays a run may hold in not yet measured rounds (32 MiB).
+MAX_PENDING_BYTES = 2 ** 25
+
 
 
 def check_run_arguments(algorithm: Algorithm, problem: Federation, rounds: Any, x0: ArrayLike | None) -> np.ndarray:

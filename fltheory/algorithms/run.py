@@ -45,7 +45,6 @@ from .history import (
     RoundCommunication,
     check_run_arguments,
     check_run_options,
-    pending_rounds,
     run_record,
 )
 
@@ -111,8 +110,12 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         ``loss_and_grad_norm2`` (quadratic clients: the averaged quadratic
         sum_i p_i H_i, formed once per federation, d^2 work per round instead
         of N d^2), called on up to 64 models at once (fewer when N d is large:
-        ``_batch_rows``; one per round when a callback is given), so that short
-        rounds do not pay one call each.  F* is a lead row of the first call (a
+        ``_batch_rows``; one per round when a callback is given, so that the
+        callback is never called for a round after a divergence), so that short
+        rounds do not pay one call each.  A batched F(x_t) and a single-row one
+        may differ in the last bit (a matrix product's rounding depends on the
+        shape of the call), so a run with a callback can report F, and the gap
+        F(x_t) - F* where it is small, differently by rounding of F.  F* is a lead row of the first call (a
         call of its own at one row per call), and the gap F(x_t) - F* is
         exactly 0 where x_t equals x* bit for bit.  Fields not
         asked for are None; ``metrics=()`` runs the bare rounds.  Metrics never
@@ -120,15 +123,20 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         is asked.  A finite model with a non-finite F or gradient raises
         DivergenceError naming the first such round (checked when its batch is
         evaluated, and before any other error of a later round is raised) only
-        when they are computed.
+        when they are computed.  The rounds run after that round and before its
+        batch is evaluated (at most 63; a server model that overflows is caught in
+        its own round) have drawn from the generator: a generator passed as
+        ``rng`` and shared with later runs is then further advanced than by the
+        rounds the error names (the runs stay reproducible: the same arguments
+        give the same draws).
 
     Returns
     -------
     History
         ``communication`` is a :class:`~fltheory.algorithms.history.RoundCommunication`:
-        each round's ``Communication`` is measured when first read (at most
-        2^22 / (N d) rounds, about 32 MB of uplinks, are held unmeasured), so a run
-        whose communication is not read does not pay for it.
+        each round's ``Communication`` is measured when first read (unmeasured rounds
+        hold at most 32 MiB of uplink arrays, counted in bytes whatever the algorithm
+        sends), so a run whose communication is not read does not pay for it.
     """
     check_run_options(participation, seed, callback, rng)
     if not isinstance(method, str):
@@ -154,7 +162,7 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         objective.add(xs[0])
     clients: list[np.ndarray] = []
     steps: list[np.ndarray] = []
-    comms = RoundCommunication(pending_rounds(problem))
+    comms = RoundCommunication()
     extras: list[Any] = []
     try:
         for t in range(1, int(rounds) + 1):

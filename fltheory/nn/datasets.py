@@ -144,8 +144,10 @@ def partition_labels(labels: np.ndarray, n_clients: int, rng: np.random.Generato
     from ..problems.partitions import dirichlet_partition, m_class_partition
     choice("partition", partition, PARTITIONS)
     y = np.asarray(labels) if isinstance(labels, np.ndarray | list | tuple) else None
-    if y is None or y.ndim != 1 or y.size == 0 or y.dtype.kind not in "iu":
-        raise InvalidProblemError(f"labels must be a non-empty 1-D integer array of class indices, got "
+    whole = y is not None and y.dtype.kind == "f" and bool(np.all(np.isfinite(y)) and np.all(y == np.round(y)))
+    if y is None or y.ndim != 1 or y.size == 0 or (y.dtype.kind not in "iu" and not whole):
+        raise InvalidProblemError(f"labels must be a non-empty 1-D array of integer class indices (integer "
+                                  f"dtype, or whole-number floats as the partition functions accept), got "
                                   f"{labels!r:.80} ({type(labels).__name__})")
     if partition == "iid":
         return iid_partition(y.shape[0], n_clients, rng)

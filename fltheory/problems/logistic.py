@@ -40,6 +40,7 @@ with g_ij the per-sample data gradients.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
@@ -67,6 +68,9 @@ _MAX_PLANS = 16     # cached size-bucket plans (one per distinct client list of 
 # saves (a hand-off is ~20 us; Synthetic(1,1) does 1.2e7 per step).
 _MIN_THREADED_FLOPS = 2.0e6
 _POOLS: dict[int, ThreadPoolExecutor] = {}
+# a forked child inherits the pools but not their worker threads: it starts with none (else a
+# threaded gradient in the child would wait for ever on a pool whose workers do not exist)
+os.register_at_fork(after_in_child=_POOLS.clear)
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
