@@ -96,9 +96,9 @@ def test_resolve_per_client_scalar_fast_path_matches_the_checked_path(integer):
         np.testing.assert_array_equal(got, want)
     bads: list[object] = [0, -3, 10**7 + 1, 2.0, 10**30, True, float("nan")] if integer else \
         [0.0, -1.0, float("nan"), float("inf"), True, 10**400, "0.1"]
-    for v in bads:
+    for bad in bads:
         with pytest.raises(InvalidHyperparameterError):
-            resolve_per_client("v", v, 4, integer=integer, strict=not integer, minimum=1 if integer else 0.0)
+            resolve_per_client("v", bad, 4, integer=integer, strict=not integer, minimum=1 if integer else 0.0)
 
 
 def test_deferred_communication_is_measured_once_when_read():
