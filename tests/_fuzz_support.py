@@ -40,7 +40,7 @@ import numpy as np
 from fltheory.errors import FLTheoryError
 
 #: Packages whose ``__all__`` is the public surface under test.
-PUBLIC_PACKAGES = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory",
+PUBLIC_PACKAGES: tuple[str, ...] = ("fltheory.problems", "fltheory.algorithms", "fltheory.theory",
                    "fltheory.theory.bounds", "fltheory.nn", "fltheory.optim",
                    "fltheory.compression", "fltheory.participation", "fltheory.theory.moments",
                    "fltheory.theory.bounds.recursions", "fltheory.theory.matrix_free", "fltheory.theory.krylov",

@@ -7,6 +7,7 @@ import json
 import platform
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ from fltheory.results import (
 )
 
 
-def record(config=None, seed=0) -> RunRecord:
+def record(config: dict[str, Any] | None = None, seed: int = 0) -> RunRecord:
     return RunRecord.capture(config or {"n": 3}, seed)
 
 

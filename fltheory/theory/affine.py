@@ -620,7 +620,7 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
     _check_affine_map(amap)
     max_condition = _checks.condition_limit("max_condition", max_condition)
     if powered_applies(amap):
-        return powered_fixed_point(amap, initial=initial)
+        return powered_fixed_point(amap, initial=initial, max_condition=max_condition)
     if _is_matrix_free(amap):
         from . import matrix_free
         return matrix_free.fixed_point(amap, initial=initial, max_condition=max_condition)

@@ -54,8 +54,24 @@ class FixedPoint(SummaryDisplay):
     Routine-specific fields (None where not computed)
     -------------------------------------------------
     condition : float
-        Condition number of I - (linear part) on the solved subspace (affine maps
+        Condition number cond_2(I - (linear part)) on the solved subspace (affine maps
         and closed forms): the relative accuracy of x~ is about condition * 1e-16.
+        Computed by a dense decomposition on the dense route and for closed forms
+        (``condition_kind`` ""); estimated on the matrix-free routes, where
+        ``condition_kind`` says what kind of quantity it is.
+    condition_kind : str
+        "" (computed), "lower bound" (a guaranteed lower bound in exact arithmetic, from the
+        singular values of the Krylov space's projected matrix), "upper bound" (a bound that
+        holds when the Krylov space has found the extreme eigenvalues, the assumption of the
+        spectral rate's own error bound) or "estimate" (neither).
+    error_estimate : float
+        Matrix-free routes: ESTIMATED relative error ||S~ - S*||_2 / ||S~||_2 of the fixed state,
+        kappa * max(||P r||_2, eps ||S~||_2) / ||S~||_2 with r = Phi(S~) - S~ the residual of an
+        actual round and kappa an estimate of ||(I - M_V)^{-1}||_2 (``error_estimate_kind``
+        says how it was obtained).  Not a guarantee: the rounding of a round is taken as
+        eps ||S~||_2 and the norm of the inverse is estimated (see the routine).
+    error_estimate_kind : str
+        How ``error_estimate`` was obtained ("" when it is None).
     S, state, initial, subspace
         Affine state maps: the fixed state vector S~, its algorithm state, the
         initial state whose conserved quantities S~ shares, and the invariant
@@ -71,7 +87,10 @@ class FixedPoint(SummaryDisplay):
     spectral_rate_error
         Estimated bound on |spectral_rate - exact value| when the rate comes from an
         iterative eigenvalue method (matrix-free affine maps, Newton-Krylov operator
-        fixed points); None where it is computed by a dense decomposition.
+        fixed points); None where it is computed by a dense decomposition.  Never 0.0 on
+        the Krylov routes: it is at least the rounding floor of the projected eigenvalue
+        problem (about 4 sqrt(k) eps times the rate for a Krylov space of k vectors), below
+        which no error can be claimed.
     """
 
     x: np.ndarray
@@ -99,16 +118,31 @@ class FixedPoint(SummaryDisplay):
     cross_check_agrees: bool | None = None
     cross_check_message: str = ""
     spectral_rate_error: float | None = None
+    condition_kind: str = ""
+    error_estimate: float | None = None
+    error_estimate_kind: str = ""
 
     def _summary_rows(self) -> tuple[str, list[tuple[str, str]]]:
         """Summary for ``repr`` and notebooks: the common fields, then only the
         routine-specific fields this routine filled (no None rows)."""
         title, rows = super()._summary_rows()
         common = {"x", "residual", "spectral_rate", "contraction_factor", "success", "message", "method"}
+        optional_text = {"cross_check_message", "condition_kind", "error_estimate_kind"}
         kept = [(name, text) for name, text in rows
                 if name in common or getattr(self, name, None) is not None]
-        return f"FixedPoint ({self.method})", [(n, t) for n, t in kept if not (n == "cross_check_message"
-                                                                              and not self.cross_check_message)]
+        return f"FixedPoint ({self.method})", [(n, t) for n, t in kept
+                                               if not (n in optional_text and not getattr(self, n))]
+
+    @property
+    def relative_accuracy(self) -> float | None:
+        """About how accurate x~ is, relative: ``error_estimate`` when the routine computed one,
+        else condition * eps (the dense route's own reading of its condition number), else None.
+        An estimate, not a bound."""
+        if self.error_estimate is not None:
+            return self.error_estimate
+        if self.condition is not None:
+            return float(self.condition * np.finfo(float).eps)
+        return None
 
     # names used by earlier versions (QuadraticFixedPoint, OperatorFixedPoint)
     @property

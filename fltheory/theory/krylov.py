@@ -35,14 +35,23 @@ conjugate-gradient iterate for a symmetric M_V, the full orthogonalisation metho
 otherwise), and its residual r - (Q c - P M Q c) is computed from the stored products.
 
 The iteration stops when every requested quantity meets its tolerance, when the
-space becomes invariant (the next block is numerically zero: results are then
-exact up to rounding), or at ``max_vectors`` columns.
+space becomes invariant (the next block is below ``_RANK_TOL`` relative: Q then spans an
+invariant subspace of M - E Q_last^T, and the rate error is raised to at least ||E||_2,
+since the Ritz values can have missed eigenvalues the dropped block would have found), or
+at ``max_vectors`` columns.  No rate error is reported below 4 sqrt(k) eps max|theta|, the
+rounding of the projected eigenvalue problem (so 0.0 is never claimed).
+
+Accuracy of the solve.  With R the triangular factor of the last block's outside part E,
+Hbar = [I - T; -[0 R]] satisfies ||Hbar c|| = ||(I - M_V) Q c||, so its singular values lie
+inside those of I - M_V (:func:`projected_singular_values`: lower bounds on cond_2(I - M_V)
+and on ||(I - M_V)^{-1}||_2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,7 +59,8 @@ import numpy as np
 from .._validate import _short, finite_array, flag, integer, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError
 
-__all__ = ["DominantEigenvalues", "KrylovResult", "KrylovSpace", "block_krylov", "ritz_orbit_rate"]
+__all__ = ["DominantEigenvalues", "KrylovResult", "KrylovSpace", "block_krylov", "projected_singular_values",
+           "ritz_orbit_rate"]
 
 _RANK_TOL = 1e-10          # a new column shorter than this (relative) adds nothing to the space
 
@@ -176,8 +186,10 @@ class KrylovResult:
     """What :func:`block_krylov` found: ``eig`` (or None), the Galerkin solution ``z``
     (or None) with its relative residual ``solve_residual``, the number of columns
     ``dimension``, block products ``blocks``, whether every target was met
-    (``converged``) or the space became invariant (``invariant``), and the ``space``
-    itself (for further Galerkin solves)."""
+    (``converged``) or the space became invariant (``invariant``), the ``space``
+    itself (for further Galerkin solves), and ``outside``: the triangular factor R (b, b)
+    of E = Q_out R, E the part of the last block's products P M Q_last outside the space
+    (:func:`projected_singular_values` uses it)."""
 
     eig: DominantEigenvalues | None
     z: np.ndarray | None
@@ -187,6 +199,7 @@ class KrylovResult:
     converged: bool
     invariant: bool
     space: KrylovSpace
+    outside: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 def _orthonormal(W: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -216,6 +229,46 @@ def _symmetric_estimate(theta: np.ndarray, resid: dict[int, float]) -> tuple[flo
     rate = max(theta[top], -theta[bot], 0.0)
     worst = max(theta[top] + e_top, -theta[bot] + e_bot)
     return float(rate), float(max(worst - rate, 0.0))
+
+
+def _rounding_floor(k: int, scale: float) -> float:
+    """4 sqrt(k) eps ``scale``: the least error an eigenvalue of a k x k projected matrix T with
+    ||T|| about ``scale`` can carry (its entries are computed inner products, its eigenvalues
+    those of a matrix within about sqrt(k) eps ||T|| of it).  Error estimates never go below it,
+    so an error of 0.0 is never reported; it does not include the rounding of the products
+    themselves (the caller's product noise)."""
+    return 4.0 * np.sqrt(max(int(k), 1)) * np.finfo(float).eps * max(float(scale), 0.0)
+
+
+def projected_singular_values(result: KrylovResult) -> tuple[float, float]:
+    """(sigma_max, sigma_min) of the (k + b) x k matrix Hbar = [I - T; -[0 R]] of a Krylov run,
+    R the factor of the last block's products outside the space (``KrylovResult.outside``).
+
+    For every c, (I - P M P) Q c = Q (I - T) c - E c_last, so ||Hbar c|| = ||(I - M_V) Q c||
+    (exact arithmetic, Q orthonormal): the singular values of Hbar lie in
+    [sigma_min(I - M_V), sigma_max(I - M_V)].  Hence 1 / sigma_min(Hbar) is a LOWER bound on
+    ||(I - M_V)^{-1}||_2 and sigma_max / sigma_min a LOWER bound on cond_2(I - M_V) (equal to
+    them when the space holds the extreme singular vectors).  In floating point each computed
+    singular value carries an absolute error of about sqrt(k) eps ||Hbar|| (T is formed from
+    computed products), so sigma_min, and the bounds, hold to about that relative to sigma_min.
+    Cost: the singular values of a (k + b) x k matrix.  InvalidHyperparameterError when
+    ``result`` is not a KrylovResult."""
+    if not isinstance(result, KrylovResult):
+        raise InvalidHyperparameterError(
+            f"result must be a KrylovResult (from block_krylov), got {_short(result)} ({type(result).__name__})")
+    space = result.space
+    k = space.k
+    if k == 0:
+        return 1.0, 1.0
+    R = result.outside
+    b = R.shape[1] if R.ndim == 2 else 0
+    rows = R.shape[0] if R.ndim == 2 else 0
+    H = np.zeros((k + rows, k))
+    H[:k] = np.eye(k) - space.T
+    if rows and b <= k:
+        H[k:, k - b:] = -R
+    sv = np.linalg.svd(H, compute_uv=False)
+    return float(sv[0]), float(sv[-1])
 
 
 def _columns(project: Callable[[np.ndarray], np.ndarray], W: np.ndarray) -> np.ndarray:
@@ -266,6 +319,7 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
     solve_res = 0.0
     blocks = 0
     invariant = done = False
+    outside: np.ndarray = np.zeros((0, 0))
     while True:
         W = _columns(project, apply(Qb))
         blocks += 1
@@ -293,6 +347,7 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
                         and eig.rate >= 1.0 - 16 * np.finfo(float).eps)
         done = bool(eig_ok and (solve_ok or no_solve) and blocks >= min_blocks)
         if done or space.k >= max_vectors:
+            outside = np.asarray(np.linalg.qr(E, mode="r"))
             break
         Qb = _orthonormal(E, np.linalg.norm(W, axis=0))
         if Qb.shape[1]:
@@ -301,12 +356,19 @@ def block_krylov(apply: Callable[[np.ndarray], np.ndarray], project: Callable[[n
             Qb = _orthonormal(space.project_out(_columns(project, Qb)), np.ones(1))
         if Qb.shape[1] == 0:
             invariant = True
+            outside = np.asarray(np.linalg.qr(E, mode="r"))
             break
         Qb = Qb[:, :max_vectors - space.k]
+    if invariant and eig is not None and outside.size:
+        # "invariant" means the next block fell below _RANK_TOL, not that it vanished: Q spans an
+        # invariant subspace of M - E Q_last^T, a perturbation of norm ||E||_2 that the
+        # Kato-Temple estimate (gap read from the Ritz values, which can miss eigenvalues the
+        # dropped block would have found) does not see
+        eig = dataclasses.replace(eig, error=max(eig.error, float(np.linalg.norm(outside, 2))))
     if rhs is not None and rnorm == 0.0:
         z = np.zeros(n)
     return KrylovResult(eig=eig, z=z, solve_residual=solve_res, dimension=space.k, blocks=blocks,
-                        converged=done or invariant, invariant=invariant, space=space)
+                        converged=done or invariant, invariant=invariant, space=space, outside=outside)
 
 
 def ritz_orbit_rate(space: KrylovSpace, e0: np.ndarray, *, symmetric: bool, tol: float = 1e-9,
@@ -492,6 +554,9 @@ def _dominant(space: KrylovSpace, symmetric: bool, E: np.ndarray, b_last: int) -
     else:
         j = int(np.argmax(np.abs(theta)))
         rate, error = float(np.abs(theta[j])), resid[j]
+    # the computed T is T + dT with ||dT|| about sqrt(k) eps ||T|| (inner products and the eigensolver):
+    # an error reported below that level would claim more than floating point gives
+    error = max(error, _rounding_floor(k, float(np.abs(theta).max(initial=0.0))))
     big_j = [j for j in picks if abs(theta[j]) >= 0.999 * rate]
     big_j.sort(key=lambda j: -abs(theta[j]))
     return DominantEigenvalues(rate=rate, error=error, values=np.asarray(theta[big_j], dtype=complex),

@@ -49,6 +49,9 @@ general (Arnoldi-type) otherwise.
   vector is r (conjugate gradients when M_V is symmetric: I - M_V is then
   symmetric positive definite whenever the rate is below 1), refined with the
   residual of an actual round; the residual reported is ||Phi(S~) - S~||_inf.
+  Its accuracy is read from the same Krylov run without forming M (condition: a lower
+  bound on cond_2(I - M_V) from the projected matrix; error: an estimate, see
+  ``theory._fixed_point_accuracy``) and refused above ``max_condition`` as on the dense route.
   With block products the same space also gives the rate (its other start
   columns are random).
 * :func:`orbit_rate`: the initial error e0 = P (S_init - S~) lies in the block
@@ -71,6 +74,7 @@ round counters advance, and a perturbation of the computed fixed point
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any
@@ -89,7 +93,8 @@ from . import _checks
 from .affine_support import drift_scale, frozen_coordinates, initial_vector, refuse_unclassified
 from .block_products import BlockProduct, block_product
 from .fixed_points import FixedPoint
-from .krylov import DominantEigenvalues, KrylovResult, block_krylov, ritz_orbit_rate
+from ._fixed_point_accuracy import refuse_inaccurate, solve_accuracy
+from .krylov import DominantEigenvalues, KrylovResult, block_krylov, projected_singular_values, ritz_orbit_rate
 from .invariants import ConservedFunctionals, check_conserved, conserved_functionals
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
@@ -492,16 +497,26 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
     """S~ = S_init + z with P (I - M) z = P (Phi(S_init) - S_init) by a Krylov Galerkin solve
     (module docstring).
 
-    ``max_condition`` is accepted for the same signature as the dense route;
-    the condition number is not computed here (``condition`` is None).
-    ``gmres_rtol`` is the relative residual the Krylov solve must reach;
+    Accuracy (``theory._fixed_point_accuracy``): ``condition`` is sigma_max / sigma_min of the
+    Krylov space's projected matrix Hbar, a LOWER bound on cond_2(I - M_V)
+    (``condition_kind`` "lower bound"; equal to the dense route's value once the space holds
+    the extreme singular vectors), and ``error_estimate`` an ESTIMATE of the relative error
+    ||S~ - S*||_2 / ||S~||_2 from the residual of an actual round and a reading of
+    ||(I - M_V)^{-1}||_2 (for a symmetric M_V from the rate's error bound).  As on the dense
+    route, a fixed point whose readings exceed ``max_condition`` (condition above it, or an
+    estimated error above max_condition * eps) is refused with InvalidHyperparameterError
+    rather than returned.
+    ``gmres_rtol`` is the relative residual the Krylov solve must reach (or, when products
+    carry more rounding than that allows, noise * cond(Hbar), the level a backward-stable
+    solve reaches: the accuracy readings then decide);
     ``maxiter`` bounds the refinement steps with the residual of actual rounds
     (at most 3 are used; an integer in [0, ``MAX_REFINEMENT``]).
 
     Raises
     ------
     InvalidHyperparameterError
-        A conserved quantity drifts (no fixed point); or an argument is not of its
+        A conserved quantity drifts (no fixed point); the accuracy readings exceed
+        ``max_condition`` (the fixed point cannot be trusted); or an argument is not of its
         kind: ``amap`` not a MatrixFreeAffineMap, ``max_condition`` not a finite
         number > 1, ``gmres_rtol`` not in (0, 1), ``maxiter`` not an integer in range
         (``initial`` not a finite state: InvalidProblemError).
@@ -525,7 +540,7 @@ def fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition
         res = _krylov_run(amap, S_init, "dominant" not in amap.cache, gmres_rtol)
         if res.eig is not None:
             _store(amap, res.eig, res.blocks, res.invariant)
-    return _fixed_point_from(amap, S_init, res, gmres_rtol, maxiter)
+    return _fixed_point_from(amap, S_init, res, gmres_rtol, maxiter, max_condition)
 
 
 def refuse_drift(amap: MatrixFreeAffineMap, S_init: np.ndarray) -> None:
@@ -541,8 +556,9 @@ def refuse_drift(amap: MatrixFreeAffineMap, S_init: np.ndarray) -> None:
 
 
 def refined_fixed_point(amap: MatrixFreeAffineMap, res: KrylovResult, S: np.ndarray,
-                        rhs: Callable[[np.ndarray], np.ndarray], steps_max: int) -> tuple[np.ndarray, float, int]:
-    """(S, ||Phi(S) - S||_inf, refinement steps) from a Krylov solution S: up to ``steps_max`` Galerkin
+                        rhs: Callable[[np.ndarray], np.ndarray], steps_max: int
+                        ) -> tuple[np.ndarray, float, int, np.ndarray]:
+    """(S, ||Phi(S) - S||_inf, refinement steps, Phi(S) - S) from a Krylov solution S: up to ``steps_max`` Galerkin
     corrections on the same space with the residual r = Phi(S) - S of an actual round (right-hand side
     ``rhs(r)``), kept while they lower it; then the affinity check near the fixed point (the map's
     prediction at S and at a perturbed point against actual rounds, NotAffineError above ``rtol``)."""
@@ -570,11 +586,25 @@ def refined_fixed_point(amap: MatrixFreeAffineMap, res: KrylovResult, S: np.ndar
         raise NotAffineError(
             f"{amap.algorithm} is not affine on this problem: matrix-free check 'near fixed point' has "
             f"relative residual {near2:.3e} > rtol={amap.rtol:.1e}")
-    return S, resid, steps
+    return S, resid, steps, out - S
+
+
+def solve_rounding_level(amap: MatrixFreeAffineMap, res: KrylovResult) -> float:
+    """The relative residual a Krylov solve can reach when every product carries a relative
+    rounding ``noise`` (the map's 'additivity' residual, at least eps): a backward-stable
+    solve leaves noise ||I - M_V|| ||z|| / ||P r|| <= noise cond_2(I - M_V), read here as
+    noise sigma_max(Hbar) / sigma_min(Hbar) (a lower bound on the condition number,
+    :func:`fltheory.theory.krylov.projected_singular_values`).  Only computed when the solve
+    stopped above its tolerance (ill-conditioned maps)."""
+    noise = max(amap.residuals.get("additivity", 0.0), float(np.finfo(float).eps))
+    if res.dimension == 0:
+        return noise
+    sigma_max, sigma_min = projected_singular_values(res)
+    return noise * sigma_max / sigma_min if sigma_min > 0.0 else float("inf")
 
 
 def _fixed_point_from(amap: MatrixFreeAffineMap, S_init: np.ndarray, res: KrylovResult, gmres_rtol: float,
-                      maxiter: int) -> FixedPoint:
+                      maxiter: int, max_condition: float = 1e13) -> FixedPoint:
     """The fixed point from the Galerkin solution of a Krylov run started at S_init (checked
     arguments), refined with actual rounds and checked for affinity near it."""
     P = amap.projector
@@ -585,13 +615,19 @@ def _fixed_point_from(amap: MatrixFreeAffineMap, S_init: np.ndarray, res: Krylov
             f"{amap.algorithm}: the round map does not contract on the invariant subspace (spectral "
             f"rate {rate:.12g} >= 1); the matrix-free fixed point needs a contraction to certify a "
             "unique solution: use the dense route (matrix_free=False)")
-    if not res.solve_residual <= gmres_rtol:
+    reachable = max(gmres_rtol, solve_rounding_level(amap, res))
+    if res.z is None and res.solve_residual <= reachable:
+        # the space became invariant before the solve met gmres_rtol: its Galerkin solution
+        z, solve_residual = res.space.galerkin(amap(S_init) - S_init, P, amap.symmetric)
+        res = dataclasses.replace(res, z=z, solve_residual=solve_residual)
+    if not res.solve_residual <= reachable or res.z is None:
         raise InvalidProblemError(
-            f"{amap.algorithm}: the Krylov solve did not reach relative residual {gmres_rtol:.0e} for the "
+            f"{amap.algorithm}: the Krylov solve did not reach relative residual {reachable:.1e} for the "
             f"fixed point (got {res.solve_residual:.2e} with {res.dimension} vectors; spectral rate "
             f"{rate:.12g}); use the dense route (matrix_free=False)")
-    assert res.z is not None
-    S, resid, steps = refined_fixed_point(amap, res, S_init + P(res.z), lambda r: r, min(3, maxiter))
+    S, resid, steps, r = refined_fixed_point(amap, res, S_init + P(res.z), lambda v: v, min(3, maxiter))
+    acc = solve_accuracy(amap, res, S, r, rate, float(eig.error), lambda v: v, powered=False)
+    refuse_inaccurate(amap, acc, max_condition)
     kind = "conjugate-gradient (symmetric M)" if amap.symmetric else "Galerkin (full orthogonalisation)"
     cf = rate if amap.symmetric else None
     return FixedPoint(
@@ -601,9 +637,11 @@ def _fixed_point_from(amap: MatrixFreeAffineMap, S_init: np.ndarray, res: Krylov
                 f"({amap.block_size} per round; {amap.block_note or 'single rounds'}) on the subspace "
                 f"without {P.count} declared conserved functionals, {steps} refinement step(s); "
                 f"spectral rate {rate:.15g} +- {eig.error:.1e}"
-                + ("" if amap.symmetric else "; contraction_factor not computed (needs M^T)"),
-        method="matrix-free affine", condition=None, S=S, state=amap.to_state(S), initial=S_init,
-        subspace=P, spectral_rate_error=float(eig.error))
+                + ("" if amap.symmetric else "; contraction_factor not computed (needs M^T)")
+                + f"; {acc.note}",
+        method="matrix-free affine", condition=acc.condition, S=S, state=amap.to_state(S), initial=S_init,
+        subspace=P, spectral_rate_error=float(eig.error), condition_kind=acc.condition_kind,
+        error_estimate=acc.error, error_estimate_kind=acc.error_kind)
 
 
 def orbit_rate(amap: MatrixFreeAffineMap, *, initial: Any = None, tol: float = 1e-9,

@@ -36,7 +36,9 @@ import numpy as np
 
 from ..errors import InvalidProblemError
 from .affine_support import initial_vector, refuse_unclassified
+from . import _checks
 from .closed_form_maps import ClosedFormBlock
+from ._fixed_point_accuracy import refuse_inaccurate, solve_accuracy
 from .fixed_points import FixedPoint
 from .krylov import DominantEigenvalues, KrylovResult, block_krylov
 from .matrix_free import MatrixFreeAffineMap, rate_tolerance, refined_fixed_point, refuse_drift
@@ -188,15 +190,24 @@ def powered_rate(amap: MatrixFreeAffineMap) -> PoweredRate:
     return result
 
 
-def powered_fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None) -> FixedPoint:
+def powered_fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None, max_condition: float = 1e13
+                        ) -> FixedPoint:
     """S~ = S_init + P z, (I - M^j) z = (I + ... + M^(j-1)) (Phi(S_init) - S_init) (module docstring),
     refined with the residual of actual rounds and checked for affinity near S~.
 
-    Raises InvalidHyperparameterError (a conserved quantity drifts: no fixed point),
+    ``condition`` (with ``condition_kind``) and ``error_estimate`` (with ``error_estimate_kind``)
+    of the result read cond_2(I - M_V) and the relative error of S~ from the Krylov run
+    (``theory._fixed_point_accuracy``: estimates, not guarantees); above ``max_condition``
+    (a finite number > 1), or an estimated error above max_condition * eps, the dense
+    route's InvalidHyperparameterError is raised instead of returning S~.
+
+    Raises InvalidHyperparameterError (a conserved quantity drifts: no fixed point; the
+    accuracy readings exceed ``max_condition``; ``max_condition`` not a finite number > 1),
     InvalidProblemError (rate >= 1, or the solve does not converge), NotAffineError
     (the map is not affine near the fixed point) and UnclassifiedDirectionError; an ``amap``
     that is not a matrix-free map with closed-form products raises InvalidProblemError."""
     amap = _check_amap("powered_fixed_point", amap)
+    max_condition = _checks.condition_limit("max_condition", max_condition)
     S_init = initial_vector(amap, initial)
     P = amap.projector
     refuse_drift(amap, S_init)
@@ -217,8 +228,11 @@ def powered_fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None) -> Fi
             f"{amap.algorithm}: the Krylov solve did not reach relative residual {SOLVE_RTOL:.0e} for the "
             f"fixed point (got {res.solve_residual:.2e} with {res.dimension} vectors of M^{POWER}); use the "
             "dense route (matrix_free=False)")
-    S, resid, steps = refined_fixed_point(amap, res, S_init + P(res.z),
-                                          lambda r: _partial_sum(amap, r, POWER), 3)
+    S, resid, steps, r = refined_fixed_point(amap, res, S_init + P(res.z),
+                                             lambda v: _partial_sum(amap, v, POWER), 3)
+    acc = solve_accuracy(amap, res, S, r, rate.rate, rate.error, lambda v: _partial_sum(amap, v, POWER),
+                         powered=True)
+    refuse_inaccurate(amap, acc, max_condition)
     return FixedPoint(
         x=S[amap.x_slice].copy(), residual=resid, spectral_rate=rate.rate,
         contraction_factor=rate.rate if amap.symmetric else None, success=True,
@@ -226,6 +240,8 @@ def powered_fixed_point(amap: MatrixFreeAffineMap, *, initial: Any = None) -> Fi
                 f"Krylov space of {res.dimension} vectors of M^{POWER} ({amap.block_note}) on the subspace "
                 f"without {P.count} declared conserved functionals, {steps} refinement step(s); spectral rate "
                 f"{rate.rate:.15g} +- {rate.error:.1e}"
-                + ("" if amap.symmetric else "; contraction_factor not computed (needs M^T)"),
-        method="matrix-free affine", condition=None, S=S, state=amap.to_state(S), initial=S_init,
-        subspace=P, spectral_rate_error=float(rate.error))
+                + ("" if amap.symmetric else "; contraction_factor not computed (needs M^T)")
+                + f"; {acc.note}",
+        method="matrix-free affine", condition=acc.condition, S=S, state=amap.to_state(S), initial=S_init,
+        subspace=P, spectral_rate_error=float(rate.error), condition_kind=acc.condition_kind,
+        error_estimate=acc.error, error_estimate_kind=acc.error_kind)

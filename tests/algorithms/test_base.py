@@ -94,11 +94,11 @@ def test_resolve_per_client_scalar_fast_path_matches_the_checked_path(integer):
                                           dtype=np.int64 if integer else np.float64), (4,))
         assert got.dtype == want.dtype and got.flags.writeable
         np.testing.assert_array_equal(got, want)
-    bads = [0, -3, 10**7 + 1, 2.0, 10**30, True, float("nan")] if integer else \
+    bads: list[object] = [0, -3, 10**7 + 1, 2.0, 10**30, True, float("nan")] if integer else \
         [0.0, -1.0, float("nan"), float("inf"), True, 10**400, "0.1"]
-    for v in bads:
+    for bad in bads:
         with pytest.raises(InvalidHyperparameterError):
-            resolve_per_client("v", v, 4, integer=integer, strict=not integer, minimum=1 if integer else 0.0)
+            resolve_per_client("v", bad, 4, integer=integer, strict=not integer, minimum=1 if integer else 0.0)
 
 
 def test_deferred_communication_is_measured_once_when_read():
@@ -164,3 +164,34 @@ def test_rounds_report_the_communication_of_their_messages(alg):
                   "entries_up"):
         assert getattr(got, field) == getattr(want, field), field
     assert got.entropy_up == pytest.approx(want.entropy_up, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad_steps", [np.array([1.5, 2.0, 1.0, 1.0]), np.array([1, -1, 1, 1]),
+                                       np.array([[1, 1, 1, 1]]), [1, 1, np.nan, 1]])
+def test_full_participation_keeps_its_step_checks_for_overridden_nominal_steps(bad_steps):
+    """participants(None) builds full participation directly only from an int64 vector of
+    steps >= 0; anything else an algorithm's nominal_steps returns goes through
+    FullParticipation.draw and gets its typed error."""
+
+    @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+    class OddSteps(FedAvg):
+        def nominal_steps(self, problem):
+            return bad_steps
+
+    fed = QuadraticFederation(np.stack([np.eye(3)] * 4), np.ones((4, 3)))
+    with pytest.raises(InvalidHyperparameterError, match="local_steps"):
+        OddSteps().participants(fed, None, np.random.default_rng(0), 0)
+
+
+def test_full_participation_built_directly_equals_the_draw():
+    from fltheory.participation import FullParticipation
+    fed = QuadraticFederation(np.stack([np.eye(3)] * 5), np.ones((5, 3)))
+    alg = FedAvg(local_steps=np.array([3, 1, 2, 7, 1]))
+    rng = np.random.default_rng(0)
+    direct = alg.participants(fed, None, rng, 4)
+    drawn = FullParticipation().draw(rng, 4, alg.nominal_steps(fed))
+    for a, b in ((direct.clients, drawn.clients), (direct.steps, drawn.steps)):
+        assert a.dtype == b.dtype == np.int64
+        np.testing.assert_array_equal(a, b)
+    direct.steps[:] = 0                                  # the round's own copy: later draws unaffected
+    np.testing.assert_array_equal(alg.participants(fed, None, rng, 5).steps, [3, 1, 2, 7, 1])
