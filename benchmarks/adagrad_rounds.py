@@ -37,13 +37,17 @@ after 3 rounds, printed).
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import interleaved, load, rounds_of
 
 from fltheory import optim
 from fltheory._threads import single_threaded_blas
@@ -101,40 +105,6 @@ def blocked_round(H: np.ndarray, e: np.ndarray, p: np.ndarray, x: np.ndarray, lr
     else:
         list(pool.map(block, starts))
     return x + p @ (Y - x)
-
-
-def load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
-def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int
-                ) -> tuple[dict[str, float], dict[str, float]]:
-    """Median wall and CPU seconds per round of every candidate (one warm-up call each)."""
-    for fn in runs.values():
-        fn()
-    wall: dict[str, list[float]] = {k: [] for k in runs}
-    cpu: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(trials):
-        for name, fn in runs.items():
-            t, c = time.perf_counter(), time.process_time()
-            fn()
-            wall[name].append((time.perf_counter() - t) / rounds)
-            cpu[name].append((time.process_time() - c) / rounds)
-    return ({k: float(np.median(v)) for k, v in wall.items()},
-            {k: float(np.median(v)) for k, v in cpu.items()})
-
-
-def rounds_of(alg: Any, fed: Any, x0: np.ndarray, rounds: int) -> Callable[[], None]:
-    """The next ``rounds`` bare rounds of ``alg`` (state kept between calls)."""
-    rng = np.random.default_rng(0)
-    box = [alg.init(fed, x0, rng)]
-
-    def go() -> None:
-        state = box[0]
-        for _ in range(rounds):
-            state, _ = alg.round(state, fed, None, rng)
-        box[0] = state
-    return go
 
 
 def reference_of(fed: QuadraticFederation, lr: float, tau: int, rounds: int, pool: ThreadPoolExecutor,

@@ -52,16 +52,20 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import subprocess
 import sys
 import time
 import timeit
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import interleaved, load, rounds_of
 
 from fltheory import optim
 from fltheory._threads import single_threaded_blas
@@ -229,45 +233,6 @@ def blocked_adagrad_round(H: np.ndarray, e: np.ndarray, p: np.ndarray, x: np.nda
 
     on_blocks(block, N, d, pool)
     return x + p @ (Y - x)
-
-
-def load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
-def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int
-                ) -> tuple[dict[str, float], dict[str, float]]:
-    """Median wall and CPU seconds per round of every candidate: each call of a
-    candidate runs ``rounds`` rounds; trial 1 of every candidate, then trial 2,
-    ... (after one warm-up call each), so that load from other processes hits
-    all alike.  CPU time (``time.process_time``, all threads of the process)
-    counts only the work done, not the time spent waiting for a core."""
-    for fn in runs.values():                                  # warm-up (pools, caches, imports)
-        fn()
-    wall: dict[str, list[float]] = {k: [] for k in runs}
-    cpu: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(trials):
-        for name, fn in runs.items():
-            t, c = time.perf_counter(), time.process_time()
-            fn()
-            wall[name].append((time.perf_counter() - t) / rounds)
-            cpu[name].append((time.process_time() - c) / rounds)
-    return ({k: float(np.median(v)) for k, v in wall.items()},
-            {k: float(np.median(v)) for k, v in cpu.items()})
-
-
-def rounds_of(alg: Any, fed: Any, x0: np.ndarray, rounds: int) -> Callable[[], None]:
-    """A function running the next ``rounds`` bare rounds of ``alg`` (state kept
-    between calls; ``init`` is not timed)."""
-    rng = np.random.default_rng(0)
-    box = [alg.init(fed, x0, rng)]
-
-    def go() -> None:
-        state = box[0]
-        for _ in range(rounds):
-            state, _ = alg.round(state, fed, None, rng)
-        box[0] = state
-    return go
 
 
 MU = 0.1          # FedProx proximal coefficient

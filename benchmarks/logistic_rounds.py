@@ -34,7 +34,6 @@ one core for these shapes, and twice it the ceiling of two.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -45,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _timing import interleaved_samples, load
 from blocked import per_client_logistic_round
 
 from fltheory._threads import single_threaded_blas
@@ -52,8 +52,7 @@ from fltheory.algorithms import FedAvg, run
 from fltheory.problems.synthetic import synthetic_fedprox
 
 
-def load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
 
 
 def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int
@@ -204,7 +203,10 @@ def main() -> None:
     }
     with single_threaded_blas():
         before = load()
-        med, best, cpu = interleaved(runs, args.trials, R)
+        wall, cpus = interleaved_samples(runs, args.trials, R)
+        med = {k: float(np.median(v)) for k, v in wall.items()}
+        best = {k: float(np.min(v)) for k, v in wall.items()}
+        cpu = {k: float(np.median(v)) for k, v in cpus.items()}
         after = load()
         x_loop = per_client_logistic_round(A, y, rows, fed.weights, fed.reg, C, x0, lr, tau)
         xs = {t: run(alg, fed.with_threads(t), 1, metrics=()).x[-1] for t in (1, 2)}

@@ -28,12 +28,15 @@ costs (generator, init, F*, record) are then shared by only three rounds.
 from __future__ import annotations
 
 import argparse
-import os
-import time
+import sys
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import interleaved, load
 
 from fltheory.algorithms import FedAvg, run
 from fltheory.problems.quadratic import QuadraticFederation
@@ -45,10 +48,6 @@ def quadratic_problem(N: int, d: int, seed: int = 0) -> QuadraticFederation:
     B = rng.standard_normal((N, d, d))
     H = np.matmul(B, np.swapaxes(B, 1, 2)) / d + 0.5 * np.eye(d)
     return QuadraticFederation(H, rng.standard_normal((N, d)))
-
-
-def load() -> str:
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def bare_rounds(alg: FedAvg, fed: QuadraticFederation, rounds: int) -> Callable[[], None]:
@@ -72,23 +71,6 @@ def fresh_rounds(alg: FedAvg, fed: QuadraticFederation, rounds: int) -> Callable
         for _ in range(rounds):
             state, _ = alg.round(state, fed, None, rng)
     return go
-
-
-def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int
-                ) -> tuple[dict[str, float], dict[str, float]]:
-    """Median wall and CPU (``time.process_time``) seconds per round of every candidate."""
-    for fn in runs.values():
-        fn()
-    wall: dict[str, list[float]] = {k: [] for k in runs}
-    cpu: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(trials):
-        for name, fn in runs.items():
-            t, c = time.perf_counter(), time.process_time()
-            fn()
-            wall[name].append((time.perf_counter() - t) / rounds)
-            cpu[name].append((time.process_time() - c) / rounds)
-    return ({k: float(np.median(v)) for k, v in wall.items()},
-            {k: float(np.median(v)) for k, v in cpu.items()})
 
 
 def measure(N: int, d: int, tau: int, trials: int, rounds: int) -> None:
