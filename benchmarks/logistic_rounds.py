@@ -44,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import interleaved_samples, load
+from _timing import interleaved_samples, load, rounds_of
 from blocked import per_client_logistic_round
 
 from fltheory._threads import single_threaded_blas
@@ -178,17 +178,8 @@ def main() -> None:
         for _ in range(R):
             x = per_client_logistic_round(A, y, rows, fed.weights, fed.reg, C, x, lr, tau)
 
-    def rounds_of(threads: int) -> Callable[[], None]:
-        f_t = fed.with_threads(threads)
-        rng = np.random.default_rng(0)
-        box = [alg.init(f_t, x0, rng)]
-
-        def go() -> None:
-            state = box[0]
-            for _ in range(R):
-                state, _ = alg.round(state, f_t, None, rng)
-            box[0] = state
-        return go
+    def threaded_rounds(threads: int) -> Callable[[], None]:
+        return rounds_of(alg, fed.with_threads(threads), x0, R)
 
     def products() -> None:
         for _ in range(R):
@@ -196,8 +187,8 @@ def main() -> None:
 
     runs: dict[str, Callable[[], Any]] = {
         "per-client numpy loop": loop,
-        "FedAvg.round, 1 thread": rounds_of(1),
-        "FedAvg.round, 2 threads": rounds_of(2),
+        "FedAvg.round, 1 thread": threaded_rounds(1),
+        "FedAvg.round, 2 threads": threaded_rounds(2),
         "run() default": lambda: run(alg, fed, R),
         "products only, 1 thread": products,
     }

@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import interleaved, load
+from _timing import interleaved, load, rounds_of
 
 from fltheory.algorithms import FedAvg, run
 from fltheory.problems.quadratic import QuadraticFederation
@@ -48,19 +48,6 @@ def quadratic_problem(N: int, d: int, seed: int = 0) -> QuadraticFederation:
     B = rng.standard_normal((N, d, d))
     H = np.matmul(B, np.swapaxes(B, 1, 2)) / d + 0.5 * np.eye(d)
     return QuadraticFederation(H, rng.standard_normal((N, d)))
-
-
-def bare_rounds(alg: FedAvg, fed: QuadraticFederation, rounds: int) -> Callable[[], None]:
-    """The next ``rounds`` rounds of ``alg`` (state kept between calls; ``init`` not timed)."""
-    rng = np.random.default_rng(0)
-    box = [alg.init(fed, np.zeros(fed.dim), rng)]
-
-    def go() -> None:
-        state = box[0]
-        for _ in range(rounds):
-            state, _ = alg.round(state, fed, None, rng)
-        box[0] = state
-    return go
 
 
 def fresh_rounds(alg: FedAvg, fed: QuadraticFederation, rounds: int) -> Callable[[], None]:
@@ -78,7 +65,7 @@ def measure(N: int, d: int, tau: int, trials: int, rounds: int) -> None:
     alg = FedAvg(lr=0.1, local_steps=tau)
     before = load()
     wall, cpu = interleaved({
-        "bare rounds": bare_rounds(alg, fed, rounds),
+        "bare rounds": rounds_of(alg, fed, np.zeros(fed.dim), rounds),
         "run() default": lambda: run(alg, fed, rounds),
         "run() metrics=()": lambda: run(alg, fed, rounds, metrics=()),
         "fresh bare rounds": fresh_rounds(alg, fed, rounds),
