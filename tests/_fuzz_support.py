@@ -757,7 +757,13 @@ def instance_factories() -> dict[str, Callable[[], Any]]:
     """A small valid instance of every public class with public methods, by class name."""
     return {"QuadraticFederation": _least_squares, "LogisticFederation": _logistic,
             "StructuredQuadraticFederation": _structured, "History": _history,
-            "ProblemConstants": lambda: _quadratic().constants(), **_algorithms()}
+            "ProblemConstants": lambda: _quadratic().constants(), "RoundInfo": _round_info, **_algorithms()}
+
+
+def _round_info() -> Any:
+    """A round's diagnostics with a deferred communication (held_bytes takes no argument)."""
+    from fltheory.algorithms.base import DeferredCommunication, RoundInfo
+    return RoundInfo(np.arange(3), np.ones(3, dtype=np.int64), DeferredCommunication(np.ones((3, 2)), np.zeros(2)))
 
 
 def _method_plausible(owner: Any) -> dict[str, Callable[[], Any]]:

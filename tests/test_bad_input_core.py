@@ -87,7 +87,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
      errors.InvalidHyperparameterError, ("seconds", "finite", "nan")),
     ("run metrics array",
      lambda: run(_alg(), _fed(), 2, metrics=np.ones((3, 2))),
-     errors.InvalidHyperparameterError, ("metrics", "unknown name")),
+     errors.InvalidHyperparameterError, ("metrics", "must be a collection of names", "array(")),
     ("round_map x0 string",
      lambda: round_map(_alg(), _fed(), x0="abc"),
      errors.InvalidProblemError, ("x0", "'abc'", "numeric")),
