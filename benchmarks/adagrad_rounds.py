@@ -14,7 +14,7 @@ and CPU seconds (``time.process_time``, all threads) per round are printed
 as ratios to the blocked AdaGrad reference, with the load average before
 and after:
 
-* ``blocked AdaGrad``: the reference, written here in plain numpy outside
+* ``blocked AdaGrad``: the reference, ``blocked.blocked_adagrad_round`` (plain numpy outside
   the library: clients in blocks of about 8 MB of Hessians, each block
   running all tau AdaGrad steps (restarted accumulator nu = 0)
       g = H_i y - e_i,  nu <- nu + g*g,  y <- y - lr g / (sqrt(nu) + eps)
@@ -48,6 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import interleaved, load, rounds_of
+from blocked import blocked_adagrad_round, blocked_fedavg_round, quadratic_problem
 
 from fltheory import optim
 from fltheory._threads import single_threaded_blas
@@ -56,55 +57,15 @@ from fltheory.problems.quadratic import QuadraticFederation
 
 SIZES = [(100, 50, 10), (1000, 100, 10), (10000, 20, 10)]
 QUICK_SIZES = [(50, 10, 5), (400, 20, 5)]
-BLOCK_BYTES = 1 << 23
 EPS = 1e-8
-
-
-def quadratic_problem(N: int, d: int, seed: int = 0) -> QuadraticFederation:
-    """H_i = B_i B_i^T / d + 0.5 I (B_i standard Gaussian), e_i standard Gaussian."""
-    rng = np.random.default_rng(seed)
-    B = rng.standard_normal((N, d, d))
-    H = np.matmul(B, np.swapaxes(B, 1, 2)) / d + 0.5 * np.eye(d)
-    return QuadraticFederation(H, rng.standard_normal((N, d)))
 
 
 def blocked_round(H: np.ndarray, e: np.ndarray, p: np.ndarray, x: np.ndarray, lr: float, tau: int,
                   pool: ThreadPoolExecutor, adagrad: bool) -> np.ndarray:
-    """One round in plain numpy (AdaGrad or plain gradient clients), module docstring."""
-    N, d = e.shape
-    per = max(1, BLOCK_BYTES // (8 * d * d))
-    Y = np.empty((N, d))
-
-    def block(a: int) -> None:
-        b = min(a + per, N)
-        Hb, eb = H[a:b], e[a:b]
-        Yb = np.repeat(x[None, :], b - a, axis=0)
-        G = np.empty((b - a, 1, d))
-        g = G[:, 0, :]
-        nu = np.zeros((b - a, d))
-        T = np.empty((b - a, d))
-        for _ in range(tau):
-            np.matmul(Yb[:, None, :], Hb, out=G)
-            g -= eb
-            if adagrad:
-                np.multiply(g, g, out=T)
-                nu += T
-                np.sqrt(nu, out=T)
-                T += EPS
-                np.divide(g, T, out=T)
-                T *= -lr
-                Yb += T
-            else:
-                g *= lr
-                Yb -= g
-        Y[a:b] = Yb
-
-    starts = range(0, N, per)
-    if len(starts) == 1:
-        block(0)
-    else:
-        list(pool.map(block, starts))
-    return x + p @ (Y - x)
+    """One round of blocked.py's plain references: AdaGrad clients (eps = EPS) or plain gradient clients."""
+    if adagrad:
+        return blocked_adagrad_round(H, e, p, x, lr, EPS, tau, pool)
+    return blocked_fedavg_round(H, e, p, x, lr, tau, pool)
 
 
 def reference_of(fed: QuadraticFederation, lr: float, tau: int, rounds: int, pool: ThreadPoolExecutor,

@@ -55,23 +55,6 @@ from fltheory.problems.synthetic import synthetic_fedprox
 
 
 
-def interleaved(runs: dict[str, Callable[[], Any]], trials: int, rounds: int
-                ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """(median wall, minimum wall, median CPU) seconds per round of every candidate."""
-    for fn in runs.values():
-        fn()                                              # warm-up: caches, pools, bound gradients
-    wall: dict[str, list[float]] = {k: [] for k in runs}
-    cpu: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(trials):
-        for name, fn in runs.items():
-            t, c = time.perf_counter(), time.process_time()
-            fn()
-            wall[name].append((time.perf_counter() - t) / rounds)
-            cpu[name].append((time.process_time() - c) / rounds)
-    return ({k: float(np.median(v)) for k, v in wall.items()}, {k: float(np.min(v)) for k, v in wall.items()},
-            {k: float(np.median(v)) for k, v in cpu.items()})
-
-
 def products_only(A: np.ndarray, rows: np.ndarray, C: int, x: np.ndarray, tau: int) -> None:
     """The two products of every local step of every client, nothing else (the BLAS floor)."""
     f = A.shape[2]
