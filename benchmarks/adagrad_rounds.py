@@ -14,7 +14,7 @@ and CPU seconds (``time.process_time``, all threads) per round are printed
 as ratios to the blocked AdaGrad reference, with the load average before
 and after:
 
-* ``blocked AdaGrad``: the reference, ``blocked.blocked_adagrad_round`` (plain numpy outside
+* ``blocked AdaGrad``: the reference, ``blocked.blocked_adagrad_round``, plain numpy outside
   the library: clients in blocks of about 8 MB of Hessians, each block
   running all tau AdaGrad steps (restarted accumulator nu = 0)
       g = H_i y - e_i,  nu <- nu + g*g,  y <- y - lr g / (sqrt(nu) + eps)
