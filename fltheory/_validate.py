@@ -56,7 +56,8 @@ def finite_array(name: str, value: Any, *, ndim: int | None = None,
         arr = arr.astype(np.float64)
     if not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
-        raise error(f"{name} contains a non-finite value {arr[tuple(bad)]!r} at index {tuple(int(b) for b in bad)}")
+        index = tuple(int(b) for b in bad)
+        raise error(f"{name} contains a non-finite value {float(arr[index])!r} at index {index}")
     return arr
 
 

@@ -76,7 +76,7 @@ def _first_of_run(clients: Any, n_clients: int) -> int | None:
 
 # Bytes of Hessians checked and symmetrised at a time: construction then peaks at
 # the final H plus about 2 such chunks (instead of 3 full copies of H).
-_CHUNK_BYTES = 1 << 20
+_CHUNK_BYTES = 1 << 18
 
 
 def _symmetric_positive_definite(H: np.ndarray, *, copied: bool) -> np.ndarray:
@@ -115,6 +115,19 @@ def _symmetric_positive_definite(H: np.ndarray, *, copied: bool) -> np.ndarray:
             raise InvalidProblemError(
                 f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
     return out
+
+
+def _owned_finite(H: ArrayLike) -> np.ndarray:
+    """``H`` itself (a float64 C-contiguous 3-d array owned by the caller's construction)
+    after checking that it is finite chunk by chunk, without the copy of ``finite_array``
+    (whose typed error, naming the first non-finite entry, is raised otherwise)."""
+    if not (isinstance(H, np.ndarray) and H.dtype == np.float64 and H.ndim == 3 and H.flags.c_contiguous):
+        return finite_array("H", H, ndim=3)
+    per = max(1, _CHUNK_BYTES // max(8 * H.shape[1] * H.shape[2], 1))
+    for a in range(0, H.shape[0], per):
+        if not np.isfinite(H[a:a + per]).all():
+            return finite_array("H", H, ndim=3)        # raises, naming the entry
+    return H
 
 
 #: Largest condition number at which :func:`refined_solve` answers; its relative
@@ -178,8 +191,23 @@ class QuadraticFederation(Federation):
 
     def __init__(self, H: ArrayLike, e: ArrayLike, n_samples: ArrayLike | None = None, weights: ArrayLike | None = None,
                  offsets: ArrayLike | None = None) -> None:
+        self._setup(H, e, n_samples, weights, offsets, owned=False)
+
+    @classmethod
+    def _adopt(cls, H: np.ndarray, e: np.ndarray, *, n_samples: ArrayLike | None = None,
+               weights: ArrayLike | None = None, offsets: ArrayLike | None = None) -> QuadraticFederation:
+        """The federation of ``QuadraticFederation(H, e, ...)``, taking ownership of the
+        float64 array ``H`` (checked and symmetrised in place, then stored, instead of
+        copied): for generators that built H themselves and hold no other reference to it,
+        so that construction does not need a second copy of the Hessians."""
+        fed = cls.__new__(cls)
+        fed._setup(H, e, n_samples, weights, offsets, owned=True)
+        return fed
+
+    def _setup(self, H: ArrayLike, e: ArrayLike, n_samples: ArrayLike | None, weights: ArrayLike | None,
+               offsets: ArrayLike | None, *, owned: bool) -> None:
         H_in = H
-        H = finite_array("H", H, ndim=3)
+        H = _owned_finite(H) if owned else finite_array("H", H, ndim=3)
         e = finite_array("e", e, ndim=2)
         N, d, d2 = H.shape
         if N == 0 or d == 0:
@@ -188,7 +216,7 @@ class QuadraticFederation(Federation):
             raise InvalidProblemError(f"each H_i must be square, got H of shape {H.shape}")
         if e.shape != (N, d):
             raise InvalidProblemError(f"e must have shape ({N}, {d}) to match H {H.shape}, got {e.shape}")
-        copied = not (isinstance(H_in, np.ndarray) and np.may_share_memory(H, H_in))
+        copied = owned or not (isinstance(H_in, np.ndarray) and np.may_share_memory(H, H_in))
         H = _symmetric_positive_definite(H, copied=copied)
         self.H = H
         self.e = e
