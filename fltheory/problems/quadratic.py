@@ -208,7 +208,7 @@ class QuadraticFederation(Federation):
                offsets: ArrayLike | None, *, owned: bool) -> None:
         H_in = H
         H = _owned_finite(H) if owned else finite_array("H", H, ndim=3)
-        e = finite_array("e", e, ndim=2)
+        e = finite_array("e", e, ndim=2, copy=not owned)
         N, d, d2 = H.shape
         if N == 0 or d == 0:
             raise InvalidProblemError(f"H must have at least one client and dimension, got shape {H.shape}")

@@ -83,5 +83,41 @@ def test_adopted_federation_equals_the_public_construction():
     rng = np.random.default_rng(0)
     H = base.H + 1e-13 * rng.standard_normal(base.H.shape)        # asymmetric within tolerance
     public = QuadraticFederation(H, base.e, weights=np.arange(1.0, 10.0), offsets=base.offsets)
-    adopted = QuadraticFederation._adopt(H.copy(), base.e, weights=np.arange(1.0, 10.0), offsets=base.offsets)
+    adopted = QuadraticFederation._adopt(H.copy(), base.e.copy(), weights=np.arange(1.0, 10.0), offsets=base.offsets)
     assert all(np.array_equal(x, y) for x, y in zip(_arrays(public), _arrays(adopted)))
+
+
+@pytest.mark.parametrize("constants", ["global", "clients"])
+@pytest.mark.parametrize(("N", "d", "r"), [(23, 7, 3), (6, 40, 5), (9, 5, 0)])
+def test_structured_chunk_size_changes_no_bit_and_no_later_draw(monkeypatch, constants, N, d, r):
+    """random_structured_quadratic draws and scales its factors chunk by chunk (the global
+    scale redraws them from a copy of the generator): one client per chunk and one chunk
+    for all give identical federations and the same generator state afterwards."""
+    from fltheory.problems import random_structured_quadratic, structured_generators
+
+    results = []
+    for chunk_bytes in (1, 1 << 40):
+        monkeypatch.setattr(structured_generators, "_CHUNK_BYTES", chunk_bytes)
+        rng = np.random.default_rng(3)
+        fed = random_structured_quadratic(N, d, rank=r, L=9.0, mu=1.0, heterogeneity=0.6, seed=rng,
+                                          constants=constants, weights=np.arange(1.0, N + 1))
+        results.append(((fed.diag, fed.e, fed.factors, fed.offsets), rng.standard_normal(3)))
+    (a, after_a), (b, after_b) = results
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert np.array_equal(after_a, after_b)
+
+
+@pytest.mark.parametrize("constants", ["global", "clients"])
+def test_structured_construction_peaks_below_one_and_a_half_times_the_federation(constants):
+    """N = 200, d = 1000, r = 8 (16 MB): the generator used to peak at 4x (global) and 3.2x."""
+    from fltheory.problems import random_structured_quadratic
+
+    tracemalloc.start()
+    try:
+        fed = random_structured_quadratic(200, 1000, rank=8, L=8.0, mu=1.0, heterogeneity=1.0, seed=0,
+                                          constants=constants)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    final = sum(v.nbytes for v in (fed.diag, fed.e, fed._V, fed.offsets, fed.weights))
+    assert peak <= 1.5 * final
