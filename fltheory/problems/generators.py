@@ -304,9 +304,15 @@ def random_least_squares(n_clients: int, dim: int, *, rows: ArrayLike, seed: See
     V = rng.standard_normal((N, d))
     V /= np.linalg.norm(V, axis=1, keepdims=True)
     W = w0 + h * V
-    A = [rng.standard_normal((int(k), d)) for k in n]                 # construction only
-    b = [a @ w + noise * rng.standard_normal(a.shape[0]) for a, w in zip(A, W)]
-    return QuadraticFederation.from_least_squares(A, b, ridge=ridge, weights=weights)
+    # rows drawn client after client straight into the zero-padded storage of the federation
+    # (the draws of a list of (n_i, d) arrays, without the list): construction only, not a hot path
+    A = np.zeros((N, int(n.max()), d))
+    for i, k in enumerate(n):
+        rng.standard_normal(out=A[i, :k])
+    b = np.zeros(A.shape[:2])
+    for i, (k, w) in enumerate(zip(n, W)):
+        b[i, :k] = A[i, :k] @ w + noise * rng.standard_normal(int(k))
+    return QuadraticFederation._from_padded(A, b, n, ridge, weights)
 
 
 def lognormal_sizes(n_clients: int, *, mean: float = 4.0, sigma: float = 2.0, minimum: int = 50,

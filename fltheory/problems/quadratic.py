@@ -252,8 +252,9 @@ class QuadraticFederation(Federation):
         if len(A) != len(b) or len(A) == 0:
             raise InvalidProblemError(
                 f"A and b must be non-empty sequences of equal length, got {len(A)} and {len(b)}")
-        As = [finite_array(f"A[{i}]", a, ndim=2) for i, a in enumerate(A)]
-        bs = [finite_array(f"b[{i}]", v, ndim=1) for i, v in enumerate(b)]
+        # read only (copied into the padded arrays below): no private copies of the caller's float64 arrays
+        As = [finite_array(f"A[{i}]", a, ndim=2, copy=False) for i, a in enumerate(A)]
+        bs = [finite_array(f"b[{i}]", v, ndim=1, copy=False) for i, v in enumerate(b)]
         d = As[0].shape[1]
         for i, (a, v) in enumerate(zip(As, bs)):
             if a.shape[0] == 0:
@@ -269,10 +270,21 @@ class QuadraticFederation(Federation):
         for i, (a, v) in enumerate(zip(As, bs)):   # construction only, not a hot path
             Ap[i, : a.shape[0]] = a
             bp[i, : a.shape[0]] = v
-        H = np.einsum("nri,nrj->nij", Ap, Ap) / n[:, None, None] + ridge * np.eye(d)
+        return cls._from_padded(Ap, bp, n, ridge, weights)
+
+    @classmethod
+    def _from_padded(cls, Ap: np.ndarray, bp: np.ndarray, n: np.ndarray, ridge: float,
+                     weights: ArrayLike | None) -> QuadraticFederation:
+        """The least-squares federation of checked, zero-padded rows Ap (N, n_max, d) and
+        targets bp (N, n_max) with n (N,) rows per client (both arrays are stored, not copied):
+        H_i = A_i^T A_i / n_i + ridge I, e_i = A_i^T b_i / n_i, c_i = ||b_i||^2 / (2 n_i)."""
+        d = Ap.shape[2]
+        H = np.einsum("nri,nrj->nij", Ap, Ap)
+        H /= n[:, None, None]                       # the operations of A^T A / n + ridge I, in place
+        H += ridge * np.eye(d)
         e = np.einsum("nri,nr->ni", Ap, bp) / n[:, None]
         c = np.einsum("nr,nr->n", bp, bp) / (2 * n)
-        fed = cls(H, e, n_samples=n, weights=weights, offsets=c)
+        fed = cls._adopt(H, e, n_samples=n, weights=weights, offsets=c)
         fed._A, fed._b, fed._rows, fed._ridge = Ap, bp, n, ridge
         return fed
 
