@@ -47,16 +47,20 @@ def real_array(name: str, value: Any, error: type[Exception]) -> np.ndarray:
 
 
 def finite_array(name: str, value: Any, *, ndim: int | None = None,
-                 error: type[Exception] = InvalidProblemError) -> np.ndarray:
-    """Return ``value`` as a float64 array, rejecting non-real dtypes, NaN/inf and wrong ndim."""
+                 error: type[Exception] = InvalidProblemError, copy: bool = True) -> np.ndarray:
+    """Return ``value`` as a float64 array, rejecting non-real dtypes, NaN/inf and wrong ndim.
+
+    The result is a new array unless ``copy=False`` and ``value`` is already a float64
+    array (then ``value`` itself: for callers that own it)."""
     arr = real_array(name, value, error)
     if ndim is not None and arr.ndim != ndim:
         raise error(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
     with np.errstate(over="ignore"):
-        arr = arr.astype(np.float64)
+        arr = arr.astype(np.float64, copy=copy)
     if not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
-        raise error(f"{name} contains a non-finite value {arr[tuple(bad)]!r} at index {tuple(int(b) for b in bad)}")
+        index = tuple(int(b) for b in bad)
+        raise error(f"{name} contains a non-finite value {float(arr[index])!r} at index {index}")
     return arr
 
 

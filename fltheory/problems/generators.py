@@ -16,6 +16,7 @@ Every function takes ``seed``: an int or a ``numpy.random.Generator``.
 from __future__ import annotations
 
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,41 @@ def _orthogonal(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
     """n Haar-random orthogonal d x d matrices (QR of Gaussians, signs fixed)."""
     Q, R = np.linalg.qr(rng.standard_normal((n, d, d)))
     return Q * np.sign(np.einsum("nii->ni", R))[:, None, :]
+
+
+#: Bytes of client matrices handled at a time while generating: random_quadratic then
+#: peaks at its final Hessians plus a few such chunks (not 4 full copies).
+_CHUNK_BYTES = 1 << 18
+
+
+def _chunks(n: int, d: int) -> list[slice]:
+    """Consecutive slices of clients holding about _CHUNK_BYTES of d x d matrices each."""
+    per = max(1, _CHUNK_BYTES // (8 * d * d))
+    return [slice(a, min(a + per, n)) for a in range(0, n, per)]
+
+
+def _client_hessians(rng: np.random.Generator, n: int, d: int, L: float, mu: float,
+                     out: np.ndarray | None = None) -> np.ndarray:
+    """H_i = Q_i diag(s_i) Q_i^T for n clients: Q_i Haar orthogonal (the Gaussians of all Q_i
+    drawn first, in client order), then the spectra s_i (:func:`_spectra`).
+
+    Built chunk by chunk: the Gaussians are drawn once to move ``rng`` past them (a
+    Generator fills an array in order, so chunks of draws are the same numbers as one
+    draw), the spectra are drawn, and a copy of the generator taken before the Gaussians
+    draws them again chunk by chunk for the QR factorisations.  Every matrix is computed
+    by the same operations as from the whole stack, so the result is the same to the bit,
+    while memory peaks at the result plus one chunk.  ``out``: an (n, d, d) float64 array
+    that receives the result."""
+    start = copy.deepcopy(rng)
+    chunks = _chunks(n, d)
+    for c in chunks:
+        rng.standard_normal((c.stop - c.start, d, d))
+    spectra = _spectra(rng, n, d, L, mu)
+    H = np.empty((n, d, d)) if out is None else out
+    for c in chunks:
+        Q = _orthogonal(start, c.stop - c.start, d)
+        np.matmul(Q * spectra[c, None, :], np.swapaxes(Q, 1, 2), out=H[c])
+    return H
 
 
 def _spectra(rng: np.random.Generator, n: int, d: int, L: float, mu: float) -> np.ndarray:
@@ -84,10 +120,12 @@ MAX_LEAST_SQUARES_ENTRIES = 10**8
 
 
 def _reliably_spd(H: np.ndarray, L: float) -> bool:
-    """Every H_i finite with smallest eigenvalue well above float64 rounding of L."""
-    if not np.all(np.isfinite(H)):
-        return False
-    return bool(np.min(np.linalg.eigvalsh(H)) > _SPD_MARGIN * L)
+    """Every H_i finite with smallest eigenvalue well above float64 rounding of L
+    (checked chunk by chunk: no copy of H)."""
+    for c in _chunks(H.shape[0], H.shape[1]):
+        if not np.all(np.isfinite(H[c])) or not np.min(np.linalg.eigvalsh(H[c])) > _SPD_MARGIN * L:
+            return False
+    return True
 
 
 #: Smallest client eigenvalue, relative to L, that the congruence construction may
@@ -95,21 +133,35 @@ def _reliably_spd(H: np.ndarray, L: float) -> bool:
 _SPD_MARGIN = 1e-12
 
 
-def _balanced_split(p: np.ndarray, H0: np.ndarray, Qs: np.ndarray,
-                    s_target: np.ndarray) -> np.ndarray:
+def _balanced_split(p: np.ndarray, H: np.ndarray, Qs: np.ndarray, s_target: np.ndarray) -> None:
     """Client Hessians H_i = S^{1/2} (I + B_i) S^{1/2} with sum_i p_i B_i = 0 and
     ||B_i||_2 <= 1/2, so sum_i p_i H_i = S exactly in exact arithmetic and every
     H_i has its eigenvalues in [mu/2, 3L/2]: SPD at any condition number.
     S^{1/2} = Q_s diag(sqrt(s)) Q_s^T comes from the drawn spectrum, not from an
-    eigendecomposition.  The directions of B_i are the drawn client Hessians H0."""
-    d = H0.shape[1]
-    G = H0 / np.linalg.norm(H0, ord=2, axis=(1, 2))[:, None, None]
-    B = G - np.einsum("i,ijk->jk", p, G)
-    scale = np.max(np.linalg.norm(B, ord=2, axis=(1, 2)))
-    B = 0.5 * B / scale if scale > 0 else B
+    eigendecomposition.  The directions of B_i are the drawn client Hessians H0,
+    which ``H`` holds on entry; H is overwritten by the result, chunk by chunk
+    (G_i = H0_i / ||H0_i||_2, B_i = (1/2) (G_i - sum_j p_j G_j) / max_j ||.||_2, then
+    0.5 (K + K^T) with K = S^{1/2} (I + B_i) S^{1/2}, each by the operations of the
+    whole-stack expressions)."""
+    N, d, _ = H.shape
+    chunks = _chunks(N, d)
+    for c in chunks:
+        H[c] /= np.linalg.norm(H[c], ord=2, axis=(1, 2))[:, None, None]
+    mean = np.einsum("i,ijk->jk", p, H)
+    scale = 0.0
+    for c in chunks:
+        H[c] -= mean
+        scale = max(scale, float(np.max(np.linalg.norm(H[c], ord=2, axis=(1, 2)))))
     root = (Qs * np.sqrt(s_target)) @ Qs.T
-    H = np.matmul(np.matmul(root, np.eye(d) + B), root)
-    return 0.5 * (H + np.swapaxes(H, 1, 2))
+    eye = np.eye(d)
+    for c in chunks:
+        B = H[c]
+        if scale > 0:
+            B *= 0.5
+            B /= scale
+        K = np.matmul(np.matmul(root, eye + B), root)
+        K += np.swapaxes(K, 1, 2)                 # K + K^T, then the halving: 0.5 (K + K^T)
+        np.multiply(K, 0.5, out=B)
 
 
 def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogeneity: float,
@@ -170,25 +222,27 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
             f"a single client has x_1* = x*: heterogeneity must be 0, got {h!r}")
     rng = as_generator(seed)
     p, _ = normalize_weights(N, n_samples, weights)
-    Q = _orthogonal(rng, N, d)
-    H = np.matmul(Q * _spectra(rng, N, d, L, mu)[:, None, :], np.swapaxes(Q, 1, 2))   # Q diag(s) Q^T
+    before = copy.deepcopy(rng)                  # to redraw H0 if the balanced split is needed
+    H = _client_hessians(rng, N, d, L, mu)
     if constants == "global":
         Qs = _orthogonal(rng, 1, d)[0]
         s_target = _spectra(rng, 1, d, L, mu)[0]
         S = (Qs * s_target) @ Qs.T
         S = 0.5 * (S + S.T)
-        H0 = H
         try:
             for _ in range(2):       # second pass removes the rounding of the first
                 Hbar = np.einsum("i,ijk->jk", p, H)
                 M = _psd_power(Hbar, -0.5) @ _psd_power(S, 0.5)
-                H = np.matmul(np.matmul(M.T, H), M)      # M^T H_i M for every client
-                H = 0.5 * (H + np.swapaxes(H, 1, 2))
+                for c in _chunks(N, d):                  # M^T H_i M for every client, in place
+                    K = np.matmul(np.matmul(M.T, H[c]), M)
+                    K += np.swapaxes(K, 1, 2)
+                    np.multiply(K, 0.5, out=H[c])
             spd = _reliably_spd(H, L)
         except np.linalg.LinAlgError:                     # eigh of a matrix spoilt by rounding
             spd = False
         if not spd:
-            H = _balanced_split(p, H0, Qs, s_target)
+            _client_hessians(before, N, d, L, mu, out=H)     # H0 again (the same draws), in place
+            _balanced_split(p, H, Qs, s_target)
     if optimum is None:
         x_star = rng.standard_normal(d) / np.sqrt(d)
     else:
@@ -197,13 +251,14 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
             raise InvalidHyperparameterError(f"optimum must have shape ({d},), got {x_star.shape}")
     U = rng.standard_normal((N, d))
     s = np.einsum("i,ijk,ik->j", p, H, U)
-    U -= np.linalg.solve(H, np.broadcast_to(s, (N, d))[:, :, None])[:, :, 0]
+    for c in _chunks(N, d):
+        U[c] -= np.linalg.solve(H[c], np.broadcast_to(s, (c.stop - c.start, d))[:, :, None])[:, :, 0]
     spread = np.sqrt(p @ np.einsum("ij,ij->i", U, U))
     U = U * (h / spread) if h > 0 else np.zeros_like(U)
     X_opt = x_star + U
     e = np.einsum("nij,nj->ni", H, X_opt)
     c = 0.5 * np.einsum("ni,ni->n", e, X_opt)
-    return QuadraticFederation(H, e, n_samples=n_samples, weights=weights, offsets=c)
+    return QuadraticFederation._adopt(H, e, n_samples=n_samples, weights=weights, offsets=c)
 
 
 def random_least_squares(n_clients: int, dim: int, *, rows: ArrayLike, seed: Seed,
@@ -249,9 +304,15 @@ def random_least_squares(n_clients: int, dim: int, *, rows: ArrayLike, seed: See
     V = rng.standard_normal((N, d))
     V /= np.linalg.norm(V, axis=1, keepdims=True)
     W = w0 + h * V
-    A = [rng.standard_normal((int(k), d)) for k in n]                 # construction only
-    b = [a @ w + noise * rng.standard_normal(a.shape[0]) for a, w in zip(A, W)]
-    return QuadraticFederation.from_least_squares(A, b, ridge=ridge, weights=weights)
+    # rows drawn client after client straight into the zero-padded storage of the federation
+    # (the draws of a list of (n_i, d) arrays, without the list): construction only, not a hot path
+    A = np.zeros((N, int(n.max()), d))
+    for i, k in enumerate(n):
+        rng.standard_normal(out=A[i, :k])
+    b = np.zeros(A.shape[:2])
+    for i, (k, w) in enumerate(zip(n, W)):
+        b[i, :k] = A[i, :k] @ w + noise * rng.standard_normal(int(k))
+    return QuadraticFederation._from_padded(A, b, n, ridge, weights)
 
 
 def lognormal_sizes(n_clients: int, *, mean: float = 4.0, sigma: float = 2.0, minimum: int = 50,

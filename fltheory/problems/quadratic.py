@@ -76,7 +76,7 @@ def _first_of_run(clients: Any, n_clients: int) -> int | None:
 
 # Bytes of Hessians checked and symmetrised at a time: construction then peaks at
 # the final H plus about 2 such chunks (instead of 3 full copies of H).
-_CHUNK_BYTES = 1 << 20
+_CHUNK_BYTES = 1 << 18
 
 
 def _symmetric_positive_definite(H: np.ndarray, *, copied: bool) -> np.ndarray:
@@ -115,6 +115,19 @@ def _symmetric_positive_definite(H: np.ndarray, *, copied: bool) -> np.ndarray:
             raise InvalidProblemError(
                 f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
     return out
+
+
+def _owned_finite(H: ArrayLike) -> np.ndarray:
+    """``H`` itself (a float64 C-contiguous 3-d array owned by the caller's construction)
+    after checking that it is finite chunk by chunk, without the copy of ``finite_array``
+    (whose typed error, naming the first non-finite entry, is raised otherwise)."""
+    if not (isinstance(H, np.ndarray) and H.dtype == np.float64 and H.ndim == 3 and H.flags.c_contiguous):
+        return finite_array("H", H, ndim=3)
+    per = max(1, _CHUNK_BYTES // max(8 * H.shape[1] * H.shape[2], 1))
+    for a in range(0, H.shape[0], per):
+        if not np.isfinite(H[a:a + per]).all():
+            return finite_array("H", H, ndim=3)        # raises, naming the entry
+    return H
 
 
 #: Largest condition number at which :func:`refined_solve` answers; its relative
@@ -178,9 +191,24 @@ class QuadraticFederation(Federation):
 
     def __init__(self, H: ArrayLike, e: ArrayLike, n_samples: ArrayLike | None = None, weights: ArrayLike | None = None,
                  offsets: ArrayLike | None = None) -> None:
+        self._setup(H, e, n_samples, weights, offsets, owned=False)
+
+    @classmethod
+    def _adopt(cls, H: np.ndarray, e: np.ndarray, *, n_samples: ArrayLike | None = None,
+               weights: ArrayLike | None = None, offsets: ArrayLike | None = None) -> QuadraticFederation:
+        """The federation of ``QuadraticFederation(H, e, ...)``, taking ownership of the
+        float64 array ``H`` (checked and symmetrised in place, then stored, instead of
+        copied): for generators that built H themselves and hold no other reference to it,
+        so that construction does not need a second copy of the Hessians."""
+        fed = cls.__new__(cls)
+        fed._setup(H, e, n_samples, weights, offsets, owned=True)
+        return fed
+
+    def _setup(self, H: ArrayLike, e: ArrayLike, n_samples: ArrayLike | None, weights: ArrayLike | None,
+               offsets: ArrayLike | None, *, owned: bool) -> None:
         H_in = H
-        H = finite_array("H", H, ndim=3)
-        e = finite_array("e", e, ndim=2)
+        H = _owned_finite(H) if owned else finite_array("H", H, ndim=3)
+        e = finite_array("e", e, ndim=2, copy=not owned)
         N, d, d2 = H.shape
         if N == 0 or d == 0:
             raise InvalidProblemError(f"H must have at least one client and dimension, got shape {H.shape}")
@@ -188,7 +216,7 @@ class QuadraticFederation(Federation):
             raise InvalidProblemError(f"each H_i must be square, got H of shape {H.shape}")
         if e.shape != (N, d):
             raise InvalidProblemError(f"e must have shape ({N}, {d}) to match H {H.shape}, got {e.shape}")
-        copied = not (isinstance(H_in, np.ndarray) and np.may_share_memory(H, H_in))
+        copied = owned or not (isinstance(H_in, np.ndarray) and np.may_share_memory(H, H_in))
         H = _symmetric_positive_definite(H, copied=copied)
         self.H = H
         self.e = e
@@ -224,8 +252,9 @@ class QuadraticFederation(Federation):
         if len(A) != len(b) or len(A) == 0:
             raise InvalidProblemError(
                 f"A and b must be non-empty sequences of equal length, got {len(A)} and {len(b)}")
-        As = [finite_array(f"A[{i}]", a, ndim=2) for i, a in enumerate(A)]
-        bs = [finite_array(f"b[{i}]", v, ndim=1) for i, v in enumerate(b)]
+        # read only (copied into the padded arrays below): no private copies of the caller's float64 arrays
+        As = [finite_array(f"A[{i}]", a, ndim=2, copy=False) for i, a in enumerate(A)]
+        bs = [finite_array(f"b[{i}]", v, ndim=1, copy=False) for i, v in enumerate(b)]
         d = As[0].shape[1]
         for i, (a, v) in enumerate(zip(As, bs)):
             if a.shape[0] == 0:
@@ -241,10 +270,21 @@ class QuadraticFederation(Federation):
         for i, (a, v) in enumerate(zip(As, bs)):   # construction only, not a hot path
             Ap[i, : a.shape[0]] = a
             bp[i, : a.shape[0]] = v
-        H = np.einsum("nri,nrj->nij", Ap, Ap) / n[:, None, None] + ridge * np.eye(d)
+        return cls._from_padded(Ap, bp, n, ridge, weights)
+
+    @classmethod
+    def _from_padded(cls, Ap: np.ndarray, bp: np.ndarray, n: np.ndarray, ridge: float,
+                     weights: ArrayLike | None) -> QuadraticFederation:
+        """The least-squares federation of checked, zero-padded rows Ap (N, n_max, d) and
+        targets bp (N, n_max) with n (N,) rows per client (both arrays are stored, not copied):
+        H_i = A_i^T A_i / n_i + ridge I, e_i = A_i^T b_i / n_i, c_i = ||b_i||^2 / (2 n_i)."""
+        d = Ap.shape[2]
+        H = np.einsum("nri,nrj->nij", Ap, Ap)
+        H /= n[:, None, None]                       # the operations of A^T A / n + ridge I, in place
+        H += ridge * np.eye(d)
         e = np.einsum("nri,nr->ni", Ap, bp) / n[:, None]
         c = np.einsum("nr,nr->n", bp, bp) / (2 * n)
-        fed = cls(H, e, n_samples=n, weights=weights, offsets=c)
+        fed = cls._adopt(H, e, n_samples=n, weights=weights, offsets=c)
         fed._A, fed._b, fed._rows, fed._ridge = Ap, bp, n, ridge
         return fed
 

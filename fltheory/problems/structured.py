@@ -96,8 +96,22 @@ class StructuredQuadraticFederation(Federation):
     def __init__(self, diag: ArrayLike, e: ArrayLike, factors: ArrayLike | None = None,
                  n_samples: ArrayLike | None = None, weights: ArrayLike | None = None,
                  offsets: ArrayLike | None = None) -> None:
-        D = finite_array("diag", diag, ndim=2)
-        e = finite_array("e", e, ndim=2)
+        self._setup(diag, e, factors, n_samples, weights, offsets, owned=False)
+
+    @classmethod
+    def _adopt(cls, diag: np.ndarray, e: np.ndarray, V: np.ndarray, *, n_samples: ArrayLike | None = None,
+               weights: ArrayLike | None = None, offsets: ArrayLike | None = None) -> StructuredQuadraticFederation:
+        """The federation of ``StructuredQuadraticFederation(diag, e, swapaxes(V, 1, 2), ...)``
+        storing the caller's (N, r, d) float64 array ``V`` itself (no copy): for generators that
+        built V and hold no other reference to it."""
+        fed = cls.__new__(cls)
+        fed._setup(diag, e, np.swapaxes(V, 1, 2), n_samples, weights, offsets, owned=True)
+        return fed
+
+    def _setup(self, diag: ArrayLike, e: ArrayLike, factors: ArrayLike | None, n_samples: ArrayLike | None,
+               weights: ArrayLike | None, offsets: ArrayLike | None, *, owned: bool) -> None:
+        D = finite_array("diag", diag, ndim=2, copy=not owned)
+        e = finite_array("e", e, ndim=2, copy=not owned)
         N, d = D.shape
         if N == 0 or d == 0:
             raise InvalidProblemError(f"diag must have at least one client and dimension, got shape {D.shape}")
@@ -117,7 +131,7 @@ class StructuredQuadraticFederation(Federation):
             # one copy, transposed to (N, r, d) (rows are the columns of U_i): construction peaks at
             # the caller's array plus the stored one (and a boolean mask of 1/8 of its size)
             V = np.ascontiguousarray(np.swapaxes(U, 1, 2), dtype=np.float64)
-            if np.may_share_memory(V, U):                          # the caller's array: keep a private copy
+            if not owned and np.may_share_memory(V, U):            # the caller's array: keep a private copy
                 V = V.copy()
             if not np.all(np.isfinite(V)):
                 i, k, j = (int(t) for t in np.argwhere(~np.isfinite(V))[0])

@@ -9,6 +9,8 @@ by an exact heterogeneity, the structured counterpart of
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -24,24 +26,93 @@ from .structured import StructuredQuadraticFederation
 __all__ = ["random_structured_quadratic"]
 
 
-def _low_rank_scale(W: np.ndarray, s: np.ndarray, L: float) -> float:
-    """gamma = 1 / lambda_max(W^T diag(1/(L - s)) W) for W (d, R), s < L.
+def _gram(Z: np.ndarray) -> np.ndarray:
+    """The smaller of the Gram matrices Z^T Z (R x R) and Z Z^T (d x d) of a (d, R) array."""
+    return Z.T @ Z if Z.shape[1] <= Z.shape[0] else Z @ Z.T
 
-    For lambda > max s, Sylvester's inertia formula for diag(s) + gamma W W^T - lambda I
-    gives #{eig > lambda} = #{eig(gamma K(lambda)) > 1} with K(lambda) = W^T (lambda - s)^{-1} W;
-    at lambda = L and gamma = 1/lambda_max(K(L)) exactly one eigenvalue of gamma K equals 1
-    and none exceeds it, so lambda_max(diag(s) + gamma W W^T) = L.  lambda_max(K) is taken
-    from the smaller of the Gram matrices Z^T Z (R x R) and Z Z^T (d x d), Z = (L - s)^{-1/2} W."""
-    Z = W / np.sqrt(L - s)[:, None]
-    G = Z.T @ Z if Z.shape[1] <= Z.shape[0] else Z @ Z.T
-    return 1.0 / float(np.linalg.eigvalsh(0.5 * (G + G.T))[-1])
+
+def _inverse_top_eigenvalue(G: np.ndarray) -> float:
+    """1 / lambda_max of the symmetric part 0.5 (G + G^T) of a square array, which is
+    overwritten: its lower triangle (the only part ``eigvalsh`` reads) receives
+    0.5 (G_ij + G_ji), computed in blocks of rows (each block reads columns not yet
+    written), so no second n x n array is held besides ``eigvalsh``'s own copy."""
+    n = G.shape[0]
+    per = max(1, _CHUNK_BYTES // max(8 * n, 1))
+    for a in range(0, n, per):
+        b = min(a + per, n)
+        T = G[a:b, :b] + G[:b, a:b].T
+        T *= 0.5
+        G[a:b, :b] = T
+    return 1.0 / float(np.linalg.eigvalsh(G)[-1])
 
 
 def _client_low_rank_scales(G: np.ndarray, D: np.ndarray, L: float) -> np.ndarray:
     """gamma_i = 1 / lambda_max(G_i^T diag(1/(L - D_i)) G_i) for every client (r x r
-    eigenproblems): lambda_max(diag(D_i) + gamma_i G_i G_i^T) = L (see :func:`_low_rank_scale`)."""
+    eigenproblems): lambda_max(diag(D_i) + gamma_i G_i G_i^T) = L (see :func:`_factors`)."""
     K = np.matmul(np.swapaxes(G, 1, 2), G / (L - D)[:, :, None])
     return 1.0 / np.linalg.eigvalsh(0.5 * (K + np.swapaxes(K, 1, 2)))[:, -1]
+
+
+#: Bytes of factors drawn and transformed at a time: the generator then peaks at about
+#: its final arrays plus a few such chunks.
+_CHUNK_BYTES = 1 << 18
+
+
+def _client_chunks(n: int, d: int, r: int) -> list[slice]:
+    """Consecutive slices of clients holding about _CHUNK_BYTES of (d, max(r, 1)) arrays each."""
+    per = max(1, _CHUNK_BYTES // (8 * d * max(r, 1)))
+    return [slice(a, min(a + per, n)) for a in range(0, n, per)]
+
+
+def _factors(rng: np.random.Generator, p: np.ndarray, D: np.ndarray, s: np.ndarray | None, zero: np.ndarray,
+             r: int, L: float) -> np.ndarray:
+    """The stored factors V_i = sqrt(gamma) G_i^T -> (N, r, d), G_i (d, r) with N(0, 1)
+    entries (all clients' drawn in one go from ``rng``, in client order) and row
+    ``zero[i]`` of G_i set to 0.
+
+    Global constants (``s`` given, every entry below L): gamma = 1 / lambda_max(W^T
+    diag(1/(L - s)) W) with W = [sqrt(p_1) G_1, ..., sqrt(p_N) G_N] (d x N r), so that
+    lambda_max(diag(s) + gamma W W^T) = L.  Why: for lambda > max s, Sylvester's law of
+    inertia applied to diag(s) + gamma W W^T - lambda I gives #{eigenvalues > lambda} =
+    #{eigenvalues of gamma K(lambda) > 1} with K(lambda) = W^T (lambda - s)^{-1} W; at
+    lambda = L exactly one eigenvalue of gamma K equals 1 and none exceeds it.  lambda_max(K)
+    comes from the smaller Gram matrix of Z = (L - s)^{-1/2} W (:func:`_gram`).  Client
+    constants (``s`` None): gamma_i from :func:`_client_low_rank_scales` with D_i.
+
+    Built chunk by chunk with the same operations on every entry as on whole arrays (so
+    the same bits): for global constants, Z = W / sqrt(L - s) is assembled from the
+    draws, gamma taken from it, and the Gaussians drawn again from a copy of the
+    generator to form V (each number is used as drawn), so memory holds Z or V, never
+    G, W, Z and V together."""
+    N, d = D.shape
+    chunks = _client_chunks(N, d, r)
+    if s is not None:
+        start = copy.deepcopy(rng)
+        Z = np.empty((d, N, r))
+        root = np.sqrt(p)
+        for c in chunks:
+            G = rng.standard_normal((c.stop - c.start, d, r))
+            G[np.arange(G.shape[0]), zero[c], :] = 0.0
+            np.multiply(np.swapaxes(G, 0, 1), root[None, c, None], out=Z[:, c, :])     # W = G sqrt(p)
+        Z /= np.sqrt(L - s)[:, None, None]
+        gram = _gram(Z.reshape(d, N * r))
+        del Z
+        scale = np.sqrt(_inverse_top_eigenvalue(gram))            # sqrt(gamma)
+        del gram
+        V = np.empty((N, r, d))
+        for c in chunks:
+            G = start.standard_normal((c.stop - c.start, d, r))
+            G[np.arange(G.shape[0]), zero[c], :] = 0.0
+            G *= scale
+            V[c] = np.swapaxes(G, 1, 2)
+        return V
+    V = np.empty((N, r, d))
+    for c in chunks:
+        G = rng.standard_normal((c.stop - c.start, d, r))
+        G[np.arange(G.shape[0]), zero[c], :] = 0.0
+        G *= np.sqrt(_client_low_rank_scales(G, D[c], L))[:, None, None]
+        V[c] = np.swapaxes(G, 1, 2)
+    return V
 
 
 def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float, mu: float,
@@ -79,7 +150,7 @@ def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float
     U[mu, L) (rank 0: one of them set to L).  Client diagonals D_ik = s_k B_ik /
     sum_j p_j B_jk with B_ik ~ U[1/2, 3/2], so sum_i p_i D_i = s.  Factors G_i have
     N(0, 1) entries and a zero row k0, and U_i = sqrt(gamma) G_i with gamma from
-    :func:`_low_rank_scale`, so lambda_max(Hbar) = L; e_k0 is an eigenvector of Hbar
+    :func:`_factors`, so lambda_max(Hbar) = L; e_k0 is an eigenvector of Hbar
     with eigenvalue mu and Hbar >= diag(s) >= mu I, so lambda_min(Hbar) = mu.
     The scale costs one eigenproblem of size min(N r, d).  ``constants="clients"``
     applies the same construction to every client separately (its own coordinate
@@ -109,13 +180,12 @@ def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float
         s[order[0]] = mu
         if r == 0 and d > 1:
             s[order[1]] = L
-        B = rng.uniform(0.5, 1.5, size=(N, d))
-        D = s * B / (p @ B)
-        G = rng.standard_normal((N, d, r))
-        G[:, order[0], :] = 0.0
-        if r:
-            W = np.swapaxes(G * np.sqrt(p)[:, None, None], 0, 1).reshape(d, N * r)
-            G *= np.sqrt(_low_rank_scale(W, s, L))
+        D = rng.uniform(0.5, 1.5, size=(N, d))           # B, then D = s B / (p @ B) in place
+        column = p @ D
+        D *= s
+        D /= column
+        zero = np.full(N, order[0])
+        V = _factors(rng, p, D, s, zero, r, L) if r else np.zeros((N, 0, d))
     else:
         orders = rng.permuted(np.broadcast_to(np.arange(d), (N, d)), axis=1)
         rows = np.arange(N)
@@ -123,11 +193,9 @@ def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float
         D[rows, orders[:, 0]] = mu
         if r == 0 and d > 1:
             D[rows, orders[:, 1]] = L
-        G = rng.standard_normal((N, d, r))
-        G[rows, orders[:, 0], :] = 0.0
-        if r:
-            G *= np.sqrt(_client_low_rank_scales(G, D, L))[:, None, None]
-    V = np.ascontiguousarray(np.swapaxes(G, 1, 2))
+        zero = orders[:, 0].copy()
+        del orders
+        V = _factors(rng, p, D, None, zero, r, L) if r else np.zeros((N, 0, d))
     if optimum is None:
         x_star = rng.standard_normal(d) / np.sqrt(d)
     else:
@@ -138,8 +206,12 @@ def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float
     shift = p @ matvec(D, V, U)                                  # sum_i p_i H_i u_i
     U -= woodbury_solve(D, V, np.broadcast_to(shift, (N, d)).copy())
     spread = np.sqrt(p @ np.einsum("ij,ij->i", U, U))
-    U = U * (h / spread) if h > 0 else np.zeros_like(U)
-    X_opt = x_star + U
+    if h > 0:
+        U *= h / spread
+    else:
+        U[...] = 0.0
+    X_opt = U                                                    # x* + u_i, in place
+    X_opt += x_star
     e = matvec(D, V, X_opt)
     c = 0.5 * np.einsum("ni,ni->n", e, X_opt)
-    return StructuredQuadraticFederation(D, e, G, n_samples=n_samples, weights=weights, offsets=c)
+    return StructuredQuadraticFederation._adopt(D, e, V, n_samples=n_samples, weights=weights, offsets=c)
