@@ -446,9 +446,14 @@ class QuadraticFederation(Federation):
         return np.einsum("i,ijk->jk", self.weights, self.H)
 
     def optimum(self) -> np.ndarray:
-        """x* = (sum p_i H_i)^{-1} sum p_i e_i, accurate to float64 rounding up to
-        condition numbers near 1e17 (see :func:`refined_solve`); beyond, or
-        where refinement does not converge, OutOfRangeError."""
+        """x* = (sum p_i H_i)^{-1} sum p_i e_i of the stored data (:func:`refined_solve`).
+
+        Relative error about 1e-16 + cond x 1e-19 against the exact optimum of the stored
+        float64 H_i, e_i and p_i (measured against rational arithmetic, 4 x 4, two clients:
+        at most 8e-8 at cond 1e13, 8e-7 at 1e14, 1.2e-5 at 1e15); above cond 1e15
+        OutOfRangeError.  The rounding of the data themselves is another matter: if e_i was
+        computed as H_i x in float64, the stored problem's optimum differs from x by up to
+        about cond x 1e-16 relative (1% at cond 1e15), which no solver can undo."""
         return self._optimum.copy()
 
     @cached_property

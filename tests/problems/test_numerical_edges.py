@@ -116,7 +116,7 @@ def _optimum_60_digits(fed: QuadraticFederation) -> np.ndarray:
     return np.array([float(v) for v in mpmath.lu_solve(Hb, b)])
 
 
-@pytest.mark.parametrize("log_condition", [2, 8, 12, 14])
+@pytest.mark.parametrize("log_condition", [2, 8, 12, 14, 15])
 def test_quadratic_optimum_is_accurate_when_ill_conditioned(log_condition: int) -> None:
     """Against 60-digit arithmetic: relative error <= 1e-15 + cond * 1e-18
     (a plain float64 solve is off by 3e-3 at 1e14)."""
