@@ -65,7 +65,7 @@ CHUNK_BYTES = 1 << 20
 
 def _row_chunks(V: np.ndarray) -> list[slice]:
     m, r, d = V.shape
-    per = max(1, CHUNK_BYTES // max(8 * r * d, 1))
+    per = max(1, CHUNK_BYTES // max(8 * max(r, 1) * d, 1))        # rank 0: the (m, d) temporaries
     return [slice(k, min(k + per, m)) for k in range(0, m, per)] or [slice(0, 0)]
 
 

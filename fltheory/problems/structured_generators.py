@@ -204,7 +204,7 @@ def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float
             raise InvalidHyperparameterError(f"optimum must have shape ({d},), got {x_star.shape}")
     U = rng.standard_normal((N, d))
     shift = p @ matvec(D, V, U)                                  # sum_i p_i H_i u_i
-    U -= woodbury_solve(D, V, np.broadcast_to(shift, (N, d)).copy())
+    U -= woodbury_solve(D, V, np.broadcast_to(shift, (N, d)))            # B is only read
     spread = np.sqrt(p @ np.einsum("ij,ij->i", U, U))
     if h > 0:
         U *= h / spread
