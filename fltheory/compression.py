@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import choice, finite_array, in_unit_interval, integer, positive
+from ._validate import choice, finite_array, in_unit_interval, integer, positive, real_array
 from .errors import InvalidHyperparameterError, InvalidProblemError
 
 __all__ = ["st", "top_k", "threshold", "ef_compress", "entropy", "Communication",
@@ -226,17 +226,35 @@ def entropy(values: ArrayLike, bin_width: float = 0.01) -> float:
     return _entropy(finite_array("entropy: values", values).ravel(), w)
 
 
-def _entropy(arr: np.ndarray, w: float) -> float:
-    """:func:`entropy` of a validated flat float array ``arr`` at a validated ``w``."""
+def _finite_span(arr: np.ndarray) -> tuple[float, float] | None:
+    """(min, max) of a float array when every entry is finite, else None (two passes instead of
+    an isfinite mask: NaN propagates through min and max, and +-inf shows in them)."""
+    if arr.size == 0:
+        return 0.0, 0.0
+    lo, hi = float(arr.min()), float(arr.max())
+    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else None
+
+
+def _entropy(arr: np.ndarray, w: float, span: tuple[float, float] | None = None) -> float:
+    """:func:`entropy` of a validated flat float array ``arr`` at a validated ``w``; ``span``:
+    (min, max) of ``arr`` when the caller has them.
+
+    The bins rint(v / w) are counted with ``np.bincount`` after shifting by the smallest bin.
+    v -> rint(v / w) is non-decreasing (w > 0; correctly rounded division and rint are
+    monotone), so the smallest and largest bins are those of min(arr) and max(arr): no pass
+    over the bins to find them or to check that they are finite."""
     if arr.size == 0:
         return 0.0
+    lo_v, hi_v = span if span is not None else (float(arr.min()), float(arr.max()))
     with np.errstate(over="ignore"):
-        bins = np.rint(arr / w)
-    if not np.all(np.isfinite(bins)):
+        lo, hi = float(np.rint(lo_v / w)), float(np.rint(hi_v / w))
+    if not (math.isfinite(lo) and math.isfinite(hi)):
         raise InvalidHyperparameterError(
-            f"entropy: bin_width = {w!r} is too small for values up to {float(np.max(np.abs(arr))):.3g} "
+            f"entropy: bin_width = {w!r} is too small for values up to {max(abs(lo_v), abs(hi_v)):.3g} "
             "(v / bin_width overflows float64)")
-    p = _bin_counts(bins) / arr.size
+    bins = arr / w
+    np.rint(bins, out=bins)
+    p = _bin_counts(bins, lo, hi) / arr.size
     return float(max(-(p * np.log2(p)).sum(), 0.0))
 
 
@@ -245,7 +263,7 @@ def _entropy(arr: np.ndarray, w: float) -> float:
 _MAX_BINCOUNT_SPAN = 1 << 22
 
 
-def _bin_counts(bins: np.ndarray) -> np.ndarray:
+def _bin_counts(bins: np.ndarray, lo: float | None = None, hi: float | None = None) -> np.ndarray:
     """Counts of the distinct values of ``bins`` (integral floats), in increasing
     order of value, without sorting.
 
@@ -254,12 +272,16 @@ def _bin_counts(bins: np.ndarray) -> np.ndarray:
     the bit: the bins are shifted to 0..span and counted with ``np.bincount``
     (one pass), and the zero counts are dropped.  -0.0 and 0.0 fall in one bin,
     as in ``np.unique``.  Spans wider than ``_MAX_BINCOUNT_SPAN`` bins fall back
-    to ``np.unique`` (a sort).
+    to ``np.unique`` (a sort).  ``lo``, ``hi``: the smallest and largest bin, given by a
+    caller that knows them and lets ``bins`` be overwritten (shifted in place).
     """
-    lo, hi = float(bins.min()), float(bins.max())
+    owned = lo is not None and hi is not None
+    if lo is None or hi is None:
+        lo, hi = float(bins.min()), float(bins.max())
     if not hi - lo <= _MAX_BINCOUNT_SPAN:            # also inf / nan spans (overflowed v / w)
         return np.unique(bins, return_counts=True)[1]
-    counts = np.bincount((bins - lo).astype(np.int64), minlength=int(hi - lo) + 1)
+    shifted = np.subtract(bins, lo, out=bins if owned else None)
+    counts = np.bincount(shifted.astype(np.int64), minlength=int(hi - lo) + 1)
     return counts[counts > 0]
 
 
@@ -353,7 +375,14 @@ class Communication:
         """
         up_kind = choice("Communication.measure: up_kind", up_kind, _KINDS)
         down_kind = choice("Communication.measure: down_kind", down_kind, _KINDS)
-        U = finite_array("Communication.measure: up", up)
+        # finite_array's checks without its float64 copy: a float64 array is read as it is, its
+        # finiteness read from its min and max (which the entropy needs anyway)
+        U = real_array("Communication.measure: up", up, InvalidProblemError)
+        if U.dtype != np.float64:
+            U = finite_array("Communication.measure: up", U)
+        span = _finite_span(U)
+        if span is None:                       # a non-finite entry: finite_array names it
+            finite_array("Communication.measure: up", U)
         if U.ndim != 2:
             raise InvalidHyperparameterError(
                 f"Communication.measure: up must be an (m, d) array, got shape {U.shape}")
@@ -370,7 +399,7 @@ class Communication:
         fu, nu, bu = _message_cost(U, up_kind)
         fd, nd, bd = _message_cost(D, down_kind)
         w = positive("Communication.measure: bin_width", bin_width)
-        return cls(fu, fd, nu, nd, bu, bd, _entropy(U.ravel(), w), int(U.size))
+        return cls(fu, fd, nu, nd, bu, bd, _entropy(U.ravel(), w, span), int(U.size))
 
     def __add__(self, other: Communication) -> Communication:
         if not isinstance(other, Communication):

@@ -256,3 +256,21 @@ def test_ef_compress_checks_the_compressor():
         C.ef_compress(V, R, lambda a: a.astype(complex))
     with pytest.raises(InvalidProblemError, match="overflows"):
         C.ef_compress(np.full((1, 2), 1e308), np.full((1, 2), 1e308), lambda a: a)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_measure_reads_a_float64_uplink_in_place_with_the_entropy_of_its_values(case):
+    """measure() no longer copies a float64 uplink: the array is left unchanged, the entropy is
+    entropy() of the same values to the bit (the sort-based definition), and a NaN or inf in it
+    is still refused naming its index."""
+    rng = np.random.default_rng(case)
+    U = rng.normal(0, [1e-3, 1.0, 30.0][case % 3], (20, 9))
+    U[0, :3] = [-0.0, 0.005, -0.005]
+    before = U.copy()
+    comm = C.Communication.measure(U, np.zeros(9))
+    np.testing.assert_array_equal(U, before)
+    assert comm.entropy_up == C.entropy(U) == _entropy_by_sort(U, 0.01)
+    bad = U.copy()
+    bad[case, case] = [np.nan, np.inf, -np.inf][case % 3]
+    with pytest.raises(InvalidProblemError, match=rf"non-finite value .* at index \({case}, {case}\)"):
+        C.Communication.measure(bad, np.zeros(9))

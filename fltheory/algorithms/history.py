@@ -226,6 +226,16 @@ def run_record(algorithm: Algorithm, problem: Federation, *, rounds: int, comple
     rounds = integer("rounds", rounds, minimum=0, maximum=None)
     completed_rounds = integer("completed_rounds", completed_rounds, minimum=0, maximum=rounds)
     seconds = positive("seconds", seconds, allow_zero=True)
+    return checked_run_record(algorithm, problem, rounds=rounds, completed_rounds=completed_rounds, seed=seed,
+                              participation=participation, seconds=seconds, **extra)
+
+
+def checked_run_record(algorithm: Algorithm, problem: Federation, *, rounds: int, completed_rounds: int,
+                       seed: Any, participation: Participation | None, seconds: float,
+                       **extra: Any) -> RunRecord:
+    """:func:`run_record` for arguments the caller has already checked (an Algorithm, Python
+    ints 0 <= completed_rounds <= rounds, a finite float seconds >= 0): ``run`` calls it once per
+    run, where the checks would be a measurable share of a short run."""
     config: dict[str, Any] = {
         "algorithm": algorithm.name,
         "hyperparameters": algorithm.hyperparameters(),

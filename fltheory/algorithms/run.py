@@ -21,6 +21,7 @@ dependency stays one-way (nothing here names a symbol of ``theory``), and
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from collections.abc import Callable, Collection
@@ -45,7 +46,7 @@ from .history import (
     RoundCommunication,
     check_run_arguments,
     check_run_options,
-    run_record,
+    checked_run_record,
 )
 
 __all__ = ["METRICS", "History", "register_run_method", "run"]
@@ -191,13 +192,12 @@ def run(algorithm: Algorithm, problem: Federation, rounds: int, *,
         raise
     X = np.array(xs)
     L, G2, f_star = objective.values() if objective is not None else (None, None, None)
-    record = run_record(algorithm, problem, rounds=int(rounds), completed_rounds=X.shape[0] - 1,
-                        seed=None if rng is not None else seed, participation=participation,
-                        seconds=time.perf_counter() - start)
+    record = checked_run_record(algorithm, problem, rounds=int(rounds), completed_rounds=X.shape[0] - 1,
+                                seed=None if rng is not None else seed, participation=participation,
+                                seconds=time.perf_counter() - start)
+    gap, dist2 = _distances(X, L, x_star, f_star, "dist2" in wanted)
     return History(
-        x=X, loss=L if "loss" in wanted else None,
-        loss_gap=None if f_star is None or x_star is None or L is None else _gap(X, L, x_star, f_star),
-        dist2=None if x_star is None or "dist2" not in wanted else np.sum((X - x_star) ** 2, axis=1),
+        x=X, loss=L if "loss" in wanted else None, loss_gap=gap, dist2=dist2,
         grad_norm2=G2 if "grad_norm2" in wanted else None, clients=clients, steps=steps,
         communication=comms, extra=extras, state=state, record=record,
     )
@@ -257,8 +257,9 @@ class _ObjectiveLog:
         self.losses: list[np.ndarray] = []
         self.grads: list[np.ndarray] = []
         self.lead = batch > 1
+        self.evaluate = _unchecked_hook(problem)
         if not self.lead and x_star is not None:
-            loss, _ = problem.loss_and_grad_norm2(x_star[None, :])
+            loss, _ = self.evaluate(x_star[None, :])
             self.f_star = float(loss[0])
 
     def add(self, x: np.ndarray) -> None:
@@ -278,7 +279,7 @@ class _ObjectiveLog:
         self.pending = []
         with np.errstate(over="ignore", invalid="ignore"):    # non-finite is reported below
             try:
-                loss, g2 = self.problem.loss_and_grad_norm2(rows)
+                loss, g2 = self.evaluate(rows)
             except OutOfRangeError:                           # the oracles overflowed at some row
                 loss, g2 = self._row_by_row(rows, first - lead)
         loss, g2 = np.asarray(loss, dtype=np.float64), np.asarray(g2, dtype=np.float64)
@@ -305,7 +306,7 @@ class _ObjectiveLog:
         for k in range(rows.shape[0]):
             t = first + k
             try:
-                one_loss, one_g2 = self.problem.loss_and_grad_norm2(rows[k:k + 1])
+                one_loss, one_g2 = self.evaluate(rows[k:k + 1])
             except OutOfRangeError:
                 if t == 0 or (t == -1 and self.x_star is not None):   # x_0 or x*: the caller's error
                     raise
@@ -322,6 +323,24 @@ class _ObjectiveLog:
         return np.concatenate(self.losses), np.concatenate(self.grads), self.f_star
 
 
+def _unchecked_hook(problem: Federation) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The federation's ``loss_and_grad_norm2`` without its argument check.
+
+    Federations check the hook's argument on every call (``problems._hook_checks``: a finite
+    float64 (T, d) array, returned as the same object); the rows ``run`` passes are such arrays
+    by construction (the models passed the finiteness check of their round, x* is float64 and
+    the lead row zeros), so the check would only repeat, on every batch, a cost comparable to
+    the d^2 evaluation itself at small d.  The implementation is reached through the
+    ``__wrapped__`` attribute the checking wrapper carries (``functools.wraps``); a hook set on
+    the instance, or a wrapper without it, is called as it is."""
+    bound = problem.loss_and_grad_norm2
+    method = getattr(type(problem), "loss_and_grad_norm2", None)
+    raw = getattr(method, "__wrapped__", None) if getattr(method, "__arguments_checked__", False) else None
+    if raw is None or "loss_and_grad_norm2" in getattr(problem, "__dict__", {}):
+        return bound
+    return functools.partial(raw, problem)
+
+
 def _known_x_star(problem: Federation) -> np.ndarray | None:
     """x* as float64, or None when the federation cannot compute it."""
     try:
@@ -331,12 +350,25 @@ def _known_x_star(problem: Federation) -> np.ndarray | None:
     return np.asarray(x_star, dtype=np.float64)
 
 
-def _gap(X: np.ndarray, loss: np.ndarray, x_star: np.ndarray, f_star: float) -> np.ndarray:
-    """F(x_t) - F*, and exactly 0 where x_t is x* bit for bit (the hook evaluates rows in batches,
-    whose rounding may depend on a row's position in its batch: F* is the batch's lead row)."""
-    gap = loss - f_star
-    gap[(X == x_star).all(axis=1)] = 0.0
-    return gap
+def _distances(X: np.ndarray, loss: np.ndarray | None, x_star: np.ndarray | None, f_star: float | None,
+               want_dist2: bool) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(F(x_t) - F*, ||x_t - x*||^2), each None when not computable or not asked for.
+
+    The gap is exactly 0 where x_t is x* bit for bit (the hook evaluates rows in batches, whose
+    rounding may depend on a row's position in its batch: F* is the batch's lead row).  One
+    difference D = X - x* serves both: for finite floats x - y == 0 exactly when x == y (gradual
+    underflow), so the rows where D is all zero are the rows equal to x*, and sum_j D_tj^2 is the
+    same expression, hence the same bits, as np.sum((X - x*) ** 2, axis=1)."""
+    if x_star is None:
+        return None, None
+    if (f_star is None or loss is None) and not want_dist2:
+        return None, None
+    D = X - x_star
+    gap = None
+    if f_star is not None and loss is not None:
+        gap = loss - f_star
+        gap[~D.any(axis=1)] = 0.0
+    return gap, np.sum(D ** 2, axis=1) if want_dist2 else None
 
 
 def _run_registered(method: str, algorithm: Algorithm, problem: Federation, rounds: int, *,

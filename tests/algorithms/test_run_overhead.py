@@ -166,3 +166,73 @@ def test_metric_values_are_the_same_bits_for_every_metrics(rows, monkeypatch):
         some = run(alg, f, 70, x0=f.optimum(), metrics=metrics)
         for name in metrics:
             assert getattr(some, name).tobytes() == getattr(full, name).tobytes(), name
+
+
+def test_distances_equal_the_direct_formulas_bit_for_bit():
+    """One difference X - x* gives ||x_t - x*||^2 and the zero gap where x_t == x*: the same bits as
+    np.sum((X - x*) ** 2, axis=1) and (X == x*).all(axis=1), including -0.0 against 0.0 and
+    differences in the subnormal range."""
+    gen = np.random.default_rng(3)
+    x_star = gen.standard_normal(5)
+    x_star[1] = 0.0
+    X = gen.standard_normal((7, 5)) * np.logspace(-300, 3, 7)[:, None] + x_star
+    X[2] = x_star
+    X[3] = x_star
+    X[3, 1] = -0.0                                         # equal to x* (0.0 == -0.0)
+    X[4] = x_star
+    X[4, 0] = np.nextafter(x_star[0], np.inf)             # one ulp away: not x*
+    X[5] = x_star
+    X[5, 1] = 5e-324                                      # a subnormal away from 0
+    loss = gen.standard_normal(7)
+    gap, dist2 = run_module._distances(X, loss, x_star, 0.25, True)
+    expected_gap = loss - 0.25
+    expected_gap[(X == x_star).all(axis=1)] = 0.0
+    np.testing.assert_array_equal(gap, expected_gap)
+    assert (gap == 0).tolist() == [False, False, True, True, False, False, False]
+    assert np.sum((X - x_star) ** 2, axis=1).tobytes() == dist2.tobytes()
+    assert gap.tobytes() == expected_gap.tobytes()
+    assert run_module._distances(X, loss, None, None, True) == (None, None)
+    assert run_module._distances(X, None, x_star, None, False) == (None, None)
+    only_dist2 = run_module._distances(X, None, x_star, None, True)
+    assert only_dist2[0] is None and only_dist2[1].tobytes() == dist2.tobytes()
+
+
+def test_run_evaluates_the_hook_without_its_argument_check_and_with_the_same_bits():
+    """run() calls the implementation behind the checked hook (its rows are valid by construction):
+    the check is not run (a non-finite row passes through it), and F, ||grad F||^2 are the bits of
+    the checked hook's values on the run's one batch (lead row x*, then x_0..x_R)."""
+    from fltheory.errors import NonFinitePointError
+    f = fed(noisy=False)
+    evaluate = run_module._unchecked_hook(f)
+    bad = np.full((1, f.dim), np.nan)
+    with pytest.raises(NonFinitePointError):
+        f.loss_and_grad_norm2(bad)
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(evaluate(bad)[0]).all()
+    h = run(FedAvg(lr=0.1, local_steps=3), f, 5)
+    loss, g2 = f.loss_and_grad_norm2(np.array([f.optimum(), *h.x]))
+    assert h.loss.tobytes() == loss[1:].tobytes() and h.grad_norm2.tobytes() == g2[1:].tobytes()
+
+
+def test_a_hook_set_on_the_instance_is_called_as_it_is():
+    f = fed(noisy=False)
+    seen = []
+
+    def hook(X):
+        seen.append(X.shape)
+        return np.zeros(X.shape[0]), np.ones(X.shape[0])
+
+    f.loss_and_grad_norm2 = hook
+    h = run(FedAvg(lr=0.1, local_steps=3), f, 2, metrics=("loss", "grad_norm2"))
+    assert seen == [(4, f.dim)] and h.loss.tolist() == [0.0] * 3 and h.grad_norm2.tolist() == [1.0] * 3
+
+
+def test_checked_run_record_is_run_record_without_the_checks():
+    from fltheory.algorithms.history import checked_run_record, run_record
+    f, alg = fed(), FedAvg(lr=0.1, local_steps=3)
+    a = run_record(alg, f, rounds=4, completed_rounds=3, seed=2, participation=None, seconds=0.5, extra_key=1)
+    b = checked_run_record(alg, f, rounds=4, completed_rounds=3, seed=2, participation=None, seconds=0.5,
+                           extra_key=1)
+    assert a.config == b.config and a.seed == b.seed and a.versions == b.versions
+    with pytest.raises(InvalidHyperparameterError, match="completed_rounds"):
+        run_record(alg, f, rounds=2, completed_rounds=3, seed=2, participation=None, seconds=0.5)
