@@ -243,15 +243,17 @@ def test_softmax_groups_transposed_copy_gives_the_view_bits(monkeypatch: pytest.
     if cap is not None:
         monkeypatch.setattr(lo, "_TRANSPOSED_BYTES", cap)
     fed = synthetic_fedprox(1.0, 1.0, seed=0, reg=1e-3).train
+    C = fed.n_classes
+    assert C is not None
     idx = np.arange(fed.n_clients)
     plan = fed._plan(idx)
     assert plan is not None and len(plan) > 1
     order = np.concatenate([b.pos for b in plan])
-    fused = lo.SoftmaxGroupsGrad([(b.A, b.y, b.rw) for b in plan], fed.n_classes, order, fed.n_clients)
+    fused = lo.SoftmaxGroupsGrad([(b.A, b.y, b.rw) for b in plan], C, order, fed.n_clients)
     first = [p[1] for p in fused.products]
     assert all(a.flags.c_contiguous for a in first) == (cap is None)
     X = 0.05 * np.random.default_rng(4).standard_normal((fed.n_clients, fed.dim))
     out = np.full_like(X, np.nan)
     fused(X, fed.reg, out)
     for b in plan:
-        np.testing.assert_array_equal(out[b.pos], lo.multi_grad(b.A, b.y, b.rw, X[b.pos], fed.reg, fed.n_classes))
+        np.testing.assert_array_equal(out[b.pos], lo.multi_grad(b.A, b.y, b.rw, X[b.pos], fed.reg, C))
