@@ -21,7 +21,11 @@ so that load from other processes hits all alike; medians of wall and CPU time
 * ``FedAvg.round, 1 thread`` / ``FedAvg.round, 2 threads``: ``alg.round`` on
   ``fed.with_threads(t)`` (1 is the default);
 * ``run() default``: ``run(FedAvg, fed, rounds)`` with the default per-round metrics
-  (one thread).
+  (one thread);
+* ``products only, 1 thread``: the loop's two products per client and step, nothing else;
+* ``batched floor (GEMMs+exp)``: ``batched_floor``, the products of the bound
+  gradient's size groups plus one exp over all logits per step: what a one-thread
+  ``FedAvg.round`` cannot go below without fewer flops or a faster exp.
 
 Besides the speed-ups the script prints the arithmetic: useful flops per round
 (4 f C sum_i n_i per step: two products), the flops the batched path actually
@@ -63,6 +67,31 @@ def products_only(A: np.ndarray, rows: np.ndarray, C: int, x: np.ndarray, tau: i
         Ai = A[i, : rows[i]]
         for _ in range(tau):
             Ai.T @ (Ai @ W)
+
+
+def batched_floor(fed: Any, tau: int) -> Callable[[], None]:
+    """The arithmetic no batched round can skip, in the layout of the bound gradient
+    (``SoftmaxGroupsGrad`` over the size groups): per step the two products of every
+    group and one exp over all logits, nothing else (no max, sums, scaling, labels,
+    ridge, gathers or step updates).  Its time per round is the floor of
+    ``FedAvg.round`` at one thread; the loop pays the same float64 exp."""
+    from fltheory.problems import _logistic_oracles as lo
+    m = fed.n_clients
+    plan = fed._plan(np.arange(m))
+    groups = [(b.A, b.y, b.rw) for b in plan] if plan else [(fed._A, fed._y, fed._rw)]
+    order = np.concatenate([b.pos for b in plan]) if plan else np.arange(m)
+    fused = lo.SoftmaxGroupsGrad(groups, fed.n_classes, order, m)
+    fused.X[...] = 0.01 * np.random.default_rng(0).standard_normal(fused.X.shape)
+    products = fused.products
+
+    def floor() -> None:
+        for _ in range(tau):
+            for Wt, At_first, _, V, _, _ in products:
+                np.matmul(Wt, At_first, out=V)
+            np.exp(fused.Z, out=fused.Z)
+            for _, _, At, _, Vt, G in products:
+                np.matmul(At, Vt, out=G)
+    return floor
 
 
 def thread_cpu(fn: Callable[[], Any], trials: int, reps: int = 1) -> float:
@@ -164,6 +193,8 @@ def main() -> None:
     def threaded_rounds(threads: int) -> Callable[[], None]:
         return rounds_of(alg, fed.with_threads(threads), x0, R)
 
+    floor = batched_floor(fed, tau)
+
     def products() -> None:
         for _ in range(R):
             products_only(A, rows, C, x0, tau)
@@ -174,6 +205,7 @@ def main() -> None:
         "FedAvg.round, 2 threads": threaded_rounds(2),
         "run() default": lambda: run(alg, fed, R),
         "products only, 1 thread": products,
+        "batched floor (GEMMs+exp)": lambda: [floor() for _ in range(R)],
     }
     with single_threaded_blas():
         before = load()

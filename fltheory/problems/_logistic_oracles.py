@@ -256,6 +256,9 @@ def multi_log_probs(A: np.ndarray, X: np.ndarray, C: int) -> np.ndarray:
     return log_softmax(_logits(A, X, C), axis=2)
 
 
+_TRANSPOSED_BYTES = 64 * 2 ** 20   # SoftmaxGroupsGrad keeps a transposed copy of its features up to this size
+
+
 class SoftmaxGroupsGrad:
     """:func:`multi_grad` of several size groups with one class-major logit buffer.
 
@@ -299,16 +302,23 @@ class SoftmaxGroupsGrad:
         self.rw = np.concatenate([groups[j][2].reshape(-1) for j in fused]) if R else np.zeros(0)
         y = np.concatenate([groups[j][1].reshape(-1) for j in fused]) if R else np.zeros(0)
         self.at = y.astype(np.int64) * R + np.arange(R)        # label entries of the (C, R) buffer
-        # per fused group: W^T (m, C, f) and A^T (m, f, k) for the logits, V (m, C, k) their
-        # columns of Z, V^T (m, k, C) and the result rows (m, f, C) for the second product
+        # per fused group: W^T (m, C, f) and A^T (m, f, k) (a contiguous copy, see below) for the logits,
+        # A^T (a view), V (m, C, k) their columns of Z, V^T (m, k, C) and the result rows (m, f, C)
+        # for the second product
         self.products = []
         self.loss_rows = [(rows[j], np.swapaxes(groups[j][0], 1, 2), int(c))
                           for j, c in zip(fused, cols[:-1], strict=True)]
+        # the logits read a contiguous copy of A^T (m, f, k) while the copies of all groups stay within
+        # _TRANSPOSED_BYTES: the same products (same bits) about 1.4x faster than through the view of A
+        # (Synthetic(1,1): 190 -> 130 us per step); the second product reads A itself
+        copy_t = 8 * sum(A.size for A, _, _ in groups) <= _TRANSPOSED_BYTES
         for j, c in zip(fused, cols[:-1], strict=True):
             A = groups[j][0]
             (a, b), (m, k, f) = rows[j], A.shape
             V = self.Z[:, c:c + m * k].reshape(C, m, k).transpose(1, 0, 2)
-            self.products.append((np.swapaxes(self.X[a:b].reshape(m, f, C), 1, 2), np.swapaxes(A, 1, 2), V,
+            At = np.swapaxes(A, 1, 2)
+            self.products.append((np.swapaxes(self.X[a:b].reshape(m, f, C), 1, 2),
+                                  np.ascontiguousarray(At) if copy_t else At, At, V,
                                   V.transpose(0, 2, 1), self.G[a:b].reshape(m, f, C)))
         self._lock = threading.Lock()
 
@@ -320,8 +330,8 @@ class SoftmaxGroupsGrad:
         with self._lock:
             np.take(X, self.order, axis=0, out=self.X)
             Z = self.Z
-            for Wt, At, V, _, _ in self.products:
-                np.matmul(Wt, At, out=V)
+            for Wt, At_first, _, V, _, _ in self.products:
+                np.matmul(Wt, At_first, out=V)
             rows = None
             if self.R:
                 top = Z.max(axis=0)
@@ -334,7 +344,7 @@ class SoftmaxGroupsGrad:
                     rows += np.log(total)
                 Z *= self.rw / total                                                 # rw_j p_jc
                 Z.reshape(-1)[self.at] -= self.rw                                    # - rw_j e_yj
-            for _, At, _, Vt, G in self.products:
+            for _, _, At, _, Vt, G in self.products:
                 np.matmul(At, Vt, out=G)
             if reg:
                 self.G += reg * self.X

@@ -232,3 +232,28 @@ def test_thread_count_survives_removing_and_adding_clients():
     fed = make_logistic(4, 6, 3, 30, n_classes=3, reg=0.1).with_threads(2)
     assert fed.without_client(0)._threads == 2
     assert fed.with_client(make_logistic(5, 2, 3, 30, n_classes=3, reg=0.1))._threads == 2
+
+
+@pytest.mark.parametrize("cap", [0, None])
+def test_softmax_groups_transposed_copy_gives_the_view_bits(monkeypatch: pytest.MonkeyPatch, cap: int | None) -> None:
+    """The logits read a contiguous copy of A^T while it fits ``_TRANSPOSED_BYTES`` (else the
+    view of A): on the benchmark's Synthetic(1,1) shapes (f = 61, C = 10, groups of 56..800
+    rows) both give every group's multi_grad bits."""
+    from fltheory.problems import _logistic_oracles as lo
+    if cap is not None:
+        monkeypatch.setattr(lo, "_TRANSPOSED_BYTES", cap)
+    fed = synthetic_fedprox(1.0, 1.0, seed=0, reg=1e-3).train
+    C = fed.n_classes
+    assert C is not None
+    idx = np.arange(fed.n_clients)
+    plan = fed._plan(idx)
+    assert plan is not None and len(plan) > 1
+    order = np.concatenate([b.pos for b in plan])
+    fused = lo.SoftmaxGroupsGrad([(b.A, b.y, b.rw) for b in plan], C, order, fed.n_clients)
+    first = [p[1] for p in fused.products]
+    assert all(a.flags.c_contiguous for a in first) == (cap is None)
+    X = 0.05 * np.random.default_rng(4).standard_normal((fed.n_clients, fed.dim))
+    out = np.full_like(X, np.nan)
+    fused(X, fed.reg, out)
+    for b in plan:
+        np.testing.assert_array_equal(out[b.pos], lo.multi_grad(b.A, b.y, b.rw, X[b.pos], fed.reg, C))
