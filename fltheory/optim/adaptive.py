@@ -37,6 +37,7 @@ counters it is approximate.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -79,12 +80,14 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
     eps = _checks.stability(f"{name}: eps", eps)
     nu0 = _checks.accumulator(f"{name}: initial_accumulator", initial_accumulator)
     bias_correction = bool(bias_correction)
+    zero_start = nu0 == 0.0 and math.copysign(1.0, nu0) > 0      # +0.0 (not -0.0): np.zeros gives it
 
     def init(params: Any, clients: Any = None) -> AdaptiveState:
         x = _checks.rows(params, f"{name}.init")
         _checks.client_index(clients, x.shape[0], f"{name}.init")
-        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), np.zeros_like(x),
-                             np.full_like(x, nu0))
+        # np.zeros gives the same +0.0 entries as np.full_like(x, +0.0), in one call
+        nu = np.zeros(x.shape) if zero_start else np.full(x.shape, nu0)
+        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), np.zeros(x.shape), nu)
 
     def _scales(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = count.astype(np.float64)[:, None]
@@ -178,8 +181,32 @@ class _FusedAdaptive:
         self.T = np.empty_like(self.nu)
         self.U = np.empty_like(self.nu) if (b1 != 0.0 or scales is not None) else self.T
         self.S = np.empty_like(self.nu) if rule == "yogi" else self.T
+        # AdaGrad without bias correction: one flag test per step instead of the rule tests
+        # (a flag, not ``self.step = self._adagrad_step``: that bound method would make a
+        # reference cycle, keeping the buffers alive until the garbage collector runs)
+        self.plain_adagrad = rule == "adagrad" and b1 == 0.0 and scales is None
+        self.neg_lr = -lr
+
+    def _adagrad_step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
+        """:meth:`step` for AdaGrad without bias correction (b1 = 0, U is T), with the rule
+        tests done once: T = g*g; nu += T; T = sqrt(nu); T += eps; T = g / T; T *= -lr;
+        T *= rate (unless rate is the float 1.0); y += T."""
+        T, nu = self.T, self.nu
+        np.multiply(grads, grads, out=T)
+        nu += T
+        np.sqrt(nu, out=T)
+        T += self.eps
+        np.divide(grads, T, out=T)
+        T *= self.neg_lr
+        if not (isinstance(rate, float) and rate == 1.0):
+            T *= rate
+        params += T
+        self.pending += 1
 
     def step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
+        if self.plain_adagrad:
+            self._adagrad_step(grads, params, rate)
+            return
         g, T, U, nu = grads, self.T, self.U, self.nu
         np.multiply(g, g, out=T)                                   # g^2
         if self.rule == "adagrad":

@@ -329,6 +329,40 @@ def test_fused_steps_equal_update_bit_for_bit(rule, kw, rate):
         np.testing.assert_array_equal(f, f0)
 
 
+@pytest.mark.parametrize("rule,kw", FUSED_CASES)
+def test_fused_steps_are_freed_without_the_garbage_collector(rule, kw):
+    """A fused-steps object holds (m, d) buffers: it must not sit in a reference cycle
+    (e.g. a bound method stored on itself), which would keep them alive until the cyclic
+    collector runs; a round then re-faults fresh memory pages every time."""
+    import gc
+    import weakref
+    opt = getattr(optim, rule)(**kw)
+    fused = opt.fused(opt.init(np.zeros((4, 3))))
+    fused.step(np.ones((4, 3)), np.zeros((4, 3)), 1.0)
+    ref = weakref.ref(fused)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del fused
+        assert ref() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@pytest.mark.parametrize("nu0", [0.0, -0.0, 0.25])
+@pytest.mark.parametrize("rule", ["adagrad", "adam", "yogi"])
+def test_init_state_is_zero_moments_and_the_accumulator_bit_for_bit(rule, nu0):
+    """init: count 0, mu = +0.0 and nu = nu_0 entrywise, down to the sign of a zero nu_0
+    (the +0.0 fast path must not turn -0.0 into +0.0)."""
+    opt = getattr(optim, rule)(0.1, initial_accumulator=nu0)
+    X = np.arange(6.0).reshape(2, 3)
+    s = opt.init(X)
+    assert s.count.dtype == np.int64 and s.count.tolist() == [0, 0]
+    assert s.mu.tobytes() == np.zeros_like(X).tobytes()
+    assert s.nu.dtype == np.float64 and s.nu.tobytes() == np.full_like(X, nu0).tobytes()
+
+
 def test_optimizers_without_fused_steps_say_so():
     """fused is optional: None for optimizers that only have the pure update."""
     assert optim.sgd(0.1).fused is None
