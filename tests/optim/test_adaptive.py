@@ -298,8 +298,12 @@ def _uneven_state(opt, rng, m, d):
     return s
 
 
+#: every optimizer with fused steps (SGD's are not adaptive: only the bit-for-bit tests apply)
+ALL_FUSED = [*FUSED_CASES, ("sgd", dict(lr=0.3))]
+
+
 @pytest.mark.parametrize("rate", list(RATES))
-@pytest.mark.parametrize("rule,kw", FUSED_CASES)
+@pytest.mark.parametrize("rule,kw", ALL_FUSED)
 def test_fused_steps_equal_update_bit_for_bit(rule, kw, rate):
     """fused(state).step(g, y, rate) == (u, s = update(g, s, y); y += rate * u), bit for bit,
     on the point and every state field, from a state with per-row step counters; the given
@@ -329,7 +333,7 @@ def test_fused_steps_equal_update_bit_for_bit(rule, kw, rate):
         np.testing.assert_array_equal(f, f0)
 
 
-@pytest.mark.parametrize("rule,kw", FUSED_CASES)
+@pytest.mark.parametrize("rule,kw", ALL_FUSED)
 def test_fused_steps_are_freed_without_the_garbage_collector(rule, kw):
     """A fused-steps object holds (m, d) buffers: it must not sit in a reference cycle
     (e.g. a bound method stored on itself), which would keep them alive until the cyclic
@@ -365,8 +369,9 @@ def test_init_state_is_zero_moments_and_the_accumulator_bit_for_bit(rule, nu0):
 
 def test_optimizers_without_fused_steps_say_so():
     """fused is optional: None for optimizers that only have the pure update."""
-    assert optim.sgd(0.1).fused is None
-    assert optim.adagrad(0.1).fused is not None
+    assert optim.momentum(0.1).fused is None
+    assert optim.preconditioned(0.1, np.ones(3)).fused is None
+    assert optim.sgd(0.1).fused is not None and optim.adagrad(0.1).fused is not None
     assert optim.Optimizer(optim.sgd(0.1).init, optim.sgd(0.1).update, optim.sgd(0.1).precond).fused is None
 
 
