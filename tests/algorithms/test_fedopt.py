@@ -467,9 +467,9 @@ def test_fused_client_steps_replace_the_pure_update_while_every_client_is_active
         assert calls[0] == expected
 
 
-@pytest.mark.parametrize("server", [lambda: optim.sgd(1.0), lambda: optim.fedadagrad(0.1),
+@pytest.mark.parametrize("server", [lambda: optim.sgd(1.0), lambda: optim.sgd(0.7), lambda: optim.fedadagrad(0.1),
                                     lambda: optim.fedadam(0.1), lambda: optim.fedyogi(0.1)],
-                         ids=["sgd", "fedadagrad", "fedadam", "fedyogi"])
+                         ids=["sgd", "sgd 0.7", "fedadagrad", "fedadam", "fedyogi"])
 def test_fused_server_step_gives_the_pure_update_rounds_bit_for_bit(server):
     """The server step through ``Optimizer.fused`` against the same server optimizer without
     it (``update``, then x + u): identical models and server states over rounds with sampled
