@@ -238,7 +238,7 @@ class FedOpt(Algorithm):
         correct = self.correction != "none"
         Y, info = local_descent(problem, X0, part.clients, part.steps, scale, rng,
                                 optimizer=self.client_optimizer, opt_state=start,
-                                record_precond=correct)
+                                record_precond=correct, keep_opt_state=self.client_state != "restart")
         delta = Y - state.x
         w = aggregation_weights(problem, part.clients, self.aggregation)
         if not correct:

@@ -504,3 +504,23 @@ def test_server_step_with_a_non_finite_or_overflowing_pseudo_gradient(bad):
     else:
         with pytest.raises(NonFinitePointError):
             _server_step(opt, g, state)
+
+
+def test_restarted_clients_discard_the_final_state_without_changing_the_round():
+    """FedOpt with restarted clients asks ``local_descent`` not to join the blocks' final
+    optimizer states (``keep_opt_state=False``); the blocked loop then returns None for it,
+    and the models equal those of the loop that keeps it, bit for bit (two cache blocks)."""
+    from fltheory.algorithms.local import blocking, local_descent
+    from fltheory.problems.quadratic import QuadraticFederation
+
+    N, d = 300, 60
+    rng = np.random.default_rng(8)
+    fed = QuadraticFederation(spd(N, d, 4), rng.standard_normal((N, d)))
+    assert len(blocking.row_blocks(fed, N, d)) > 1
+    X0 = np.broadcast_to(rng.standard_normal(d), (N, d))
+    args = (fed, X0, np.arange(N), np.full(N, 3), np.ones(N), None)
+    opt = optim.adagrad(0.05)
+    Y_keep, info_keep = local_descent(*args, optimizer=opt)
+    Y_drop, info_drop = local_descent(*args, optimizer=opt, keep_opt_state=False)
+    assert info_drop["opt_state"] is None and info_keep["opt_state"].nu.shape == (N, d)
+    assert Y_drop.tobytes() == Y_keep.tobytes()
