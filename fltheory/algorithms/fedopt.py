@@ -256,7 +256,8 @@ class FedOpt(Algorithm):
             else:
                 g = joint_direction(w, dt, M)
                 up = np.hstack([dt, M.reshape(part.m, -1)])
-        x, server = _server_step(self.server_optimizer, g, state)
+        u, server = self.server_optimizer.update(g[None, :], state.server, state.x[None, :])
+        x = state.x + u[0]
         clients = state.clients
         down = X0
         if self.client_state == "persist":
@@ -269,22 +270,6 @@ class FedOpt(Algorithm):
         comm = DeferredCommunication(up, down)           # measured when read
         return (FedOptState(x=x, t=state.t + 1, server=server, clients=clients),
                 RoundInfo(part.clients, part.steps, comm))
-
-
-def _server_step(opt: Optimizer, g: np.ndarray, state: FedOptState) -> tuple[np.ndarray, Any]:
-    """(x_{t+1}, server state): (u, s) = update(g, s, x_t), x_{t+1} = x_t + u.
-
-    With fused steps (``Optimizer.fused``, the same numbers as ``update``) when g is finite
-    (otherwise ``update``, whose check raises on a NaN or inf): a copy of x_t
-    takes the step in place, which skips ``update``'s argument checks (g is the round's own
-    float64 vector)."""
-    if opt.fused is not None and np.isfinite(g).all():
-        steps = opt.fused(state.server)
-        x = state.x.copy()
-        steps.step(g[None, :], x[None, :], 1.0)              # x_t + u, the bits of update
-        return x, steps.state()
-    u, server = opt.update(g[None, :], state.server, state.x[None, :])
-    return state.x + u[0], server
 
 
 def _float_fields(state: Any) -> np.ndarray:

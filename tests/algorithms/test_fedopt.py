@@ -467,45 +467,6 @@ def test_fused_client_steps_replace_the_pure_update_while_every_client_is_active
         assert calls[0] == expected
 
 
-@pytest.mark.parametrize("server", [lambda: optim.sgd(1.0), lambda: optim.sgd(0.7), lambda: optim.fedadagrad(0.1),
-                                    lambda: optim.fedadam(0.1), lambda: optim.fedyogi(0.1)],
-                         ids=["sgd", "sgd 0.7", "fedadagrad", "fedadam", "fedyogi"])
-def test_fused_server_step_gives_the_pure_update_rounds_bit_for_bit(server):
-    """The server step through ``Optimizer.fused`` against the same server optimizer without
-    it (``update``, then x + u): identical models and server states over rounds with sampled
-    clients and uneven steps."""
-    fed = generated_quadratic(seed=4, N=12, d=5)
-    runs = []
-    for srv in (server(), server()._replace(fused=None)):
-        alg = FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=srv, local_steps=3)
-        r = np.random.default_rng(1)
-        st = alg.init(fed, np.ones(5), r)
-        for _ in range(4):
-            st, _ = alg.round(st, fed, UniformSampling(5), r)
-        runs.append(st)
-    assert runs[0].x.tobytes() == runs[1].x.tobytes()
-    for f, g in zip(runs[0].server, runs[1].server, strict=True):
-        assert np.asarray(f).dtype == np.asarray(g).dtype and np.asarray(f).tobytes() == np.asarray(g).tobytes()
-
-
-@pytest.mark.parametrize("bad", [np.nan, np.inf, 1e200])
-def test_server_step_with_a_non_finite_or_overflowing_pseudo_gradient(bad):
-    """A NaN or inf pseudo-gradient reaches ``update``'s check (NonFinitePointError, as
-    without fused steps); a large finite one takes the step."""
-    from fltheory.algorithms.fedopt import FedOptState, _server_step
-    from fltheory.errors import NonFinitePointError
-
-    opt = optim.sgd(1.0)
-    state = FedOptState(x=np.zeros(3), t=0, server=opt.init(np.zeros((1, 3))))
-    g = np.array([0.5, bad, -1.0])
-    if np.isfinite(bad):
-        x, server = _server_step(opt, g, state)
-        assert x.tobytes() == (-g).tobytes() and server.count.tolist() == [1]
-    else:
-        with pytest.raises(NonFinitePointError):
-            _server_step(opt, g, state)
-
-
 def test_restarted_clients_discard_the_final_state_without_changing_the_round():
     """FedOpt with restarted clients asks ``local_descent`` not to join the blocks' final
     optimizer states (``keep_opt_state=False``); the blocked loop then returns None for it,
