@@ -55,7 +55,7 @@ def grads_like(grads: Any, m: int, where: str) -> np.ndarray:
     if g.ndim != 2 or g.shape[0] != m:
         raise InvalidProblemError(
             f"{where}: grads must be an ({m}, d) array matching the state's {m} rows, got shape {g.shape}")
-    if not np.all(np.isfinite(g)):
+    if not np.isfinite(g).all():
         raise NonFinitePointError(f"{where}: grads contain NaN or inf (an update would spread them "
                                   "into the optimizer state)")
     return g
