@@ -37,7 +37,6 @@ counters it is approximate.
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -48,12 +47,16 @@ from .base import Optimizer
 
 __all__ = ["AdaptiveState", "adagrad", "adam", "yogi"]
 
+_ZERO = np.float64(0.0)
+
 
 class AdaptiveState(NamedTuple):
     """count: (m,) steps taken; mu: (m, d) first moment; nu: (m, d) second moment.
 
     With b1 = 0 (AdaGrad, FedAdagrad's default) the first moment is the current
-    gradient itself and is not stored: ``mu`` stays at its initial 0."""
+    gradient itself and is not stored: ``mu`` stays at its initial 0.  ``init``
+    returns mu and nu as read-only broadcast views of their constant start values
+    (a state is a value: nothing writes into it)."""
 
     count: np.ndarray  # type: ignore[assignment]  # the step counter; shadows tuple.count on purpose
     mu: np.ndarray
@@ -80,14 +83,17 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
     eps = _checks.stability(f"{name}: eps", eps)
     nu0 = _checks.accumulator(f"{name}: initial_accumulator", initial_accumulator)
     bias_correction = bool(bias_correction)
-    zero_start = nu0 == 0.0 and math.copysign(1.0, nu0) > 0      # +0.0 (not -0.0): np.zeros gives it
 
     def init(params: Any, clients: Any = None) -> AdaptiveState:
         x = _checks.rows(params, f"{name}.init")
         _checks.client_index(clients, x.shape[0], f"{name}.init")
-        # np.zeros gives the same +0.0 entries as np.full_like(x, +0.0), in one call
-        nu = np.zeros(x.shape) if zero_start else np.full(x.shape, nu0)
-        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), np.zeros(x.shape), nu)
+        # The moments start constant (mu = +0.0, nu = nu_0 entrywise): read-only broadcast
+        # views of one number (no memory; the same values, sign of a zero included, as
+        # np.zeros_like / np.full_like).  States are values: update and the fused steps
+        # write new or owned arrays, take_rows / put_rows / mean_rows copy; a fused copy
+        # then reads one number instead of faulting in fresh zero pages of an (m, d) array.
+        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), np.broadcast_to(_ZERO, x.shape),
+                             np.broadcast_to(np.float64(nu0), x.shape))
 
     def _scales(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = count.astype(np.float64)[:, None]
