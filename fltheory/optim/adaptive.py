@@ -47,7 +47,22 @@ from .base import Optimizer
 
 __all__ = ["AdaptiveState", "adagrad", "adam", "yogi"]
 
-_ZERO = np.float64(0.0)
+
+
+def _read_only_number(value: float) -> np.ndarray:
+    """A read-only one-element float64 buffer (views of it can never be made writable)."""
+    buf = np.array([value], dtype=np.float64)
+    buf.flags.writeable = False
+    return buf
+
+
+_ZERO = _read_only_number(0.0)
+
+
+def _constant(buf: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``np.broadcast_to(buf[0], shape)`` built directly (a third of its cost): a read-only
+    view whose every entry is the one number of ``buf``."""
+    return np.ndarray(shape, dtype=np.float64, buffer=buf, strides=(0,) * len(shape))
 
 
 class AdaptiveState(NamedTuple):
@@ -83,6 +98,7 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
     eps = _checks.stability(f"{name}: eps", eps)
     nu0 = _checks.accumulator(f"{name}: initial_accumulator", initial_accumulator)
     bias_correction = bool(bias_correction)
+    nu0_buf = _read_only_number(nu0)
 
     def init(params: Any, clients: Any = None) -> AdaptiveState:
         x = _checks.rows(params, f"{name}.init")
@@ -92,8 +108,8 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
         # np.zeros_like / np.full_like).  States are values: update and the fused steps
         # write new or owned arrays, take_rows / put_rows / mean_rows copy; a fused copy
         # then reads one number instead of faulting in fresh zero pages of an (m, d) array.
-        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), np.broadcast_to(_ZERO, x.shape),
-                             np.broadcast_to(np.float64(nu0), x.shape))
+        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), _constant(_ZERO, x.shape),
+                             _constant(nu0_buf, x.shape))
 
     def _scales(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = count.astype(np.float64)[:, None]

@@ -366,6 +366,8 @@ def test_init_state_is_zero_moments_and_the_accumulator_bit_for_bit(rule, nu0):
     assert s.mu.tobytes() == np.zeros_like(X).tobytes()
     assert s.nu.dtype == np.float64 and s.nu.tobytes() == np.full_like(X, nu0).tobytes()
     assert s.mu.shape == s.nu.shape == X.shape and not s.nu.flags.writeable    # constant views
+    with pytest.raises(ValueError):          # their shared one-number buffer cannot be made writable
+        s.nu.flags.writeable = True
     full = optim.put_rows(s, np.array([1]), optim.take_rows(s, np.array([0])))   # rows copy out writable
     assert full.nu.flags.writeable and full.nu.tobytes() == s.nu.tobytes()
 
