@@ -63,6 +63,7 @@ from .base import (
 )
 from .fedavg import empty_round
 from .local import local_descent
+from .local.objective import _shared_rows
 from ..aliases import Steps
 
 __all__ = ["FedOpt", "FedOptState", "CORRECTIONS", "CLIENT_STATES", "synchronised_states",
@@ -231,17 +232,15 @@ class FedOpt(Algorithm):
         if part.m == 0:
             return (FedOptState(x=state.x, t=state.t + 1, server=state.server, clients=state.clients),
                     empty_round(problem.dim))
-        d = problem.dim
-        X0 = np.broadcast_to(state.x, (part.m, d))
+        X0 = _shared_rows(state.x, part.m)              # np.broadcast_to(x, (m, d)), built directly
         scale = resolve_per_client("client_lr_scale", self.client_lr_scale, problem.n_clients)[part.clients]
         start = None if state.clients is None else take_rows(state.clients, part.clients)
         correct = self.correction != "none"
         Y, info = local_descent(problem, X0, part.clients, part.steps, scale, rng,
                                 optimizer=self.client_optimizer, opt_state=start,
-                                record_precond=correct)
+                                record_precond=correct, keep_opt_state=self.client_state != "restart")
         delta = Y - state.x
         w = aggregation_weights(problem, part.clients, self.aggregation)
-        stepped = part.steps > 0
         if not correct:
             g = -(w @ delta)
             up = delta
@@ -250,7 +249,7 @@ class FedOpt(Algorithm):
             if psum is None:       # nobody stepped
                 psum = np.zeros_like(delta)
             G = scale.reshape((-1,) + (1,) * (psum.ndim - 1)) * psum
-            dt, M = corrected_changes(delta, G, stepped)
+            dt, M = corrected_changes(delta, G, part.steps > 0)
             if self.correction == "local":
                 g = -(w @ dt)
                 up = dt

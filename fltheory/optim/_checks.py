@@ -45,12 +45,17 @@ def rows(params: Any, where: str) -> np.ndarray:
 
 
 def grads_like(grads: Any, m: int, where: str) -> np.ndarray:
-    """``grads`` as a float64 (m, d) array whose row count matches the state."""
-    g = real_array(f"{where}: grads", grads, InvalidProblemError).astype(np.float64, copy=False)
+    """``grads`` as a float64 (m, d) array whose row count matches the state (a float64
+    ndarray, what the local loop passes every step, is taken as it is: the same array
+    ``real_array`` and ``astype(copy=False)`` would return, without their dtype checks)."""
+    if type(grads) is np.ndarray and grads.dtype == np.float64:
+        g = grads
+    else:
+        g = real_array(f"{where}: grads", grads, InvalidProblemError).astype(np.float64, copy=False)
     if g.ndim != 2 or g.shape[0] != m:
         raise InvalidProblemError(
             f"{where}: grads must be an ({m}, d) array matching the state's {m} rows, got shape {g.shape}")
-    if not np.all(np.isfinite(g)):
+    if not np.isfinite(g).all():
         raise NonFinitePointError(f"{where}: grads contain NaN or inf (an update would spread them "
                                   "into the optimizer state)")
     return g
@@ -60,6 +65,10 @@ def client_index(clients: Any, m: int, where: str) -> np.ndarray:
     """The (m,) int64 client indices of the rows; ``None`` means 0..m-1."""
     if clients is None:
         return np.arange(m, dtype=np.int64)
+    if type(clients) is np.ndarray and clients.dtype == np.int64 and clients.shape == (m,):
+        if m and clients.min() < 0:          # the checks below, without the dtype lookups
+            raise InvalidHyperparameterError(f"{where}: client indices must be >= 0, got {clients.tolist()}")
+        return clients.copy()
     c = np.asarray(clients)
     if c.shape != (m,) or not np.issubdtype(c.dtype, np.integer):
         raise InvalidHyperparameterError(

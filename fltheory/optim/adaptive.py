@@ -48,11 +48,30 @@ from .base import Optimizer
 __all__ = ["AdaptiveState", "adagrad", "adam", "yogi"]
 
 
+
+def _read_only_number(value: float) -> np.ndarray:
+    """A read-only one-element float64 buffer (views of it can never be made writable)."""
+    buf = np.array([value], dtype=np.float64)
+    buf.flags.writeable = False
+    return buf
+
+
+_ZERO = _read_only_number(0.0)
+
+
+def _constant(buf: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``np.broadcast_to(buf[0], shape)`` built directly (a third of its cost): a read-only
+    view whose every entry is the one number of ``buf``."""
+    return np.ndarray(shape, dtype=np.float64, buffer=buf, strides=(0,) * len(shape))
+
+
 class AdaptiveState(NamedTuple):
     """count: (m,) steps taken; mu: (m, d) first moment; nu: (m, d) second moment.
 
     With b1 = 0 (AdaGrad, FedAdagrad's default) the first moment is the current
-    gradient itself and is not stored: ``mu`` stays at its initial 0."""
+    gradient itself and is not stored: ``mu`` stays at its initial 0.  ``init``
+    returns mu and nu as read-only broadcast views of their constant start values
+    (a state is a value: nothing writes into it)."""
 
     count: np.ndarray  # type: ignore[assignment]  # the step counter; shadows tuple.count on purpose
     mu: np.ndarray
@@ -79,12 +98,18 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
     eps = _checks.stability(f"{name}: eps", eps)
     nu0 = _checks.accumulator(f"{name}: initial_accumulator", initial_accumulator)
     bias_correction = bool(bias_correction)
+    nu0_buf = _read_only_number(nu0)
 
     def init(params: Any, clients: Any = None) -> AdaptiveState:
         x = _checks.rows(params, f"{name}.init")
         _checks.client_index(clients, x.shape[0], f"{name}.init")
-        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), np.zeros_like(x),
-                             np.full_like(x, nu0))
+        # The moments start constant (mu = +0.0, nu = nu_0 entrywise): read-only broadcast
+        # views of one number (no memory; the same values, sign of a zero included, as
+        # np.zeros_like / np.full_like).  States are values: update and the fused steps
+        # write new or owned arrays, take_rows / put_rows / mean_rows copy; a fused copy
+        # then reads one number instead of faulting in fresh zero pages of an (m, d) array.
+        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), _constant(_ZERO, x.shape),
+                             _constant(nu0_buf, x.shape))
 
     def _scales(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = count.astype(np.float64)[:, None]
@@ -178,8 +203,32 @@ class _FusedAdaptive:
         self.T = np.empty_like(self.nu)
         self.U = np.empty_like(self.nu) if (b1 != 0.0 or scales is not None) else self.T
         self.S = np.empty_like(self.nu) if rule == "yogi" else self.T
+        # AdaGrad without bias correction: one flag test per step instead of the rule tests
+        # (a flag, not ``self.step = self._adagrad_step``: that bound method would make a
+        # reference cycle, keeping the buffers alive until the garbage collector runs)
+        self.plain_adagrad = rule == "adagrad" and b1 == 0.0 and scales is None
+        self.neg_lr = -lr
+
+    def _adagrad_step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
+        """:meth:`step` for AdaGrad without bias correction (b1 = 0, U is T), with the rule
+        tests done once: T = g*g; nu += T; T = sqrt(nu); T += eps; T = g / T; T *= -lr;
+        T *= rate (unless rate is the float 1.0); y += T."""
+        T, nu = self.T, self.nu
+        np.multiply(grads, grads, out=T)
+        nu += T
+        np.sqrt(nu, out=T)
+        T += self.eps
+        np.divide(grads, T, out=T)
+        T *= self.neg_lr
+        if not (isinstance(rate, float) and rate == 1.0):
+            T *= rate
+        params += T
+        self.pending += 1
 
     def step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
+        if self.plain_adagrad:
+            self._adagrad_step(grads, params, rate)
+            return
         g, T, U, nu = grads, self.T, self.U, self.nu
         np.multiply(g, g, out=T)                                   # g^2
         if self.rule == "adagrad":

@@ -83,7 +83,40 @@ def sgd(lr: float) -> Optimizer:
         d = int(state.dim[0]) if m else 0
         return np.where(_started(state.count), 1.0, 0.0) * np.ones((m, d))
 
-    return Optimizer(init, update, precond, f"sgd(lr={lr:g})")
+    def fused(state: SgdState) -> _FusedSgd:
+        return _FusedSgd(lr, state)
+
+    return Optimizer(init, update, precond, f"sgd(lr={lr:g})", fused)
+
+
+class _FusedSgd:
+    """The steps of ``sgd``'s ``update`` in place (:class:`fltheory.optim.base.FusedSteps`):
+    U = g * (-lr) (the product ``-lr * g`` of ``update``: multiplication is commutative
+    in IEEE arithmetic), U *= rate unless rate is the float 1.0, y += U; the counter
+    advances by one per step.  No argument checks (the caller's buffers are trusted)."""
+
+    def __init__(self, lr: float, state: SgdState) -> None:
+        self.neg_lr = -lr
+        self.count = np.array(state.count, dtype=np.int64, copy=True)
+        self.dim = state.dim
+        self.pending = 0
+        self.U: np.ndarray | None = None
+
+    def step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
+        U = self.U
+        if U is None or U.shape != grads.shape:
+            U = self.U = np.empty(grads.shape)
+        np.multiply(grads, self.neg_lr, out=U)
+        if not (isinstance(rate, float) and rate == 1.0):
+            U *= rate
+        params += U
+        self.pending += 1
+
+    def state(self) -> SgdState:
+        if self.pending:
+            self.count += self.pending
+            self.pending = 0
+        return SgdState(self.count, self.dim)
 
 
 def momentum(lr: float, beta: float = 0.9, nesterov: bool = False) -> Optimizer:

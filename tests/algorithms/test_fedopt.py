@@ -391,8 +391,9 @@ def test_singular_full_preconditioner_sum_raises():
                                                      ("persist", "local"), ("synchronise", "joint")])
 @pytest.mark.parametrize("make", [lambda: optim.adagrad(0.05, initial_accumulator=0.1),
                                   lambda: optim.adam(0.02),
-                                  lambda: optim.yogi(0.02, bias_correction=True)],
-                         ids=["adagrad", "adam", "yogi"])
+                                  lambda: optim.yogi(0.02, bias_correction=True),
+                                  lambda: optim.sgd(0.01)],
+                         ids=["adagrad", "adam", "yogi", "sgd"])
 def test_fused_client_steps_give_the_pure_update_rounds_bit_for_bit(make, client_state, correction):
     """The local loop's in-place client steps (``Optimizer.fused``) against the same
     optimizer without them (every step through the pure ``update``): identical models
@@ -464,3 +465,23 @@ def test_fused_client_steps_replace_the_pure_update_while_every_client_is_active
         calls[0] = 0
         run(FedOpt(client_optimizer=opt, server_optimizer=optim.sgd(1.0), local_steps=4), fed, 2, metrics=())
         assert calls[0] == expected
+
+
+def test_restarted_clients_discard_the_final_state_without_changing_the_round():
+    """FedOpt with restarted clients asks ``local_descent`` not to join the blocks' final
+    optimizer states (``keep_opt_state=False``); the blocked loop then returns None for it,
+    and the models equal those of the loop that keeps it, bit for bit (two cache blocks)."""
+    from fltheory.algorithms.local import blocking, local_descent
+    from fltheory.problems.quadratic import QuadraticFederation
+
+    N, d = 300, 60
+    rng = np.random.default_rng(8)
+    fed = QuadraticFederation(spd(N, d, 4), rng.standard_normal((N, d)))
+    assert len(blocking.row_blocks(fed, N, d)) > 1
+    X0 = np.broadcast_to(rng.standard_normal(d), (N, d))
+    args = (fed, X0, np.arange(N), np.full(N, 3), np.ones(N), None)
+    opt = optim.adagrad(0.05)
+    Y_keep, info_keep = local_descent(*args, optimizer=opt)
+    Y_drop, info_drop = local_descent(*args, optimizer=opt, keep_opt_state=False)
+    assert info_drop["opt_state"] is None and info_keep["opt_state"].nu.shape == (N, d)
+    assert Y_drop.tobytes() == Y_keep.tobytes()

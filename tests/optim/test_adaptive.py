@@ -298,8 +298,12 @@ def _uneven_state(opt, rng, m, d):
     return s
 
 
+#: every optimizer with fused steps (SGD's are not adaptive: only the bit-for-bit tests apply)
+ALL_FUSED = [*FUSED_CASES, ("sgd", dict(lr=0.3))]
+
+
 @pytest.mark.parametrize("rate", list(RATES))
-@pytest.mark.parametrize("rule,kw", FUSED_CASES)
+@pytest.mark.parametrize("rule,kw", ALL_FUSED)
 def test_fused_steps_equal_update_bit_for_bit(rule, kw, rate):
     """fused(state).step(g, y, rate) == (u, s = update(g, s, y); y += rate * u), bit for bit,
     on the point and every state field, from a state with per-row step counters; the given
@@ -329,10 +333,50 @@ def test_fused_steps_equal_update_bit_for_bit(rule, kw, rate):
         np.testing.assert_array_equal(f, f0)
 
 
+@pytest.mark.parametrize("rule,kw", ALL_FUSED)
+def test_fused_steps_are_freed_without_the_garbage_collector(rule, kw):
+    """A fused-steps object holds (m, d) buffers: it must not sit in a reference cycle
+    (e.g. a bound method stored on itself), which would keep them alive until the cyclic
+    collector runs; a round then re-faults fresh memory pages every time."""
+    import gc
+    import weakref
+    opt = getattr(optim, rule)(**kw)
+    fused = opt.fused(opt.init(np.zeros((4, 3))))
+    fused.step(np.ones((4, 3)), np.zeros((4, 3)), 1.0)
+    ref = weakref.ref(fused)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del fused
+        assert ref() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@pytest.mark.parametrize("nu0", [0.0, -0.0, 0.25])
+@pytest.mark.parametrize("rule", ["adagrad", "adam", "yogi"])
+def test_init_state_is_zero_moments_and_the_accumulator_bit_for_bit(rule, nu0):
+    """init: count 0, mu = +0.0 and nu = nu_0 entrywise, down to the sign of a zero nu_0
+    (the +0.0 fast path must not turn -0.0 into +0.0)."""
+    opt = getattr(optim, rule)(0.1, initial_accumulator=nu0)
+    X = np.arange(6.0).reshape(2, 3)
+    s = opt.init(X)
+    assert s.count.dtype == np.int64 and s.count.tolist() == [0, 0]
+    assert s.mu.tobytes() == np.zeros_like(X).tobytes()
+    assert s.nu.dtype == np.float64 and s.nu.tobytes() == np.full_like(X, nu0).tobytes()
+    assert s.mu.shape == s.nu.shape == X.shape and not s.nu.flags.writeable    # constant views
+    with pytest.raises(ValueError):          # their shared one-number buffer cannot be made writable
+        s.nu.flags.writeable = True
+    full = optim.put_rows(s, np.array([1]), optim.take_rows(s, np.array([0])))   # rows copy out writable
+    assert full.nu.flags.writeable and full.nu.tobytes() == s.nu.tobytes()
+
+
 def test_optimizers_without_fused_steps_say_so():
     """fused is optional: None for optimizers that only have the pure update."""
-    assert optim.sgd(0.1).fused is None
-    assert optim.adagrad(0.1).fused is not None
+    assert optim.momentum(0.1).fused is None
+    assert optim.preconditioned(0.1, np.ones(3)).fused is None
+    assert optim.sgd(0.1).fused is not None and optim.adagrad(0.1).fused is not None
     assert optim.Optimizer(optim.sgd(0.1).init, optim.sgd(0.1).update, optim.sgd(0.1).precond).fused is None
 
 

@@ -101,8 +101,9 @@ def row_blocks(problem: Federation, m: int, d: int) -> list[slice]:
 
 def descend_blocks(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.ndarray,
                    lr: np.ndarray, objective: LocalObjective, optimizer: Optimizer | None, state: Any,
-                   record: bool, blocks: list[slice]) -> tuple[Any, np.ndarray | None]:
-    """Every block runs all its steps independently (exact oracle: no RNG involved)."""
+                   record: bool, blocks: list[slice], keep_state: bool = True) -> tuple[Any, np.ndarray | None]:
+    """Every block runs all its steps independently (exact oracle: no RNG involved).
+    ``keep_state=False``: the blocks' final optimizer states are not joined (None is returned)."""
     results: list[Any] = [None] * len(blocks)
 
     def work(j: int) -> None:
@@ -126,6 +127,8 @@ def descend_blocks(problem: Federation, Y: np.ndarray, clients: np.ndarray, step
         for b, (_, ps) in zip(blocks, results, strict=True):
             if ps is not None:
                 psum[b] = ps
+    if state is not None and not keep_state:           # the caller discards it: no join
+        return None, psum
     if state is not None:                              # blocks are contiguous and in order
         state = type(state)(*(np.concatenate([np.asarray(r[0][i]) for r in results])
                               for i in range(len(state))))
