@@ -35,6 +35,7 @@ from ..errors import (
     DivergenceError,
     FLTheoryError,
     InvalidHyperparameterError,
+    InvalidProblemError,
     NonFinitePointError,
     OutOfRangeError,
 )
@@ -342,12 +343,27 @@ def _unchecked_hook(problem: Federation) -> Callable[[np.ndarray], tuple[np.ndar
 
 
 def _known_x_star(problem: Federation) -> np.ndarray | None:
-    """x* as float64, or None when the federation cannot compute it."""
+    """x* as float64, or None when the federation cannot compute it.  Checked once per run
+    (finite, shape (d,)): the batched objective takes it unchecked."""
     try:
         x_star = problem.optimum()
     except (FLTheoryError, NotImplementedError):
         return None
-    return np.asarray(x_star, dtype=np.float64)
+    try:
+        out = np.asarray(x_star, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidProblemError(
+            f"{type(problem).__name__}.optimum() must return a real array of shape ({problem.dim},), got "
+            f"{type(x_star).__name__}: {exc}") from None
+    if out.shape != (problem.dim,):
+        raise InvalidProblemError(
+            f"{type(problem).__name__}.optimum() must return an array of shape ({problem.dim},), "
+            f"got shape {out.shape}")
+    if not np.isfinite(out).all():
+        raise NonFinitePointError(
+            f"{type(problem).__name__}.optimum() returned non-finite values (first at index "
+            f"{int(np.flatnonzero(~np.isfinite(out))[0])}): the loss gap and distance to x* are undefined")
+    return out
 
 
 def _distances(X: np.ndarray, loss: np.ndarray | None, x_star: np.ndarray | None, f_star: float | None,

@@ -13,8 +13,9 @@ from fltheory import optim
 from fltheory.algorithms import EFL, FedAvg, FedDyn, FedElasticNet, FedOpt, FedProx, Scaffold, run
 from fltheory.algorithms.base import DeferredCommunication, RoundInfo
 from fltheory.algorithms.history import MAX_PENDING_BYTES, RoundCommunication
-from fltheory.errors import DivergenceError, InvalidHyperparameterError
+from fltheory.errors import DivergenceError, InvalidHyperparameterError, InvalidProblemError, NonFinitePointError
 from fltheory.participation import IncompleteSteps, UniformSampling, UniformSteps
+from fltheory.problems import QuadraticFederation
 from fltheory.problems.generators import random_quadratic
 
 run_module = importlib.import_module("fltheory.algorithms.run")
@@ -236,3 +237,28 @@ def test_checked_run_record_is_run_record_without_the_checks():
     assert a.config == b.config and a.seed == b.seed and a.versions == b.versions
     with pytest.raises(InvalidHyperparameterError, match="completed_rounds"):
         run_record(alg, f, rounds=2, completed_rounds=3, seed=2, participation=None, seconds=0.5)
+
+
+class _BadOptimum(QuadraticFederation):
+    """A user federation whose optimum() returns whatever the test puts in ``value``."""
+
+    value: object = None
+
+    def optimum(self):
+        return self.value
+
+
+@pytest.mark.parametrize(("value", "error", "match"), [
+    (np.full(3, np.nan), NonFinitePointError, r"optimum\(\) returned non-finite values \(first at index 0\)"),
+    (np.zeros((3, 1)), InvalidProblemError, r"shape \(3,\), got shape \(3, 1\)"),
+    ([[0.0], [1.0, 2.0]], InvalidProblemError, r"must return a real array of shape \(3,\)"),
+])
+def test_run_checks_a_user_optimum_once(value, error, match):
+    """The batched objective takes x* unchecked, so run() checks what a user's optimum()
+    returns (it used to reach the hook's own check, or a bare numpy error)."""
+    fed = _BadOptimum(np.stack([np.eye(3)] * 2), np.ones((2, 3)))
+    fed.value = value
+    for callback in (None, lambda t, state, info: None):
+        with pytest.raises(error, match=match):
+            run(FedAvg(lr=0.05, local_steps=2), fed, 3, seed=0, callback=callback)
+    run(FedAvg(lr=0.05, local_steps=2), fed, 3, seed=0, metrics=("loss",))    # x* not needed: not asked
