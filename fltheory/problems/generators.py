@@ -17,19 +17,23 @@ from __future__ import annotations
 
 
 import copy
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validate import choice, finite_array, positive
-from ..errors import InvalidHyperparameterError, OutOfRangeError
+from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ._seeding import MAX_SIZE, as_generator, count
 from ..aliases import Seed
 from .base import normalize_weights
 from .partitions import dirichlet_partition, m_class_partition
 from .quadratic import QuadraticFederation
 from .synthetic import SyntheticData, synthetic_fedprox
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["random_quadratic", "random_least_squares", "lognormal_sizes", "synthetic_fedprox",
            "SyntheticData", "dirichlet_partition", "m_class_partition"]
@@ -94,6 +98,38 @@ def _psd_power(S: np.ndarray, power: float) -> np.ndarray:
 #: cannot place the smallest eigenvalue to within 1% (measured: 1e-3 relative at
 #: 1e13..1e14, 10% at 1e15).
 MAX_CONDITION = 1e14
+
+
+def overflow_guard(function: str, *scales: str) -> Callable[[F], F]:
+    """Decorator of a generator: its arithmetic runs without numpy's floating-point
+    warnings, and a generated problem that overflows float64 (arguments of extreme scale,
+    each finite on its own) raises OutOfRangeError naming the generator and ``scales``
+    (the names of the arguments that set the problem's scale) instead of an error about
+    an internal array (H, e, b, ...) or NaN."""
+    def wrap(build: F) -> F:
+        @functools.wraps(build)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                try:
+                    return build(*args, **kwargs)
+                except _Overflow as exc:
+                    given = ", ".join(f"{k} = {kwargs[k]!r}" for k in scales if k in kwargs)
+                    raise OutOfRangeError(
+                        f"{function}({given}): the generated problem overflows float64 ({exc}); "
+                        f"use smaller scales") from None
+        return guarded  # type: ignore[return-value]
+    return wrap
+
+
+class _Overflow(Exception):
+    """Raised inside a generator when a generated array is not finite (see overflow_guard)."""
+
+
+def require_finite(**arrays: np.ndarray) -> None:
+    """_Overflow naming the first of ``arrays`` with a non-finite entry."""
+    for name, a in arrays.items():
+        if not np.isfinite(a).all():
+            raise _Overflow(f"{name} has non-finite entries")
 
 
 def spectrum_arguments(L: Any, mu: Any, heterogeneity: Any, constants: Any) -> tuple[float, float, float, str]:
@@ -164,6 +200,7 @@ def _balanced_split(p: np.ndarray, H: np.ndarray, Qs: np.ndarray, s_target: np.n
         np.multiply(K, 0.5, out=B)
 
 
+@overflow_guard("random_quadratic", "L", "mu", "heterogeneity", "optimum")
 def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogeneity: float,
                      seed: Seed, weights: ArrayLike | None = None, n_samples: ArrayLike | None = None,
                      constants: str = "global", optimum: ArrayLike | None = None) -> QuadraticFederation:
@@ -224,6 +261,7 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     p, _ = normalize_weights(N, n_samples, weights)
     before = copy.deepcopy(rng)                  # to redraw H0 if the balanced split is needed
     H = _client_hessians(rng, N, d, L, mu)
+    require_finite(H=H)
     if constants == "global":
         Qs = _orthogonal(rng, 1, d)[0]
         s_target = _spectra(rng, 1, d, L, mu)[0]
@@ -258,9 +296,11 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     X_opt = x_star + U
     e = np.einsum("nij,nj->ni", H, X_opt)
     c = 0.5 * np.einsum("ni,ni->n", e, X_opt)
+    require_finite(H=H, e=e, offsets=c)
     return QuadraticFederation._adopt(H, e, n_samples=n_samples, weights=weights, offsets=c)
 
 
+@overflow_guard("random_least_squares", "heterogeneity", "noise", "ridge")
 def random_least_squares(n_clients: int, dim: int, *, rows: ArrayLike, seed: Seed,
                          heterogeneity: float = 0.0, noise: float = 0.0, ridge: float = 0.0,
                          weights: ArrayLike | None = None) -> QuadraticFederation:
@@ -312,7 +352,13 @@ def random_least_squares(n_clients: int, dim: int, *, rows: ArrayLike, seed: See
     b = np.zeros(A.shape[:2])
     for i, (k, w) in enumerate(zip(n, W)):
         b[i, :k] = A[i, :k] @ w + noise * rng.standard_normal(int(k))
-    return QuadraticFederation._from_padded(A, b, n, ridge, weights)
+    require_finite(b=b)
+    try:
+        return QuadraticFederation._from_padded(A, b, n, ridge, weights)
+    except InvalidProblemError as exc:
+        if "non-finite" not in str(exc):
+            raise
+        raise _Overflow(str(exc)) from None
 
 
 def lognormal_sizes(n_clients: int, *, mean: float = 4.0, sigma: float = 2.0, minimum: int = 50,

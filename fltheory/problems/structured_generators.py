@@ -20,7 +20,7 @@ from ..errors import InvalidHyperparameterError
 from ._seeding import as_generator, count
 from ._structured_linalg import matvec, woodbury_solve
 from .base import normalize_weights
-from .generators import spectrum_arguments
+from .generators import overflow_guard, require_finite, spectrum_arguments
 from .structured import StructuredQuadraticFederation
 
 __all__ = ["random_structured_quadratic"]
@@ -115,6 +115,7 @@ def _factors(rng: np.random.Generator, p: np.ndarray, D: np.ndarray, s: np.ndarr
     return V
 
 
+@overflow_guard("random_structured_quadratic", "L", "mu", "heterogeneity", "optimum")
 def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float, mu: float,
                                 heterogeneity: float, seed: Seed, weights: ArrayLike | None = None,
                                 n_samples: ArrayLike | None = None, constants: str = "global",
@@ -214,4 +215,5 @@ def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float
     X_opt += x_star
     e = matvec(D, V, X_opt)
     c = 0.5 * np.einsum("ni,ni->n", e, X_opt)
+    require_finite(e=e, offsets=c)
     return StructuredQuadraticFederation._adopt(D, e, V, n_samples=n_samples, weights=weights, offsets=c)

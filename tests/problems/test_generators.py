@@ -174,3 +174,24 @@ def test_synthetic_with_intercept_is_separable_so_needs_ridge():
     assert np.linalg.norm(ridged.train.grad(ridged.train.optimum())) <= 1e-10
     G = ridged.train.client_grad(ridged.train.client_optima())
     assert np.all(np.linalg.norm(G, axis=1) <= 1e-10)
+
+
+@pytest.mark.parametrize(("build", "match"), [
+    (lambda: random_least_squares(3, 2, rows=4, heterogeneity=1e308, seed=0),
+     r"random_least_squares\(heterogeneity = 1e\+308\): the generated problem overflows float64 \(b has"),
+    (lambda: random_quadratic(3, 2, L=1e308, mu=1e300, heterogeneity=1e300, seed=0),
+     r"random_quadratic\(L = 1e\+308, mu = 1e\+300, heterogeneity = 1e\+300\): .* \(H has"),
+    (lambda: random_quadratic(3, 2, L=1e300, mu=1e299, heterogeneity=1e10, seed=0), r"\(e has non-finite"),
+    (lambda: random_quadratic(3, 2, L=2.0, mu=1.0, heterogeneity=1.0, seed=0, optimum=[1e300, 1e300]),
+     r"optimum = \[1e\+300, 1e\+300\]\): .* \(offsets has"),
+])
+def test_overflowing_scales_name_the_arguments_without_warnings(build, match):
+    """Arguments each finite but of extreme scale: one OutOfRangeError naming the generator's
+    scale arguments (it used to name an internal array, after numpy overflow warnings)."""
+    import warnings
+
+    from fltheory.errors import OutOfRangeError
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(OutOfRangeError, match=match):
+            build()
