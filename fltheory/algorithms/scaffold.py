@@ -86,10 +86,10 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     if part.m == 0:
         return replace(state, t=state.t + 1), empty_round(d)
     clients, steps = part.clients, part.steps
-    rates = lr[clients]
+    identity = part.m == problem.n_clients and (part.identity or _is_identity(clients))
+    rates = lr if identity else lr[clients]
     x, c = state.x, state.c
     X0 = _shared_rows(x, part.m)
-    identity = part.m == problem.n_clients and _is_identity(clients)
     ci = state.c_clients if identity else state.c_clients[clients]     # read only below
     # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient;
     # ci_minus_c is formed once per round (the local loop subtracts it in place)
@@ -99,10 +99,11 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
         objective = objective + LocalObjective.proximal(lambda2, X0)
     if lambda1 != 0.0:
         objective = objective + LocalObjective.l1_term(lambda1, X0)
-    Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective)
+    Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective, bounds=part.bounds)
     delta = Y - x
+    bounds = part.bounds
     done = steps > 0
-    every = bool(done.all())
+    every = bounds[0] > 0 if bounds is not None else bool(done.all())
     if option == "I":
         ci_new = ci.copy()
         if done.any():
@@ -192,8 +193,12 @@ class Scaffold(Algorithm):
 
     def round(self, state: ScaffoldState, problem: Federation, participation: Participation | None,
               rng: np.random.Generator) -> tuple[ScaffoldState, RoundInfo]:
-        part = self.participants(problem, participation, rng, state.t)
-        lr = resolve_per_client("lr", self.lr, problem.n_clients)
+        plan = self._plan(problem) if participation is None else None
+        if plan is not None and plan.lr is not None:      # full participation, cached arrays
+            part, lr = plan.participants, plan.lr
+        else:
+            part = self.participants(problem, participation, rng, state.t)
+            lr = resolve_per_client("lr", self.lr, problem.n_clients)
         return scaffold_round(state, problem, part, rng, lr=lr, server_lr=self.server_lr,
                               option=self.option)
 

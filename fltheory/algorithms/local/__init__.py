@@ -46,7 +46,8 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
                   objective: LocalObjective | None = None,
                   optimizer: Optimizer | None = None,
                   opt_state: Any = None,
-                  record_precond: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
+                  record_precond: bool = False,
+                  bounds: tuple[int, int] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Run ``steps[r]`` local steps on every row r, all rows together.
 
     Plain steps (``optimizer is None``), BetterObjects Alg. 1 / docs/theory/index.md#algorithms:
@@ -68,7 +69,8 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     Returns (Y, info) with info["opt_state"] (final optimizer state, rows
     updated only while active) and info["precond_sum"] (sum over the row's steps
     of the preconditioner m_k when ``record_precond``, zeros for rows without a
-    step; None when no row steps).
+    step; None when no row steps).  ``bounds``: (min, max) of ``steps`` when the caller
+    knows them (e.g. ``Participants.bounds``), else computed here.
     """
     Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
     m, d = Y.shape
@@ -80,7 +82,7 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     state = opt_state
     if optimizer is not None and state is None:
         state = optimizer.init(Y, clients)
-    kmin, kmax = (int(steps.min()), int(steps.max())) if m else (0, 0)
+    kmin, kmax = bounds if bounds is not None else (int(steps.min()), int(steps.max())) if m else (0, 0)
     blocks = blocking.row_blocks(problem, m, d)
     if len(blocks) > 1 and not blocking.blockable(problem, clients):
         blocks = [slice(0, m)]

@@ -41,7 +41,8 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     lr = np.asarray(lr, dtype=np.float64)
     lr_col = lr[:, None]
     # one rate for every row: the scalar gives the same products as the column
-    rate: float | np.ndarray = float(lr[0]) if m and (lr == lr[0]).all() else lr_col
+    rate: float | np.ndarray = (float(lr[0]) if m and (lr.strides == (0,) or (lr == lr[0]).all())
+                                else lr_col)
     unit_rate = isinstance(rate, float) and rate == 1.0
     extra = _ExtraGradient(objective, Y)
     grad = problem.row_gradient(clients, rng) if kmin > 0 else None
