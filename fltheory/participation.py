@@ -84,16 +84,16 @@ def full_participants(n_clients: int, steps: int) -> Participants:
     """Every client 0..N-1 with the same ``steps`` (the draw of :class:`FullParticipation`
     for a constant vector of nominal steps), with ``bounds = (steps, steps)`` and
     ``identity = True``.  The arrays are read-only and shared between calls with the
-    same (N, steps) (their contents are a function of the key, so they are never stale;
-    writing to them raises ValueError)."""
+    same (N, steps) (their contents are a function of the key, so they are never stale:
+    they are views of immutable ``bytes``, so writing to them raises ValueError and their
+    WRITEABLE flag cannot be set again)."""
     part = _FULL.get((n_clients, steps)) if type(n_clients) is int and type(steps) is int else None
     if part is None:
         key = (integer("n_clients", n_clients, minimum=0, maximum=None),
                integer("steps", steps, minimum=0, maximum=None))
-        clients = np.arange(key[0], dtype=np.int64)
-        E = np.full(key[0], key[1], dtype=np.int64)
-        clients.flags.writeable = False
-        E.flags.writeable = False
+        # views of immutable bytes: read-only, and the flag cannot be turned back on
+        clients = np.frombuffer(np.arange(key[0], dtype=np.int64).tobytes(), dtype=np.int64)
+        E = np.frombuffer(np.full(key[0], key[1], dtype=np.int64).tobytes(), dtype=np.int64)
         part = Participants(clients, E, bounds=(key[1], key[1]) if key[0] else (0, 0), identity=True)
         if len(_FULL) >= _FULL_MAX:
             _FULL.clear()
