@@ -44,7 +44,8 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     rate: float | np.ndarray = (float(lr[0]) if m and (lr.strides == (0,) or (lr == lr[0]).all())
                                 else lr_col)
     unit_rate = isinstance(rate, float) and rate == 1.0
-    extra = _ExtraGradient(objective, Y)
+    extra = _NO_EXTRA if objective.D is None and objective.b is None and objective.l1 is None \
+        else _ExtraGradient(objective, Y)
     grad = problem.row_gradient(clients, rng) if kmin > 0 else None
     # an optimizer with fused steps (Optimizer.fused) takes them in place while every row is active:
     # the same numbers as update followed by y += rate * u; they only read G, so its buffer is reused
@@ -197,6 +198,9 @@ class _ExtraGradient:
             G += T
         else:
             _add_extra_grad(G, self.objective, Y)
+
+
+_NO_EXTRA = _ExtraGradient(LocalObjective.zero(), np.zeros((0, 0)))   # kind "none": holds no buffer
 
 
 def _add_extra_grad(G: np.ndarray, obj: LocalObjective, Y: np.ndarray) -> None:
