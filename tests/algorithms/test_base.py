@@ -282,3 +282,12 @@ def test_algorithm_with_a_plan_pickles_and_copies():
         assert clone.hyperparameters() == alg.hyperparameters()
         again, _ = clone.round(alg.init(fed, np.zeros(2), None), fed, None, None)
         assert again.x.tobytes() == state.x.tobytes()
+
+
+def test_round_with_a_negative_counter_is_a_typed_error_on_the_cached_path():
+    fed = _quadratic(4, 2, 0)
+    alg = FedAvg(lr=0.1, local_steps=2)
+    state = alg.init(fed, np.zeros(2), None)
+    alg.round(state, fed, None, None)                     # the plan exists now
+    with pytest.raises(InvalidHyperparameterError, match="t must be an integer >= 0"):
+        alg.round(dataclasses.replace(state, t=-1), fed, None, None)
