@@ -100,15 +100,13 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     if lambda1 != 0.0:
         objective = objective + LocalObjective.l1_term(lambda1, X0)
     Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective, bounds=part.bounds)
+    delta = Y - x
     bounds = part.bounds
     if bounds is not None and bounds[0] > 0:          # known: every participant completed a step
         every, done = True, None
     else:
         done = steps > 0
         every = bool(done.all())
-    if option == "II" and every and eps == 0 and d >= 2:
-        return _stacked_option_ii(state, problem, part, Y, ci, ci_minus_c, rates, server_lr, identity)
-    delta = Y - x
     if option == "I":
         done = steps > 0 if done is None else done
         ci_new = ci.copy()
@@ -142,45 +140,6 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     comm = DeferredCommunication((sent, dc), down, up_kind="sparse" if eps > 0 else "dense")
     new = ScaffoldState(x=x_new, c=c_new, c_clients=C, t=state.t + 1)
     return new, RoundInfo(clients, steps, comm)
-
-
-def _stacked_option_ii(state: ScaffoldState, problem: Federation, part: Participants, Y: np.ndarray,
-                       ci: np.ndarray, ci_minus_c: np.ndarray, rates: np.ndarray, server_lr: float,
-                       identity: bool) -> tuple[ScaffoldState, RoundInfo]:
-    """The end of an option-II round in which every participant completed a step and nothing
-    is thresholded, with the two uplink messages written side by side into one (m, 2d) array
-    U = [y_i - x | c_i^+ - c_i]: one column-sum pass gives both server sums, and U is the
-    stacked uplink the communication measures.  Every entry is computed by the operations of
-    the general branch of :func:`scaffold_round` (elementwise, written into a view), and
-    column j of U is summed row after row as its own (m, d) array would be (``_column_sums``
-    chooses the same method for d and 2d >= 2 columns), so the state is the same bit for bit."""
-    x, c = state.x, state.c
-    m, d = Y.shape
-    steps, bounds = part.steps, part.bounds
-    U = np.empty((m, 2 * d))
-    delta, dc = U[:, :d], U[:, d:]
-    np.subtract(Y, x, out=delta)
-    if bounds is not None and bounds[0] == bounds[1] and rates.strides == (0,):
-        # one step count k and one rate: float(k) * rate is each entry of steps * rates
-        # (int64 * float64 converts k exactly), and dividing by it is dividing by the column
-        ci_new = delta / (float(bounds[0]) * float(rates[0]))
-    else:
-        ci_new = delta / (steps * rates)[:, None]
-    # (c_i - c) + (x - y)/(s eta) == (c_i - c) - (y - x)/(s eta) exactly (IEEE negation is exact)
-    np.subtract(ci_minus_c, ci_new, out=ci_new)
-    np.subtract(ci_new, ci, out=dc)
-    sums = _column_sums(U)
-    x_new = x + (server_lr / m) * sums[:d]
-    c_new = c + sums[d:] / problem.n_clients
-    if identity:
-        C = ci_new                                     # every row replaced: no copy + scatter
-    else:
-        C = state.c_clients.copy()
-        C[part.clients] = ci_new
-    down = _shared_rows(np.concatenate([x, c]), m)
-    comm = DeferredCommunication(U, down, up_kind="dense")
-    new = ScaffoldState(x=x_new, c=c_new, c_clients=C, t=state.t + 1)
-    return new, RoundInfo(part.clients, steps, comm)
 
 
 def _column_sums(A: np.ndarray) -> np.ndarray:

@@ -223,7 +223,7 @@ def test_option_ii_server_sums_equal_the_plain_column_sums_bit_for_bit(N, d):
     """Option II with every client stepping: x^+ = x + (eta_g/N) sum_i (y_i - x) and
     c^+ = c + (1/N) sum_i (c_i^+ - c_i) with c_i^+ = (c_i - c) - (y_i - x)/(K eta), written
     with numpy's own ``sum(axis=0)`` from the same local models, equal the round bit for bit
-    (the round sums both uplink messages in one stacked pass; few and many rows, d = 1 and 3)."""
+    (few and many rows: numpy sum and the einsum column sums; d = 1 and 3)."""
     from fltheory.algorithms.local import LocalObjective, local_descent
     from fltheory.compression import Communication
     from fltheory.problems import QuadraticFederation
