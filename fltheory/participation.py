@@ -40,16 +40,16 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import in_unit_interval, real_array
+from ._validate import in_unit_interval, integer, real_array
 from .errors import InvalidHyperparameterError
 
-__all__ = ["Participants", "Participation", "FullParticipation", "UniformSampling", "Bernoulli",
+__all__ = ["Participants", "full_participants", "Participation", "FullParticipation", "UniformSampling", "Bernoulli",
            "IncompleteSteps", "Schedule", "StepDistribution", "FullSteps", "UniformSteps",
            "BinomialSteps", "FixedSteps", "TimeVarying"]
 
@@ -59,17 +59,55 @@ class Participants:
     """clients: (m,) sorted int64 indices; steps: (m,) int64 completed steps.
 
     m may be 0 (nobody takes part this round); steps may contain 0 (inactive).
+
+    ``bounds`` (optional): (min, max) of ``steps`` when the producer knows them, and
+    ``identity``: True when ``clients`` is 0, 1, ..., N-1 for the federation's N (both
+    set by :func:`full_participants`, so that rounds need not recompute them).
     """
 
     clients: np.ndarray
     steps: np.ndarray
+    bounds: tuple[int, int] | None = field(default=None, compare=False, repr=False)
+    identity: bool = field(default=False, compare=False, repr=False)
 
     @property
     def m(self) -> int:
         return int(self.clients.shape[0])
 
 
+#: (N, steps) -> Participants of full participation with read-only arrays (see full_participants)
+_FULL: dict[tuple[int, int], Participants] = {}
+_FULL_MAX = 64
+
+
+def full_participants(n_clients: int, steps: int) -> Participants:
+    """Every client 0..N-1 with the same ``steps`` (the draw of :class:`FullParticipation`
+    for a constant vector of nominal steps), with ``bounds = (steps, steps)`` and
+    ``identity = True``.  The arrays are read-only and shared between calls with the
+    same (N, steps) (their contents are a function of the key, so they are never stale:
+    they are views of immutable ``bytes``, so writing to them raises ValueError and their
+    WRITEABLE flag cannot be set again)."""
+    part = _FULL.get((n_clients, steps)) if type(n_clients) is int and type(steps) is int else None
+    if part is None:
+        key = (integer("n_clients", n_clients, minimum=0, maximum=None),
+               integer("steps", steps, minimum=0, maximum=None))
+        # views of immutable bytes: read-only, and the flag cannot be turned back on
+        clients = np.frombuffer(np.arange(key[0], dtype=np.int64).tobytes(), dtype=np.int64)
+        E = np.frombuffer(np.full(key[0], key[1], dtype=np.int64).tobytes(), dtype=np.int64)
+        part = Participants(clients, E, bounds=(key[1], key[1]) if key[0] else (0, 0), identity=True)
+        if len(_FULL) >= _FULL_MAX:
+            _FULL.clear()
+        _FULL[key] = part
+    return part
+
+
 def _nominal(local_steps: Any) -> np.ndarray:
+    if type(local_steps) is np.ndarray and local_steps.dtype == np.int64 and local_steps.ndim == 1:
+        # integers: finite and integral by type, so >= 0 is the only check left
+        if not bool((local_steps >= 0).all()):
+            raise InvalidHyperparameterError(
+                f"local_steps must be a 1-D array of integers >= 0 (one per client), got {local_steps!r}")
+        return local_steps.copy()
     E = np.asarray(local_steps)
     if E.ndim != 1 or not np.issubdtype(E.dtype, np.number) or not np.all(np.isfinite(E)) \
             or np.any(np.mod(E, 1) != 0) or np.any(E < 0):

@@ -232,3 +232,20 @@ def test_invalid_at_draw_time():
         Schedule(FullParticipation(), arrivals={5: 1}).draw(rng, 0, np.ones(3))
     with pytest.raises(InvalidHyperparameterError, match="draw_among"):
         Schedule(_OnlyDraw(), departures={0: 1}).draw(rng, 0, np.ones(3))
+
+
+def test_full_participants_values_sharing_and_errors():
+    from fltheory.errors import InvalidHyperparameterError
+    from fltheory.participation import FullParticipation, full_participants
+    part = full_participants(5, 3)
+    ref = FullParticipation().draw(np.random.default_rng(0), 0, np.full(5, 3))
+    np.testing.assert_array_equal(part.clients, ref.clients)
+    np.testing.assert_array_equal(part.steps, ref.steps)
+    assert part.clients.dtype == part.steps.dtype == np.int64
+    assert part.bounds == (3, 3) and part.identity
+    assert full_participants(5, 3) is part                # shared: read-only, a function of (N, steps)
+    assert not part.clients.flags.writeable and not part.steps.flags.writeable
+    assert full_participants(0, 2).m == 0
+    for bad in ((-1, 2), (3, -1), (True, 1), (2.0, 1), ("3", 1)):
+        with pytest.raises(InvalidHyperparameterError):
+            full_participants(*bad)

@@ -66,7 +66,7 @@ def _resolve_state_type(cls: Any) -> type | None:
 
 def check_state(algorithm: Any, state: Any, problem: Federation) -> None:
     """O(1) check that ``state`` is a state of ``algorithm`` for ``problem``: the type
-    ``init`` returns (when annotated), a model ``x`` of shape (d,), a counter ``t``."""
+    ``init`` returns (when annotated), a model ``x`` of shape (d,), a counter ``t >= 0``."""
     expected = _state_type(type(algorithm))
     x = getattr(state, "x", None)
     t = getattr(state, "t", None)
@@ -76,6 +76,8 @@ def check_state(algorithm: Any, state: Any, problem: Federation) -> None:
         raise InvalidProblemError(
             f"state must be a state of {algorithm.name} (a {kind}, as returned by its init(...)), "
             f"got {_short(state)} ({type(state).__name__})")
+    if t < 0:                # the counter participants() checks (rounds may skip that call)
+        integer("t", t, minimum=0, maximum=None)
     if x.shape != (problem.dim,):
         raise InvalidProblemError(
             f"state.x has shape {x.shape} but the problem has dim {problem.dim}: the state belongs to "

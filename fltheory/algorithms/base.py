@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -36,7 +37,7 @@ import numpy as np
 from .._validate import MAX_STEPS, per_client
 from ..errors import InvalidHyperparameterError
 from ..compression import Communication
-from ..participation import FullParticipation, Participants, Participation
+from ..participation import FullParticipation, Participants, Participation, full_participants
 from ..problems.base import Federation
 from ._method_checks import checked_methods
 from .invariants import LinearInvariant
@@ -237,16 +238,99 @@ class Algorithm(ABC):
                      rng: np.random.Generator, t: int) -> Participants:
         """Draw the round's participants (full participation when ``None``).
 
-        Full participation with a 1-D int64 array of steps >= 0 (what ``nominal_steps``
-        returns) is built directly: ``FullParticipation.draw``'s checks (numeric, finite,
-        integral, >= 0) hold for such an array once ``>= 0`` does, and cost ~10 us a round;
-        anything else goes through the draw and its typed errors."""
-        steps = self.nominal_steps(problem)
+        Full participation of an algorithm whose hyperparameters are all immutable
+        (no array) and whose nominal steps are one number E for every client returns
+        ``fltheory.participation.full_participants(N, E)`` (read-only arrays shared
+        between rounds, the same values as the draw), found through
+        :meth:`_plan`; anything else goes through ``FullParticipation.draw`` /
+        ``participation.draw`` and their typed errors."""
         if participation is None:
-            if type(steps) is np.ndarray and steps.ndim == 1 and steps.dtype == np.int64 and bool((steps >= 0).all()):
-                return Participants(np.arange(steps.shape[0], dtype=np.int64), steps.copy())
-            return FullParticipation().draw(rng, t, steps)
-        return participation.draw(rng, t, steps)
+            plan = self._plan(problem)
+            if plan is not None:
+                return plan.participants
+            return FullParticipation().draw(rng, t, self.nominal_steps(problem))
+        return participation.draw(rng, t, self.nominal_steps(problem))
+
+    #: True on classes whose ``nominal_steps(problem)`` depends only on the hyperparameters
+    #: and the federation's N (then :meth:`_plan` may cache it); a subclass that overrides
+    #: ``nominal_steps`` must set it again in its own body to keep the cache.
+    _constant_nominal_steps: ClassVar[bool] = True
+
+    def _plan(self, problem: Federation) -> FullPlan | None:
+        """What full participation of this algorithm on ``problem`` keeps from round to round
+        (:class:`FullPlan`), or None when it cannot be cached: a hyperparameter that is an
+        array (mutable), nominal steps that differ between clients, or a ``nominal_steps``
+        defined by a class that does not declare ``_constant_nominal_steps``.
+
+        The plan is held by the algorithm (a frozen dataclass: its hyperparameters never
+        change) with a weak reference to the federation it was made for (federations are
+        immutable); another federation replaces it, so it is never stale."""
+        plan = self.__dict__.get("_full_plan")
+        if plan is False:                                  # known not cacheable for this class + values
+            return None
+        if plan is not None and plan.problem() is problem:
+            return plan
+        if not _constant_steps_class(type(self)) or any(
+                isinstance(getattr(self, f.name), np.ndarray) for f in dataclasses.fields(self)):  # type: ignore[arg-type]
+            object.__setattr__(self, "_full_plan", False)
+            return None
+        steps = self.nominal_steps(problem)
+        if not (type(steps) is np.ndarray and steps.shape == (problem.n_clients,) and steps.dtype == np.int64
+                and steps.size and bool((steps == steps[0]).all()) and steps[0] >= 0):
+            return None
+        plan = FullPlan(self, problem, int(steps[0]))
+        object.__setattr__(self, "_full_plan", plan)
+        return plan
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The instance dictionary without the cached :class:`FullPlan` (it holds a weak reference)."""
+        state = dict(self.__dict__)
+        state.pop("_full_plan", None)
+        return state
+
+
+def _constant_steps_class(cls: type) -> bool:
+    """The class defining ``cls.nominal_steps`` declares ``_constant_nominal_steps`` in its own body."""
+    for klass in cls.__mro__:
+        if "nominal_steps" in vars(klass):
+            return bool(vars(klass).get("_constant_nominal_steps", False))
+    return False
+
+
+class FullPlan:
+    """Per (algorithm, federation): full participation and the per-client arrays every
+    round of it would otherwise rebuild (same values, read-only):
+
+    * ``participants``: ``full_participants(N, E)``;
+    * ``lr``: the (N,) client rates ``resolve_per_client("lr", algorithm.lr, N)`` as a
+      read-only view of one number (row stride 0; rounds read it as one scalar rate)
+      when the algorithm has a scalar ``lr``, else None;
+    * :meth:`weights`: ``aggregation_weights(problem, 0..N-1, scheme)``, computed once per scheme.
+    """
+
+    __slots__ = ("_weights", "lr", "participants", "problem")
+
+    def __init__(self, algorithm: Algorithm, problem: Federation, steps: int) -> None:
+        n = problem.n_clients
+        self.problem = weakref.ref(problem)
+        self.participants = full_participants(n, steps)
+        lr = getattr(algorithm, "lr", None)
+        self.lr: np.ndarray | None = None
+        if type(lr) in (int, float):
+            one = resolve_per_client("lr", lr, 1)
+            view = np.ndarray((n,), dtype=np.float64, buffer=one, strides=(0,))
+            view.flags.writeable = False
+            self.lr = view
+        self._weights: dict[str, np.ndarray] = {}
+
+    def weights(self, problem: Federation, scheme: str) -> np.ndarray:
+        """``aggregation_weights(problem, clients, scheme)`` of all clients (read-only, computed once)."""
+        w = self._weights.get(scheme)
+        if w is None:
+            w = aggregation_weights(problem, self.participants.clients, scheme)
+            w.flags.writeable = False
+            self._weights[scheme] = w
+        return w
 
 
 checked_methods(Algorithm)

@@ -102,14 +102,19 @@ class FedAvg(Algorithm):
 
     def round(self, state: FedAvgState, problem: Federation, participation: Participation | None,
               rng: np.random.Generator) -> tuple[FedAvgState, RoundInfo]:
-        part = self.participants(problem, participation, rng, state.t)
-        if part.m == 0:
-            return replace(state, t=state.t + 1), empty_round(problem.dim)
-        lr = resolve_per_client("lr", self.lr, problem.n_clients)[part.clients]
+        plan = self._plan(problem) if participation is None else None
+        if plan is not None and plan.lr is not None:      # full participation, cached arrays
+            part, lr = plan.participants, plan.lr
+            w = plan.weights(problem, self.aggregation)
+        else:
+            part = self.participants(problem, participation, rng, state.t)
+            if part.m == 0:
+                return replace(state, t=state.t + 1), empty_round(problem.dim)
+            lr = resolve_per_client("lr", self.lr, problem.n_clients)[part.clients]
+            w = aggregation_weights(problem, part.clients, self.aggregation)
         X0 = _shared_rows(state.x, part.m)
-        Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng)
+        Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng, bounds=part.bounds)
         delta = Y - state.x
-        w = aggregation_weights(problem, part.clients, self.aggregation)
         x = state.x + self.server_lr * (w @ delta)
         comm = DeferredCommunication(delta, X0)          # measured when read
         return FedAvgState(x=x, t=state.t + 1), RoundInfo(part.clients, part.steps, comm)

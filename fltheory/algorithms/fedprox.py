@@ -138,6 +138,8 @@ class FedProx(Algorithm):
         out["target"] = None if self.target is None else self.target.describe()
         return out
 
+    _constant_nominal_steps: ClassVar[bool] = True      # a function of solver, local_steps and N
+
     def nominal_steps(self, problem: Federation) -> np.ndarray:
         if self.solver == "exact":
             return np.ones(problem.n_clients, dtype=np.int64)
@@ -180,17 +182,22 @@ class FedProx(Algorithm):
 
     def round(self, state: FedProxState, problem: Federation, participation: Participation | None,
               rng: np.random.Generator) -> tuple[FedProxState, RoundInfo]:
-        part = self.participants(problem, participation, rng, state.t)
+        plan = self._plan(problem) if participation is None else None
+        part = plan.participants if plan is not None else self.participants(problem, participation, rng, state.t)
         if part.m == 0:   # G_t = G_{t-1} still enters the ensemble (Alg. 2 runs every round)
             te = state.target if self.target is None else self.target.update(require_ensemble(state.target), state.x)
             return FedProxState(x=state.x, t=state.t + 1, target=te), empty_round(problem.dim)
         X0 = _shared_rows(state.x, part.m)
-        C = _shared_rows(self.centre(state), part.m)
+        C = X0 if self.target is None else _shared_rows(self.centre(state), part.m)
         objective = LocalObjective.proximal(float(self.mu), C)
-        Y = penalised_local_models(problem, part.clients, part.steps, X0, objective, self.solver,
-                                   self.lr, rng)
+        if plan is not None and plan.lr is not None and self.solver == "gd":   # full participation, cached
+            Y, _ = local_descent(problem, X0, part.clients, part.steps, plan.lr, rng, objective, bounds=part.bounds)
+        else:
+            Y = penalised_local_models(problem, part.clients, part.steps, X0, objective, self.solver,
+                                       self.lr, rng)
         delta = Y - state.x
-        w = aggregation_weights(problem, part.clients, self.aggregation)
+        w = (plan.weights(problem, self.aggregation) if plan is not None
+             else aggregation_weights(problem, part.clients, self.aggregation))
         x = state.x + self.server_lr * (w @ delta)
         te = state.target if self.target is None else self.target.update(require_ensemble(state.target), x)
         comm = DeferredCommunication(delta, X0)          # measured when read

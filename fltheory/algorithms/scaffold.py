@@ -86,31 +86,41 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     if part.m == 0:
         return replace(state, t=state.t + 1), empty_round(d)
     clients, steps = part.clients, part.steps
-    rates = lr[clients]
+    identity = part.m == problem.n_clients and (part.identity or _is_identity(clients))
+    rates = lr if identity else lr[clients]
     x, c = state.x, state.c
     X0 = _shared_rows(x, part.m)
-    identity = part.m == problem.n_clients and _is_identity(clients)
     ci = state.c_clients if identity else state.c_clients[clients]     # read only below
     # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient;
     # ci_minus_c is formed once per round (the local loop subtracts it in place)
     ci_minus_c = ci - c
-    objective = LocalObjective.linear(ci_minus_c)
+    objective = LocalObjective(b=ci_minus_c)           # = LocalObjective.linear: already a float64 array
     if lambda2 != 0.0:
         objective = objective + LocalObjective.proximal(lambda2, X0)
     if lambda1 != 0.0:
         objective = objective + LocalObjective.l1_term(lambda1, X0)
-    Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective)
+    Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective, bounds=part.bounds)
     delta = Y - x
-    done = steps > 0
-    every = bool(done.all())
+    bounds = part.bounds
+    if bounds is not None and bounds[0] > 0:          # known: every participant completed a step
+        every, done = True, None
+    else:
+        done = steps > 0
+        every = bool(done.all())
     if option == "I":
+        done = steps > 0 if done is None else done
         ci_new = ci.copy()
         if done.any():
             ci_new[done] = problem.stochastic_grad(X0[done], clients[done], rng)
     elif every:
         # (c_i - c) + (x - y)/(s eta) == (c_i - c) - (y - x)/(s eta) exactly (IEEE
         # negation is exact), so the shift and delta of the local loop are reused
-        ci_new = delta / (steps * rates)[:, None]
+        if bounds is not None and bounds[0] == bounds[1] and rates.strides == (0,):
+            # one step count k and one rate: float(k) * rate is each entry of steps * rates
+            # (int64 * float64 converts k exactly), and dividing by it is dividing by the column
+            ci_new = delta / (float(bounds[0]) * float(rates[0]))
+        else:
+            ci_new = delta / (steps * rates)[:, None]
         np.subtract(ci_minus_c, ci_new, out=ci_new)
     else:
         ci_new = ci.copy()
@@ -192,8 +202,12 @@ class Scaffold(Algorithm):
 
     def round(self, state: ScaffoldState, problem: Federation, participation: Participation | None,
               rng: np.random.Generator) -> tuple[ScaffoldState, RoundInfo]:
-        part = self.participants(problem, participation, rng, state.t)
-        lr = resolve_per_client("lr", self.lr, problem.n_clients)
+        plan = self._plan(problem) if participation is None else None
+        if plan is not None and plan.lr is not None:      # full participation, cached arrays
+            part, lr = plan.participants, plan.lr
+        else:
+            part = self.participants(problem, participation, rng, state.t)
+            lr = resolve_per_client("lr", self.lr, problem.n_clients)
         return scaffold_round(state, problem, part, rng, lr=lr, server_lr=self.server_lr,
                               option=self.option)
 

@@ -63,14 +63,28 @@ def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1, out: np.ndarray | None =
     return out[:, 0, :]
 
 
+#: (array, a): the last immutable run of clients found by _first_of_run (one tuple: read atomically)
+_LAST_RUN: list[tuple[Any, int]] = [(None, 0)]
+
+
 def _first_of_run(clients: Any, n_clients: int) -> int | None:
     """a when ``clients`` is an int64 array a, a+1, ..., b-1 with 0 <= a < b <= n_clients
-    (e.g. full participation), else None (then the indices go through the full checks)."""
+    (e.g. full participation), else None (then the indices go through the full checks).
+
+    An array whose contents can never change (a read-only view of ``bytes``, e.g. the
+    shared clients of ``fltheory.participation.full_participants``) is remembered once
+    checked (a strong reference, so its identity cannot be reused), and the same object
+    is then recognised without passes over it."""
+    known, first = _LAST_RUN[0]
+    if clients is known:
+        return first if first + clients.shape[0] <= n_clients else None
     if type(clients) is not np.ndarray or clients.dtype != np.int64 or clients.ndim != 1 or not clients.size:
         return None
     a, b = int(clients[0]), int(clients[-1]) + 1
     if a < 0 or b > n_clients or b - a != clients.size or (clients[1:] - clients[:-1] != 1).any():
         return None
+    if type(clients.base) is bytes and not clients.flags.writeable:
+        _LAST_RUN[0] = (clients, a)
     return a
 
 
@@ -355,10 +369,21 @@ class QuadraticFederation(Federation):
                 return G
             return grad
 
+        views: list[Any] = [None, None, None, None, None]   # X, out, their (m, 1, d) views, shape: last call
+
         def grad_one_thread(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-            G = np.empty(X.shape) if out is None else out        # the kernel of _hx, one thread
-            np.matmul(X[:, None, :], H, out=G[:, None, :])
+            # the kernel of _hx, one thread; the local loop passes the same X and out every
+            # step, whose (m, 1, d) views are then reused
+            if out is not None and X is views[0] and out is views[1] and X.shape == out.shape == views[4]:
+                np.matmul(views[2], H, out=views[3])
+                out -= e
+                return out
+            G = np.empty(X.shape) if out is None else out
+            X3, G3 = X[:, None, :], G[:, None, :]
+            np.matmul(X3, H, out=G3)
             G -= e
+            if out is not None:
+                views[:] = [X, out, X3, G3, X.shape]
             return G
         return grad_one_thread
 

@@ -195,3 +195,99 @@ def test_full_participation_built_directly_equals_the_draw():
         np.testing.assert_array_equal(a, b)
     direct.steps[:] = 0                                  # the round's own copy: later draws unaffected
     np.testing.assert_array_equal(alg.participants(fed, None, rng, 5).steps, [3, 1, 2, 7, 1])
+
+
+# --- the per-(algorithm, federation) plan of full participation ------------------------------
+
+def _quadratic(N, d, seed):
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((N, d, d))
+    return QuadraticFederation(B @ np.swapaxes(B, 1, 2) / d + 0.5 * np.eye(d), rng.standard_normal((N, d)))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: FedAvg(lr=0.05, local_steps=3, aggregation="weights"),
+    lambda: FedAvg(lr=0.05, local_steps=2, aggregation="uniform", server_lr=0.5),
+    lambda: __import__("fltheory.algorithms.scaffold", fromlist=["Scaffold"]).Scaffold(lr=0.05, local_steps=3),
+    lambda: __import__("fltheory.algorithms.fedprox", fromlist=["FedProx"]).FedProx(lr=0.05, local_steps=3, mu=0.2),
+    lambda: __import__("fltheory.algorithms.fedprox", fromlist=["FedProx"]).FedProx(mu=0.2, solver="exact"),
+])
+def test_cached_full_participation_rounds_equal_the_drawn_ones_bit_for_bit(make):
+    """One algorithm object alternating between two federations (different N, weights) with
+    participation=None (the cached plan) gives exactly the states of rounds with an explicit
+    FullParticipation() (the draw path, nothing cached): the plan is never stale."""
+    from fltheory.participation import FullParticipation
+    feds = [_quadratic(5, 3, 1), _quadratic(7, 3, 2)]
+    feds[1] = QuadraticFederation(feds[1].H, feds[1].e, weights=np.arange(1.0, 8.0) / 28.0)
+    alg, rng = make(), np.random.default_rng(0)
+    cached = [alg.init(f, np.zeros(3), rng) for f in feds]
+    drawn = list(cached)
+    for _ in range(3):
+        for j, f in enumerate(feds):
+            cached[j], info = alg.round(cached[j], f, None, rng)
+            drawn[j], ref = make().round(drawn[j], f, FullParticipation(), rng)
+            np.testing.assert_array_equal(info.clients, ref.clients)
+            np.testing.assert_array_equal(info.steps, ref.steps)
+            for name, value in vars(cached[j]).items():
+                if isinstance(value, np.ndarray):
+                    assert value.tobytes() == getattr(drawn[j], name).tobytes(), name
+
+
+def test_cached_full_participants_are_read_only_and_match_the_draw():
+    from fltheory.participation import FullParticipation
+    fed = _quadratic(4, 2, 0)
+    alg = FedAvg(lr=0.1, local_steps=3)
+    part = alg.participants(fed, None, np.random.default_rng(0), 0)
+    ref = FullParticipation().draw(np.random.default_rng(0), 0, alg.nominal_steps(fed))
+    np.testing.assert_array_equal(part.clients, ref.clients)
+    np.testing.assert_array_equal(part.steps, ref.steps)
+    assert part.bounds == (3, 3) and part.identity
+    with pytest.raises(ValueError):
+        part.steps[0] = 0
+    with pytest.raises(ValueError):
+        part.clients[0] = 1
+
+
+def test_plan_is_not_used_for_array_hyperparameters_or_overridden_nominal_steps():
+    """Array hyperparameters (mutable) and a nominal_steps of a class that does not declare
+    _constant_nominal_steps are never cached: a later change is seen."""
+    fed = _quadratic(4, 2, 0)
+    steps = np.array([1, 2, 3, 4])
+    alg = FedAvg(lr=0.1, local_steps=steps)
+    assert alg.participants(fed, None, None, 0).steps.tolist() == [1, 2, 3, 4]
+    steps[0] = 5                                        # mutating the caller's array is seen
+    assert alg.participants(fed, None, None, 1).steps.tolist() == [5, 2, 3, 4]
+
+    counter = [0]
+
+    @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+    class Growing(FedAvg):
+        def nominal_steps(self, problem):
+            counter[0] += 1
+            return np.full(problem.n_clients, counter[0], dtype=np.int64)
+
+    g = Growing(local_steps=1)
+    assert g.participants(fed, None, None, 0).steps.tolist() == [1] * 4
+    assert g.participants(fed, None, None, 1).steps.tolist() == [2] * 4
+
+
+def test_algorithm_with_a_plan_pickles_and_copies():
+    import copy
+    import pickle
+    fed = _quadratic(4, 2, 0)
+    alg = FedAvg(lr=0.1, local_steps=2)
+    state = alg.init(fed, np.zeros(2), None)
+    state, _ = alg.round(state, fed, None, None)
+    for clone in (pickle.loads(pickle.dumps(alg)), copy.deepcopy(alg), copy.copy(alg)):
+        assert clone.hyperparameters() == alg.hyperparameters()
+        again, _ = clone.round(alg.init(fed, np.zeros(2), None), fed, None, None)
+        assert again.x.tobytes() == state.x.tobytes()
+
+
+def test_round_with_a_negative_counter_is_a_typed_error_on_the_cached_path():
+    fed = _quadratic(4, 2, 0)
+    alg = FedAvg(lr=0.1, local_steps=2)
+    state = alg.init(fed, np.zeros(2), None)
+    alg.round(state, fed, None, None)                     # the plan exists now
+    with pytest.raises(InvalidHyperparameterError, match="t must be an integer >= 0"):
+        alg.round(dataclasses.replace(state, t=-1), fed, None, None)

@@ -216,3 +216,33 @@ def test_column_sums_are_numpys_axis_zero_sums_bit_for_bit(shape):
         seq += row                                  # the row-by-row order the fast path claims
     if shape[1] >= 2:
         assert np.array_equal(_column_sums(A), seq)
+
+
+@pytest.mark.parametrize("N, d", [(5, 1), (5, 3), (70, 1), (70, 3)])
+def test_option_ii_server_sums_equal_the_plain_column_sums_bit_for_bit(N, d):
+    """Option II with every client stepping: x^+ = x + (eta_g/N) sum_i (y_i - x) and
+    c^+ = c + (1/N) sum_i (c_i^+ - c_i) with c_i^+ = (c_i - c) - (y_i - x)/(K eta), written
+    with numpy's own ``sum(axis=0)`` from the same local models, equal the round bit for bit
+    (few and many rows: numpy sum and the einsum column sums; d = 1 and 3)."""
+    from fltheory.algorithms.local import LocalObjective, local_descent
+    from fltheory.compression import Communication
+    from fltheory.problems import QuadraticFederation
+    rng = np.random.default_rng(N + d)
+    B = rng.standard_normal((N, d, d))
+    fed = QuadraticFederation(B @ np.swapaxes(B, 1, 2) / d + 0.5 * np.eye(d), rng.standard_normal((N, d)))
+    alg = Scaffold(lr=0.07, local_steps=3, server_lr=0.9, option="II")
+    state = alg.init(fed, rng.standard_normal(d), None)
+    state, _ = alg.round(state, fed, None, None)                # non-zero controls
+    new, info = alg.round(state, fed, None, None)
+    x, c, C = state.x, state.c, state.c_clients
+    shift = C - c
+    Y, _ = local_descent(fed, np.broadcast_to(x, (N, d)), np.arange(N), np.full(N, 3), np.full(N, 0.07),
+                         None, LocalObjective.linear(shift))
+    delta = Y - x
+    C_new = shift - delta / np.full(N, 3 * 0.07)[:, None]
+    assert new.x.tobytes() == (x + (0.9 / N) * delta.sum(axis=0)).tobytes()
+    assert new.c.tobytes() == (c + (C_new - C).sum(axis=0) / N).tobytes()
+    assert new.c_clients.tobytes() == C_new.tobytes()
+    up = np.hstack([delta, C_new - C])
+    expected = Communication.measure(up, np.broadcast_to(np.concatenate([x, c]), (N, 2 * d)), up_kind="dense")
+    assert info.communication == expected

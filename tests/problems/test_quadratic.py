@@ -136,3 +136,39 @@ def test_construction_errors_name_the_client_across_chunks():
     H[280] *= -1.0
     with pytest.raises(InvalidProblemError, match=r"H\[280\] is not positive definite"):
         QuadraticFederation(H, base.e)
+
+
+def test_row_gradient_reuses_views_only_for_the_same_arrays():
+    """The bound exact gradient remembers the (m, 1, d) views of the last (X, out) pair; a
+    new point array, a new buffer or the same objects given another shape are recomputed
+    (each result equals client_grad)."""
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((4, 3, 3))
+    fed = QuadraticFederation(B @ np.swapaxes(B, 1, 2) + np.eye(3), rng.standard_normal((4, 3)))
+    grad = fed.row_gradient(np.arange(4), None)
+    X, out = rng.standard_normal((4, 3)), np.empty((4, 3))
+    for _ in range(2):
+        np.testing.assert_array_equal(grad(X, out), fed.client_grad(X, np.arange(4)))
+        X += 1.0                                           # same objects, new values
+    X2, out2 = rng.standard_normal((4, 3)), np.empty((4, 3))
+    np.testing.assert_array_equal(grad(X2, out), fed.client_grad(X2, np.arange(4)))
+    np.testing.assert_array_equal(grad(X2, out2), fed.client_grad(X2, np.arange(4)))
+    np.testing.assert_array_equal(grad(X2), fed.client_grad(X2, np.arange(4)))
+    flat = rng.standard_normal((2, 6))                     # the same memory seen with another shape
+    flat_out = np.empty((2, 6))
+    grad2 = QuadraticFederation(np.stack([np.eye(6)] * 2), np.zeros((2, 6))).row_gradient(np.arange(2), None)
+    grad2(flat, flat_out)
+    np.testing.assert_array_equal(grad2(flat, flat_out), flat)
+
+
+def test_first_of_run_remembers_only_immutable_arrays():
+    from fltheory.participation import full_participants
+    from fltheory.problems.quadratic import _first_of_run
+    part = full_participants(5, 2)
+    assert _first_of_run(part.clients, 5) == 0
+    assert _first_of_run(part.clients, 5) == 0            # recognised by identity
+    assert _first_of_run(part.clients, 4) is None          # more clients than the federation has
+    writable = np.arange(5, dtype=np.int64)
+    assert _first_of_run(writable, 5) == 0
+    writable[2] = 7                                        # a mutable array is checked again
+    assert _first_of_run(writable, 10) is None

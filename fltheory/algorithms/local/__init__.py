@@ -47,7 +47,8 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
                   optimizer: Optimizer | None = None,
                   opt_state: Any = None,
                   record_precond: bool = False,
-                  keep_opt_state: bool = True) -> tuple[np.ndarray, dict[str, Any]]:
+                  keep_opt_state: bool = True,
+                  bounds: tuple[int, int] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Run ``steps[r]`` local steps on every row r, all rows together.
 
     Plain steps (``optimizer is None``), BetterObjects Alg. 1 / docs/theory/index.md#algorithms:
@@ -73,7 +74,8 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     discards the final state, e.g. FedOpt restarting its clients every round):
     info["opt_state"] may be None, and the blocked loop does not join the blocks'
     states into one (at (N, d) = (10000, 20) that join is two passes over fresh
-    (N, d) arrays, about 1.6 ms a round).
+    (N, d) arrays, about 1.6 ms a round).  ``bounds``: (min, max) of ``steps`` when
+    the caller knows them (e.g. ``Participants.bounds``), else computed here.
     """
     Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
     m, d = Y.shape
@@ -85,7 +87,7 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     state = opt_state
     if optimizer is not None and state is None:
         state = optimizer.init(Y, clients)
-    kmin, kmax = (int(steps.min()), int(steps.max())) if m else (0, 0)
+    kmin, kmax = bounds if bounds is not None else (int(steps.min()), int(steps.max())) if m else (0, 0)
     blocks = blocking.row_blocks(problem, m, d)
     if len(blocks) > 1 and not blocking.blockable(problem, clients):
         blocks = [slice(0, m)]

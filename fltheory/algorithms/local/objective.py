@@ -89,7 +89,11 @@ class LocalObjective:
         m, d = center.shape
         mu_arr = np.asarray(mu, dtype=np.float64)
         if mu_arr.ndim == 0 and m > 1 and center.strides[0] == 0:
-            return cls(D=np.broadcast_to(mu_arr, (m, d)), b=_shared_rows(mu_arr * center[0], m))
+            # D: the read-only (m, d) view of the one number (what np.broadcast_to(mu_arr, (m, d))
+            # gives, built directly: broadcast_to costs ~2 us a round)
+            D = np.ndarray((m, d), dtype=np.float64, buffer=mu_arr, strides=(0, 0))
+            D.flags.writeable = False
+            return cls(D=D, b=_shared_rows(mu_arr * center[0], m))
         D = _rows(mu, m, d)
         return cls(D=D, b=D * center)
 

@@ -41,9 +41,11 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     lr = np.asarray(lr, dtype=np.float64)
     lr_col = lr[:, None]
     # one rate for every row: the scalar gives the same products as the column
-    rate: float | np.ndarray = float(lr[0]) if m and (lr == lr[0]).all() else lr_col
+    rate: float | np.ndarray = (float(lr[0]) if m and (lr.strides == (0,) or (lr == lr[0]).all())
+                                else lr_col)
     unit_rate = isinstance(rate, float) and rate == 1.0
-    extra = _ExtraGradient(objective, Y)
+    extra = _NO_EXTRA if objective.D is None and objective.b is None and objective.l1 is None \
+        else _ExtraGradient(objective, Y)
     grad = problem.row_gradient(clients, rng) if kmin > 0 else None
     # an optimizer with fused steps (Optimizer.fused) takes them in place while every row is active:
     # the same numbers as update followed by y += rate * u; they only read G, so its buffer is reused
@@ -51,11 +53,8 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     fused = optimizer.fused(state) if optimizer is not None and optimizer.fused is not None and kmin > 0 else None
     G_buf = np.empty_like(Y) if (optimizer is None or fused is not None) and kmin > 0 else None
     with np.errstate(over="ignore", invalid="ignore"):
-        if optimizer is None and grad is not None and extra.kind == "none":
-            for _ in range(kmin):                          # plain steps, nothing added: the bare loop
-                G = grad(Y, G_buf)
-                G *= rate
-                Y -= G
+        if optimizer is None and grad is not None and extra.kind in _INLINE:
+            _plain_steps(grad, G_buf, Y, rate, extra, kmin)
             kdone = kmin
         else:
             kdone = 0
@@ -115,6 +114,40 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     return state, precond_sum
 
 
+#: Extra-term kinds whose plain steps run in :func:`_plain_steps`.
+_INLINE = ("none", "linear", "diagonal")
+
+
+def _plain_steps(grad: Any, G_buf: np.ndarray | None, Y: np.ndarray, rate: float | np.ndarray,
+                 extra: _ExtraGradient, steps: int) -> None:
+    """``steps`` plain steps y <- y - rate (g(y) + extra gradient) on every row of Y, with the
+    operations of ``_ExtraGradient.add_to`` written into the loop (the same numbers, no call
+    per step): nothing added, a linear term (G -= b), or D * y - b (one reused buffer)."""
+    kind = extra.kind
+    if kind == "none":
+        for _ in range(steps):                             # the bare loop
+            G = grad(Y, G_buf)
+            G *= rate
+            Y -= G
+    elif kind == "linear":
+        b = extra.b
+        for _ in range(steps):
+            G = grad(Y, G_buf)
+            G -= b
+            G *= rate
+            Y -= G
+    else:                                                  # diagonal: G += D * y - b
+        D, b, T = extra.D, extra.b, extra.buf
+        for _ in range(steps):
+            G = grad(Y, G_buf)
+            np.multiply(D, Y, out=T)
+            if b is not None:
+                T -= b
+            G += T
+            G *= rate
+            Y -= G
+
+
 #: Widest row for which a shared row b is written out as a full (m, d) array (see _ExtraGradient).
 _FULL_ROW_MAX = 512
 
@@ -165,6 +198,9 @@ class _ExtraGradient:
             G += T
         else:
             _add_extra_grad(G, self.objective, Y)
+
+
+_NO_EXTRA = _ExtraGradient(LocalObjective.zero(), np.zeros((0, 0)))   # kind "none": holds no buffer
 
 
 def _add_extra_grad(G: np.ndarray, obj: LocalObjective, Y: np.ndarray) -> None:

@@ -229,3 +229,14 @@ def test_shared_rows_is_the_read_only_broadcast_view():
             if x.size:
                 assert view.strides[0] == 0
     assert _shared_rows(big[5:12], 2)[1, 0] == 5.0
+
+
+def test_local_descent_overflow_of_finite_entries_is_not_a_divergence():
+    """Entries near the largest double whose sum overflows: no DivergenceError (the entries
+    are finite), exactly as the entry-wise check decides."""
+    from fltheory.algorithms.local import local_descent
+    from fltheory.problems import QuadraticFederation
+    fed = QuadraticFederation(np.stack([np.eye(2)] * 3), np.zeros((3, 2)))
+    Y0 = np.full((3, 2), 1e308)
+    Y, _ = local_descent(fed, Y0, np.arange(3), np.zeros(3, dtype=np.int64), np.full(3, 0.1), None)
+    np.testing.assert_array_equal(Y, Y0)
