@@ -308,20 +308,29 @@ class FullPlan:
     * :meth:`weights`: ``aggregation_weights(problem, 0..N-1, scheme)``, computed once per scheme.
     """
 
-    __slots__ = ("_weights", "lr", "participants", "problem")
+    __slots__ = ("_n", "_rows", "_weights", "lr", "participants", "problem")
 
     def __init__(self, algorithm: Algorithm, problem: Federation, steps: int) -> None:
         n = problem.n_clients
         self.problem = weakref.ref(problem)
         self.participants = full_participants(n, steps)
-        lr = getattr(algorithm, "lr", None)
-        self.lr: np.ndarray | None = None
-        if type(lr) in (int, float):
-            one = resolve_per_client("lr", lr, 1)
-            view = np.ndarray((n,), dtype=np.float64, buffer=one, strides=(0,))
-            view.flags.writeable = False
-            self.lr = view
+        self._n = n
+        self._rows: dict[str, np.ndarray | None] = {}
+        self.lr: np.ndarray | None = self.scalar_rows("lr", getattr(algorithm, "lr", None))
         self._weights: dict[str, np.ndarray] = {}
+
+    def scalar_rows(self, name: str, value: Any) -> np.ndarray | None:
+        """``resolve_per_client(name, value, N)`` as a read-only (N,) view of one number (row
+        stride 0) when ``value`` is a plain Python int or float, else None; computed once per
+        name (the algorithm's hyperparameters never change)."""
+        if name not in self._rows:
+            rows = None
+            if type(value) in (int, float):
+                one = resolve_per_client(name, value, 1)
+                rows = np.ndarray((self._n,), dtype=np.float64, buffer=one, strides=(0,))
+                rows.flags.writeable = False
+            self._rows[name] = rows
+        return self._rows[name]
 
     def weights(self, problem: Federation, scheme: str) -> np.ndarray:
         """``aggregation_weights(problem, clients, scheme)`` of all clients (read-only, computed once)."""

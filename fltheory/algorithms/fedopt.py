@@ -228,19 +228,26 @@ class FedOpt(Algorithm):
 
     def round(self, state: FedOptState, problem: Federation, participation: Participation | None,
               rng: np.random.Generator) -> tuple[FedOptState, RoundInfo]:
-        part = self.participants(problem, participation, rng, state.t)
-        if part.m == 0:
-            return (FedOptState(x=state.x, t=state.t + 1, server=state.server, clients=state.clients),
-                    empty_round(problem.dim))
+        plan = self._plan(problem) if participation is None else None
+        scale = None if plan is None else plan.scalar_rows("client_lr_scale", self.client_lr_scale)
+        if plan is not None and scale is not None:         # full participation, cached arrays
+            part = plan.participants
+            w = plan.weights(problem, self.aggregation)
+        else:
+            part = self.participants(problem, participation, rng, state.t)
+            if part.m == 0:
+                return (FedOptState(x=state.x, t=state.t + 1, server=state.server, clients=state.clients),
+                        empty_round(problem.dim))
+            scale = resolve_per_client("client_lr_scale", self.client_lr_scale, problem.n_clients)[part.clients]
+            w = aggregation_weights(problem, part.clients, self.aggregation)
         X0 = _shared_rows(state.x, part.m)              # np.broadcast_to(x, (m, d)), built directly
-        scale = resolve_per_client("client_lr_scale", self.client_lr_scale, problem.n_clients)[part.clients]
         start = None if state.clients is None else take_rows(state.clients, part.clients)
         correct = self.correction != "none"
         Y, info = local_descent(problem, X0, part.clients, part.steps, scale, rng,
                                 optimizer=self.client_optimizer, opt_state=start,
-                                record_precond=correct, keep_opt_state=self.client_state != "restart")
+                                record_precond=correct, keep_opt_state=self.client_state != "restart",
+                                bounds=part.bounds)
         delta = Y - state.x
-        w = aggregation_weights(problem, part.clients, self.aggregation)
         if not correct:
             g = -(w @ delta)
             up = delta
