@@ -225,6 +225,11 @@ class _FusedAdaptive:
         params += T
         self.pending += 1
 
+    def kernel(self) -> Any:
+        """The step function: :meth:`step`, or directly the AdaGrad kernel it would call (for a
+        caller's local variable only: stored on the instance it would make a reference cycle)."""
+        return self._adagrad_step if self.plain_adagrad else self.step
+
     def step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
         if self.plain_adagrad:
             self._adagrad_step(grads, params, rate)

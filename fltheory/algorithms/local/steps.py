@@ -56,6 +56,12 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
         if optimizer is None and grad is not None and extra.kind in _INLINE:
             _plain_steps(grad, G_buf, Y, rate, extra, kmin)
             kdone = kmin
+        elif fused is not None and grad is not None and extra.kind == "none" and not record:
+            kernel = getattr(fused, "kernel", None)        # fused steps, nothing added: the bare loop
+            step = kernel() if kernel is not None else fused.step
+            for _ in range(kmin):
+                step(grad(Y, G_buf), Y, rate)
+            kdone = kmin
         else:
             kdone = 0
         for _ in range(kdone, kmin):
