@@ -28,7 +28,7 @@ def test_cluster_run_equals_in_process_run(tmp_path):
                                   dashboard_address=None) as cluster:
         remote = reproduce(exp, tmp_path / "cluster", show_progress=False,
                            run_remote=task_runner(cluster.scheduler_address))
-    assert [o.action for o in local] == [o.action for o in remote] == ["computed"]
+    assert [o.action for o in local] == [o.action for o in remote] == ["computed"], (local, remote)
     a, b = _doc(tmp_path / "local", NAME), _doc(tmp_path / "cluster", NAME)
     assert a["data"] == b["data"] and a["macros"] == b["macros"] and a["checks"] == b["checks"]
     assert a["key"] == b["key"]
