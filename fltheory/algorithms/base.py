@@ -333,13 +333,22 @@ class FullPlan:
         return self._rows[name]
 
     def weights(self, problem: Federation, scheme: str) -> np.ndarray:
-        """``aggregation_weights(problem, clients, scheme)`` of all clients (read-only, computed once)."""
-        w = self._weights.get(scheme)
-        if w is None:
-            w = aggregation_weights(problem, self.participants.clients, scheme)
-            w.flags.writeable = False
-            self._weights[scheme] = w
-        return w
+        """``aggregation_weights(problem, 0..N-1, scheme)``, the same bits.  ``"uniform"`` depends
+        on N only and is computed once (read-only); ``"weights"`` and ``"samples"`` are recomputed
+        every call from the federation's arrays (a caller may have changed them in place since the
+        last round: a cached copy would silently be stale), ``"weights"`` as p / sum(p) without the
+        gather of p[clients] (the same numbers: the gather of all clients in order is a copy)."""
+        if scheme == "uniform":
+            w = self._weights.get(scheme)
+            if w is None:
+                w = aggregation_weights(problem, self.participants.clients, scheme)
+                w.flags.writeable = False
+                self._weights[scheme] = w
+            return w
+        if scheme == "weights":
+            p = problem.weights
+            return p / p.sum()
+        return aggregation_weights(problem, self.participants.clients, scheme)
 
 
 checked_methods(Algorithm)

@@ -233,6 +233,25 @@ def test_cached_full_participation_rounds_equal_the_drawn_ones_bit_for_bit(make)
                     assert value.tobytes() == getattr(drawn[j], name).tobytes(), name
 
 
+@pytest.mark.parametrize("make", [
+    lambda: FedAvg(lr=0.05, local_steps=3, aggregation="weights"),
+    lambda: __import__("fltheory.algorithms.fedprox", fromlist=["FedProx"]).FedProx(lr=0.05, local_steps=3, mu=0.2),
+    lambda: FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.sgd(1.0), local_steps=3),
+])
+def test_cached_rounds_see_weights_changed_in_place(make):
+    """A federation's weights changed in place between rounds (the arrays are writable): the
+    cached plan must not keep the old ones (review finding: it did, silently)."""
+    from fltheory.participation import FullParticipation
+    fed = QuadraticFederation(_quadratic(5, 3, 1).H, _quadratic(5, 3, 1).e, weights=np.arange(1.0, 6.0))
+    alg, rng = make(), np.random.default_rng(0)
+    cached = drawn = alg.init(fed, np.zeros(3), rng)
+    for t in range(3):
+        cached, _ = alg.round(cached, fed, None, rng)
+        drawn, _ = make().round(drawn, fed, FullParticipation(), rng)
+        assert cached.x.tobytes() == drawn.x.tobytes(), t
+        fed.weights[:] = np.roll(fed.weights, 1)           # in place, between rounds
+
+
 def test_cached_full_participants_are_read_only_and_match_the_draw():
     from fltheory.participation import FullParticipation
     fed = _quadratic(4, 2, 0)
