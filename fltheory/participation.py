@@ -60,15 +60,18 @@ class Participants:
 
     m may be 0 (nobody takes part this round); steps may contain 0 (inactive).
 
-    ``bounds`` (optional): (min, max) of ``steps`` when the producer knows them, and
-    ``identity``: True when ``clients`` is 0, 1, ..., N-1 for the federation's N (both
-    set by :func:`full_participants`, so that rounds need not recompute them).
+    ``bounds``: (min, max) of ``steps`` and ``identity``: True when ``clients`` is
+    0, 1, ..., N-1 for the federation's N, set only by :func:`full_participants` (so
+    that rounds need not recompute them); not constructor arguments, so that
+    ``Participants(...)`` and ``dataclasses.replace`` (which builds a new instance
+    through the constructor) never carry bounds that do not match ``steps``:
+    elsewhere they are None / False.
     """
 
     clients: np.ndarray
     steps: np.ndarray
-    bounds: tuple[int, int] | None = field(default=None, compare=False, repr=False)
-    identity: bool = field(default=False, compare=False, repr=False)
+    bounds: tuple[int, int] | None = field(default=None, init=False, compare=False, repr=False)
+    identity: bool = field(default=False, init=False, compare=False, repr=False)
 
     @property
     def m(self) -> int:
@@ -94,7 +97,9 @@ def full_participants(n_clients: int, steps: int) -> Participants:
         # views of immutable bytes: read-only, and the flag cannot be turned back on
         clients = np.frombuffer(np.arange(key[0], dtype=np.int64).tobytes(), dtype=np.int64)
         E = np.frombuffer(np.full(key[0], key[1], dtype=np.int64).tobytes(), dtype=np.int64)
-        part = Participants(clients, E, bounds=(key[1], key[1]) if key[0] else (0, 0), identity=True)
+        part = Participants(clients, E)
+        object.__setattr__(part, "bounds", (key[1], key[1]) if key[0] else (0, 0))
+        object.__setattr__(part, "identity", True)
         if len(_FULL) >= _FULL_MAX:
             _FULL.clear()
         _FULL[key] = part

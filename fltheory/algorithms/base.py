@@ -38,6 +38,7 @@ from .._validate import MAX_STEPS, per_client
 from ..errors import InvalidHyperparameterError
 from ..compression import Communication
 from ..participation import FullParticipation, Participants, Participation, full_participants
+from ..optim.base import Optimizer
 from ..problems.base import Federation
 from ._method_checks import checked_methods
 from .invariants import LinearInvariant
@@ -270,8 +271,8 @@ class Algorithm(ABC):
             return None
         if plan is not None and plan.problem() is problem:
             return plan
-        if not _constant_steps_class(type(self)) or any(
-                isinstance(getattr(self, f.name), np.ndarray) for f in dataclasses.fields(self)):  # type: ignore[arg-type]
+        if not _constant_steps_class(type(self)) or _defining_class(type(self), "participants") is not Algorithm \
+                or not all(_immutable(getattr(self, f.name)) for f in dataclasses.fields(self)):  # type: ignore[arg-type]
             object.__setattr__(self, "_full_plan", False)
             return None
         steps = self.nominal_steps(problem)
@@ -287,6 +288,26 @@ class Algorithm(ABC):
         state = dict(self.__dict__)
         state.pop("_full_plan", None)
         return state
+
+
+#: Hyperparameter values a plan may depend on without going stale: immutable scalars and strings
+#: (an optimizer is a frozen record of functions and numbers).  A list, an array or any other
+#: object could be changed in place after the plan was made.
+_IMMUTABLE = (bool, int, float, complex, str, bytes, type(None), np.number, np.bool_)
+
+
+def _immutable(value: Any) -> bool:
+    if isinstance(value, (_IMMUTABLE, Optimizer)):
+        return True
+    return isinstance(value, tuple) and all(_immutable(v) for v in value)
+
+
+def _defining_class(cls: type, name: str) -> type | None:
+    """The class of ``cls``'s MRO whose own body defines ``name``."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return klass
+    return None
 
 
 def _constant_steps_class(cls: type) -> bool:

@@ -43,7 +43,7 @@ import numpy as np
 
 from .._validate import flag
 from . import _checks
-from .base import Optimizer
+from .base import KernelSteps, Optimizer
 
 __all__ = ["AdaptiveState", "adagrad", "adam", "yogi"]
 
@@ -174,7 +174,7 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
     return Optimizer(init, update, precond, name, fused)
 
 
-class _FusedAdaptive:
+class _FusedAdaptive(KernelSteps):
     """The steps of ``update`` in place over an owned copy of the state
     (:class:`fltheory.optim.base.FusedSteps`): the same floating-point
     operations in the same order, written into the moments and up to three

@@ -45,6 +45,18 @@ class FusedSteps(Protocol):
         """The current optimizer state."""
 
 
+class KernelSteps:
+    """Base of fused steps that can hand out their step function for a caller's bare loop of
+    steps (``fltheory.algorithms.local``): ``kernel()`` returns a callable with the signature
+    and effect of ``step`` (default: ``step`` itself)."""
+
+    def step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
+        raise NotImplementedError
+
+    def kernel(self) -> Callable[[np.ndarray, np.ndarray, float | np.ndarray], None]:
+        return self.step
+
+
 class Optimizer(NamedTuple):
     """A pure optimizer: ``init``, ``update``, ``precond`` and optionally ``fused``
     (see module doc)."""

@@ -211,6 +211,9 @@ def _quadratic(N, d, seed):
     lambda: __import__("fltheory.algorithms.scaffold", fromlist=["Scaffold"]).Scaffold(lr=0.05, local_steps=3),
     lambda: __import__("fltheory.algorithms.fedprox", fromlist=["FedProx"]).FedProx(lr=0.05, local_steps=3, mu=0.2),
     lambda: __import__("fltheory.algorithms.fedprox", fromlist=["FedProx"]).FedProx(mu=0.2, solver="exact"),
+    lambda: FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.adam(0.1), local_steps=3),
+    lambda: FedOpt(client_optimizer=optim.sgd(0.05), server_optimizer=optim.sgd(1.0), local_steps=2,
+                   client_lr_scale=0.5),
 ])
 def test_cached_full_participation_rounds_equal_the_drawn_ones_bit_for_bit(make):
     """One algorithm object alternating between two federations (different N, weights) with
@@ -250,6 +253,57 @@ def test_cached_rounds_see_weights_changed_in_place(make):
         drawn, _ = make().round(drawn, fed, FullParticipation(), rng)
         assert cached.x.tobytes() == drawn.x.tobytes(), t
         fed.weights[:] = np.roll(fed.weights, 1)           # in place, between rounds
+
+
+def test_cached_plan_sees_a_list_hyperparameter_changed_in_place():
+    """A list given as local_steps and changed in place between rounds (review finding: the
+    cached plan kept the old steps); only immutable hyperparameters are cached."""
+    for make in (lambda s: FedAvg(lr=0.05, local_steps=s), lambda s: EFL(lr=0.05, local_steps=s),
+                 lambda s: FedOpt(client_optimizer=optim.sgd(0.05), server_optimizer=optim.sgd(1.0), local_steps=s)):
+        fed = _quadratic(4, 3, 3)
+        alg = make([2, 2, 2, 2])
+        rng = np.random.default_rng(0)
+        state, _ = alg.round(alg.init(fed, np.zeros(3), rng), fed, None, rng)
+        alg.local_steps[0] = 5
+        _, info = alg.round(state, fed, None, rng)
+        assert info.steps.tolist() == [5, 2, 2, 2], type(alg).__name__
+
+
+def test_cached_plan_respects_an_overridden_participants():
+    """A subclass overriding participants() is called with participation=None (review finding:
+    the cached plan bypassed it)."""
+    from fltheory.algorithms.scaffold import Scaffold
+
+    for base in (FedAvg, Scaffold, FedOpt):
+        class DropLast(base):                              # type: ignore[misc, valid-type]
+            def participants(self, problem, participation, rng, t):
+                part = super().participants(problem, participation, rng, t)
+                return type(part)(part.clients[:-1], part.steps[:-1])
+
+        kwargs = ({"client_optimizer": optim.sgd(0.05), "server_optimizer": optim.sgd(1.0)} if base is FedOpt
+                  else {"lr": 0.05})
+        alg, fed, rng = DropLast(local_steps=2, **kwargs), _quadratic(4, 3, 3), np.random.default_rng(0)
+        _, info = alg.round(alg.init(fed, np.zeros(3), rng), fed, None, rng)
+        assert info.clients.tolist() == [0, 1, 2], base.__name__
+
+
+def test_replaced_full_participants_do_not_carry_stale_bounds():
+    """dataclasses.replace of the shared full participants with other steps gives bounds None
+    (review finding: the old bounds were carried over and trusted by the local loop, so a
+    client given 0 steps still took 2)."""
+    from fltheory.participation import Participation, full_participants
+
+    class Straggle(Participation):
+        def draw(self, rng, t, local_steps):
+            part = full_participants(len(local_steps), int(local_steps[0]))
+            steps = np.array(part.steps)
+            steps[0] = 0
+            return dataclasses.replace(part, steps=steps)
+
+    assert Straggle().draw(None, 0, np.array([2] * 4)).bounds is None
+    fed, alg = _quadratic(4, 3, 3), FedAvg(lr=0.05, local_steps=2)
+    _, info = alg.round(alg.init(fed, np.ones(3), None), fed, Straggle(), None)
+    assert info.communication.nonzeros_up == 9             # client 0 sends a zero change
 
 
 def test_cached_full_participants_are_read_only_and_match_the_draw():

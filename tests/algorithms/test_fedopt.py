@@ -485,3 +485,28 @@ def test_restarted_clients_discard_the_final_state_without_changing_the_round():
     Y_drop, info_drop = local_descent(*args, optimizer=opt, keep_opt_state=False)
     assert info_drop["opt_state"] is None and info_keep["opt_state"].nu.shape == (N, d)
     assert Y_drop.tobytes() == Y_keep.tobytes()
+
+
+def test_user_fused_steps_with_a_kernel_attribute_are_called_through_step():
+    """Only the library's own fused steps (optim.base.KernelSteps) hand out a kernel; a user's
+    fused object that happens to have an attribute named ``kernel`` is stepped through its
+    ``step`` (review finding: the bare loop called any ``kernel`` attribute)."""
+    base = optim.sgd(0.05)
+
+    class UserFused:
+        kernel = np.ones(1)
+
+        def __init__(self, state):
+            self._state = state
+
+        def step(self, grads, params, rate):
+            params -= rate * (0.05 * grads)
+
+        def state(self):
+            return self._state
+
+    user = base._replace(fused=UserFused)
+    fed = generated_quadratic(0, N=6, d=3)
+    runs = [run(FedOpt(client_optimizer=opt, server_optimizer=optim.sgd(1.0), local_steps=3), fed, 3, seed=0,
+                metrics=()).x for opt in (user, base._replace(fused=None))]
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-14, atol=1e-15)

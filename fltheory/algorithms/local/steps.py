@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import DivergenceError
-from ...optim.base import Optimizer, put_rows, take_rows
+from ...optim.base import KernelSteps, Optimizer, put_rows, take_rows
 from ...problems.base import Federation
 from .objective import LocalObjective
 
@@ -57,8 +57,8 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
             _plain_steps(grad, G_buf, Y, rate, extra, kmin)
             kdone = kmin
         elif fused is not None and grad is not None and extra.kind == "none" and not record:
-            kernel = getattr(fused, "kernel", None)        # fused steps, nothing added: the bare loop
-            step = kernel() if kernel is not None else fused.step
+            # fused steps, nothing added: the bare loop (the optimizer's own kernel when it offers one)
+            step = fused.kernel() if isinstance(fused, KernelSteps) else fused.step
             for _ in range(kmin):
                 step(grad(Y, G_buf), Y, rate)
             kdone = kmin
