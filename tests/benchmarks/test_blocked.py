@@ -4,23 +4,17 @@ several blocks on two threads)."""
 
 from __future__ import annotations
 
-import importlib.util
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from ._load import benchmark
 
 
 def _blocked() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_bench_blocked", ROOT / "benchmarks" / "blocked.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark("blocked")
 
 
 @pytest.mark.parametrize("block_bytes", [1 << 23, 8 * 10 * 10 * 7])      # one block; blocks of 7 clients

@@ -3,15 +3,12 @@ ratio it reports for a construction that allocates a known extra amount is that 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from ._load import benchmark
 
-import construction
+construction = benchmark("construction")
 
 
 class _Holder:

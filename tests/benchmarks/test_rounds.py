@@ -4,22 +4,16 @@ GFLOP/s, roofline and % roof from those medians."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+from ._load import benchmark
 
 
 def _rounds() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_bench_rounds", ROOT / "benchmarks" / "rounds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark("rounds")
 
 
 class _Chain:
