@@ -94,6 +94,93 @@ def batched_floor(fed: Any, tau: int) -> Callable[[], None]:
     return floor
 
 
+def step_phases(fed: Any, tau: int, lr: float, calls: int) -> None:
+    """Where one bound-gradient step goes, phase by phase, against the loop.
+
+    Replays the operations of ``SoftmaxGroupsGrad.__call__`` (one thread, all size
+    groups fused, no losses) on its own buffers, timing each phase with this
+    thread's CPU clock (``time.thread_time``: waiting for a core does not count)
+    over ``calls`` calls, minimum per phase (the quiet-machine estimate, as in
+    ``thread_cpu``: other processes inflate CPU time too, through shared caches
+    and cores).  The replay is checked against the
+    real call (same gradient bits).  Then the round's own cost outside the
+    gradient (round minus tau gradient steps) and the loop's cost per step give
+    the speed-up each set of phases alone would allow: the two products (at the
+    core's BLAS rate for these shapes), products plus exp, and the whole step."""
+    from fltheory.problems import _logistic_oracles as lo
+    m, C = fed.n_clients, fed.n_classes
+    plan = fed._plan(np.arange(m))
+    S = lo.SoftmaxGroupsGrad([(b.A, b.y, b.rw) for b in plan], C, np.concatenate([b.pos for b in plan]), m)
+    X = 0.01 * np.random.default_rng(0).standard_normal((m, fed.dim))
+    out, ref = np.empty_like(X), np.empty_like(X)
+    reg, Z, clock = fed.reg, S.Z, time.thread_time
+    names = ["gather X", "logit products", "max over classes", "subtract max", "exp", "sum over classes",
+             "scale rw/sum", "minus rw at label", "gradient products", "ridge", "scatter G"]
+
+    def replay() -> list[float]:
+        t = [clock()]
+        np.take(X, S.order, axis=0, out=S.X)
+        t.append(clock())
+        for Wt, At_first, _, V, _, _ in S.products:
+            np.matmul(Wt, At_first, out=V)
+        t.append(clock())
+        top = Z.max(axis=0)
+        t.append(clock())
+        Z.__isub__(top)
+        t.append(clock())
+        np.exp(Z, out=Z)
+        t.append(clock())
+        total = Z.sum(axis=0)
+        t.append(clock())
+        Z.__imul__(S.rw / total)
+        t.append(clock())
+        Z.reshape(-1)[S.at] -= S.rw
+        t.append(clock())
+        for _, _, At, _, Vt, G in S.products:
+            np.matmul(At, Vt, out=G)
+        t.append(clock())
+        S.G.__iadd__(reg * S.X)
+        t.append(clock())
+        out[S.order] = S.G
+        t.append(clock())
+        return list(np.diff(t))
+
+    assert not S.alone, "every size group has more than one row here"
+    replay()
+    S(X, reg, ref)
+    same = np.array_equal(out, ref)
+    phases = np.min(np.array([replay() for _ in range(calls)]), axis=0)
+    whole = []
+    for _ in range(calls):
+        c = clock()
+        S(X, reg, ref)
+        whole.append(clock() - c)
+    step = float(np.min(whole))
+    alg = FedAvg(lr=lr, local_steps=tau)
+    rng = np.random.default_rng(0)
+    box = [alg.init(fed, np.zeros(fed.dim), rng)]
+
+    def one_round() -> None:
+        box[0], _ = alg.round(box[0], fed, None, rng)
+    rnd = thread_cpu(one_round, max(9, calls // 20))
+    A, y, rows = fed._A, fed._y, fed._rows
+    loop = thread_cpu(lambda: per_client_logistic_round(A, y, rows, fed.weights, reg, C, np.zeros(fed.dim), lr, tau),
+                      max(9, calls // 20)) / tau
+    outside = rnd / tau - step
+    print(f"one gradient step, phase by phase (thread CPU, minima over {calls} calls; replay gives the call's bits: "
+          f"{same}; load {load()}):")
+    for name, v in zip(names, phases, strict=True):
+        print(f"  {name:<20} {1e6 * v:7.1f} us")
+    products = phases[1] + phases[8]
+    rest = float(phases.sum()) - products - phases[4]
+    print(f"  phases sum {1e6 * phases.sum():.1f} us, whole call {1e6 * step:.1f} us; round outside the gradient "
+          f"{1e6 * outside:.1f} us per step; loop {1e6 * loop:.1f} us per step")
+    print(f"  speed-up over the loop if a step cost only: the products {loop / products:.2f}x; products + exp "
+          f"{loop / (products + phases[4]):.2f}x; + the other softmax/gather/ridge passes ({1e6 * rest:.1f} us) "
+          f"{loop / (products + phases[4] + rest):.2f}x; + the round's own work {loop / (rnd / tau):.2f}x "
+          f"(3x needs {1e6 * loop / 3:.1f} us per step in all)")
+
+
 def thread_cpu(fn: Callable[[], Any], trials: int, reps: int = 1) -> float:
     """Minimum over trials of the CPU time of this thread (``time.thread_time``) per
     call, each trial ``reps`` calls: unaffected by time spent waiting for a core,
@@ -229,6 +316,8 @@ def main() -> None:
           f"feature bytes read per step {8 * f * padded / 1e6:.2f} MB (twice: two products)")
     ref, ref_cpu, ref_best = med["per-client numpy loop"], cpu["per-client numpy loop"], best["per-client numpy loop"]
     critical_path(fed, tau, lr, max(5, args.trials))
+    with single_threaded_blas():
+        step_phases(fed, tau, lr, 40 * args.trials)
     print(f"  {'candidate':<25} {'median ms/round':>15} {'speed-up':>9} {'min ms':>8} {'speed-up':>9} "
           f"{'CPU ms':>8} {'CPU speed-up':>13} {'GFLOP/s (min)':>14}")
     for k in runs:
