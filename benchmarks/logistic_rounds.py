@@ -181,6 +181,76 @@ def step_phases(fed: Any, tau: int, lr: float, calls: int) -> None:
           f"(3x needs {1e6 * loop / 3:.1f} us per step in all)")
 
 
+_GEMM_CHILD = """
+import time, numpy as np
+from threadpoolctl import threadpool_limits
+a = np.random.default_rng(0).standard_normal((300, 300))
+with threadpool_limits(1):
+    a @ a
+    c = time.thread_time()
+    for _ in range({reps}):
+        a @ a
+    print(time.thread_time() - c)
+"""
+
+
+def core_sharing(reps: int = 300) -> tuple[float, float]:
+    """CPU seconds of a fixed compute-bound job (one-thread 300 x 300 GEMMs) in a child
+    process alone, and the mean of two such children started together.  On two
+    independent cores the two figures agree; if the two vCPUs share one physical core
+    (SMT siblings on the host) or the host is overcommitted, each child's CPU time
+    grows (up to 2x): then a second thread cannot speed a round up, whatever the code."""
+    import subprocess
+    code = _GEMM_CHILD.format(reps=reps)
+
+    def children(k: int) -> list[float]:
+        procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(k)]
+        return [float(p.communicate()[0]) for p in procs]
+    alone = children(1)[0]
+    together = children(2)
+    return alone, float(np.mean(together))
+
+
+def concurrent_shares(fed: Any, calls: int) -> tuple[list[float], list[float], float, float]:
+    """Thread-CPU seconds per call of each two-thread share of the bound gradient,
+    run alone and both at once on two threads (``calls`` calls each, minima of 5
+    batches), and the wall time per concurrent call pair.  CPU time spent waiting
+    for the GIL or a core does not count, so a share whose CPU time grows when the
+    other runs is slowed by the hardware (shared core, caches, memory), not by the GIL;
+    a wall time well above the larger share's CPU time with flat CPU times points
+    at waiting (GIL, scheduling)."""
+    import threading
+    from fltheory.problems import _logistic_oracles as lo
+    from fltheory.problems._logistic_buckets import Part, thread_shares
+    m, C = fed.n_clients, fed.n_classes
+    plan = fed._plan(np.arange(m))
+    parts = [Part(b.pos, b.A, b.y, b.rw) for b in plan]
+    halves = [lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C,
+                                   np.concatenate([np.arange(m)[p.pos] for p in share]), m)
+              for share in thread_shares(parts, m, 2, 4.0 * fed.n_features * C)]
+    X = 0.01 * np.random.default_rng(0).standard_normal((m, fed.dim))
+    outs = [np.empty_like(X) for _ in halves]
+
+    def batch(j: int, res: list[float]) -> None:
+        c = time.thread_time()
+        for _ in range(calls):
+            halves[j](X, fed.reg, outs[j])
+        res[j] = min(res[j], (time.thread_time() - c) / calls)
+    alone = [np.inf, np.inf]
+    together = [np.inf, np.inf]
+    wall = np.inf
+    for _ in range(5):
+        batch(0, alone)
+        batch(1, alone)
+        t = time.perf_counter()
+        other = threading.Thread(target=batch, args=(1, together))
+        other.start()
+        batch(0, together)
+        other.join()
+        wall = min(wall, (time.perf_counter() - t) / calls)
+    return alone, together, float(wall), float(max(alone))
+
+
 def thread_cpu(fn: Callable[[], Any], trials: int, reps: int = 1) -> float:
     """Minimum over trials of the CPU time of this thread (``time.thread_time``) per
     call, each trial ``reps`` calls: unaffected by time spent waiting for a core,
@@ -318,6 +388,14 @@ def main() -> None:
     critical_path(fed, tau, lr, max(5, args.trials))
     with single_threaded_blas():
         step_phases(fed, tau, lr, 40 * args.trials)
+        alone, together, pair_wall, larger = concurrent_shares(fed, 20 * args.trials)
+    print(f"two-thread shares of a gradient step (thread-CPU minima): alone {1e6 * alone[0]:.0f}, {1e6 * alone[1]:.0f} "
+          f"us; both at once {1e6 * together[0]:.0f}, {1e6 * together[1]:.0f} us (CPU x{together[0] / alone[0]:.2f}, "
+          f"x{together[1] / alone[1]:.2f}); wall per concurrent step {1e6 * pair_wall:.0f} us against the larger share "
+          f"alone {1e6 * larger:.0f} us")
+    gemm_alone, gemm_pair = core_sharing()
+    print(f"core sharing: CPU of a one-thread GEMM job alone {gemm_alone:.3f} s, two at once {gemm_pair:.3f} s each "
+          f"(x{gemm_pair / gemm_alone:.2f}; 1.0 = two independent cores); load {load()}")
     print(f"  {'candidate':<25} {'median ms/round':>15} {'speed-up':>9} {'min ms':>8} {'speed-up':>9} "
           f"{'CPU ms':>8} {'CPU speed-up':>13} {'GFLOP/s (min)':>14}")
     for k in runs:
