@@ -119,27 +119,28 @@ def step_phases(fed: Any, tau: int, lr: float, calls: int) -> None:
 
     def replay() -> list[float]:
         t = [clock()]
-        np.take(X, S.order, axis=0, out=S.X)
+        np.take(X, S.order, axis=0, out=S.X, mode="clip")
         t.append(clock())
         for Wt, At_first, _, V, _, _ in S.products:
             np.matmul(Wt, At_first, out=V)
         t.append(clock())
-        top = Z.max(axis=0)
+        top, total = S.top, S.total
+        np.maximum.reduce(Z, axis=0, out=top)
         t.append(clock())
         Z.__isub__(top)
         t.append(clock())
         np.exp(Z, out=Z)
         t.append(clock())
-        total = Z.sum(axis=0)
+        np.add.reduce(Z, axis=0, out=total)
         t.append(clock())
-        Z.__imul__(S.rw / total)
+        Z.__imul__(np.divide(S.rw, total, out=total))
         t.append(clock())
         Z.reshape(-1)[S.at] -= S.rw
         t.append(clock())
         for _, _, At, _, Vt, G in S.products:
             np.matmul(At, Vt, out=G)
         t.append(clock())
-        S.G.__iadd__(reg * S.X)
+        S.G.__iadd__(np.multiply(S.X, reg, out=S.ridge))
         t.append(clock())
         out[S.order] = S.G
         t.append(clock())
