@@ -27,6 +27,14 @@ so that load from other processes hits all alike; medians of wall and CPU time
   gradient's size groups plus one exp over all logits per step: what a one-thread
   ``FedAvg.round`` cannot go below without fewer flops or a faster exp.
 
+Then ``step_phases`` times one bound-gradient step phase by phase (gather,
+products, each softmax pass, ridge, scatter; thread-CPU minima) and prints the
+speed-up over the loop that each set of phases alone would allow;
+``concurrent_shares`` times the two shares of a two-thread step alone and at
+once (thread CPU and wall), and ``core_sharing`` the CPU of a one-thread GEMM
+job alone and paired in two processes, to tell a hardware slow-down of a second
+thread from waiting.
+
 Besides the speed-ups the script prints the arithmetic: useful flops per round
 (4 f C sum_i n_i per step: two products), the flops the batched path actually
 does (its size groups are padded), the feature bytes read per step, and the
