@@ -27,6 +27,14 @@ so that load from other processes hits all alike; medians of wall and CPU time
   gradient's size groups plus one exp over all logits per step: what a one-thread
   ``FedAvg.round`` cannot go below without fewer flops or a faster exp.
 
+Then ``step_phases`` times one bound-gradient step phase by phase (gather,
+products, each softmax pass, ridge, scatter; thread-CPU minima) and prints the
+speed-up over the loop that each set of phases alone would allow;
+``concurrent_shares`` times the two shares of a two-thread step alone and at
+once (thread CPU and wall), and ``core_sharing`` the CPU of a one-thread GEMM
+job alone and paired in two processes, to tell a hardware slow-down of a second
+thread from waiting.
+
 Besides the speed-ups the script prints the arithmetic: useful flops per round
 (4 f C sum_i n_i per step: two products), the flops the batched path actually
 does (its size groups are padded), the feature bytes read per step, and the
@@ -92,6 +100,164 @@ def batched_floor(fed: Any, tau: int) -> Callable[[], None]:
             for _, _, At, _, Vt, G in products:
                 np.matmul(At, Vt, out=G)
     return floor
+
+
+def step_phases(fed: Any, tau: int, lr: float, calls: int) -> None:
+    """Where one bound-gradient step goes, phase by phase, against the loop.
+
+    Replays the operations of ``SoftmaxGroupsGrad.__call__`` (one thread, all size
+    groups fused, no losses) on its own buffers, timing each phase with this
+    thread's CPU clock (``time.thread_time``: waiting for a core does not count)
+    over ``calls`` calls, minimum per phase (the quiet-machine estimate, as in
+    ``thread_cpu``: other processes inflate CPU time too, through shared caches
+    and cores).  The replay is checked against the
+    real call (same gradient bits).  Then the round's own cost outside the
+    gradient (round minus tau gradient steps) and the loop's cost per step give
+    the speed-up each set of phases alone would allow: the two products (at the
+    core's BLAS rate for these shapes), products plus exp, and the whole step."""
+    from fltheory.problems import _logistic_oracles as lo
+    m, C = fed.n_clients, fed.n_classes
+    plan = fed._plan(np.arange(m))
+    S = lo.SoftmaxGroupsGrad([(b.A, b.y, b.rw) for b in plan], C, np.concatenate([b.pos for b in plan]), m)
+    X = 0.01 * np.random.default_rng(0).standard_normal((m, fed.dim))
+    out, ref = np.empty_like(X), np.empty_like(X)
+    reg, Z, clock = fed.reg, S.Z, time.thread_time
+    names = ["gather X", "logit products", "max over classes", "subtract max", "exp", "sum over classes",
+             "scale rw/sum", "minus rw at label", "gradient products", "ridge", "scatter G"]
+
+    def replay() -> list[float]:
+        t = [clock()]
+        np.take(X, S.order, axis=0, out=S.X, mode="clip")
+        t.append(clock())
+        for Wt, At_first, _, V, _, _ in S.products:
+            np.matmul(Wt, At_first, out=V)
+        t.append(clock())
+        top, total = S.top, S.total
+        np.maximum.reduce(Z, axis=0, out=top)
+        t.append(clock())
+        Z.__isub__(top)
+        t.append(clock())
+        np.exp(Z, out=Z)
+        t.append(clock())
+        np.add.reduce(Z, axis=0, out=total)
+        t.append(clock())
+        Z.__imul__(np.divide(S.rw, total, out=total))
+        t.append(clock())
+        Z.reshape(-1)[S.at] -= S.rw
+        t.append(clock())
+        for _, _, At, _, Vt, G in S.products:
+            np.matmul(At, Vt, out=G)
+        t.append(clock())
+        S.G.__iadd__(np.multiply(S.X, reg, out=S.ridge))
+        t.append(clock())
+        out[S.order] = S.G
+        t.append(clock())
+        return list(np.diff(t))
+
+    assert not S.alone, "every size group has more than one row here"
+    replay()
+    S(X, reg, ref)
+    same = np.array_equal(out, ref)
+    phases = np.min(np.array([replay() for _ in range(calls)]), axis=0)
+    whole = []
+    for _ in range(calls):
+        c = clock()
+        S(X, reg, ref)
+        whole.append(clock() - c)
+    step = float(np.min(whole))
+    alg = FedAvg(lr=lr, local_steps=tau)
+    rng = np.random.default_rng(0)
+    box = [alg.init(fed, np.zeros(fed.dim), rng)]
+
+    def one_round() -> None:
+        box[0], _ = alg.round(box[0], fed, None, rng)
+    rnd = thread_cpu(one_round, max(9, calls // 20))
+    A, y, rows = fed._A, fed._y, fed._rows
+    loop = thread_cpu(lambda: per_client_logistic_round(A, y, rows, fed.weights, reg, C, np.zeros(fed.dim), lr, tau),
+                      max(9, calls // 20)) / tau
+    outside = rnd / tau - step
+    print(f"one gradient step, phase by phase (thread CPU, minima over {calls} calls; replay gives the call's bits: "
+          f"{same}; load {load()}):")
+    for name, v in zip(names, phases, strict=True):
+        print(f"  {name:<20} {1e6 * v:7.1f} us")
+    products = phases[1] + phases[8]
+    rest = float(phases.sum()) - products - phases[4]
+    print(f"  phases sum {1e6 * phases.sum():.1f} us, whole call {1e6 * step:.1f} us; round outside the gradient "
+          f"{1e6 * outside:.1f} us per step; loop {1e6 * loop:.1f} us per step")
+    print(f"  speed-up over the loop if a step cost only: the products {loop / products:.2f}x; products + exp "
+          f"{loop / (products + phases[4]):.2f}x; + the other softmax/gather/ridge passes ({1e6 * rest:.1f} us) "
+          f"{loop / (products + phases[4] + rest):.2f}x; + the round's own work {loop / (rnd / tau):.2f}x "
+          f"(3x needs {1e6 * loop / 3:.1f} us per step in all)")
+
+
+_GEMM_CHILD = """
+import time, numpy as np
+from threadpoolctl import threadpool_limits
+a = np.random.default_rng(0).standard_normal((300, 300))
+with threadpool_limits(1):
+    a @ a
+    c = time.thread_time()
+    for _ in range({reps}):
+        a @ a
+    print(time.thread_time() - c)
+"""
+
+
+def core_sharing(reps: int = 300) -> tuple[float, float]:
+    """CPU seconds of a fixed compute-bound job (one-thread 300 x 300 GEMMs) in a child
+    process alone, and the mean of two such children started together.  On two
+    independent cores the two figures agree; if the two vCPUs share one physical core
+    (SMT siblings on the host) or the host is overcommitted, each child's CPU time
+    grows (up to 2x): then a second thread cannot speed a round up, whatever the code."""
+    import subprocess
+    code = _GEMM_CHILD.format(reps=reps)
+
+    def children(k: int) -> list[float]:
+        procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(k)]
+        return [float(p.communicate()[0]) for p in procs]
+    alone = children(1)[0]
+    together = children(2)
+    return alone, float(np.mean(together))
+
+
+def concurrent_shares(fed: Any, calls: int) -> tuple[list[float], list[float], float, float]:
+    """Thread-CPU seconds per call of each two-thread share of the bound gradient,
+    run alone and both at once on two threads (``calls`` calls each, minima of 5
+    batches), and the wall time per concurrent call pair.  CPU time spent waiting
+    for the GIL or a core does not count, so a share whose CPU time grows when the
+    other runs is slowed by the hardware (shared core, caches, memory), not by the GIL;
+    a wall time well above the larger share's CPU time with flat CPU times points
+    at waiting (GIL, scheduling)."""
+    import threading
+    from fltheory.problems import _logistic_oracles as lo
+    from fltheory.problems._logistic_buckets import Part, thread_shares
+    m, C = fed.n_clients, fed.n_classes
+    plan = fed._plan(np.arange(m))
+    parts = [Part(b.pos, b.A, b.y, b.rw) for b in plan]
+    halves = [lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C,
+                                   np.concatenate([np.arange(m)[p.pos] for p in share]), m)
+              for share in thread_shares(parts, m, 2, 4.0 * fed.n_features * C)]
+    X = 0.01 * np.random.default_rng(0).standard_normal((m, fed.dim))
+    outs = [np.empty_like(X) for _ in halves]
+
+    def batch(j: int, res: list[float]) -> None:
+        c = time.thread_time()
+        for _ in range(calls):
+            halves[j](X, fed.reg, outs[j])
+        res[j] = min(res[j], (time.thread_time() - c) / calls)
+    alone = [np.inf, np.inf]
+    together = [np.inf, np.inf]
+    wall = np.inf
+    for _ in range(5):
+        batch(0, alone)
+        batch(1, alone)
+        t = time.perf_counter()
+        other = threading.Thread(target=batch, args=(1, together))
+        other.start()
+        batch(0, together)
+        other.join()
+        wall = min(wall, (time.perf_counter() - t) / calls)
+    return alone, together, float(wall), float(max(alone))
 
 
 def thread_cpu(fn: Callable[[], Any], trials: int, reps: int = 1) -> float:
@@ -229,6 +395,16 @@ def main() -> None:
           f"feature bytes read per step {8 * f * padded / 1e6:.2f} MB (twice: two products)")
     ref, ref_cpu, ref_best = med["per-client numpy loop"], cpu["per-client numpy loop"], best["per-client numpy loop"]
     critical_path(fed, tau, lr, max(5, args.trials))
+    with single_threaded_blas():
+        step_phases(fed, tau, lr, 40 * args.trials)
+        alone, together, pair_wall, larger = concurrent_shares(fed, 20 * args.trials)
+    print(f"two-thread shares of a gradient step (thread-CPU minima): alone {1e6 * alone[0]:.0f}, {1e6 * alone[1]:.0f} "
+          f"us; both at once {1e6 * together[0]:.0f}, {1e6 * together[1]:.0f} us (CPU x{together[0] / alone[0]:.2f}, "
+          f"x{together[1] / alone[1]:.2f}); wall per concurrent step {1e6 * pair_wall:.0f} us against the larger share "
+          f"alone {1e6 * larger:.0f} us")
+    gemm_alone, gemm_pair = core_sharing()
+    print(f"core sharing: CPU of a one-thread GEMM job alone {gemm_alone:.3f} s, two at once {gemm_pair:.3f} s each "
+          f"(x{gemm_pair / gemm_alone:.2f}; 1.0 = two independent cores); load {load()}")
     print(f"  {'candidate':<25} {'median ms/round':>15} {'speed-up':>9} {'min ms':>8} {'speed-up':>9} "
           f"{'CPU ms':>8} {'CPU speed-up':>13} {'GFLOP/s (min)':>14}")
     for k in runs:

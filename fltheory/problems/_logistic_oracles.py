@@ -320,6 +320,10 @@ class SoftmaxGroupsGrad:
             self.products.append((np.swapaxes(self.X[a:b].reshape(m, f, C), 1, 2),
                                   np.ascontiguousarray(At) if copy_t else At, At, V,
                                   V.transpose(0, 2, 1), self.G[a:b].reshape(m, f, C)))
+        # per-call temporaries made once: the class maximum and class sum of every column, the ridge term
+        self.top = np.empty(R)
+        self.total = np.empty(R)
+        self.ridge = np.empty((M, D))
         self._lock = threading.Lock()
 
     def __call__(self, X: np.ndarray, reg: float, out: np.ndarray, loss_out: np.ndarray | None = None) -> None:
@@ -328,26 +332,28 @@ class SoftmaxGroupsGrad:
         operations on the same logits: margin top - z_y first, then the log of the
         class sum, the rw-weighted row sum per client, then the ridge term)."""
         with self._lock:
-            np.take(X, self.order, axis=0, out=self.X)
+            # mode="clip": the positions are valid, and numpy buffers ``out`` in the default mode (2.5x slower)
+            np.take(X, self.order, axis=0, out=self.X, mode="clip")
             Z = self.Z
             for Wt, At_first, _, V, _, _ in self.products:
                 np.matmul(Wt, At_first, out=V)
             rows = None
             if self.R:
-                top = Z.max(axis=0)
+                top, total = self.top, self.total
+                np.maximum.reduce(Z, axis=0, out=top)                                # Z.max(axis=0)
                 if loss_out is not None:
                     rows = top - Z.reshape(-1)[self.at]                              # top - z_y
                 Z -= top
                 np.exp(Z, out=Z)
-                total = Z.sum(axis=0)
+                np.add.reduce(Z, axis=0, out=total)                                  # Z.sum(axis=0)
                 if rows is not None:
                     rows += np.log(total)
-                Z *= self.rw / total                                                 # rw_j p_jc
+                Z *= np.divide(self.rw, total, out=total)                            # rw_j p_jc
                 Z.reshape(-1)[self.at] -= self.rw                                    # - rw_j e_yj
             for _, _, At, _, Vt, G in self.products:
                 np.matmul(At, Vt, out=G)
             if reg:
-                self.G += reg * self.X
+                self.G += np.multiply(self.X, reg, out=self.ridge)                   # + reg x
             losses = np.empty(self.X.shape[0]) if loss_out is not None else None
             for (a, b), (A, y, rw), at in self.alone:
                 if losses is None:

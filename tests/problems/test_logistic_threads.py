@@ -157,11 +157,16 @@ def test_softmax_groups_gradient_equals_multi_grad_per_group():
     fused = lo.SoftmaxGroupsGrad(groups, C, order, 9)
     out = np.full_like(X, np.nan)
     losses = np.full(9, np.nan)
-    for _ in range(2):                                            # buffers reused
-        fused(X, 0.1, out, losses)
+    # buffers (logits, class maxima and sums, ridge term) reused across calls at other points and ridges,
+    # with and without losses: nothing of one call may leak into the next
+    for Xc, reg, with_losses in ((X, 0.1, True), (-0.5 * X, 0.0, False), (X[::-1].copy(), 2.0, True),
+                                 (X, 0.1, True)):
+        out[...] = np.nan
+        fused(Xc, reg, out, losses if with_losses else None)
         for (A, y, rw), (a, b) in zip(groups, ((0, 3), (3, 5), (5, 9)), strict=True):
-            np.testing.assert_array_equal(out[order[a:b]], lo.multi_grad(A, y, rw, X[order[a:b]], 0.1, C))
-            np.testing.assert_array_equal(losses[order[a:b]], lo.multi_loss(A, y, rw, X[order[a:b]], 0.1, C))
+            np.testing.assert_array_equal(out[order[a:b]], lo.multi_grad(A, y, rw, Xc[order[a:b]], reg, C))
+            if with_losses:
+                np.testing.assert_array_equal(losses[order[a:b]], lo.multi_loss(A, y, rw, Xc[order[a:b]], reg, C))
 
 
 def test_bound_gradient_is_cached_per_client_list_and_writes_any_out():
