@@ -102,7 +102,7 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     if lambda1 != 0.0:
         objective = objective + LocalObjective.l1_term(lambda1, X0)
     Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective, bounds=part.bounds)
-    delta = Y - x
+    delta = np.subtract(Y, x, out=Y)                  # Y - x in place: Y is this round's own array
     bounds = part.bounds
     if bounds is not None and bounds[0] > 0:          # known: every participant completed a step
         every, done = True, None
