@@ -55,6 +55,12 @@ def empty_round(d: int) -> RoundInfo:
                      Communication.measure(z, z))
 
 
+def _server_step(server_lr: float, average: np.ndarray) -> np.ndarray:
+    """``server_lr * average``; the average itself when ``server_lr`` is 1 (1.0 * v == v exactly
+    in IEEE arithmetic, signed zeros, infinities and NaNs included: no pass over it)."""
+    return average if server_lr == 1.0 else server_lr * average
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class FedAvg(Algorithm):
     """FedAvg with local SGD.
@@ -114,7 +120,7 @@ class FedAvg(Algorithm):
             w = aggregation_weights(problem, part.clients, self.aggregation)
         X0 = _shared_rows(state.x, part.m)
         Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng, bounds=part.bounds)
-        delta = Y - state.x
-        x = state.x + self.server_lr * (w @ delta)
+        delta = np.subtract(Y, state.x, out=Y)            # Y - x in place: Y is this round's own array
+        x = state.x + _server_step(self.server_lr, w @ delta)
         comm = DeferredCommunication(delta, X0)          # measured when read
         return FedAvgState(x=x, t=state.t + 1), RoundInfo(part.clients, part.steps, comm)

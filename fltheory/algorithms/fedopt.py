@@ -247,7 +247,7 @@ class FedOpt(Algorithm):
                                 optimizer=self.client_optimizer, opt_state=start,
                                 record_precond=correct, keep_opt_state=self.client_state != "restart",
                                 bounds=part.bounds)
-        delta = Y - state.x
+        delta = np.subtract(Y, state.x, out=Y)            # Y - x in place: Y is this round's own array
         if not correct:
             g = -(w @ delta)
             up = delta

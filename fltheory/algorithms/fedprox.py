@@ -42,7 +42,7 @@ from .base import (
     aggregation_weights,
     resolve_per_client,
 )
-from .fedavg import empty_round
+from .fedavg import _server_step, empty_round
 from .local.objective import _shared_rows
 from .local import LocalObjective, exact_local_solve, local_descent
 from .targets import EnsembleState, TemporalEnsemble, require_ensemble
@@ -195,10 +195,10 @@ class FedProx(Algorithm):
         else:
             Y = penalised_local_models(problem, part.clients, part.steps, X0, objective, self.solver,
                                        self.lr, rng)
-        delta = Y - state.x
+        delta = np.subtract(Y, state.x, out=Y)            # Y - x in place: Y is this round's own array
         w = (plan.weights(problem, self.aggregation) if plan is not None
              else aggregation_weights(problem, part.clients, self.aggregation))
-        x = state.x + self.server_lr * (w @ delta)
+        x = state.x + _server_step(self.server_lr, w @ delta)
         te = state.target if self.target is None else self.target.update(require_ensemble(state.target), x)
         comm = DeferredCommunication(delta, X0)          # measured when read
         return FedProxState(x=x, t=state.t + 1, target=te), RoundInfo(part.clients, part.steps, comm)

@@ -38,6 +38,7 @@ import numpy as np
 
 from .._validate import choice, per_client, positive
 from ..compression import threshold
+from ..errors import InvalidProblemError
 from ..participation import Participants, Participation
 from ..problems.base import Federation
 from .base import Algorithm, DeferredCommunication, RoundInfo, resolve_per_client
@@ -83,6 +84,7 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     c_i^+ - c_i is sent dense).  With all three zero this is SCAFFOLD.
     """
     d = problem.dim
+    _check_controls(state, problem.n_clients, d)
     if part.m == 0:
         return replace(state, t=state.t + 1), empty_round(d)
     clients, steps = part.clients, part.steps
@@ -100,7 +102,7 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     if lambda1 != 0.0:
         objective = objective + LocalObjective.l1_term(lambda1, X0)
     Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective, bounds=part.bounds)
-    delta = Y - x
+    delta = np.subtract(Y, x, out=Y)                  # Y - x in place: Y is this round's own array
     bounds = part.bounds
     if bounds is not None and bounds[0] > 0:          # known: every participant completed a step
         every, done = True, None
@@ -140,6 +142,21 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     comm = DeferredCommunication((sent, dc), down, up_kind="sparse" if eps > 0 else "dense")
     new = ScaffoldState(x=x_new, c=c_new, c_clients=C, t=state.t + 1)
     return new, RoundInfo(clients, steps, comm)
+
+
+def _check_controls(state: ScaffoldState, n_clients: int, d: int) -> None:
+    """O(1) check that the controls of ``state`` fit the problem: c of shape (d,) and
+    c_clients of shape (N, d) (what ``init`` builds); otherwise an InvalidProblemError
+    naming the shapes given and expected (a state of another problem, or one built by
+    hand, would else fail inside numpy with a bare broadcast error)."""
+    c_shape = getattr(state.c, "shape", None)
+    C_shape = getattr(state.c_clients, "shape", None)
+    if c_shape == (d,) and C_shape == (n_clients, d):
+        return
+    raise InvalidProblemError(
+        f"state.c must have shape ({d},) and state.c_clients shape ({n_clients}, {d}) (N = {n_clients} "
+        f"clients, d = {d}), got c of shape {c_shape} and c_clients of shape {C_shape}: the state "
+        "belongs to another problem")
 
 
 def _column_sums(A: np.ndarray) -> np.ndarray:

@@ -102,7 +102,12 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
 
     def init(params: Any, clients: Any = None) -> AdaptiveState:
         x = _checks.rows(params, f"{name}.init")
-        _checks.client_index(clients, x.shape[0], f"{name}.init")
+        m = x.shape[0]
+        # the indices are only checked here (the moments do not depend on them): an (m,) int64
+        # array with no negative entry passes without the copy client_index would return
+        if not (type(clients) is np.ndarray and clients.dtype == np.int64 and clients.shape == (m,)
+                and (m == 0 or np.minimum.reduce(clients) >= 0)):
+            _checks.client_index(clients, m, f"{name}.init")
         # The moments start constant (mu = +0.0, nu = nu_0 entrywise): read-only broadcast
         # views of one number (no memory; the same values, sign of a zero included, as
         # np.zeros_like / np.full_like).  States are values: update and the fused steps

@@ -24,6 +24,7 @@ state across rounds) and averaged with :func:`mean_rows` (synchronising).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -45,15 +46,26 @@ class FusedSteps(Protocol):
         """The current optimizer state."""
 
 
-class KernelSteps:
-    """Base of fused steps that can hand out their step function for a caller's bare loop of
-    steps (``fltheory.algorithms.local``): ``kernel()`` returns a callable with the signature
-    and effect of ``step`` (default: ``step`` itself)."""
+class KernelSteps(ABC):
+    """Fused steps (the :class:`FusedSteps` interface) that can also hand out their step
+    function for a caller's bare loop of steps (``fltheory.algorithms.local``).
 
+    A nominal base class, not a structural protocol: the local loop calls ``kernel()`` only
+    on instances of this class, so a user's fused object that merely has an attribute named
+    ``kernel`` is stepped through its ``step``.  Subclasses implement :meth:`step` and
+    :meth:`state` (abstract here: a subclass missing either cannot be instantiated);
+    :meth:`kernel` defaults to the bound :meth:`step`."""
+
+    @abstractmethod
     def step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
-        raise NotImplementedError
+        """params += rate * u with u the optimizer's update; the state advances in place."""
+
+    @abstractmethod
+    def state(self) -> Any:
+        """The current optimizer state."""
 
     def kernel(self) -> Callable[[np.ndarray, np.ndarray, float | np.ndarray], None]:
+        """A callable with the signature and effect of :meth:`step` (default: ``step`` itself)."""
         return self.step
 
 

@@ -4,6 +4,8 @@ controls at the fixed point, communication, bad hyperparameters."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -13,7 +15,7 @@ from fltheory.algorithms.fedavg import FedAvg
 from fltheory.algorithms.reference import reference_run
 from fltheory.algorithms.run import run
 from fltheory.algorithms.scaffold import Scaffold
-from fltheory.errors import InvalidHyperparameterError
+from fltheory.errors import InvalidHyperparameterError, InvalidProblemError
 from fltheory.problems.quadratic import QuadraticFederation
 
 from ._problems import RandomParticipation, shifted_logistic, spread_quadratic
@@ -246,3 +248,23 @@ def test_option_ii_server_sums_equal_the_plain_column_sums_bit_for_bit(N, d):
     up = np.hstack([delta, C_new - C])
     expected = Communication.measure(up, np.broadcast_to(np.concatenate([x, c]), (N, 2 * d)), up_kind="dense")
     assert info.communication == expected
+
+
+@pytest.mark.parametrize("participation", [None, RandomParticipation()])
+@pytest.mark.parametrize("field, bad", [("c_clients", (3, 2)), ("c_clients", (4, 3)), ("c_clients", (2,)),
+                                        ("c", (3,)), ("c", (1, 2))])
+def test_controls_of_the_wrong_shape_give_a_typed_error_naming_the_shapes(participation, field, bad):
+    """A state whose client controls have the wrong number of clients (or whose controls
+    have the wrong dimension) raises InvalidProblemError naming the shapes given and
+    expected, not numpy's broadcast error, and nothing is computed."""
+    fed = spread_quadratic(0, N=4, d=2)
+    alg = Scaffold(lr=0.05, local_steps=2)
+    rng = np.random.default_rng(0)
+    state = alg.init(fed, np.zeros(2), rng)
+    bad_state = dataclasses.replace(state, **{field: np.zeros(bad)})
+    with pytest.raises(InvalidProblemError) as err:
+        alg.round(bad_state, fed, participation, rng)
+    message = str(err.value)
+    assert "(4, 2)" in message and "(2,)" in message and str(bad) in message
+    assert isinstance(err.value, ValueError)
+    alg.round(state, fed, participation, rng)                  # the state of this problem still works

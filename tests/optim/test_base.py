@@ -86,3 +86,38 @@ def test_put_rows_checks_the_part() -> None:
 def test_mean_rows_weights(weights: object) -> None:
     with pytest.raises(InvalidHyperparameterError, match="weights"):
         optim.mean_rows(_state(), weights)  # type: ignore[arg-type]
+
+
+def test_kernel_steps_is_an_abstract_base_with_step_as_its_default_kernel() -> None:
+    """``KernelSteps`` declares the fused-steps interface: a subclass without ``step`` or
+    ``state`` cannot be made; the default ``kernel()`` is the bound ``step`` (same effect)."""
+    from fltheory.optim.base import KernelSteps
+
+    class NoStep(KernelSteps):
+        def state(self) -> None:
+            return None
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoStep()  # type: ignore[abstract]
+
+    class Halving(KernelSteps):
+        def step(self, grads, params, rate):
+            params -= rate * (0.5 * grads)
+
+        def state(self) -> str:
+            return "s"
+
+    steps = Halving()
+    kernel = steps.kernel()
+    assert kernel == steps.step and steps.state() == "s"
+    y = np.ones(3)
+    kernel(np.full(3, 2.0), y, 0.25)
+    np.testing.assert_array_equal(y, np.full(3, 0.75))
+
+
+def test_library_adaptive_fused_steps_are_kernel_steps() -> None:
+    from fltheory.optim.base import KernelSteps
+
+    opt = optim.adagrad(0.1)
+    fused = opt.fused(opt.init(np.zeros((2, 3))))
+    assert isinstance(fused, KernelSteps)

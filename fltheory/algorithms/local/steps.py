@@ -38,7 +38,8 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     if bounds is None:
         bounds = (int(steps.min()), int(steps.max())) if m else (0, 0)
     kmin, kmax = bounds                             # steps 0..kmin-1 involve every row
-    lr = np.asarray(lr, dtype=np.float64)
+    if not (type(lr) is np.ndarray and lr.dtype == np.float64):
+        lr = np.asarray(lr, dtype=np.float64)
     lr_col = lr[:, None]
     # one rate for every row: the scalar gives the same products as the column
     rate: float | np.ndarray = (float(lr[0]) if m and (lr.strides == (0,) or (lr == lr[0]).all())
