@@ -68,10 +68,15 @@ class History(HistoryDisplay):
         return int(self.x.shape[0]) - 1
 
     def total_communication(self) -> Any:
-        """Sum of the per-round communication records."""
-        from ..compression import Communication
+        """Sum of the per-round communication records (``Communication.zero() + c_1 + ...``;
+        the same bits summed without an intermediate record per round when every record is
+        a ``Communication``)."""
+        from ..compression import Communication, _total
+        records = list(self.communication)
+        if all(isinstance(c, Communication) for c in records):
+            return _total(records)
         total = Communication.zero()
-        for c in self.communication:
+        for c in records:
             total = total + c
         return total
 
