@@ -355,7 +355,10 @@ def _known_x_star(problem: Federation) -> np.ndarray | None:
     values = real_array(name, x_star, InvalidProblemError)
     if values.shape != (problem.dim,):
         raise InvalidProblemError(f"{name} must return an array of shape ({problem.dim},), got shape {values.shape}")
-    return finite_array(name, values, error=NonFinitePointError, copy=False)
+    out = values if values.dtype == np.float64 else values.astype(np.float64)
+    if not np.isfinite(out).all():           # finite_array names the first non-finite entry
+        finite_array(name, out, error=NonFinitePointError)
+    return out
 
 
 def _distances(X: np.ndarray, loss: np.ndarray | None, x_star: np.ndarray | None, f_star: float | None,
