@@ -246,9 +246,12 @@ def _entropy(arr: np.ndarray, w: float, span: tuple[float, float] | None = None)
     if arr.size == 0:
         return 0.0
     lo_v, hi_v = span if span is not None else (float(arr.min()), float(arr.max()))
-    with np.errstate(over="ignore"):
-        lo, hi = float(np.rint(lo_v / w)), float(np.rint(hi_v / w))
-    if not (math.isfinite(lo) and math.isfinite(hi)):
+    q_lo, q_hi = lo_v / w, hi_v / w            # IEEE division of floats (inf on overflow), as numpy's
+    if math.isfinite(q_lo) and math.isfinite(q_hi):
+        # round() of a float rounds half to even exactly, as np.rint (its 0.0 for -0.0 shifts the
+        # bins the same)
+        lo, hi = float(round(q_lo)), float(round(q_hi))
+    else:
         raise InvalidHyperparameterError(
             f"entropy: bin_width = {w!r} is too small for values up to {max(abs(lo_v), abs(hi_v)):.3g} "
             "(v / bin_width overflows float64)")
@@ -404,13 +407,18 @@ class Communication:
         up_kind, down_kind : {"dense", "sparse", "ternary"}
             How the messages are encoded (see the field docs).
         """
-        up_kind = choice("Communication.measure: up_kind", up_kind, _KINDS)
-        down_kind = choice("Communication.measure: down_kind", down_kind, _KINDS)
+        if not (type(up_kind) is str and up_kind in _KINDS):     # the common case without a call
+            up_kind = choice("Communication.measure: up_kind", up_kind, _KINDS)
+        if not (type(down_kind) is str and down_kind in _KINDS):
+            down_kind = choice("Communication.measure: down_kind", down_kind, _KINDS)
         # finite_array's checks without its float64 copy: a float64 array is read as it is, its
         # finiteness read from its min and max (which the entropy needs anyway)
-        U = real_array("Communication.measure: up", up, InvalidProblemError)
-        if U.dtype != np.float64:
-            U = finite_array("Communication.measure: up", U)
+        if type(up) is np.ndarray and up.dtype == np.float64:
+            U = up
+        else:
+            U = real_array("Communication.measure: up", up, InvalidProblemError)
+            if U.dtype != np.float64:
+                U = finite_array("Communication.measure: up", U)
         span = _finite_span(U)
         if span is None:                       # a non-finite entry: finite_array names it
             finite_array("Communication.measure: up", U)
