@@ -23,7 +23,7 @@ more than k).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -246,16 +246,50 @@ def _entropy(arr: np.ndarray, w: float, span: tuple[float, float] | None = None)
     if arr.size == 0:
         return 0.0
     lo_v, hi_v = span if span is not None else (float(arr.min()), float(arr.max()))
-    with np.errstate(over="ignore"):
-        lo, hi = float(np.rint(lo_v / w)), float(np.rint(hi_v / w))
-    if not (math.isfinite(lo) and math.isfinite(hi)):
+    q_lo, q_hi = lo_v / w, hi_v / w            # IEEE division of floats (inf on overflow), as numpy's
+    if math.isfinite(q_lo) and math.isfinite(q_hi):
+        # round() of a float rounds half to even exactly, as np.rint (its 0.0 for -0.0 shifts the
+        # bins the same)
+        lo, hi = float(round(q_lo)), float(round(q_hi))
+    else:
         raise InvalidHyperparameterError(
             f"entropy: bin_width = {w!r} is too small for values up to {max(abs(lo_v), abs(hi_v)):.3g} "
             "(v / bin_width overflows float64)")
-    bins = arr / w
-    np.rint(bins, out=bins)
-    p = _bin_counts(bins, lo, hi) / arr.size
+    if max(-lo, hi) < _MAGIC_LIMIT and hi - lo <= _MAX_BINCOUNT_SPAN:
+        counts = _shifted_bin_counts(arr, w, lo, hi)
+    else:
+        bins = arr / w
+        np.rint(bins, out=bins)
+        counts = _bin_counts(bins, lo, hi)
+    p = counts / arr.size
     return float(max(-(p * np.log2(p)).sum(), 0.0))
+
+
+# Integral floats in [2^52, 2^53) are spaced exactly 1 apart, so for |x| < 2^51 and an even
+# integer C with C + x in that range, fl(x + C) is C + rint(x): the addition rounds to the
+# nearest integer, ties to the even one (C even: C + n is even exactly when n is), which is
+# numpy's rint.  The bits of such a float are bits(2^52) + its value - 2^52, an int64 read.
+_MAGIC = 1.5 * 2.0 ** 52
+_MAGIC_BITS = int(np.float64(_MAGIC).view(np.int64))
+_MAGIC_LIMIT = 2.0 ** 50
+
+
+def _shifted_bin_counts(arr: np.ndarray, w: float, lo: float, hi: float) -> np.ndarray:
+    """Counts of the distinct bins rint(v / w) of the flat float array ``arr``, in increasing
+    order of bin (zeros dropped): :func:`_bin_counts` of ``rint(arr / w)`` element for element.
+
+    ``lo``, ``hi``: the smallest and largest bin, |lo|, |hi| < 2^50, hi - lo <= 2^22.  One
+    division, one addition of the even integer C = 1.5 2^52 - lo' (lo' = lo rounded down to
+    even), which rounds each quotient to its bin shifted by C (module comment at ``_MAGIC``),
+    and one integer subtraction give the bins minus lo' as int64 for ``np.bincount``, where
+    ``rint``, a float subtraction and a float-to-int conversion took a pass each."""
+    lo_even = lo - (lo % 2.0)                         # exact: integral floats of magnitude < 2^50
+    q = np.divide(arr, w)
+    q += _MAGIC - lo_even
+    shifted = q.view(np.int64)
+    shifted -= _MAGIC_BITS
+    counts = np.bincount(shifted, minlength=int(hi - lo_even) + 1)
+    return counts[counts > 0]
 
 
 # Widest span of bin indices counted with ``np.bincount`` (8 bytes per bin of the span);
@@ -373,13 +407,18 @@ class Communication:
         up_kind, down_kind : {"dense", "sparse", "ternary"}
             How the messages are encoded (see the field docs).
         """
-        up_kind = choice("Communication.measure: up_kind", up_kind, _KINDS)
-        down_kind = choice("Communication.measure: down_kind", down_kind, _KINDS)
+        if not (type(up_kind) is str and up_kind in _KINDS):     # the common case without a call
+            up_kind = choice("Communication.measure: up_kind", up_kind, _KINDS)
+        if not (type(down_kind) is str and down_kind in _KINDS):
+            down_kind = choice("Communication.measure: down_kind", down_kind, _KINDS)
         # finite_array's checks without its float64 copy: a float64 array is read as it is, its
         # finiteness read from its min and max (which the entropy needs anyway)
-        U = real_array("Communication.measure: up", up, InvalidProblemError)
-        if U.dtype != np.float64:
-            U = finite_array("Communication.measure: up", U)
+        if type(up) is np.ndarray and up.dtype == np.float64:
+            U = up
+        else:
+            U = real_array("Communication.measure: up", up, InvalidProblemError)
+            if U.dtype != np.float64:
+                U = finite_array("Communication.measure: up", U)
         span = _finite_span(U)
         if span is None:                       # a non-finite entry: finite_array names it
             finite_array("Communication.measure: up", U)
@@ -387,10 +426,11 @@ class Communication:
             raise InvalidHyperparameterError(
                 f"Communication.measure: up must be an (m, d) array, got shape {U.shape}")
         D = np.asarray(down, dtype=np.float64)
-        if D.ndim == 2 and D.shape[0] > 1 and D.strides[0] == 0:     # one broadcast row: check it once
-            finite_array("Communication.measure: down", D[0])
-        else:
-            D = finite_array("Communication.measure: down", D)
+        # one broadcast row is checked once; the check reads min and max (finite_array, which
+        # copies, only names a non-finite entry)
+        row = D[0] if D.ndim == 2 and D.shape[0] > 1 and D.strides[0] == 0 else D
+        if _finite_span(row) is None:
+            finite_array("Communication.measure: down", row)
         if D.ndim == 1:
             D = D[None, :]
         elif D.ndim != 2:
@@ -398,8 +438,18 @@ class Communication:
                 f"Communication.measure: down must be (d,) or (m, d), got shape {D.shape}")
         fu, nu, bu = _message_cost(U, up_kind)
         fd, nd, bd = _message_cost(D, down_kind)
-        w = positive("Communication.measure: bin_width", bin_width)
-        return cls(fu, fd, nu, nd, bu, bd, _entropy(U.ravel(), w, span), int(U.size))
+        w = (bin_width if type(bin_width) is float and 0.0 < bin_width < math.inf
+             else positive("Communication.measure: bin_width", bin_width))
+        return cls._checked(fu, fd, nu, nd, bu, bd, _entropy(U.ravel(), w, span), int(U.size))
+
+    @classmethod
+    def _checked(cls, *values: Any) -> Communication:
+        """An instance from field values already known valid (integers >= 0 and a real
+        entropy >= 0, in field order), without ``__post_init__``'s checks: ``measure``
+        builds one per round, where the checks cost as much as the counts."""
+        out = object.__new__(cls)
+        out.__dict__.update(zip(_FIELDS, values, strict=True))
+        return out
 
     def __add__(self, other: Communication) -> Communication:
         if not isinstance(other, Communication):
@@ -410,3 +460,26 @@ class Communication:
         values = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
         values["entropy_up"] = ent
         return Communication(**values)
+
+
+_FIELDS = tuple(f.name for f in fields(Communication))
+
+
+def _total(records: Iterable[Communication]) -> Communication:
+    """``Communication.zero() + r_1 + r_2 + ...`` for Communication records, the same
+    bits: counts summed as Python ints, and the entropy combined left to right by the
+    rule of ``+`` (e <- (e n + e_k n_k) / (n + n_k), 0 while n = 0), without building
+    an intermediate record per term."""
+    fu = fd = nu = nd = bu = bd = entries = 0
+    ent = 0.0
+    for r in records:
+        fu += r.floats_up
+        fd += r.floats_down
+        nu += r.nonzeros_up
+        nd += r.nonzeros_down
+        bu += r.bits_up
+        bd += r.bits_down
+        n = entries + r.entries_up
+        ent = 0.0 if n == 0 else (ent * entries + r.entropy_up * r.entries_up) / n
+        entries = n
+    return Communication._checked(fu, fd, nu, nd, bu, bd, ent, entries)

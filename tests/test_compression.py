@@ -274,3 +274,66 @@ def test_measure_reads_a_float64_uplink_in_place_with_the_entropy_of_its_values(
     bad[case, case] = [np.nan, np.inf, -np.inf][case % 3]
     with pytest.raises(InvalidProblemError, match=rf"non-finite value .* at index \({case}, {case}\)"):
         C.Communication.measure(bad, np.zeros(9))
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_shifted_integer_bins_equal_rint_of_the_quotients_at_ties_signed_zeros_and_the_range_edges(case):
+    """The bins rint(v / w) read as integers from v / w + C (C an even integer near 1.5 2^52)
+    are rint's, ties to even included: at exact half-integers (both parities), one ulp either
+    side of them, -0.0 and 0.0, bins near +-2^50 (the fast path's limit) and beyond it (the
+    float path); the counts equal np.unique's element for element, the entropy the sort's."""
+    rng = np.random.default_rng(100 + case)
+    w = [0.01, 0.25, 1.0, 3e-7][case % 4]
+    halves = (rng.integers(-60, 60, 400) + 0.5) * w
+    offset = [0.0, 0.0, 2.0 ** 49 - 3, -(2.0 ** 50) + 5, 2.0 ** 50 + 7, -3.0, 1.0, 2.0 ** 51][case]
+    v = np.concatenate([
+        halves, np.nextafter(halves, np.inf), np.nextafter(halves, -np.inf), [-0.0, 0.0, -0.0],
+        rng.normal(0, 5 * w, 300)]) + offset * w
+    q = v / w
+    expected = np.unique(np.rint(q), return_counts=True)[1]
+    lo, hi = float(np.rint(q.min())), float(np.rint(q.max()))
+    if max(-lo, hi) < C._MAGIC_LIMIT:
+        assert C._shifted_bin_counts(v, w, lo, hi).tolist() == expected.tolist()
+    assert C.entropy(v, w) == _entropy_by_sort(v, w)
+
+
+def test_shifted_bins_round_half_to_even_as_rint_does():
+    """Exact ties at both parities and on both sides of zero: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2,
+    -0.5 -> -0, -1.5 -> -2, -2.5 -> -2 (numpy's rint), counted per bin."""
+    v = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, -3.5])
+    # rint: 0, 2, 2, -0, -2, -2, 4, -4 -> bins -4: 1, -2: 2, 0: 2, 2: 2, 4: 1
+    assert C._shifted_bin_counts(v, 1.0, -4.0, 4.0).tolist() == [1, 2, 2, 2, 1]
+    assert np.unique(np.rint(v), return_counts=True)[1].tolist() == [1, 2, 2, 2, 1]
+
+
+def test_total_of_records_equals_the_left_to_right_sum_bit_for_bit():
+    """History.total_communication sums the records without a record per term: the same
+    counts and the same entropy bits as Communication.zero() + c_1 + c_2 + ..."""
+    from fltheory.algorithms.history import History
+    rng = np.random.default_rng(5)
+    records = [C.Communication.measure(rng.normal(0, s, (m, 7)), rng.normal(size=7), up_kind=kind)
+               for s, m, kind in zip(rng.uniform(1e-3, 3, 40), rng.integers(0, 6, 40),
+                                     ["dense", "sparse", "ternary"] * 14, strict=False)]
+    records.insert(3, C.Communication.zero())
+    expected = C.Communication.zero()
+    for r in records:
+        expected = expected + r
+    got = C._total(records)
+    assert got == expected
+    assert got.entropy_up.hex() == expected.entropy_up.hex()
+    assert C._total([]) == C.Communication.zero()
+    hist = History(x=np.zeros((len(records) + 1, 7)), loss=None, loss_gap=None, dist2=None, grad_norm2=None,
+                   clients=[], steps=[], communication=records, extra=[], state=None, record=None)  # type: ignore[arg-type]
+    assert hist.total_communication() == expected
+
+
+def test_measure_builds_a_record_equal_to_the_checked_constructor():
+    """measure() skips the field checks of the constructor for values it computed: the
+    record equals (==, field types) the one the checked constructor builds from its fields."""
+    rng = np.random.default_rng(2)
+    comm = C.Communication.measure(rng.normal(0, 0.1, (6, 5)), rng.normal(size=5), up_kind="sparse")
+    rebuilt = C.Communication(**{f: getattr(comm, f) for f in C._FIELDS})
+    assert comm == rebuilt
+    assert [type(getattr(comm, f)) for f in C._FIELDS] == [int] * 6 + [float, int]
+    with pytest.raises(InvalidProblemError, match="down"):
+        C.Communication.measure(np.zeros((2, 3)), np.array([[0.0, np.inf, 1.0], [0.0, 0.0, 0.0]]))

@@ -68,10 +68,15 @@ class History(HistoryDisplay):
         return int(self.x.shape[0]) - 1
 
     def total_communication(self) -> Any:
-        """Sum of the per-round communication records."""
-        from ..compression import Communication
+        """Sum of the per-round communication records (``Communication.zero() + c_1 + ...``;
+        the same bits summed without an intermediate record per round when every record is
+        a ``Communication``)."""
+        from ..compression import Communication, _total
+        records = list(self.communication)
+        if all(isinstance(c, Communication) for c in records):
+            return _total(records)
         total = Communication.zero()
-        for c in self.communication:
+        for c in records:
             total = total + c
         return total
 
@@ -83,7 +88,8 @@ class RoundCommunication(Sequence[Any]):
     whose ``communication`` may be deferred (counts and the entropy of the uplink values
     are computed on first read).  ``run`` keeps the RoundInfo of every round here instead
     of reading them, so that a run whose communication nobody reads does not pay for it
-    (at N = 100, d = 50 the measurement costs about 15% of a FedAvg round).  The values
+    (at N = 100, d = 50 a measurement costs about 6% of a FedAvg round, more when read after the
+    run: the held arrays have left the cache).  The values
     are the same: the arrays a deferred measurement holds are never modified by later
     rounds (the contract of ``DeferredCommunication``).
 

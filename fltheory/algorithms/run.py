@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._threads import pinned_blas
+from .._validate import finite_array, real_array
 from ..errors import (
     DivergenceError,
     FLTheoryError,
@@ -344,25 +345,19 @@ def _unchecked_hook(problem: Federation) -> Callable[[np.ndarray], tuple[np.ndar
 
 def _known_x_star(problem: Federation) -> np.ndarray | None:
     """x* as float64, or None when the federation cannot compute it.  Checked once per run
-    (finite, shape (d,)): the batched objective takes it unchecked."""
+    (real, shape (d,), finite: the ``_validate`` helpers name the value and what is expected;
+    a non-finite x* is a NonFinitePointError): the batched objective takes it unchecked."""
     try:
         x_star = problem.optimum()
     except (FLTheoryError, NotImplementedError):
         return None
-    try:
-        out = np.asarray(x_star, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidProblemError(
-            f"{type(problem).__name__}.optimum() must return a real array of shape ({problem.dim},), got "
-            f"{type(x_star).__name__}: {exc}") from None
-    if out.shape != (problem.dim,):
-        raise InvalidProblemError(
-            f"{type(problem).__name__}.optimum() must return an array of shape ({problem.dim},), "
-            f"got shape {out.shape}")
-    if not np.isfinite(out).all():
-        raise NonFinitePointError(
-            f"{type(problem).__name__}.optimum() returned non-finite values (first at index "
-            f"{int(np.flatnonzero(~np.isfinite(out))[0])}): the loss gap and distance to x* are undefined")
+    name = f"{type(problem).__name__}.optimum()"
+    values = real_array(name, x_star, InvalidProblemError)
+    if values.shape != (problem.dim,):
+        raise InvalidProblemError(f"{name} must return an array of shape ({problem.dim},), got shape {values.shape}")
+    out = values if values.dtype == np.float64 else values.astype(np.float64)
+    if not np.isfinite(out).all():           # finite_array names the first non-finite entry
+        finite_array(name, out, error=NonFinitePointError)
     return out
 
 

@@ -249,9 +249,11 @@ class _BadOptimum(QuadraticFederation):
 
 
 @pytest.mark.parametrize(("value", "error", "match"), [
-    (np.full(3, np.nan), NonFinitePointError, r"optimum\(\) returned non-finite values \(first at index 0\)"),
+    (np.full(3, np.nan), NonFinitePointError, r"optimum\(\) contains a non-finite value nan at index \(0,\)"),
+    (np.array([1.0, -np.inf, 0.0]), NonFinitePointError, r"non-finite value -inf at index \(1,\)"),
     (np.zeros((3, 1)), InvalidProblemError, r"shape \(3,\), got shape \(3, 1\)"),
-    ([[0.0], [1.0, 2.0]], InvalidProblemError, r"must return a real array of shape \(3,\)"),
+    ([[0.0], [1.0, 2.0]], InvalidProblemError, r"_BadOptimum.optimum\(\) must be numeric"),
+    (np.array([1j, 0, 0]), InvalidProblemError, r"must be numeric \(real numbers\), got dtype complex128"),
 ])
 def test_run_checks_a_user_optimum_once(value, error, match):
     """The batched objective takes x* unchecked, so run() checks what a user's optimum()
