@@ -262,7 +262,8 @@ def _entropy(arr: np.ndarray, w: float, span: tuple[float, float] | None = None)
         np.rint(bins, out=bins)
         counts = _bin_counts(bins, lo, hi)
     p = counts / arr.size
-    return float(max(-(p * np.log2(p)).sum(), 0.0))
+    h = -float((p * np.log2(p)).sum())
+    return h if h > 0.0 else 0.0               # one bin: +0.0 (the sum is 0, negated -0.0)
 
 
 # Integral floats in [2^52, 2^53) are spaced exactly 1 apart, so for |x| < 2^51 and an even

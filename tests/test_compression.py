@@ -110,6 +110,16 @@ def test_entropy_closed_forms():
     assert C.entropy(np.array([])) == pytest.approx(0.0, abs=1e-15)
 
 
+def test_entropy_of_one_bin_is_plus_zero():
+    """All values in one bin: entropy +0.0, not -0.0 (the negated zero sum; a record printed
+    "-0.0" bits per value before)."""
+    for vals in (np.zeros(10), np.full(7, 0.5), np.array([0.001, -0.002, 0.004])):
+        h = C.entropy(vals)
+        assert h == 0.0 and not np.signbit(h), vals
+    rec = C.Communication.measure(np.full((3, 2), 0.25), np.zeros(2))
+    assert rec.entropy_up == 0.0 and not np.signbit(rec.entropy_up)
+
+
 def test_entropy_of_discretised_gaussian():
     """H(discretised N(0, s^2)) ~ h + log2(1/w), h = 1/2 log2(2 pi e s^2), when w << s.
     Plug-in entropy of n samples: bias ~ -(bins-1)/(2 n ln 2), sd ~ sqrt(Var(log2 p)/n);
