@@ -6,6 +6,7 @@ Usage::
     python benchmarks/blocked.py                  # the three sizes of issue 17
     python benchmarks/blocked.py --quick          # small sizes, smoke run
     python benchmarks/blocked.py --trials 9
+    python benchmarks/blocked.py --sizes 100,50,10 --trials 41 --rounds 10 --no-fixed --no-logistic
 
 The references are each algorithm written directly in numpy, outside the library,
 in one cache-block scheme: clients in blocks of about 8 MB of Hessians, each block
@@ -438,6 +439,15 @@ def busy_core() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
+def size_triple(text: str) -> tuple[int, int, int]:
+    """``"N,d,tau"`` -> (N, d, tau), three positive integers (argparse reports anything else)."""
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected N,d,tau (three positive integers), got {text!r}")
+    N, d, tau = (int(p) for p in parts)
+    return N, d, tau
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -447,13 +457,18 @@ def main() -> None:
                         help="run a busy loop in a second process for the whole measurement")
     parser.add_argument("--no-logistic", action="store_true", help="skip the logistic comparison")
     parser.add_argument("--no-fixed", action="store_true", help="skip the fixed per-round costs at (4, 3, 1)")
+    parser.add_argument("--sizes", nargs="+", default=None, metavar="N,d,tau", type=size_triple,
+                        help="sizes to measure instead of the three of issue 17, e.g. 100,50,10")
     args = parser.parse_args()
+    sizes = QUICK_SIZES if args.quick else SIZES
+    if args.sizes is not None:
+        sizes = args.sizes
     spinner = busy_core() if args.busy else None
     try:
         if spinner is not None:
             print(f"busy loop running in process {spinner.pid}")
         with single_threaded_blas(), ThreadPoolExecutor(2, thread_name_prefix="blocked-reference") as pool:
-            for N, d, tau in QUICK_SIZES if args.quick else SIZES:
+            for N, d, tau in sizes:
                 measure(N, d, tau, args.trials, args.rounds, pool)
             if not args.no_fixed:
                 fixed_costs(pool, calls=200 if args.quick else 2000)
