@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import choice, finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
+from ._chunking import client_slices
 from ._seeding import MAX_SIZE, as_generator, count
 from ..aliases import Seed
 from .base import normalize_weights
@@ -51,9 +52,8 @@ _CHUNK_BYTES = 1 << 18
 
 
 def _chunks(n: int, d: int) -> list[slice]:
-    """Consecutive slices of clients holding about _CHUNK_BYTES of d x d matrices each."""
-    per = max(1, _CHUNK_BYTES // (8 * d * d))
-    return [slice(a, min(a + per, n)) for a in range(0, n, per)]
+    """Slices of clients holding about _CHUNK_BYTES of d x d matrices each (:func:`client_slices`)."""
+    return client_slices(n, 8 * d * d, _CHUNK_BYTES)
 
 
 def _client_hessians(rng: np.random.Generator, n: int, d: int, L: float, mu: float,

@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 from .._validate import finite_array
 from ..aliases import Seed
 from ..errors import InvalidHyperparameterError
+from ._chunking import client_slices
 from ._seeding import as_generator, count
 from ._structured_linalg import matvec, woodbury_solve
 from .base import normalize_weights
@@ -58,12 +59,6 @@ def _client_low_rank_scales(G: np.ndarray, D: np.ndarray, L: float) -> np.ndarra
 _CHUNK_BYTES = 1 << 18
 
 
-def _client_chunks(n: int, d: int, r: int) -> list[slice]:
-    """Consecutive slices of clients holding about _CHUNK_BYTES of (d, max(r, 1)) arrays each."""
-    per = max(1, _CHUNK_BYTES // (8 * d * max(r, 1)))
-    return [slice(a, min(a + per, n)) for a in range(0, n, per)]
-
-
 def _factors(rng: np.random.Generator, p: np.ndarray, D: np.ndarray, s: np.ndarray | None, zero: np.ndarray,
              r: int, L: float) -> np.ndarray:
     """The stored factors V_i = sqrt(gamma) G_i^T -> (N, r, d), G_i (d, r) with N(0, 1)
@@ -85,7 +80,7 @@ def _factors(rng: np.random.Generator, p: np.ndarray, D: np.ndarray, s: np.ndarr
     generator to form V (each number is used as drawn), so memory holds Z or V, never
     G, W, Z and V together."""
     N, d = D.shape
-    chunks = _client_chunks(N, d, r)
+    chunks = client_slices(N, 8 * d * max(r, 1), _CHUNK_BYTES)     # (d, max(r, 1)) factors per client
     if s is not None:
         start = copy.deepcopy(rng)
         Z = np.empty((d, N, r))
