@@ -11,7 +11,6 @@ import pytest
 import fltheory.problems.generators as generators
 from fltheory.errors import InvalidProblemError
 from fltheory.problems import QuadraticFederation, random_quadratic
-from fltheory.problems.quadratic import _owned_finite
 
 
 def _arrays(fed: QuadraticFederation) -> tuple[np.ndarray, ...]:
@@ -72,10 +71,10 @@ def test_construction_peaks_below_one_and_a_half_times_the_federation(constants,
 
 def test_owned_hessians_are_checked_for_finiteness_without_a_copy():
     H = np.stack([np.eye(3)] * 5)
-    assert _owned_finite(H) is H
+    assert QuadraticFederation._adopt(H, np.zeros((5, 3))).H is H
     H[3, 1, 2] = np.nan
-    with pytest.raises(InvalidProblemError, match=r"non-finite value nan at index \(3, 1, 2\)"):
-        _owned_finite(H)
+    with pytest.raises(InvalidProblemError, match=r"H contains a non-finite value nan at index \(3, 1, 2\)"):
+        QuadraticFederation._adopt(H, np.zeros((5, 3)))
 
 
 def test_adopted_federation_equals_the_public_construction():
