@@ -292,10 +292,16 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     for c in _chunks(N, d):
         U[c] -= np.linalg.solve(H[c], np.broadcast_to(s, (c.stop - c.start, d))[:, :, None])[:, :, 0]
     spread = np.sqrt(p @ np.einsum("ij,ij->i", U, U))
-    U = U * (h / spread) if h > 0 else np.zeros_like(U)
-    X_opt = x_star + U
+    del p                                        # the federation computes its own weights
+    if h > 0:
+        U *= h / spread
+    else:
+        U[...] = 0.0
+    X_opt = U                                    # x* + u_i, in place (the bits of x_star + U)
+    X_opt += x_star
     e = np.einsum("nij,nj->ni", H, X_opt)
     c = 0.5 * np.einsum("ni,ni->n", e, X_opt)
+    del U, X_opt                                 # (N, d) each: not held while the federation checks H
     require_finite(H=H, e=e, offsets=c)
     return QuadraticFederation._adopt(H, e, n_samples=n_samples, weights=weights, offsets=c)
 
