@@ -159,3 +159,18 @@ def test_construction_of_many_small_clients_peaks_below_one_and_a_half(N, d):
     256 KB chunks used to be a large share of the federation (2.07x at N = 20000, d = 2)."""
     ratio = _peak_over_final(n_clients=N, dim=d, L=16.0, mu=2.0, heterogeneity=1.0, seed=0, constants="clients")
     assert ratio <= 1.5
+
+
+def test_diagonal_structured_construction_peaks_below_one_and_a_half_times_the_federation():
+    """Rank 0, N = 1000, d = 2000 (32 MB): the optima's (N, d) temporaries (Gaussians, H_i g_i,
+    solves, linear terms) used to peak at 1.67x; one (N, d) array is now held besides D."""
+    from fltheory.problems import random_structured_quadratic
+
+    tracemalloc.start()
+    try:
+        fed = random_structured_quadratic(1000, 2000, rank=0, L=8.0, mu=1.0, heterogeneity=1.0, seed=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    final = sum(v.nbytes for v in (fed.diag, fed.e, fed._V, fed.offsets, fed.weights))
+    assert peak <= 1.2 * final
