@@ -43,7 +43,10 @@ __all__ = ["random_quadratic", "random_least_squares", "lognormal_sizes", "synth
 def _orthogonal(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
     """n Haar-random orthogonal d x d matrices (QR of Gaussians, signs fixed)."""
     Q, R = np.linalg.qr(rng.standard_normal((n, d, d)))
-    return Q * np.sign(np.einsum("nii->ni", R))[:, None, :]
+    signs = np.sign(np.einsum("nii->ni", R))
+    del R
+    Q *= signs[:, None, :]                      # in place: the bits of Q * signs, one (n, d, d) array less
+    return Q
 
 
 #: Bytes of client matrices handled at a time while generating: random_quadratic then
@@ -92,6 +95,34 @@ def _psd_power(S: np.ndarray, power: float) -> np.ndarray:
     lam, V = np.linalg.eigh(S)
     with np.errstate(invalid="ignore", divide="ignore"):   # rounding below 0: caught by _reliably_spd
         return (V * lam ** power) @ V.T
+
+
+def _target_spectrum(rng: np.random.Generator, d: int, L: float, mu: float) -> np.ndarray:
+    """The spectrum s of the global target S = Q_s diag(s) Q_s^T: the Gaussians of Q_s are
+    drawn (to move ``rng`` past them; :func:`_target` draws them again from a copy of the
+    generator taken before), then s (:func:`_spectra`)."""
+    rng.standard_normal((1, d, d))
+    return _spectra(rng, 1, d, L, mu)[0]
+
+
+def _target(rng: np.random.Generator, d: int, s: np.ndarray) -> np.ndarray:
+    """S = 0.5 (T + T^T), T = Q_s diag(s) Q_s^T, Q_s Haar orthogonal from ``rng``."""
+    Qs = _orthogonal(rng, 1, d)[0]
+    S = (Qs * s) @ Qs.T
+    del Qs
+    return 0.5 * (S + S.T)
+
+
+def _congruence(p: np.ndarray, H: np.ndarray, root: np.ndarray) -> np.ndarray:
+    """M = Hbar^{-1/2} S^{1/2} with Hbar = sum_i p_i H_i and ``root`` = S^{1/2} (so that
+    sum_i p_i M^T H_i M = S); Hbar is released once its eigenvectors are known."""
+    Hbar = np.einsum("i,ijk->jk", p, H)
+    lam, V = np.linalg.eigh(Hbar)
+    del Hbar
+    with np.errstate(invalid="ignore", divide="ignore"):   # rounding below 0: caught by _reliably_spd
+        A = (V * lam ** -0.5) @ V.T
+    del V
+    return A @ root
 
 
 #: Largest condition number L/mu random_quadratic accepts: beyond it float64
@@ -263,24 +294,25 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     H = _client_hessians(rng, N, d, L, mu)
     require_finite(H=H)
     if constants == "global":
-        Qs = _orthogonal(rng, 1, d)[0]
-        s_target = _spectra(rng, 1, d, L, mu)[0]
-        S = (Qs * s_target) @ Qs.T
-        S = 0.5 * (S + S.T)
+        target = copy.deepcopy(rng)              # to redraw Q_s for the balanced split (not held meanwhile)
+        s_target = _target_spectrum(rng, d, L, mu)
         try:
+            root = _psd_power(_target(copy.deepcopy(target), d, s_target), 0.5)     # S^{1/2}: the same in both passes
             for _ in range(2):       # second pass removes the rounding of the first
-                Hbar = np.einsum("i,ijk->jk", p, H)
-                M = _psd_power(Hbar, -0.5) @ _psd_power(S, 0.5)
+                M = _congruence(p, H, root)
                 for c in _chunks(N, d):                  # M^T H_i M for every client, in place
                     K = np.matmul(np.matmul(M.T, H[c]), M)
                     K += np.swapaxes(K, 1, 2)
                     np.multiply(K, 0.5, out=H[c])
+                    del K
+                del M
+            del root
             spd = _reliably_spd(H, L)
         except np.linalg.LinAlgError:                     # eigh of a matrix spoilt by rounding
             spd = False
         if not spd:
             _client_hessians(before, N, d, L, mu, out=H)     # H0 again (the same draws), in place
-            _balanced_split(p, H, Qs, s_target)
+            _balanced_split(p, H, _orthogonal(target, 1, d)[0], s_target)
     if optimum is None:
         x_star = rng.standard_normal(d) / np.sqrt(d)
     else:
