@@ -40,9 +40,12 @@ __all__ = ["random_quadratic", "random_least_squares", "lognormal_sizes", "synth
            "SyntheticData", "dirichlet_partition", "m_class_partition"]
 
 
-def _orthogonal(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
-    """n Haar-random orthogonal d x d matrices (QR of Gaussians, signs fixed)."""
-    Q, R = np.linalg.qr(rng.standard_normal((n, d, d)))
+def _orthogonal(rng: np.random.Generator, n: int, d: int, scratch: np.ndarray | None = None) -> np.ndarray:
+    """n Haar-random orthogonal d x d matrices (QR of Gaussians, signs fixed).  ``scratch``: an
+    (n, d, d) float64 array that receives the Gaussians (the same numbers as a new array)."""
+    G = rng.standard_normal((n, d, d)) if scratch is None else rng.standard_normal(out=scratch)
+    Q, R = np.linalg.qr(G)
+    del G
     signs = np.sign(np.einsum("nii->ni", R))
     del R
     Q *= signs[:, None, :]                      # in place: the bits of Q * signs, one (n, d, d) array less
@@ -71,15 +74,30 @@ def _client_hessians(rng: np.random.Generator, n: int, d: int, L: float, mu: flo
     by the same operations as from the whole stack, so the result is the same to the bit,
     while memory peaks at the result plus one chunk.  ``out``: an (n, d, d) float64 array
     that receives the result."""
+    start, spectra = _client_draws(rng, n, d, L, mu)
+    return _build_client_hessians(start, spectra, out)
+
+
+def _client_draws(rng: np.random.Generator, n: int, d: int, L: float, mu: float
+                  ) -> tuple[np.random.Generator, np.ndarray]:
+    """(a copy of ``rng`` before the Gaussians of the Q_i, the spectra s_i): moves ``rng`` past
+    the draws of :func:`_client_hessians` (the Gaussians chunk by chunk, then the spectra)."""
     start = copy.deepcopy(rng)
-    chunks = _chunks(n, d)
-    for c in chunks:
+    for c in _chunks(n, d):
         rng.standard_normal((c.stop - c.start, d, d))
-    spectra = _spectra(rng, n, d, L, mu)
+    return start, _spectra(rng, n, d, L, mu)
+
+
+def _build_client_hessians(start: np.random.Generator, spectra: np.ndarray, out: np.ndarray | None = None
+                           ) -> np.ndarray:
+    """The Hessians of :func:`_client_hessians` from :func:`_client_draws`'s generator copy and
+    spectra, chunk by chunk (each chunk's Gaussians drawn into its slot of the result)."""
+    n, d = spectra.shape
     H = np.empty((n, d, d)) if out is None else out
-    for c in chunks:
-        Q = _orthogonal(start, c.stop - c.start, d)
+    for c in _chunks(n, d):
+        Q = _orthogonal(start, c.stop - c.start, d, scratch=H[c])
         np.matmul(Q * spectra[c, None, :], np.swapaxes(Q, 1, 2), out=H[c])
+        del Q                                    # not held while the next chunk's QR runs
     return H
 
 
@@ -291,13 +309,23 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     rng = as_generator(seed)
     p, _ = normalize_weights(N, n_samples, weights)
     before = copy.deepcopy(rng)                  # to redraw H0 if the balanced split is needed
-    H = _client_hessians(rng, N, d, L, mu)
-    require_finite(H=H)
+    start, spectra = _client_draws(rng, N, d, L, mu)
     if constants == "global":
+        # the target's draws follow the clients'; S^{1/2} (the same in both passes) is formed
+        # before the client Hessians exist, so that its temporaries do not add to them
         target = copy.deepcopy(rng)              # to redraw Q_s for the balanced split (not held meanwhile)
         s_target = _target_spectrum(rng, d, L, mu)
         try:
-            root = _psd_power(_target(copy.deepcopy(target), d, s_target), 0.5)     # S^{1/2}: the same in both passes
+            root: np.ndarray | None = _psd_power(_target(copy.deepcopy(target), d, s_target), 0.5)
+        except np.linalg.LinAlgError:                     # eigh of a matrix spoilt by rounding
+            root = None
+    H = _build_client_hessians(start, spectra)
+    del spectra
+    require_finite(H=H)
+    if constants == "global":
+        try:
+            if root is None:
+                raise np.linalg.LinAlgError("S^{1/2}")
             for _ in range(2):       # second pass removes the rounding of the first
                 M = _congruence(p, H, root)
                 for c in _chunks(N, d):                  # M^T H_i M for every client, in place

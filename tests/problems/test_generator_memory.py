@@ -179,7 +179,7 @@ def test_diagonal_structured_construction_peaks_below_one_and_a_half_times_the_f
 def test_few_large_clients_global_construction_holds_few_dimension_squared_temporaries():
     """N = 3, d = 300: the result is 3 d x d matrices, so every d x d temporary is a third of it.
     The global construction used to hold S, Q_s, Hbar, the previous M and the eigenvectors at once
-    (4.0x at d = 600); it now holds at most the QR of one client's Gaussians (numpy's own copies)
-    or S^{1/2} with the eigenvectors of Hbar, their scaled copy and the product."""
+    (4.0x); it now holds besides H at most S^{1/2} and numpy's QR of one client (about 3.1 d x d
+    arrays), or S^{1/2} with the eigenvectors of Hbar, their scaled copy and the product (4): 2.37x."""
     ratio = _peak_over_final(n_clients=3, dim=300, L=16.0, mu=2.0, heterogeneity=1.0, seed=0, constants="global")
-    assert ratio <= 2.8
+    assert ratio <= 2.45
