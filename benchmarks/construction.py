@@ -9,9 +9,18 @@ For each construction: the peak of the Python-traced allocations (``tracemalloc`
 which sees numpy's buffers) while it runs, divided by the bytes of the arrays the
 finished federation holds (Hessians or factors, linear terms, offsets, weights,
 stored rows).  The issue 17 target is 1.5x.  Each construction runs once after a
-small warm-up call (so that first-call caches are not counted).  Federations
-below about 1 MB peak higher (the 256 KB chunks of the generators and their
-(N, d) temporaries are then a large part of the whole): the quick run shows one.
+small warm-up call (so that first-call caches are not counted).  Chunks of
+clients hold at most 256 KB and a sixteenth of the stack, so small federations
+stay near the target too (the quick run shows one of 0.3 MB).
+
+One family cannot reach 1.5x: ``random_quadratic(constants="global")`` with few
+clients of large d.  Its congruence needs S^{1/2} and, for Hbar^{-1/2}, the
+eigenvectors of Hbar, their scaled copy and the product: four d x d arrays
+besides the N of the result (numpy's QR of one client's Gaussians needs about
+as many), so it peaks at about 1 + 4.1/N (measured at d = 300: 3.06x at N = 2,
+2.38x at N = 3, 1.69x at N = 6, 1.52x at N = 8, 1.41x at N = 10).  Only
+allocations numpy reports to tracemalloc are seen: LAPACK's work arrays inside
+numpy.linalg (allocated by numpy's C code directly) are not.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validate import choice, per_client, positive
+from ._reductions import column_sums
 from ..compression import Communication, threshold
 from ..errors import InvalidHyperparameterError
 from ..participation import Participants, Participation
@@ -146,7 +147,8 @@ def feddyn_round(state: FedDynState, problem: Federation, part: Participants,
     grads = state.grads.copy()
     grads[clients] = state.grads[clients] - alpha * delta
     sent = threshold(delta, eps) if eps > 0 else delta
-    h = state.h - (alpha / N) * sent.sum(axis=0)
+    total = column_sums(sent)                          # sum over P of Delta~_k (once: h and the mean)
+    h = state.h - (alpha / N) * total
     up = sent
     if lambda1 != 0.0:
         if subgradient == "kkt":
@@ -156,12 +158,12 @@ def feddyn_round(state: FedDynState, problem: Federation, part: Participants,
             s = (state.grads[clients] - G - alpha * delta) / lambda1
             grads[clients] = G
             extra_up = np.where(sent == 0, s, 0.0)       # entries the server cannot infer
-            h = h - (lambda1 / N) * (np.sign(sent) + extra_up).sum(axis=0)
+            h = h - (lambda1 / N) * column_sums(np.sign(sent) + extra_up)
             up = np.hstack([sent, extra_up])
         else:
             grads[clients] -= lambda1 * np.sign(delta)
-            h = h - (lambda1 / N) * np.sign(sent).sum(axis=0)
-    x_new = x + sent.mean(axis=0) - h / alpha
+            h = h - (lambda1 / N) * column_sums(np.sign(sent))
+    x_new = x + total / part.m - h / alpha                # total / m: the bits of sent.mean(axis=0)
     comm = Communication.measure(up, X0, up_kind="sparse" if eps > 0 or up is not sent else "dense")
     info = RoundInfo(clients, part.steps, comm, {"local_change": delta, "sent": sent})
     return FedDynState(x=x_new, h=h, grads=grads, t=state.t + 1), info

@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import choice, finite_array, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
+from ._chunking import client_slices
 from ._seeding import MAX_SIZE, as_generator, count
 from ..aliases import Seed
 from .base import normalize_weights
@@ -39,10 +40,16 @@ __all__ = ["random_quadratic", "random_least_squares", "lognormal_sizes", "synth
            "SyntheticData", "dirichlet_partition", "m_class_partition"]
 
 
-def _orthogonal(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
-    """n Haar-random orthogonal d x d matrices (QR of Gaussians, signs fixed)."""
-    Q, R = np.linalg.qr(rng.standard_normal((n, d, d)))
-    return Q * np.sign(np.einsum("nii->ni", R))[:, None, :]
+def _orthogonal(rng: np.random.Generator, n: int, d: int, scratch: np.ndarray | None = None) -> np.ndarray:
+    """n Haar-random orthogonal d x d matrices (QR of Gaussians, signs fixed).  ``scratch``: an
+    (n, d, d) float64 array that receives the Gaussians (the same numbers as a new array)."""
+    G = rng.standard_normal((n, d, d)) if scratch is None else rng.standard_normal(out=scratch)
+    Q, R = np.linalg.qr(G)
+    del G
+    signs = np.sign(np.einsum("nii->ni", R))
+    del R
+    Q *= signs[:, None, :]                      # in place: the bits of Q * signs, one (n, d, d) array less
+    return Q
 
 
 #: Bytes of client matrices handled at a time while generating: random_quadratic then
@@ -51,9 +58,8 @@ _CHUNK_BYTES = 1 << 18
 
 
 def _chunks(n: int, d: int) -> list[slice]:
-    """Consecutive slices of clients holding about _CHUNK_BYTES of d x d matrices each."""
-    per = max(1, _CHUNK_BYTES // (8 * d * d))
-    return [slice(a, min(a + per, n)) for a in range(0, n, per)]
+    """Slices of clients holding about _CHUNK_BYTES of d x d matrices each (:func:`client_slices`)."""
+    return client_slices(n, 8 * d * d, _CHUNK_BYTES)
 
 
 def _client_hessians(rng: np.random.Generator, n: int, d: int, L: float, mu: float,
@@ -68,15 +74,30 @@ def _client_hessians(rng: np.random.Generator, n: int, d: int, L: float, mu: flo
     by the same operations as from the whole stack, so the result is the same to the bit,
     while memory peaks at the result plus one chunk.  ``out``: an (n, d, d) float64 array
     that receives the result."""
+    start, spectra = _client_draws(rng, n, d, L, mu)
+    return _build_client_hessians(start, spectra, out)
+
+
+def _client_draws(rng: np.random.Generator, n: int, d: int, L: float, mu: float
+                  ) -> tuple[np.random.Generator, np.ndarray]:
+    """(a copy of ``rng`` before the Gaussians of the Q_i, the spectra s_i): moves ``rng`` past
+    the draws of :func:`_client_hessians` (the Gaussians chunk by chunk, then the spectra)."""
     start = copy.deepcopy(rng)
-    chunks = _chunks(n, d)
-    for c in chunks:
+    for c in _chunks(n, d):
         rng.standard_normal((c.stop - c.start, d, d))
-    spectra = _spectra(rng, n, d, L, mu)
+    return start, _spectra(rng, n, d, L, mu)
+
+
+def _build_client_hessians(start: np.random.Generator, spectra: np.ndarray, out: np.ndarray | None = None
+                           ) -> np.ndarray:
+    """The Hessians of :func:`_client_hessians` from :func:`_client_draws`'s generator copy and
+    spectra, chunk by chunk (each chunk's Gaussians drawn into its slot of the result)."""
+    n, d = spectra.shape
     H = np.empty((n, d, d)) if out is None else out
-    for c in chunks:
-        Q = _orthogonal(start, c.stop - c.start, d)
+    for c in _chunks(n, d):
+        Q = _orthogonal(start, c.stop - c.start, d, scratch=H[c])
         np.matmul(Q * spectra[c, None, :], np.swapaxes(Q, 1, 2), out=H[c])
+        del Q                                    # not held while the next chunk's QR runs
     return H
 
 
@@ -92,6 +113,34 @@ def _psd_power(S: np.ndarray, power: float) -> np.ndarray:
     lam, V = np.linalg.eigh(S)
     with np.errstate(invalid="ignore", divide="ignore"):   # rounding below 0: caught by _reliably_spd
         return (V * lam ** power) @ V.T
+
+
+def _target_spectrum(rng: np.random.Generator, d: int, L: float, mu: float) -> np.ndarray:
+    """The spectrum s of the global target S = Q_s diag(s) Q_s^T: the Gaussians of Q_s are
+    drawn (to move ``rng`` past them; :func:`_target` draws them again from a copy of the
+    generator taken before), then s (:func:`_spectra`)."""
+    rng.standard_normal((1, d, d))
+    return _spectra(rng, 1, d, L, mu)[0]
+
+
+def _target(rng: np.random.Generator, d: int, s: np.ndarray) -> np.ndarray:
+    """S = 0.5 (T + T^T), T = Q_s diag(s) Q_s^T, Q_s Haar orthogonal from ``rng``."""
+    Qs = _orthogonal(rng, 1, d)[0]
+    S = (Qs * s) @ Qs.T
+    del Qs
+    return 0.5 * (S + S.T)
+
+
+def _congruence(p: np.ndarray, H: np.ndarray, root: np.ndarray) -> np.ndarray:
+    """M = Hbar^{-1/2} S^{1/2} with Hbar = sum_i p_i H_i and ``root`` = S^{1/2} (so that
+    sum_i p_i M^T H_i M = S); Hbar is released once its eigenvectors are known."""
+    Hbar = np.einsum("i,ijk->jk", p, H)
+    lam, V = np.linalg.eigh(Hbar)
+    del Hbar
+    with np.errstate(invalid="ignore", divide="ignore"):   # rounding below 0: caught by _reliably_spd
+        A = (V * lam ** -0.5) @ V.T
+    del V
+    return A @ root
 
 
 #: Largest condition number L/mu random_quadratic accepts: beyond it float64
@@ -260,27 +309,38 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     rng = as_generator(seed)
     p, _ = normalize_weights(N, n_samples, weights)
     before = copy.deepcopy(rng)                  # to redraw H0 if the balanced split is needed
-    H = _client_hessians(rng, N, d, L, mu)
+    start, spectra = _client_draws(rng, N, d, L, mu)
+    if constants == "global":
+        # the target's draws follow the clients'; S^{1/2} (the same in both passes) is formed
+        # before the client Hessians exist, so that its temporaries do not add to them
+        target = copy.deepcopy(rng)              # to redraw Q_s for the balanced split (not held meanwhile)
+        s_target = _target_spectrum(rng, d, L, mu)
+        try:
+            root: np.ndarray | None = _psd_power(_target(copy.deepcopy(target), d, s_target), 0.5)
+        except np.linalg.LinAlgError:                     # eigh of a matrix spoilt by rounding
+            root = None
+    H = _build_client_hessians(start, spectra)
+    del spectra
     require_finite(H=H)
     if constants == "global":
-        Qs = _orthogonal(rng, 1, d)[0]
-        s_target = _spectra(rng, 1, d, L, mu)[0]
-        S = (Qs * s_target) @ Qs.T
-        S = 0.5 * (S + S.T)
         try:
+            if root is None:
+                raise np.linalg.LinAlgError("S^{1/2}")
             for _ in range(2):       # second pass removes the rounding of the first
-                Hbar = np.einsum("i,ijk->jk", p, H)
-                M = _psd_power(Hbar, -0.5) @ _psd_power(S, 0.5)
+                M = _congruence(p, H, root)
                 for c in _chunks(N, d):                  # M^T H_i M for every client, in place
                     K = np.matmul(np.matmul(M.T, H[c]), M)
                     K += np.swapaxes(K, 1, 2)
                     np.multiply(K, 0.5, out=H[c])
+                    del K
+                del M
+            del root
             spd = _reliably_spd(H, L)
         except np.linalg.LinAlgError:                     # eigh of a matrix spoilt by rounding
             spd = False
         if not spd:
             _client_hessians(before, N, d, L, mu, out=H)     # H0 again (the same draws), in place
-            _balanced_split(p, H, Qs, s_target)
+            _balanced_split(p, H, _orthogonal(target, 1, d)[0], s_target)
     if optimum is None:
         x_star = rng.standard_normal(d) / np.sqrt(d)
     else:
@@ -292,10 +352,16 @@ def random_quadratic(n_clients: int, dim: int, *, L: float, mu: float, heterogen
     for c in _chunks(N, d):
         U[c] -= np.linalg.solve(H[c], np.broadcast_to(s, (c.stop - c.start, d))[:, :, None])[:, :, 0]
     spread = np.sqrt(p @ np.einsum("ij,ij->i", U, U))
-    U = U * (h / spread) if h > 0 else np.zeros_like(U)
-    X_opt = x_star + U
+    del p                                        # the federation computes its own weights
+    if h > 0:
+        U *= h / spread
+    else:
+        U[...] = 0.0
+    X_opt = U                                    # x* + u_i, in place (the bits of x_star + U)
+    X_opt += x_star
     e = np.einsum("nij,nj->ni", H, X_opt)
     c = 0.5 * np.einsum("ni,ni->n", e, X_opt)
+    del U, X_opt                                 # (N, d) each: not held while the federation checks H
     require_finite(H=H, e=e, offsets=c)
     return QuadraticFederation._adopt(H, e, n_samples=n_samples, weights=weights, offsets=c)
 

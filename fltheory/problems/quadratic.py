@@ -22,6 +22,7 @@ from numpy.typing import ArrayLike
 
 from .._validate import finite_array, in_unit_interval, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
+from ._chunking import client_slices
 from .base import client_offsets, Federation, RowGradient, finite_output, normalize_weights
 from .constants import CurvatureBounds
 from ..aliases import ClientSelection
@@ -88,8 +89,8 @@ def _first_of_run(clients: Any, n_clients: int) -> int | None:
     return a
 
 
-# Bytes of Hessians checked and symmetrised at a time: construction then peaks at
-# the final H plus about 2 such chunks (instead of 3 full copies of H).
+# Bytes of Hessians checked and symmetrised at a time (at most 1/16 of H: _chunking.client_slices):
+# construction then peaks at the final H plus about 3 such chunks (instead of 3 full copies of H).
 _CHUNK_BYTES = 1 << 18
 
 
@@ -102,11 +103,11 @@ def _symmetric_positive_definite(H: np.ndarray, *, copied: bool) -> np.ndarray:
     operations as the whole-array expression 0.5 * (H + H^T), hence the same bits.
     ``copied``: H is already a private copy (symmetrised in place)."""
     N, d, _ = H.shape
-    per = max(1, _CHUNK_BYTES // (8 * d * d))
+    chunks = client_slices(N, 8 * d * d, _CHUNK_BYTES)
     out = H if copied else np.empty_like(H)
-    buf = np.empty((min(per, N), d, d))
-    for a in range(0, N, per):
-        Hc = H[a:a + per]
+    buf = np.empty((chunks[0].stop - chunks[0].start, d, d))
+    for c in chunks:
+        Hc = H[c]
         T = np.swapaxes(Hc, 1, 2)
         tmp = buf[: Hc.shape[0]]
         np.subtract(Hc, T, out=tmp)
@@ -114,34 +115,21 @@ def _symmetric_positive_definite(H: np.ndarray, *, copied: bool) -> np.ndarray:
         scale = np.maximum(np.abs(Hc, out=tmp).max(axis=(1, 2)), 1.0)
         bad = np.flatnonzero(asym > _SYM_TOL * scale)
         if bad.size:
-            i = a + int(bad[0])
+            i = c.start + int(bad[0])
             raise InvalidProblemError(
                 f"H[{i}] is not symmetric: max |H - H^T| = {asym[bad[0]]:.3e}")
         np.multiply(Hc, 0.5, out=tmp)                # 0.5 H + 0.5 H^T: the bits of 0.5 (H + H^T)
         tmp += 0.5 * T                               # (halving is exact), no overflow near 1e308
-        out[a:a + per] = tmp
-    for a in range(0, N, per):
+        out[c] = tmp
+    for c in chunks:
         try:
-            np.linalg.cholesky(out[a:a + per])
+            np.linalg.cholesky(out[c])
         except np.linalg.LinAlgError:
-            lam = np.concatenate([np.linalg.eigvalsh(out[b:b + per])[:, 0] for b in range(0, N, per)])
+            lam = np.concatenate([np.linalg.eigvalsh(out[b])[:, 0] for b in chunks])
             i = int(np.argmin(lam))
             raise InvalidProblemError(
                 f"H[{i}] is not positive definite: smallest eigenvalue {lam[i]:.3e} <= 0") from None
     return out
-
-
-def _owned_finite(H: ArrayLike) -> np.ndarray:
-    """``H`` itself (a float64 C-contiguous 3-d array owned by the caller's construction)
-    after checking that it is finite chunk by chunk, without the copy of ``finite_array``
-    (whose typed error, naming the first non-finite entry, is raised otherwise)."""
-    if not (isinstance(H, np.ndarray) and H.dtype == np.float64 and H.ndim == 3 and H.flags.c_contiguous):
-        return finite_array("H", H, ndim=3)
-    per = max(1, _CHUNK_BYTES // max(8 * H.shape[1] * H.shape[2], 1))
-    for a in range(0, H.shape[0], per):
-        if not np.isfinite(H[a:a + per]).all():
-            return finite_array("H", H, ndim=3)        # raises, naming the entry
-    return H
 
 
 #: Largest condition number at which :func:`refined_solve` answers; its relative
@@ -211,7 +199,7 @@ class QuadraticFederation(Federation):
     def _adopt(cls, H: np.ndarray, e: np.ndarray, *, n_samples: ArrayLike | None = None,
                weights: ArrayLike | None = None, offsets: ArrayLike | None = None) -> QuadraticFederation:
         """The federation of ``QuadraticFederation(H, e, ...)``, taking ownership of the
-        float64 array ``H`` (checked and symmetrised in place, then stored, instead of
+        C-contiguous float64 array ``H`` (checked and symmetrised in place, then stored, instead of
         copied): for generators that built H themselves and hold no other reference to it,
         so that construction does not need a second copy of the Hessians."""
         fed = cls.__new__(cls)
@@ -221,7 +209,7 @@ class QuadraticFederation(Federation):
     def _setup(self, H: ArrayLike, e: ArrayLike, n_samples: ArrayLike | None, weights: ArrayLike | None,
                offsets: ArrayLike | None, *, owned: bool) -> None:
         H_in = H
-        H = _owned_finite(H) if owned else finite_array("H", H, ndim=3)
+        H = finite_array("H", H, ndim=3, copy=not owned)
         e = finite_array("e", e, ndim=2, copy=not owned)
         N, d, d2 = H.shape
         if N == 0 or d == 0:

@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 from .._validate import finite_array
 from ..aliases import Seed
 from ..errors import InvalidHyperparameterError
+from ._chunking import client_slices
 from ._seeding import as_generator, count
 from ._structured_linalg import matvec, woodbury_solve
 from .base import normalize_weights
@@ -58,12 +59,6 @@ def _client_low_rank_scales(G: np.ndarray, D: np.ndarray, L: float) -> np.ndarra
 _CHUNK_BYTES = 1 << 18
 
 
-def _client_chunks(n: int, d: int, r: int) -> list[slice]:
-    """Consecutive slices of clients holding about _CHUNK_BYTES of (d, max(r, 1)) arrays each."""
-    per = max(1, _CHUNK_BYTES // (8 * d * max(r, 1)))
-    return [slice(a, min(a + per, n)) for a in range(0, n, per)]
-
-
 def _factors(rng: np.random.Generator, p: np.ndarray, D: np.ndarray, s: np.ndarray | None, zero: np.ndarray,
              r: int, L: float) -> np.ndarray:
     """The stored factors V_i = sqrt(gamma) G_i^T -> (N, r, d), G_i (d, r) with N(0, 1)
@@ -85,7 +80,7 @@ def _factors(rng: np.random.Generator, p: np.ndarray, D: np.ndarray, s: np.ndarr
     generator to form V (each number is used as drawn), so memory holds Z or V, never
     G, W, Z and V together."""
     N, d = D.shape
-    chunks = _client_chunks(N, d, r)
+    chunks = client_slices(N, 8 * d * max(r, 1), _CHUNK_BYTES)     # (d, max(r, 1)) factors per client
     if s is not None:
         start = copy.deepcopy(rng)
         Z = np.empty((d, N, r))
@@ -203,9 +198,36 @@ def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float
         x_star = finite_array("optimum", optimum, ndim=1, error=InvalidHyperparameterError)
         if x_star.shape != (d,):
             raise InvalidHyperparameterError(f"optimum must have shape ({d},), got {x_star.shape}")
+    X_opt, c = _client_optima(rng, p, D, V, x_star, h)
+    e = X_opt                                                    # H_i x_i*, written over x_i* (see there)
+    require_finite(e=e, offsets=c)
+    return StructuredQuadraticFederation._adopt(D, e, V, n_samples=n_samples, weights=weights, offsets=c)
+
+
+def _client_optima(rng: np.random.Generator, p: np.ndarray, D: np.ndarray, V: np.ndarray, x_star: np.ndarray,
+                   h: float) -> tuple[np.ndarray, np.ndarray]:
+    """(E, c): the linear terms e_i = H_i x_i* (rows of E) and offsets c_i = 1/2 e_i^T x_i* of the
+    client optima x_i* = x* + u_i, u_i = h (g_i - H_i^{-1} s) / spread with g_i ~ N(0, I) (all
+    clients' drawn at once from ``rng``), s = sum_i p_i H_i g_i and spread =
+    sqrt(sum_i p_i ||g_i - H_i^{-1} s||^2) (h = 0: u_i = 0).
+
+    Memory holds one (N, d) array besides D and V: s is formed from the Gaussians drawn again,
+    chunk by chunk, from a copy of the generator (H_i g_i of every client in one (N, d) array,
+    freed before the Gaussians are drawn from ``rng``); the solves run chunk by chunk in
+    place, and e_i overwrites x_i* once c_i is taken.  Every row is computed by the same
+    operations as from the whole arrays (matvec and woodbury_solve are row by row), so the
+    bits are those of the whole-array expressions."""
+    N, d = D.shape
+    chunks = client_slices(N, 8 * d * (V.shape[1] + 1), _CHUNK_BYTES)
+    start = copy.deepcopy(rng)
+    HG = np.empty((N, d))
+    for k in chunks:
+        HG[k] = matvec(D[k], V[k], start.standard_normal((k.stop - k.start, d)))
+    shift = p @ HG                                               # sum_i p_i H_i g_i
+    del HG
     U = rng.standard_normal((N, d))
-    shift = p @ matvec(D, V, U)                                  # sum_i p_i H_i u_i
-    U -= woodbury_solve(D, V, np.broadcast_to(shift, (N, d)))            # B is only read
+    for k in chunks:
+        U[k] -= woodbury_solve(D[k], V[k], np.broadcast_to(shift, (k.stop - k.start, d)))     # B is only read
     spread = np.sqrt(p @ np.einsum("ij,ij->i", U, U))
     if h > 0:
         U *= h / spread
@@ -213,7 +235,10 @@ def random_structured_quadratic(n_clients: int, dim: int, *, rank: int, L: float
         U[...] = 0.0
     X_opt = U                                                    # x* + u_i, in place
     X_opt += x_star
-    e = matvec(D, V, X_opt)
-    c = 0.5 * np.einsum("ni,ni->n", e, X_opt)
-    require_finite(e=e, offsets=c)
-    return StructuredQuadraticFederation._adopt(D, e, V, n_samples=n_samples, weights=weights, offsets=c)
+    c = np.empty(N)
+    for k in chunks:
+        e = matvec(D[k], V[k], X_opt[k])
+        c[k] = np.einsum("ni,ni->n", e, X_opt[k])
+        X_opt[k] = e
+    c *= 0.5
+    return X_opt, c
