@@ -20,6 +20,7 @@ __all__ = [
     "NotAffineError",
     "OptionalDependencyError",
     "OutOfRangeError",
+    "SourcesChangedError",
     "OutputDirectoryError",
     "ResultsFileError",
     "UnclassifiedDirectionError",
@@ -98,3 +99,10 @@ class OutOfRangeError(FLTheoryError, ArithmeticError):
     correct float64 answer (overflow, a condition number beyond what double
     precision resolves, a solver that cannot reach the requested accuracy).
     Raised instead of returning a wrong or non-finite number."""
+
+
+class SourcesChangedError(FLTheoryError, RuntimeError):
+    """The source files a reproduced result is keyed by changed on disk while it was
+    computed (an edit during the run, or a worker process that imported newer files than
+    the key records): the result is not stored, since it could not be said which sources
+    produced it.  The message names the changed modules."""

@@ -41,12 +41,12 @@ from typing import Any
 import numpy as np
 
 from fltheory._threads import single_threaded_blas
-from fltheory.errors import InvalidHyperparameterError, OutputDirectoryError
+from fltheory.errors import InvalidHyperparameterError, OutputDirectoryError, SourcesChangedError
 from fltheory.results import RunRecord, atomic_write, save_results
 
 from . import _arguments as arg
 from .discovery import load_experiment
-from .keys import result_key
+from .keys import closure_sources, result_key
 from .locks import exclusive
 from .overrides import apply_overrides
 from .progress import ProgressDisplay, ProgressEvent, reporting_progress
@@ -125,6 +125,7 @@ def _compute(job: _Job, send: Callable[[ProgressEvent], Any], start: float) -> O
     directory = Path(job.directory)
     send(ProgressEvent(job.name, "start"))
     exp = load_experiment(job.module_name, job.sys_path_entry)
+    _require_keyed_sources(exp, job.key)                   # this process imported what the key hashed
     with single_threaded_blas():
         results = exp.run(job.config, experiment_rng(job.seed, exp.name), reporting_progress(job.name, send))
     checks: list[Check] = exp.checks(results)
@@ -133,6 +134,7 @@ def _compute(job: _Job, send: Callable[[ProgressEvent], Any], start: float) -> O
     with plotting.style():
         fig = exp.plot(results)
         plotting.save_figure(fig, directory / exp.name)
+    _require_keyed_sources(exp, job.key)                   # and nothing changed while it ran
     seconds = time.perf_counter() - start
     check_dicts = [c.to_dict() for c in checks]
     extra: dict[str, Any] = {
@@ -150,6 +152,21 @@ def _compute(job: _Job, send: Callable[[ProgressEvent], Any], start: float) -> O
     save_results(directory / f"{exp.name}.json", results, record, extra=extra)
     (directory / f"{exp.name}.error.log").unlink(missing_ok=True)
     return Outcome(job.name, "computed", overall_status(check_dicts), seconds)
+
+
+def _require_keyed_sources(exp: Experiment, key: Mapping[str, Any]) -> None:
+    """SourcesChangedError unless the experiment's import closure on disk still hashes to the
+    ``sources`` of ``key`` (computed by the parent before the job started): a worker process
+    imports the files as they are when it starts, and a result keyed by other sources than
+    those that produced it would pass as fresh."""
+    keyed: Mapping[str, str] = key["sources"]
+    now = closure_sources(exp)
+    if now != keyed:
+        changed = sorted(k for k in set(now) | set(keyed) if now.get(k) != keyed.get(k))
+        shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
+        raise SourcesChangedError(
+            f"{exp.name}: the source of {shown} changed on disk after the result key was computed; "
+            "the result is not stored (run reproduce again once the sources are settled)")
 
 
 def _execute(job: _Job, send: Callable[[ProgressEvent], Any]) -> Outcome:

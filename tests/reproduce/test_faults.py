@@ -289,3 +289,33 @@ def test_kill_at_several_points_then_rerun_redoes_only_what_is_missing(root, cap
     text = capsys.readouterr().out
     assert {n for n in names if f"{n}: up to date" in text} == done_before
     assert leftovers(out) == []
+
+
+# --------------------------------------------------------------------------- sources edited during a run
+
+def editing(name: str, flag: Path) -> str:
+    """A good experiment whose run appends a comment to its own module file while ``flag`` exists
+    (an edit of the sources while the result is computed)."""
+    body = (f"    import os\n    if os.path.exists({str(flag)!r}):\n"
+            "        with open(__file__, 'a') as fh:\n            fh.write('\\n# edited during the run\\n')\n")
+    return good(name).replace("def run(config, rng):\n", "def run(config, rng):\n" + body)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_result_whose_sources_change_during_its_run_is_not_stored(root, capsys, jobs):
+    """The key hashes the sources before the run; an edit during it (or a worker importing newer
+    files) would store a result under sources that did not produce it: SourcesChangedError, the
+    experiment fails, nothing is stored, and a run on settled sources computes it."""
+    flag = root / "edit-while-running"
+    flag.write_text("")
+    pkg = make_package(root, {"alpha": editing("alpha", flag), "beta": good("beta")})
+    out = root / "figs"
+    assert main(["--package", pkg, "reproduce", "--out", str(out), "--jobs", jobs]) == 1
+    text = capsys.readouterr()
+    said = text.out + text.err
+    assert "SourcesChangedError" in said and "changed on disk after the result key was computed" in said
+    assert f"{pkg}.alpha" in said
+    assert not (out / "alpha.json").exists() and (out / "beta.json").exists()
+    flag.unlink()
+    assert main(["--package", pkg, "reproduce", "--out", str(out), "--jobs", jobs]) == 0
+    assert (out / "alpha.json").exists()
