@@ -127,4 +127,6 @@ def refuse_inaccurate(amap: Any, accuracy: SolveAccuracy, max_condition: float) 
             f"{amap.algorithm}: I - M has condition number {accuracy.condition:.3e} "
             f"({accuracy.condition_kind}) and the matrix-free fixed point an estimated relative error "
             f"{accuracy.error:.1e}, beyond max_condition={max_condition:.1e} (relative error "
-            f"{limit:.1e}): the fixed point cannot be trusted to that accuracy")
+            f"{limit:.1e}): the fixed point cannot be trusted to that accuracy (state of {amap.dim} numbers, "
+            f"{amap.projector.count} declared conserved functionals; the dense route, "
+            "affine_round_map(..., matrix_free=False), computes the condition number exactly)")

@@ -192,6 +192,9 @@ class MatrixFreeAffineMap:
     symmetric : bool, M declared symmetric by the algorithm and checked
     block : BlockProduct or None, M applied to several vectors per round
     block_note : str, why block products are (not) used
+    dense_fallback : DenseFallback or None, set when ``affine_round_map`` chose this route
+        automatically: the routines of ``theory.affine`` then solve a refused problem on the
+        dense map instead (``theory._dense_fallback``)
     """
 
     dim: int
@@ -216,6 +219,7 @@ class MatrixFreeAffineMap:
     block: BlockProduct | None = field(default=None, repr=False)
     block_note: str = ""
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    dense_fallback: Any = field(default=None, repr=False, compare=False)
 
     @property
     def block_size(self) -> int:
