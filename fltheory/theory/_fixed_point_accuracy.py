@@ -129,4 +129,6 @@ def refuse_inaccurate(amap: Any, accuracy: SolveAccuracy, max_condition: float) 
             f"{accuracy.error:.1e}, beyond max_condition={max_condition:.1e} (relative error "
             f"{limit:.1e}): the fixed point cannot be trusted to that accuracy (state of {amap.dim} numbers, "
             f"{amap.projector.count} declared conserved functionals; the dense route, "
-            "affine_round_map(..., matrix_free=False), computes the condition number exactly)")
+            "affine_round_map(..., matrix_free=False), computes the condition number exactly; "
+            f"max_condition={max(accuracy.condition, accuracy.error / _EPS):.1e} would accept this "
+            "reading)")
