@@ -13,11 +13,12 @@ aggregation weights w_i, as restated in docs/theory/index.md#algorithms)::
     M = (1 - eta_g) I + eta_g sum_i w_i S_i^{s_i}
 
 formed densely by binary powering of every S_i (about log2(s_i) batched
-d x d products per client; the last factor of each power is merged into one
-product whose inner dimension runs over the clients, since
-``sum_i A_i B_i = [A_1 ... A_m] [B_1; ...; B_m]`` and every power of the
-symmetric S_i is symmetric).  M is symmetric (``FedAvg.linear_part_is_symmetric``)
-and is symmetrised after forming.
+d x d products per client, the squarings as symmetric rank-k updates P P^T; the
+last factor of each power is merged into one product whose inner dimension runs
+over the clients, since ``sum_i A_i B_i = [A_1 ... A_m] [B_1; ...; B_m]`` and
+every power of the symmetric S_i is symmetric: for even s_i a symmetric update
+too).  M is symmetric (``FedAvg.linear_part_is_symmetric``) and is symmetrised
+after forming.
 
 SCAFFOLD (state [x, c, c_1..c_N]; SCAFFOLD-v1, Algorithm 1 with uniform
 averaging, option I or II).  With u_i = c - c_i the local steps
