@@ -1,6 +1,6 @@
 """Exact theory of affine round maps: the automatic route against the round-based ones, in one run.
 
-    python benchmarks/exact_theory.py [--quick] [--only ALG,N,d] [--probe-max n] [--no-reference]
+    python benchmarks/exact_theory.py [--quick] [--only ALG,N,d] [--probe-max n] [--no-reference] [--mu MU]
 
 For each configuration: seconds for the spectral rate plus the fixed point on
 the automatic route (``affine_round_map`` with its defaults, then
@@ -14,7 +14,10 @@ dense route that probes M by one round per coordinate
 (``matrix_free=False, closed_form=False``); their seconds as a ratio over the
 automatic route, and the largest differences of rate and fixed state.
 Targets (issue 17 item 3): SCAFFOLD at N = 10,000, d = 20 (state 200,040
-numbers) and FedAvg at N = 100, d = 1000 under 10 s each.  The load average is
+numbers) and FedAvg at N = 100, d = 1000 under 10 s each.  ``--mu`` sets the
+smallest eigenvalue of the global Hessian (default 0.1; e.g. 1e-11 for an
+ill-conditioned map with rate about 1 - 1e-11): a route that refuses prints its
+typed error, and a fallback of the automatic route to the dense one is shown.  The load average is
 printed before and after every configuration: on the shared 2-core machine
 wall-clock timings move by several times with it; the CPU seconds of the
 process (all threads, ``time.process_time``) are printed with each route as the
@@ -32,6 +35,7 @@ import numpy as np
 
 from fltheory.algorithms import FedAvg, Scaffold
 from fltheory.algorithms.base import Algorithm
+from fltheory.errors import FLTheoryError
 from fltheory.problems.base import Federation
 from fltheory.problems.generators import random_quadratic
 from fltheory.theory.affine import AffineRoundMap, affine_round_map, fixed_point, spectral_rate
@@ -46,6 +50,9 @@ ROUTES = {
 
 
 def _describe(amap: object) -> str:
+    fallback = getattr(amap, "cache", {}).get("fallback")
+    if fallback is not None:
+        return f"{fallback[:160]}..."
     if isinstance(amap, AffineRoundMap):
         return f"dense, M {amap.route}; {amap.round_map.evaluations} rounds"
     assert isinstance(amap, MatrixFreeAffineMap)
@@ -76,6 +83,7 @@ def main() -> None:
                     help="largest state also solved on the dense probed route (one round per coordinate)")
     ap.add_argument("--no-reference", action="store_true", help="time the automatic route only")
     ap.add_argument("--only", default=None, help="run one configuration, e.g. 'FedAvg,100,1000'")
+    ap.add_argument("--mu", type=float, default=0.1, help="smallest eigenvalue of the global Hessian (L = 1)")
     args = ap.parse_args()
     makers: dict[str, Callable[[], Algorithm]] = {
         "FedAvg": lambda: FedAvg(lr=0.2, local_steps=5),
@@ -90,9 +98,13 @@ def main() -> None:
     print(f"{'algorithm':9s} {'N':>6s} {'d':>5s} {'state':>8s} {'route':22s} {'seconds':>8s} "
           f"{'x auto':>7s} {'|rate diff|':>11s} {'|S diff|':>9s}  rate  (how)")
     for name, N, d in configs:
-        fed = random_quadratic(N, d, L=1.0, mu=0.1, heterogeneity=1.0, seed=0)
-        print(f"# {name} N={N} d={d}: load average before {os.getloadavg()}", flush=True)
-        t_auto, r_auto, S_auto, how = _solve(makers[name](), fed, "auto")
+        fed = random_quadratic(N, d, L=1.0, mu=args.mu, heterogeneity=1.0, seed=0)
+        print(f"# {name} N={N} d={d} mu={args.mu:g}: load average before {os.getloadavg()}", flush=True)
+        try:
+            t_auto, r_auto, S_auto, how = _solve(makers[name](), fed, "auto")
+        except FLTheoryError as exc:
+            print(f"{name:9s} {N:6d} {d:5d} {'':8s} {'auto':22s} refused: {type(exc).__name__}: {exc}", flush=True)
+            continue
         n = S_auto.shape[0]
         print(f"{name:9s} {N:6d} {d:5d} {n:8d} {'auto':22s} {t_auto:8.2f} {1.0:7.2f} {'-':>11s} {'-':>9s}  "
               f"{r_auto:.15f}  ({how})", flush=True)

@@ -101,7 +101,12 @@ A drift w^T c != 0 (relative to the recovery accuracy) means no fixed point
 Large states: :func:`affine_round_map` with ``matrix_free=True`` (automatic
 above ``dense_max`` coordinates) returns a
 :class:`~fltheory.theory.matrix_free.MatrixFreeAffineMap`, which never forms
-M; every routine below accepts both.
+M; every routine below accepts both.  When the choice was automatic and a
+matrix-free routine refuses (accuracy readings beyond ``max_condition``, a Krylov
+rate or solve that does not converge, an eigenvalue it cannot tell from 1), the
+routine is answered on the dense map instead if the state has at most ``max_dim``
+numbers, and the result says so (``theory._dense_fallback``); otherwise the refusal
+names the condition reading and the sizes.
 
 Closed forms (:mod:`fltheory.theory.closed_form_maps`).  Where the linear part is
 a known formula in the clients' Hessians, M is written down instead of probed
@@ -144,6 +149,7 @@ from .invariants import check_conserved, conserved_functionals
 from .affine_support import (drift_scale, eigenvalue_resolution, frozen_coordinates, initial_vector,
                              refuse_unclassified)
 from .closed_form_maps import closed_form_block, closed_form_linear_part
+from ._dense_fallback import DenseFallback, with_dense_fallback
 from .powered_krylov import powered_applies, powered_fixed_point, powered_rate
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
 
@@ -305,8 +311,12 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
     max_dim : int
         Dense route only: refuse states larger than this (recovery costs
         dim(S) + 7 rounds and dim(S)^2 floats); e.g. SCAFFOLD carries (N + 2) d numbers.
+        Also the largest state for which an automatically chosen matrix-free map falls
+        back to the dense route when a matrix-free routine refuses (module docstring,
+        "Large states"; measured: SCAFFOLD at N = 200, d = 20, state 4,040, 100 s).
     matrix_free : bool, optional
-        None (default): matrix-free when dim(S) > ``dense_max``.
+        None (default): matrix-free when dim(S) > ``dense_max``, with the dense fallback;
+        True: matrix-free without fallback.
     dense_max : int
         Largest state recovered densely when ``matrix_free`` is None; above
         ``PROBE_MAX`` numbers only when M is known in closed form (probing costs
@@ -344,8 +354,16 @@ def affine_round_map(algorithm: Algorithm, problem: Federation, *, x0: ArrayLike
             matrix_free is False or n <= dense_max):
         closed = closed_form_linear_part(algorithm, problem, rm.layout)
     if matrix_free or (matrix_free is None and (n > dense_max or (n > PROBE_MAX and closed is None))):
-        return _matrix_free_map(algorithm, problem, rm.layout, closed_form is not False, x0=x0, rtol=rtol,
+        amap = _matrix_free_map(algorithm, problem, rm.layout, closed_form is not False, x0=x0, rtol=rtol,
                                 state=state, participation=participation, rng=gen)
+        if matrix_free is None:               # automatic choice: a refusal falls back to dense (_dense_fallback)
+            def recover() -> AffineRoundMap:
+                dense: AffineRoundMap = affine_round_map(
+                    algorithm, problem, x0=x0, rtol=rtol, state=state, participation=participation, rng=gen,
+                    max_dim=max_dim, matrix_free=False, closed_form=closed_form)
+                return dense
+            amap = dataclasses.replace(amap, dense_fallback=DenseFallback(recover=recover, dim=n, max_dim=max_dim))
+        return amap
     if closed is not None:
         try:
             return _verified_map(rm, closed[0], closed[1], rtol, gen, symmetric=True)
@@ -619,11 +637,20 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
     """
     _check_affine_map(amap)
     max_condition = _checks.condition_limit("max_condition", max_condition)
-    if powered_applies(amap):
-        return powered_fixed_point(amap, initial=initial, max_condition=max_condition)
     if _is_matrix_free(amap):
         from . import matrix_free
-        return matrix_free.fixed_point(amap, initial=initial, max_condition=max_condition)
+        matrix_free.refuse_drift(amap, initial_vector(amap, initial))     # no fixed point on either route
+
+        def krylov() -> FixedPoint:
+            if powered_applies(amap):
+                return powered_fixed_point(amap, initial=initial, max_condition=max_condition)
+            return matrix_free.fixed_point(amap, initial=initial, max_condition=max_condition)
+
+        def dense(dmap: AffineRoundMap, note: str) -> FixedPoint:
+            fp = fixed_point(dmap, initial=initial, max_condition=max_condition)
+            return dataclasses.replace(fp, message=f"{note}; {fp.message}")
+
+        return with_dense_fallback(amap, "fixed point", krylov, dense)
     S_init = initial_vector(amap, initial)
     sub = _subspace(amap)
     M, c = amap.M, amap.c
@@ -645,7 +672,8 @@ def fixed_point(amap: Any, *, initial: Any = None, max_condition: float = 1e13) 
     if not np.isfinite(cond) or cond > max_condition:
         raise InvalidHyperparameterError(
             f"{amap.algorithm}: I - M has condition number {cond:.3e} > max_condition="
-            f"{max_condition:.1e} on the reachable subspace: the fixed point would carry a relative "
+            f"{max_condition:.1e} on the reachable subspace (dense route: state of {amap.dim} numbers, "
+            f"invariant subspace of dimension {k}): the fixed point would carry a relative "
             f"error of about {cond * np.finfo(float).eps:.1e}")
     S, resid, steps = _refined_solution(amap, sub, A, S_init, r)
     return FixedPoint(
@@ -697,11 +725,13 @@ def spectral_rate(amap: Any) -> float:
     Raises UnclassifiedDirectionError when M_V has an eigenvalue 1 to the
     resolution of its spectrum (module docstring)."""
     _check_affine_map(amap)
-    if powered_applies(amap):
-        return powered_rate(amap).rate
     if _is_matrix_free(amap):
         from . import matrix_free
-        return matrix_free.spectral_rate(amap)
+
+        def krylov() -> float:
+            return powered_rate(amap).rate if powered_applies(amap) else matrix_free.spectral_rate(amap)
+
+        return with_dense_fallback(amap, "spectral rate", krylov, lambda dmap, note: spectral_rate(dmap))
     sub = _subspace(amap)
     lam = _checked_spectrum(amap, sub)
     return float(np.abs(lam).max()) if lam.size else 0.0
@@ -732,7 +762,9 @@ def orbit_rate(amap: Any, *, initial: Any = None, tol: float = 1e-9) -> float:
     tol = _checks.tolerance("tol", tol, below_one=True)
     if _is_matrix_free(amap):
         from . import matrix_free
-        return matrix_free.orbit_rate(amap, initial=initial, tol=tol)
+        matrix_free.refuse_drift(amap, initial_vector(amap, initial))
+        return with_dense_fallback(amap, "orbit rate", lambda: matrix_free.orbit_rate(amap, initial=initial, tol=tol),
+                                   lambda dmap, note: orbit_rate(dmap, initial=initial, tol=tol))
     fp = fixed_point(amap, initial=initial)
     sub = fp.subspace
     assert isinstance(sub, InvariantSubspace) and fp.initial is not None and fp.S is not None

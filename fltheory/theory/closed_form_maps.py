@@ -13,11 +13,12 @@ aggregation weights w_i, as restated in docs/theory/index.md#algorithms)::
     M = (1 - eta_g) I + eta_g sum_i w_i S_i^{s_i}
 
 formed densely by binary powering of every S_i (about log2(s_i) batched
-d x d products per client; the last factor of each power is merged into one
-product whose inner dimension runs over the clients, since
-``sum_i A_i B_i = [A_1 ... A_m] [B_1; ...; B_m]`` and every power of the
-symmetric S_i is symmetric).  M is symmetric (``FedAvg.linear_part_is_symmetric``)
-and is symmetrised after forming.
+d x d products per client, the squarings as symmetric rank-k updates P P^T; the
+last factor of each power is merged into one product whose inner dimension runs
+over the clients, since ``sum_i A_i B_i = [A_1 ... A_m] [B_1; ...; B_m]`` and
+every power of the symmetric S_i is symmetric: for even s_i a symmetric update
+too).  M is symmetric (``FedAvg.linear_part_is_symmetric``) and is symmetrised
+after forming.
 
 SCAFFOLD (state [x, c, c_1..c_N]; SCAFFOLD-v1, Algorithm 1 with uniform
 averaging, option I or II).  With u_i = c - c_i the local steps
@@ -130,26 +131,49 @@ def _step_matrices(problem: Federation, clients: np.ndarray, rates: np.ndarray) 
     return S
 
 
-def _weighted_power_sum(S: np.ndarray, w: np.ndarray, e: int) -> np.ndarray:
-    """sum_i w_i S_i^e for symmetric S_i (m, d, d), e >= 1, by binary powering; S is consumed.
+def _square(P: np.ndarray) -> np.ndarray:
+    """P_i^2 for symmetric P_i (m, d, d), written P_i P_i^T: numpy's matmul then calls a symmetric
+    rank-k update (BLAS syrk), half the flops of a general product, and the result is exactly
+    symmetric."""
+    return np.matmul(P, P.transpose(0, 2, 1))
 
-    The last multiplication of every power is one product with inner dimension m d:
-    ``sum_i A_i^T B_i = [A_1; ...; A_m]^T [B_1; ...; B_m]`` (A_i = A_i^T here)."""
-    m, d, _ = S.shape
-    bits = bin(e)[2:][::-1]                 # lowest bit first
+
+def _symmetric_power(S: np.ndarray, k: int) -> np.ndarray:
+    """S_i^k for symmetric S_i (m, d, d), k >= 1, by binary powering (squarings by :func:`_square`)."""
+    bits = bin(k)[2:][::-1]                 # lowest bit first
     acc: np.ndarray | None = None
     base = S
     for j, bit in enumerate(bits):
-        last = j == len(bits) - 1
         if bit == "1":
-            if last:
-                if acc is None:
-                    return np.einsum("i,ijk->jk", w, base)
-                acc *= w[:, None, None]
-                return acc.reshape(m * d, d).T @ base.reshape(m * d, d)
-            acc = base.copy() if acc is None else np.matmul(acc, base)
-        base = np.matmul(base, base)
-    raise AssertionError("unreachable: the highest bit of e >= 1 is 1")
+            acc = base if acc is None else np.matmul(acc, base)
+        if j < len(bits) - 1:
+            base = _square(base)
+    assert acc is not None                  # the highest bit of k >= 1 is 1
+    return acc
+
+
+def _weighted_power_sum(S: np.ndarray, w: np.ndarray, e: int) -> np.ndarray:
+    """sum_i w_i S_i^e for symmetric S_i (m, d, d), e >= 1, and weights w_i >= 0.
+
+    Every power of a symmetric S_i is symmetric, and the sum over the clients is one product
+    with inner dimension m d (``sum_i A_i^T B_i = [A_1; ...; A_m]^T [B_1; ...; B_m]``):
+
+    * e even, P_i = S_i^(e/2):  sum_i (sqrt(w_i) P_i)^T (sqrt(w_i) P_i), a symmetric rank-(m d)
+      update (about m d^3 flops instead of 2 m d^3);
+    * e odd > 1, P_i = S_i^(e-1):  [w_1 P_1; ...]^T [S_1; ...], a general product;
+
+    with P_i by binary powering whose squarings are symmetric updates (e = 5: about 4 m d^3
+    flops, against 6 m d^3 with general products)."""
+    m, d, _ = S.shape
+    if e == 1:
+        return np.einsum("i,ijk->jk", w, S)
+    if e % 2 == 0:
+        P = _symmetric_power(S, e // 2)
+        scaled = P * np.sqrt(w)[:, None, None]
+        A = scaled.reshape(m * d, d)
+        return A.T @ A
+    P = _symmetric_power(S, e - 1)
+    return (P * w[:, None, None]).reshape(m * d, d).T @ S.reshape(m * d, d)
 
 
 def fedavg_linear_part(algorithm: FedAvg, problem: Federation) -> np.ndarray:

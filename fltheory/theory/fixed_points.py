@@ -66,10 +66,11 @@ class FixedPoint(SummaryDisplay):
         spectral rate's own error bound) or "estimate" (neither).
     error_estimate : float
         Matrix-free routes: ESTIMATED relative error ||S~ - S*||_2 / ||S~||_2 of the fixed state,
-        kappa * max(||P r||_2, eps ||S~||_2) / ||S~||_2 with r = Phi(S~) - S~ the residual of an
-        actual round and kappa an estimate of ||(I - M_V)^{-1}||_2 (``error_estimate_kind``
-        says how it was obtained).  Not a guarantee: the rounding of a round is taken as
-        eps ||S~||_2 and the norm of the inverse is estimated (see the routine).
+        kappa * max(||P r||_2, delta, eps ||S~||_2) / ||S~||_2 with r = Phi(S~) - S~ the residual of
+        an actual round, delta the measured difference of two rounds' residuals at S~ and S~ (1 + eps)
+        (their rounding) and kappa an estimate of ||(I - M_V)^{-1}||_2 (``error_estimate_kind``
+        says how it was obtained).  Not a guarantee: the rounding of a round is read from one
+        such difference and the norm of the inverse is estimated (see the routine).
     error_estimate_kind : str
         How ``error_estimate`` was obtained ("" when it is None).
     S, state, initial, subspace

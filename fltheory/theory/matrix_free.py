@@ -94,6 +94,7 @@ from .affine_support import drift_scale, frozen_coordinates, initial_vector, ref
 from .block_products import BlockProduct, block_product
 from .fixed_points import FixedPoint
 from ._fixed_point_accuracy import refuse_inaccurate, solve_accuracy
+from ._krylov_refinement import krylov_correction
 from .krylov import DominantEigenvalues, KrylovResult, block_krylov, projected_singular_values, ritz_orbit_rate
 from .invariants import ConservedFunctionals, check_conserved, conserved_functionals
 from .round_maps import RoundMap, StateLayout, counters_of, round_map
@@ -115,6 +116,10 @@ BLOCK_MIN_DIM = 50    # below this model dimension a block round costs about as 
                       # single rounds (elementwise passes over the state dominate the Hessian
                       # products; measured SCAFFOLD N = 2000, d = 20: 1.1x per vector; d = 100: 0.44x)
 _NEAR_FIXED = 1e-2
+#: Corrections on a fresh Krylov space of the residual after the Galerkin ones (``_krylov_refinement``).
+RESTARTED_REFINEMENTS = 2
+#: Residual (in eps ||S||_inf) below which no such correction is tried: the rounding level of a round.
+_ROUNDING_RESIDUAL = 4.0
 
 
 class Projector:
@@ -192,6 +197,9 @@ class MatrixFreeAffineMap:
     symmetric : bool, M declared symmetric by the algorithm and checked
     block : BlockProduct or None, M applied to several vectors per round
     block_note : str, why block products are (not) used
+    dense_fallback : DenseFallback or None, set when ``affine_round_map`` chose this route
+        automatically: the routines of ``theory.affine`` then solve a refused problem on the
+        dense map instead (``theory._dense_fallback``)
     """
 
     dim: int
@@ -216,6 +224,7 @@ class MatrixFreeAffineMap:
     block: BlockProduct | None = field(default=None, repr=False)
     block_note: str = ""
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    dense_fallback: Any = field(default=None, repr=False, compare=False)
 
     @property
     def block_size(self) -> int:
@@ -560,8 +569,11 @@ def refined_fixed_point(amap: MatrixFreeAffineMap, res: KrylovResult, S: np.ndar
                         ) -> tuple[np.ndarray, float, int, np.ndarray]:
     """(S, ||Phi(S) - S||_inf, refinement steps, Phi(S) - S) from a Krylov solution S: up to ``steps_max`` Galerkin
     corrections on the same space with the residual r = Phi(S) - S of an actual round (right-hand side
-    ``rhs(r)``), kept while they lower it; then the affinity check near the fixed point (the map's
-    prediction at S and at a perturbed point against actual rounds, NotAffineError above ``rtol``)."""
+    ``rhs(r)``), kept while they lower it; then up to ``RESTARTED_REFINEMENTS`` corrections solved on a
+    fresh Krylov space of r (:mod:`fltheory.theory._krylov_refinement`; at most ``steps_max``, skipped once
+    ||r||_inf is within ``_ROUNDING_RESIDUAL`` eps of ||S||_inf), kept likewise; then the affinity check near
+    the fixed point (the map's prediction at S and at a perturbed point against actual rounds,
+    NotAffineError above ``rtol``)."""
     P = amap.projector
     out = amap.round_map(S)
     resid = float(np.abs(out - S).max())
@@ -569,6 +581,18 @@ def refined_fixed_point(amap: MatrixFreeAffineMap, res: KrylovResult, S: np.ndar
     for _ in range(steps_max):
         z, _ = res.space.galerkin(rhs(out - S), P, amap.symmetric)
         S2 = S + P(z)
+        out2 = amap.round_map(S2)
+        r2 = float(np.abs(out2 - S2).max())
+        if not r2 < resid:
+            break
+        S, out, resid, steps = S2, out2, r2, steps + 1
+    for _ in range(min(RESTARTED_REFINEMENTS, steps_max)):   # on a fresh Krylov space of the residual
+        if resid <= _ROUNDING_RESIDUAL * np.finfo(float).eps * max(1.0, float(np.abs(S).max())):
+            break
+        zr = krylov_correction(amap, P(out - S))
+        if zr is None:
+            break
+        S2 = S + zr
         out2 = amap.round_map(S2)
         r2 = float(np.abs(out2 - S2).max())
         if not r2 < resid:
