@@ -41,6 +41,7 @@ from ..compression import threshold
 from ..errors import InvalidProblemError
 from ..participation import Participants, Participation
 from ..problems.base import Federation
+from ._reductions import column_sums
 from .base import Algorithm, DeferredCommunication, RoundInfo, resolve_per_client
 from .fedavg import empty_round
 from .invariants import LinearInvariant, total_minus_sum
@@ -129,8 +130,8 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
         ci_new[done] = ci_minus_c[done] - delta[done] / (steps[done] * rates[done])[:, None]
     dc = ci_new - ci
     sent = threshold(delta, eps) if eps > 0 else delta
-    x_new = x + (server_lr / part.m) * _column_sums(sent)
-    c_new = c + _column_sums(dc) / problem.n_clients
+    x_new = x + (server_lr / part.m) * column_sums(sent)
+    c_new = c + column_sums(dc) / problem.n_clients
     if identity and every:
         C = ci_new                                     # every row replaced: no copy + scatter
     else:
@@ -157,21 +158,6 @@ def _check_controls(state: ScaffoldState, n_clients: int, d: int) -> None:
         f"state.c must have shape ({d},) and state.c_clients shape ({n_clients}, {d}) (N = {n_clients} "
         f"clients, d = {d}), got c of shape {c_shape} and c_clients of shape {C_shape}: the state "
         "belongs to another problem")
-
-
-def _column_sums(A: np.ndarray) -> np.ndarray:
-    """``A.sum(axis=0)`` of an (m, d) array, bit for bit, faster for many short rows.
-
-    numpy reduces axis 0 of a C-contiguous array with d >= 2 columns row after row
-    (s_j <- s_j + A[i, j], i = 0..m-1), one inner loop of length d per row, which
-    costs about 60 ns per row when d is small (0.6 ms at m = 10,000, d = 20).
-    ``einsum("ij->j")`` adds the rows in the same order with one loop (8x faster
-    there).  With one column numpy sums the contiguous column pairwise instead, so
-    that case (and any other layout) keeps ``A.sum(axis=0)``, as do fewer than 64 rows
-    (where einsum's own call costs more than the loops)."""
-    if A.ndim == 2 and A.shape[1] >= 2 and A.shape[0] >= 64 and A.flags.c_contiguous:
-        return np.einsum("ij->j", A)
-    return A.sum(axis=0)
 
 
 def _is_identity(clients: np.ndarray) -> bool:
