@@ -81,6 +81,9 @@ class Participants:
 #: (N, steps) -> Participants of full participation with read-only arrays (see full_participants)
 _FULL: dict[tuple[int, int], Participants] = {}
 _FULL_MAX = 64
+#: ... and at most this many clients over all entries (two int64 arrays each: 32 MB), besides the
+#: newest entry, which is always kept (N = 1e6 keeps one entry, not 64 of 16 MB)
+_FULL_MAX_CLIENTS = 1 << 21
 
 
 def full_participants(n_clients: int, steps: int) -> Participants:
@@ -100,7 +103,7 @@ def full_participants(n_clients: int, steps: int) -> Participants:
         part = Participants(clients, E)
         object.__setattr__(part, "bounds", (key[1], key[1]) if key[0] else (0, 0))
         object.__setattr__(part, "identity", True)
-        if len(_FULL) >= _FULL_MAX:
+        if len(_FULL) >= _FULL_MAX or sum(k[0] for k in _FULL) + key[0] > _FULL_MAX_CLIENTS:
             _FULL.clear()
         _FULL[key] = part
     return part

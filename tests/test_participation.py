@@ -249,3 +249,22 @@ def test_full_participants_values_sharing_and_errors():
     for bad in ((-1, 2), (3, -1), (True, 1), (2.0, 1), ("3", 1)):
         with pytest.raises(InvalidHyperparameterError):
             full_participants(*bad)
+
+
+def test_full_participants_cache_holds_a_bounded_number_of_clients():
+    """The shared cache keeps at most _FULL_MAX_CLIENTS clients over its entries besides the
+    newest one (before: up to 64 entries whatever their size, 1 GB at N = 1e6); entries are
+    still shared while they fit."""
+    from fltheory import participation as P
+    P._FULL.clear()
+    small = P.full_participants(10, 2)
+    assert P.full_participants(10, 2) is small
+    big = P.full_participants(P._FULL_MAX_CLIENTS, 1)       # does not fit beside the small one
+    assert set(P._FULL) == {(P._FULL_MAX_CLIENTS, 1)} and P.full_participants(P._FULL_MAX_CLIENTS, 1) is big
+    P.full_participants(3, 1)                                # nor does anything beside the big one
+    assert set(P._FULL) == {(3, 1)}
+    for n in range(1, P._FULL_MAX + 5):                      # many small entries: at most _FULL_MAX
+        P.full_participants(n, 7)
+        assert len(P._FULL) <= P._FULL_MAX
+    assert sum(k[0] for k in P._FULL) <= P._FULL_MAX_CLIENTS
+    P._FULL.clear()
