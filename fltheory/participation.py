@@ -103,7 +103,9 @@ def full_participants(n_clients: int, steps: int) -> Participants:
         part = Participants(clients, E)
         object.__setattr__(part, "bounds", (key[1], key[1]) if key[0] else (0, 0))
         object.__setattr__(part, "identity", True)
-        if len(_FULL) >= _FULL_MAX or sum(k[0] for k in _FULL) + key[0] > _FULL_MAX_CLIENTS:
+        # tuple(_FULL): one C-level copy of the keys (a generator over the dict itself raises
+        # RuntimeError when another thread inserts or clears meanwhile)
+        if len(_FULL) >= _FULL_MAX or sum(k[0] for k in tuple(_FULL)) + key[0] > _FULL_MAX_CLIENTS:
             _FULL.clear()
         _FULL[key] = part
     return part

@@ -268,3 +268,34 @@ def test_full_participants_cache_holds_a_bounded_number_of_clients():
         assert len(P._FULL) <= P._FULL_MAX
     assert sum(k[0] for k in P._FULL) <= P._FULL_MAX_CLIENTS
     P._FULL.clear()
+
+
+def test_full_participants_from_several_threads():
+    """Threads asking for different (N, steps) at once while the cache fills and clears (review
+    finding: the size bound iterated the dict and raised RuntimeError 'dictionary changed size during
+    iteration'); thread switches forced every microsecond to make the interleavings likely."""
+    import sys
+    import threading
+
+    from fltheory.participation import full_participants
+    errors: list[str] = []
+
+    def worker(off: int) -> None:
+        try:
+            for i in range(5000):
+                part = full_participants(1 + (i * 7 + off) % 300, 1)
+                assert part.m == 1 + (i * 7 + off) % 300
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []

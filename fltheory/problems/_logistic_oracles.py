@@ -29,6 +29,8 @@ import threading
 import numpy as np
 from scipy.special import expit, log_softmax
 
+from ..errors import InvalidProblemError
+
 
 def _matvec(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     """(m, n, f) @ (m, f) -> (m, n)."""
@@ -284,6 +286,7 @@ class SoftmaxGroupsGrad:
                  order: np.ndarray, n_points: int) -> None:
         self.C = C
         self.order = order
+        self.rows_needed = int(order.max()) + 1 if order.size else 0           # X must have these rows
         self.identity = bool(np.array_equal(order, np.arange(n_points)))      # every row, in order
         M = order.shape[0]
         D = groups[0][0].shape[2] * C if groups else 0
@@ -331,8 +334,13 @@ class SoftmaxGroupsGrad:
         ``out``; with ``loss_out`` (m,) also the losses of :func:`multi_loss` (the same
         operations on the same logits: margin top - z_y first, then the log of the
         class sum, the rw-weighted row sum per client, then the ridge term)."""
+        if X.ndim != 2 or X.shape[0] < self.rows_needed:
+            # checked here: the gather below clips positions (it would silently repeat the last row)
+            raise InvalidProblemError(f"the bound softmax gradient needs points of shape (>= {self.rows_needed}, "
+                                      f"{self.X.shape[1]}), got shape {X.shape}")
         with self._lock:
-            # mode="clip": the positions are valid, and numpy buffers ``out`` in the default mode (2.5x slower)
+            # mode="clip": the positions are valid (checked above), and numpy buffers ``out`` in the
+            # default mode (2.5x slower)
             np.take(X, self.order, axis=0, out=self.X, mode="clip")
             Z = self.Z
             for Wt, At_first, _, V, _, _ in self.products:

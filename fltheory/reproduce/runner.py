@@ -125,7 +125,7 @@ def _compute(job: _Job, send: Callable[[ProgressEvent], Any], start: float) -> O
     directory = Path(job.directory)
     send(ProgressEvent(job.name, "start"))
     exp = load_experiment(job.module_name, job.sys_path_entry)
-    _require_keyed_sources(exp, job.key)                   # this process imported what the key hashed
+    _require_keyed_sources(exp, job.key)                   # the files on disk are those the key hashed
     with single_threaded_blas():
         results = exp.run(job.config, experiment_rng(job.seed, exp.name), reporting_progress(job.name, send))
     checks: list[Check] = exp.checks(results)
@@ -133,8 +133,10 @@ def _compute(job: _Job, send: Callable[[ProgressEvent], Any], start: float) -> O
     from fltheory import plotting
     with plotting.style():
         fig = exp.plot(results)
+        # and nothing changed while it ran: checked before anything is written, so that a refused
+        # run leaves the stored result's figure in place
+        _require_keyed_sources(exp, job.key)
         plotting.save_figure(fig, directory / exp.name)
-    _require_keyed_sources(exp, job.key)                   # and nothing changed while it ran
     seconds = time.perf_counter() - start
     check_dicts = [c.to_dict() for c in checks]
     extra: dict[str, Any] = {
@@ -158,7 +160,9 @@ def _require_keyed_sources(exp: Experiment, key: Mapping[str, Any]) -> None:
     """SourcesChangedError unless the experiment's import closure on disk still hashes to the
     ``sources`` of ``key`` (computed by the parent before the job started): a worker process
     imports the files as they are when it starts, and a result keyed by other sources than
-    those that produced it would pass as fresh."""
+    those that produced it would pass as fresh.  It compares files, not the code a process has
+    already imported: a long-lived process (``--jobs 1`` after an edit in the same session, a
+    notebook, a Dask worker) that imported a module before it was edited is not detected."""
     keyed: Mapping[str, str] = key["sources"]
     now = closure_sources(exp)
     if now != keyed:

@@ -167,6 +167,11 @@ def test_softmax_groups_gradient_equals_multi_grad_per_group():
             np.testing.assert_array_equal(out[order[a:b]], lo.multi_grad(A, y, rw, Xc[order[a:b]], reg, C))
             if with_losses:
                 np.testing.assert_array_equal(losses[order[a:b]], lo.multi_loss(A, y, rw, Xc[order[a:b]], reg, C))
+    # too few points for the bound positions: a typed error, not a clipped gather repeating the last row
+    from fltheory.errors import InvalidProblemError
+    for bad in (X[:8], X[:, None, :], X[0]):
+        with pytest.raises(InvalidProblemError, match=r"needs points of shape \(>= 9, 20\)"):
+            fused(bad, 0.1, out)
 
 
 def test_bound_gradient_is_cached_per_client_list_and_writes_any_out():

@@ -294,9 +294,10 @@ def test_kill_at_several_points_then_rerun_redoes_only_what_is_missing(root, cap
 # --------------------------------------------------------------------------- sources edited during a run
 
 def editing(name: str, flag: Path) -> str:
-    """A good experiment whose run appends a comment to its own module file while ``flag`` exists
-    (an edit of the sources while the result is computed)."""
+    """A good experiment whose run, while ``flag`` exists, computes another result and appends a
+    comment to its own module file (an edit of the sources while the result is computed)."""
     body = (f"    import os\n    if os.path.exists({str(flag)!r}):\n"
+            "        config = dict(config, n=config['n'] + 1)       # another result: another figure\n"
             "        with open(__file__, 'a') as fh:\n            fh.write('\\n# edited during the run\\n')\n")
     return good(name).replace("def run(config, rng):\n", "def run(config, rng):\n" + body)
 
@@ -305,17 +306,22 @@ def editing(name: str, flag: Path) -> str:
 def test_a_result_whose_sources_change_during_its_run_is_not_stored(root, capsys, jobs):
     """The key hashes the sources before the run; an edit during it (or a worker importing newer
     files) would store a result under sources that did not produce it: SourcesChangedError, the
-    experiment fails, nothing is stored, and a run on settled sources computes it."""
+    experiment fails, nothing is written (the stored result and its figure stay as they were),
+    and a run on settled sources computes it."""
     flag = root / "edit-while-running"
-    flag.write_text("")
     pkg = make_package(root, {"alpha": editing("alpha", flag), "beta": good("beta")})
     out = root / "figs"
-    assert main(["--package", pkg, "reproduce", "--out", str(out), "--jobs", jobs]) == 1
+    assert main(["--package", pkg, "reproduce", "--out", str(out), "--jobs", jobs]) == 0
+    stored = {name: (out / name).read_bytes() for name in ("alpha.json", "alpha.png", "alpha.pdf")}
+    capsys.readouterr()
+    flag.write_text("")
+    assert main(["--package", pkg, "reproduce", "--out", str(out), "--jobs", jobs, "--force"]) == 1
     text = capsys.readouterr()
     said = text.out + text.err
     assert "SourcesChangedError" in said and "changed on disk after the result key was computed" in said
     assert f"{pkg}.alpha" in said
-    assert not (out / "alpha.json").exists() and (out / "beta.json").exists()
+    assert {name: (out / name).read_bytes() for name in stored} == stored
     flag.unlink()
     assert main(["--package", pkg, "reproduce", "--out", str(out), "--jobs", jobs]) == 0
-    assert (out / "alpha.json").exists()
+    assert "alpha: up to date" not in capsys.readouterr().out      # stale: its source changed
+    assert (out / "alpha.json").read_bytes() != stored["alpha.json"]
