@@ -9,8 +9,13 @@ Krylov error estimate does not converge, or a leading eigenvalue the Krylov spac
 tell from 1 at its resolution.  Such a refusal is not an answer about the map, only about
 the route; so when the choice was automatic and the state has at most ``max_dim``
 numbers, the routine is re-run on the dense map (recovered once, with the arguments the
-matrix-free map was built with) and its result says so (the fixed point's ``message``;
-for rates ``amap.cache["fallback"]`` and a warning in the log).  When the state is
+matrix-free map was built with) and says so: a ``RuntimeWarning`` naming the routine and
+the refusal (shown by default: a rate is a bare float and carries no provenance of its
+own), ``amap.cache["fallback"][routine]`` (one note per routine: "fixed point", "spectral
+rate", "orbit rate", "contraction factor"), and for the fixed point its ``message``.  The
+dense recovery draws its probe rounds from the generator given to ``affine_round_map``
+when it first runs, so after a fallback the caller's later draws from that generator
+differ from those after a matrix-free answer.  When the state is
 larger, the refusal is raised again with the sizes appended, naming why the dense route
 cannot run.  A map built with ``matrix_free=True`` never falls back.
 
@@ -21,7 +26,7 @@ and are not caught here.
 
 from __future__ import annotations
 
-import logging
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -30,7 +35,6 @@ from ..errors import InvalidHyperparameterError, InvalidProblemError, Unclassifi
 
 __all__ = ["REFUSALS", "DenseFallback", "with_dense_fallback"]
 
-logger = logging.getLogger(__name__)
 
 #: The matrix-free refusals a dense solve can answer (accuracy readings beyond
 #: max_condition, a Krylov rate or solve that did not converge, an unresolved eigenvalue 1).
@@ -89,6 +93,7 @@ def with_dense_fallback(amap: Any, what: str, matrix_free: Callable[[], T],
         note = (f"automatic route: the matrix-free {what} was refused ({type(exc).__name__}: "
                 f"{_one_line(exc)}); solved on the dense route instead (state of {fallback.dim} numbers "
                 f"<= max_dim={fallback.max_dim})")
-        logger.warning("%s: %s", amap.algorithm, note)
-        amap.cache["fallback"] = note
-        return dense(fallback.dense_map(), note)
+        answer = dense(fallback.dense_map(), note)          # a dense refusal propagates: no note, no warning
+        warnings.warn(f"{amap.algorithm}: {note}", RuntimeWarning, stacklevel=3)
+        amap.cache.setdefault("fallback", {})[what] = note
+        return answer

@@ -738,11 +738,14 @@ def spectral_rate(amap: Any) -> float:
 
 
 def contraction_factor(amap: Any) -> float:
-    """||M_V||_2 = max over v in V of ||M v|| / ||v|| (Euclidean operator norm on V)."""
+    """||M_V||_2 = max over v in V of ||M v|| / ||v|| (Euclidean operator norm on V).
+    Matrix-free maps: ``theory.matrix_free.contraction_factor`` (symmetric M only); a refusal
+    on the automatic route is answered on the dense map (``theory._dense_fallback``)."""
     _check_affine_map(amap)
     if _is_matrix_free(amap):
         from . import matrix_free
-        return matrix_free.contraction_factor(amap)
+        return with_dense_fallback(amap, "contraction factor", lambda: matrix_free.contraction_factor(amap),
+                                   lambda dmap, note: contraction_factor(dmap))
     return _norm2(amap, _subspace(amap))
 
 

@@ -87,8 +87,10 @@ def test_automatic_choice_and_limits(fed):
     assert isinstance(affine_round_map(alg, fed), AffineRoundMap)             # n = 84 <= dense_max
     auto = affine_round_map(alg, fed, dense_max=50)
     assert isinstance(auto, MatrixFreeAffineMap)
+    with pytest.warns(RuntimeWarning, match="contraction factor was refused"):    # needs M^T: answered densely
+        assert contraction_factor(auto) == contraction_factor(affine_round_map(alg, fed))
     with pytest.raises(InvalidProblemError, match="M\\^T"):
-        contraction_factor(auto)
+        contraction_factor(affine_round_map(alg, fed, matrix_free=True))
     tiny = random_quadratic(2, 2, L=1.0, mu=0.5, heterogeneity=1.0, seed=0)
     with pytest.raises(InvalidProblemError, match="dense route"):
         spectral_rate(matrix_free_affine_map(FedAvg(lr=0.1, local_steps=2), tiny))

@@ -28,7 +28,7 @@ import fltheory.theory.matrix_free as mf
 from fltheory.algorithms import FedAvg, FedProx, Scaffold
 from fltheory.errors import InvalidHyperparameterError, InvalidProblemError, UnclassifiedDirectionError
 from fltheory.problems.generators import random_quadratic
-from fltheory.theory.affine import affine_round_map, fixed_point, orbit_rate, spectral_rate
+from fltheory.theory.affine import affine_round_map, contraction_factor, fixed_point, orbit_rate, spectral_rate
 from fltheory.theory.matrix_free import MatrixFreeAffineMap
 
 N, D, LR, STEPS, PROX = 5, 12, 0.2, 5, 0.3
@@ -118,7 +118,9 @@ def test_matrix_free_and_dense_each_within_their_reported_accuracy(name, mu, rou
         with pytest.raises(UnclassifiedDirectionError, match="resolution of the computed spectrum"):
             spectral_rate(free)
         auto = affine_round_map(MAKERS[name](), fed, dense_max=0, closed_form=False)   # automatic: by rounds
-        assert spectral_rate(auto) == spectral_rate(dense) and "fallback" in auto.cache
+        with pytest.warns(RuntimeWarning, match="matrix-free spectral rate was refused"):
+            assert spectral_rate(auto) == spectral_rate(dense)
+        assert "spectral rate" in auto.cache["fallback"]
         return
     assert abs(spectral_rate(free) - spectral_rate(dense)) <= 1e-10
     ff = fixed_point(free, max_condition=1e15)
@@ -143,15 +145,17 @@ def test_automatic_route_falls_back_to_dense_and_says_so(name, mu, kwargs):
     dense = affine_round_map(MAKERS[name](), fed, matrix_free=False)
     auto = affine_round_map(MAKERS[name](), fed, dense_max=0, **kwargs)   # the automatic choice: matrix-free
     assert isinstance(auto, MatrixFreeAffineMap) and auto.dense_fallback is not None
-    fp = fixed_point(auto)
+    with pytest.warns(RuntimeWarning, match="the matrix-free fixed point was refused"):
+        fp = fixed_point(auto)
     want = fixed_point(dense)
     assert fp.method == "dense affine"
     assert fp.message.startswith("automatic route: the matrix-free fixed point was refused")
-    assert "fallback" in auto.cache
+    assert fp.message.startswith(auto.cache["fallback"]["fixed point"])
     assert fp.condition == want.condition
     np.testing.assert_array_equal(fp.S, want.S)
     assert _relative_error(fp.S, _exact(name, fed, dense)) <= fp.condition * EPS
-    assert orbit_rate(auto) == pytest.approx(orbit_rate(dense), abs=1e-10)
+    with pytest.warns(RuntimeWarning, match="the matrix-free orbit rate was refused"):
+        assert orbit_rate(auto) == pytest.approx(orbit_rate(dense), abs=1e-10)
 
 
 @pytest.mark.parametrize(("name", "mu", "kwargs"), [*REFUSED, ("SCAFFOLD", 1e-13, {})])
@@ -171,6 +175,7 @@ def test_neither_route_answers_beyond_max_condition():
                        match=r"condition number 2\.\d+e\+13 > max_condition=1\.0e\+13 .*state of 84 numbers, "
                              r"invariant subspace of dimension 72"):
         fixed_point(auto)
+    assert "fallback" not in auto.cache                               # refused by both: nothing noted
 
 
 def test_a_refused_rate_falls_back_only_on_the_automatic_route(monkeypatch):
@@ -187,8 +192,10 @@ def test_a_refused_rate_falls_back_only_on_the_automatic_route(monkeypatch):
     monkeypatch.setattr(mf, "spectral_rate", not_converged)
     with pytest.raises(InvalidProblemError, match="did not converge"):
         spectral_rate(forced)
-    assert spectral_rate(auto) == dense_rate
-    assert "spectral rate was refused" in auto.cache["fallback"]
+    with pytest.warns(RuntimeWarning, match="spectral rate was refused"):
+        assert spectral_rate(auto) == dense_rate
+    assert "spectral rate was refused" in auto.cache["fallback"]["spectral rate"]
+    assert set(auto.cache["fallback"]) == {"spectral rate"}                 # one note per routine
 
 
 def test_drift_is_not_a_route_refusal():
@@ -223,3 +230,19 @@ def test_refinement_on_a_fresh_krylov_space_reaches_the_rounding_level(mu, monke
     assert refined.error_estimate <= stalled.error_estimate / 10
     exact = _exact_scaffold_fixed_point(fed, affine_round_map(MAKERS["SCAFFOLD"](), fed, matrix_free=False).slices)
     assert _relative_error(refined.S, exact) <= refined.error_estimate
+
+
+def test_contraction_factor_of_a_non_symmetric_map_falls_back_on_the_automatic_route():
+    """SCAFFOLD's M is not symmetric and a round gives no products with M^T: the matrix-free
+    contraction factor refuses; on the automatic route the dense map answers (review finding:
+    the module said every refused routine falls back, this one did not), with a warning and a
+    note; matrix_free=True still refuses."""
+    fed = _federation(1e-3)
+    forced = affine_round_map(MAKERS["SCAFFOLD"](), fed, matrix_free=True)
+    with pytest.raises(InvalidProblemError, match="M\\^T"):
+        contraction_factor(forced)
+    auto = affine_round_map(MAKERS["SCAFFOLD"](), fed, dense_max=0)
+    dense = affine_round_map(MAKERS["SCAFFOLD"](), fed, matrix_free=False)
+    with pytest.warns(RuntimeWarning, match="matrix-free contraction factor was refused"):
+        assert contraction_factor(auto) == contraction_factor(dense)
+    assert set(auto.cache["fallback"]) == {"contraction factor"}
