@@ -51,14 +51,26 @@ def test_balanced_split_is_taken_and_exact_at_high_condition(monkeypatch):
     assert abs(lam[0] - 2.0) <= 1e-15 * 2e13 * 10
 
 
-def _peak_over_final(**kwargs) -> float:
+def _traced_peak(build):
+    """(result of ``build()``, peak bytes traced by tracemalloc while it ran)."""
     tracemalloc.start()
     try:
-        fed = random_quadratic(**kwargs)
+        out = build()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    return out, peak
+
+
+def _peak_over_final(**kwargs) -> float:
+    fed, peak = _traced_peak(lambda: random_quadratic(**kwargs))
     return peak / sum(a.nbytes for a in _arrays(fed))
+
+
+def _structured_peak_over_final(*args, **kwargs) -> float:
+    from fltheory.problems import random_structured_quadratic
+    fed, peak = _traced_peak(lambda: random_structured_quadratic(*args, **kwargs))
+    return peak / sum(v.nbytes for v in (fed.diag, fed.e, fed._V, fed.offsets, fed.weights))
 
 
 @pytest.mark.parametrize(("constants", "kappa"), [("clients", 8.0), ("global", 8.0), ("global", 1e13)])
@@ -109,17 +121,8 @@ def test_structured_chunk_size_changes_no_bit_and_no_later_draw(monkeypatch, con
 @pytest.mark.parametrize("constants", ["global", "clients"])
 def test_structured_construction_peaks_below_one_and_a_half_times_the_federation(constants):
     """N = 200, d = 1000, r = 8 (16 MB): the generator used to peak at 4x (global) and 3.2x."""
-    from fltheory.problems import random_structured_quadratic
-
-    tracemalloc.start()
-    try:
-        fed = random_structured_quadratic(200, 1000, rank=8, L=8.0, mu=1.0, heterogeneity=1.0, seed=0,
-                                          constants=constants)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    final = sum(v.nbytes for v in (fed.diag, fed.e, fed._V, fed.offsets, fed.weights))
-    assert peak <= 1.5 * final
+    assert _structured_peak_over_final(200, 1000, rank=8, L=8.0, mu=1.0, heterogeneity=1.0, seed=0,
+                                       constants=constants) <= 1.5
 
 
 def test_least_squares_construction_peaks_below_one_and_a_half_times_the_federation():
@@ -127,12 +130,7 @@ def test_least_squares_construction_peaks_below_one_and_a_half_times_the_federat
     (it used to hold a list of the rows, a checked copy and the padded array: 2.9x)."""
     from fltheory.problems import random_least_squares
 
-    tracemalloc.start()
-    try:
-        fed = random_least_squares(100, 50, rows=200, seed=0, heterogeneity=1.0, noise=0.1)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    fed, peak = _traced_peak(lambda: random_least_squares(100, 50, rows=200, seed=0, heterogeneity=1.0, noise=0.1))
     final = sum(v.nbytes for v in (fed.H, fed.e, fed.offsets, fed.weights, fed._A, fed._b, fed._rows))
     assert peak <= 1.5 * final
 
@@ -164,16 +162,7 @@ def test_construction_of_many_small_clients_peaks_below_one_and_a_half(N, d):
 def test_diagonal_structured_construction_peaks_below_one_and_a_half_times_the_federation():
     """Rank 0, N = 1000, d = 2000 (32 MB): the optima's (N, d) temporaries (Gaussians, H_i g_i,
     solves, linear terms) used to peak at 1.67x; one (N, d) array is now held besides D."""
-    from fltheory.problems import random_structured_quadratic
-
-    tracemalloc.start()
-    try:
-        fed = random_structured_quadratic(1000, 2000, rank=0, L=8.0, mu=1.0, heterogeneity=1.0, seed=0)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    final = sum(v.nbytes for v in (fed.diag, fed.e, fed._V, fed.offsets, fed.weights))
-    assert peak <= 1.2 * final
+    assert _structured_peak_over_final(1000, 2000, rank=0, L=8.0, mu=1.0, heterogeneity=1.0, seed=0) <= 1.2
 
 
 def test_few_large_clients_global_construction_holds_few_dimension_squared_temporaries():
