@@ -27,7 +27,7 @@ PACKAGE_ROOT = Path(fltheory.__file__).resolve().parent
 
 LAYERS: dict[str, int] = {
     "errors": 0, "aliases": 0,
-    "_validate": 1, "_threads": 0, "results": 1, "references": 1,
+    "_validate": 1, "_threads": 0, "_import_stamps": 0, "results": 1, "references": 1,
     "display": 2, "problems": 2, "optim": 2, "participation": 2, "compression": 2, "plotting": 2,
     "plotting_checks": 2,
     "algorithms": 3, "nn": 3,

@@ -19,7 +19,10 @@ under its lock (:mod:`fltheory.reproduce.locks`), so several processes
 sharing the directory compute it once; the lock holder first removes the
 temporary files an interrupted run left.  Then ``macros.tex`` and
 ``SUMMARY.md`` are rebuilt (:func:`~fltheory.reproduce.summary.summarise`).
-Worker processes (``jobs > 1``) exit when their parent dies.
+Worker processes (``jobs > 1``) exit when their parent dies.  With ``jobs = 1`` the
+experiments run in this process, except one whose import closure this process
+imported before a file of it changed on disk (:mod:`fltheory._import_stamps`): that
+one runs in a new worker process, so that the code run is the code the key hashes.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from fltheory._import_stamps import changed_since_import
 from fltheory._threads import single_threaded_blas
 from fltheory.errors import InvalidHyperparameterError, OutputDirectoryError, SourcesChangedError
 from fltheory.results import RunRecord, atomic_write, save_results
@@ -160,17 +164,27 @@ def _require_keyed_sources(exp: Experiment, key: Mapping[str, Any]) -> None:
     """SourcesChangedError unless the experiment's import closure on disk still hashes to the
     ``sources`` of ``key`` (computed by the parent before the job started): a worker process
     imports the files as they are when it starts, and a result keyed by other sources than
-    those that produced it would pass as fresh.  It compares files, not the code a process has
-    already imported: a long-lived process (``--jobs 1`` after an edit in the same session, a
-    notebook, a Dask worker) that imported a module before it was edited is not detected."""
+    those that produced it would pass as fresh.  It also refuses when this process imported a
+    module of the closure before its file changed (a long-lived process: ``reproduce(jobs=1)``
+    called again after an edit, a notebook, a Dask worker): :mod:`fltheory._import_stamps`."""
     keyed: Mapping[str, str] = key["sources"]
     now = closure_sources(exp)
     if now != keyed:
         changed = sorted(k for k in set(now) | set(keyed) if now.get(k) != keyed.get(k))
-        shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
         raise SourcesChangedError(
-            f"{exp.name}: the source of {shown} changed on disk after the result key was computed; "
+            f"{exp.name}: the source of {_listed(changed)} changed on disk after the result key was computed; "
             "the result is not stored (run reproduce again once the sources are settled)")
+    stale = changed_since_import(keyed)
+    if stale:
+        raise SourcesChangedError(
+            f"{exp.name}: this process imported {_listed(stale)} before the file changed on disk, so it would "
+            "run other code than the key hashes; the result is not stored (run it from a process started after "
+            "the edit: restart long-lived workers, e.g. a Dask cluster's; `reproduce` on this machine sends such "
+            "a job to a new worker process by itself)")
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
 def _execute(job: _Job, send: Callable[[ProgressEvent], Any]) -> Outcome:
@@ -273,6 +287,22 @@ def _run_pool(todo: list[_Job], jobs: int, display: ProgressDisplay,
         pool.shutdown(wait=True, cancel_futures=True)
         _drain(queue, display)
         queue.close()
+
+
+def _run_here_or_fresh(job: _Job, display: ProgressDisplay, report: Callable[[Outcome], bool]) -> bool:
+    """Run ``job`` in this process, unless this process imported a module of its closure before
+    the module's file changed on disk (a notebook, a second ``reproduce`` call after an edit):
+    then in a new worker process, which imports the files as they are.  Returns whether to stop."""
+    if not changed_since_import(job.key["sources"]):
+        return report(_execute(job, display))
+    stop: list[bool] = []
+
+    def reported(outcome: Outcome) -> bool:
+        stop.append(report(outcome))
+        return stop[-1]
+
+    _run_pool([job], 1, display, reported)
+    return any(stop)
 
 
 # --------------------------------------------------------------------------- reproduce
@@ -396,7 +426,7 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
                 run_remote([functools.partial(_execute_quietly, job) for job in todo], report)
             elif jobs <= 1 or len(todo) == 1:
                 for job in todo:
-                    if report(_execute(job, display)):
+                    if _run_here_or_fresh(job, display, report):
                         break
             else:
                 _run_pool(todo, jobs, display, report)

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from fltheory.cli import main
-from fltheory.errors import OutputDirectoryError
-from fltheory.reproduce import discover, reproduce
+from fltheory.errors import OutputDirectoryError, SourcesChangedError
+from fltheory.reproduce import discover, load_experiment, reproduce
+from fltheory.reproduce.runner import _require_keyed_sources
 
 from ..experiments.fake_package import good, make_package
 
@@ -325,3 +326,60 @@ def test_a_result_whose_sources_change_during_its_run_is_not_stored(root, capsys
     assert main(["--package", pkg, "reproduce", "--out", str(out), "--jobs", jobs]) == 0
     assert "alpha: up to date" not in capsys.readouterr().out      # stale: its source changed
     assert (out / "alpha.json").read_bytes() != stored["alpha.json"]
+
+
+def test_code_imported_before_its_file_changed_runs_in_a_new_process(root, capsys):
+    """A long-lived process (a notebook, a second reproduce(jobs=1) call) imports an experiment, then
+    its file is edited to compute another result.  The key hashes the new file and the file check
+    passes, but this process would run the old code: the job runs in a new worker process instead,
+    which computes the new result (the old code would give the stored one again)."""
+    pkg = make_package(root, {"alpha": good("alpha")})
+    out = root / "figs"
+    assert main(["--package", pkg, "reproduce", "--out", str(out), "--jobs", "1"]) == 0
+    before = (out / "alpha.json").read_bytes()
+    old_module = sys.modules[f"{pkg}.alpha"]
+    source = root / pkg / "alpha.py"
+    edited = source.read_text().replace("def run(config, rng):\n",
+                                        "def run(config, rng):\n    config = dict(config, n=config['n'] + 1)\n")
+    assert edited != source.read_text()
+    source.write_text(edited)
+    capsys.readouterr()
+    assert main(["--package", pkg, "reproduce", "--out", str(out), "--jobs", "1"]) == 0
+    assert "alpha: up to date" not in capsys.readouterr().out
+    assert (out / "alpha.json").read_bytes() != before                  # the new code's result
+    assert sys.modules[f"{pkg}.alpha"] is old_module                     # not run here
+    exp = load_experiment(f"{pkg}.alpha", str(root))
+    key = json.loads((out / "alpha.json").read_text())["key"]
+    with pytest.raises(SourcesChangedError, match=f"this process imported {pkg}.alpha before the file changed"):
+        _require_keyed_sources(exp, key)                                  # the guard in this process
+
+
+def test_import_stamps_name_exactly_the_modules_whose_file_changed(tmp_path, monkeypatch):
+    """The stamping finder records a module's file as it is imported; changed_since_import names
+    it once the file's stamp differs (an edit, or the file removed), and not before; modules not
+    imported are not named."""
+    import importlib
+
+    from fltheory._import_stamps import changed_since_import
+    pkg = f"stamped_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
+    (tmp_path / pkg).mkdir()
+    (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / pkg / "a.py").write_text("X = 1\n")
+    (tmp_path / pkg / "b.py").write_text("Y = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        a = importlib.import_module(f"{pkg}.a")
+        names = [pkg, f"{pkg}.a", f"{pkg}.b"]
+        assert a.X == 1 and changed_since_import(names) == []
+        stat = (tmp_path / pkg / "a.py").stat()
+        (tmp_path / pkg / "a.py").write_text("X = 3\n")
+        os.utime(tmp_path / pkg / "a.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))  # coarse clocks
+        (tmp_path / pkg / "b.py").write_text("Y = 4\n")                     # b was never imported
+        assert changed_since_import(names) == [f"{pkg}.a"]
+        importlib.reload(a)                                                  # read again: stamped again
+        assert a.X == 3 and changed_since_import(names) == []
+        (tmp_path / pkg / "a.py").unlink()
+        assert changed_since_import(names) == [f"{pkg}.a"]
+    finally:
+        for name in [n for n in sys.modules if n == pkg or n.startswith(pkg + ".")]:
+            del sys.modules[name]

@@ -1,0 +1,114 @@
+"""Which source files this process has imported, and whether they changed on disk since.
+
+``fltheory reproduce`` keys a stored result by the sha256 of the files of the
+experiment's import closure (:mod:`fltheory.reproduce.keys`).  Comparing files
+is not enough in a long-lived process (a notebook, ``reproduce(jobs=1)`` called
+twice, a Dask worker): a module imported before its file was edited still runs
+the old code, while the key hashes the new file, so a result of the old code
+would be stored as fresh.  This module closes that gap.
+
+On ``import fltheory`` a finder is put first on :data:`sys.meta_path`.  It finds
+nothing itself: it asks the finders after it and, when the module found is a
+``.py`` file, records the file's stamp (modification time in nanoseconds and
+size) at that moment, i.e. when the import system reads the file.  Modules
+already imported when the finder is installed (``fltheory`` itself and
+anything imported before it) are stamped at installation.
+:func:`changed_since_import` then names the modules whose file no longer has the
+stamp of its import.  A stamp change means the file may hold other code than
+the process runs; a file rewritten with the same bytes (``touch``) also counts
+as changed: the check errs towards refusing, never towards storing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from importlib.abc import MetaPathFinder
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+
+__all__ = ["changed_since_import", "install"]
+
+#: module name -> (source path, (st_mtime_ns, st_size) when the module's file was found)
+_STAMPS: dict[str, tuple[str, tuple[int, int]]] = {}
+_LOCK = threading.Lock()
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _record(name: str, path: str | None) -> None:
+    if not path or not path.endswith(".py"):
+        return
+    stamp = _stamp(path)
+    if stamp is not None:
+        with _LOCK:
+            _STAMPS[name] = (path, stamp)
+
+
+class _StampingFinder(MetaPathFinder):
+    """Delegates to the finders after it on ``sys.meta_path`` and stamps the source file found."""
+
+    def __init__(self) -> None:
+        self._active = threading.local()
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if getattr(self._active, "on", False):          # a finder below imports something: no recursion
+            return None
+        self._active.on = True
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self._active.on = False
+        if spec is not None and spec.has_location:
+            _record(fullname, spec.origin)
+        return spec
+
+
+_FINDER: list[_StampingFinder] = []
+
+
+def install() -> None:
+    """Put the stamping finder first on ``sys.meta_path`` (once per process) and stamp the
+    modules imported so far."""
+    with _LOCK:
+        if _FINDER and _FINDER[0] in sys.meta_path:
+            return
+        finder = _StampingFinder()
+        _FINDER[:] = [finder]
+    for name, module in list(sys.modules.items()):
+        if name not in _STAMPS:
+            _record(name, getattr(module, "__file__", None))
+    sys.meta_path.insert(0, finder)
+
+
+def changed_since_import(names: Iterable[str]) -> list[str]:
+    """The names among ``names`` of modules this process has imported whose source file changed
+    (another stamp, or gone) since it was read.  Modules not imported, or not stamped (imported
+    through a finder placed before ours, or not from a ``.py`` file), are not reported."""
+    changed = []
+    for name in names:
+        entry = _STAMPS.get(name)
+        if entry is None or name not in sys.modules:
+            continue
+        path, stamp = entry
+        if getattr(sys.modules[name], "__file__", None) != path:
+            continue                                    # replaced by a module from elsewhere: not ours
+        if _stamp(path) != stamp:
+            changed.append(name)
+    return sorted(changed)
