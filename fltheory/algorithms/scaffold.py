@@ -47,7 +47,7 @@ from .fedavg import empty_round, model_change_rows
 from .invariants import LinearInvariant, total_minus_sum
 from .local.objective import _shared_rows
 from .local import LocalObjective, local_descent
-from .local.blocking import BlockFinish
+from .local.blocking import BlockFinish, BlockPrepare
 from ..aliases import Rate, Steps
 
 __all__ = ["Scaffold", "ScaffoldState", "SCAFFOLD_OPTIONS", "scaffold_round"]
@@ -96,8 +96,17 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     X0 = _shared_rows(x, part.m)
     ci = state.c_clients if identity else state.c_clients[clients]     # read only below
     # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient;
-    # ci_minus_c is formed once per round (the local loop subtracts it in place)
-    ci_minus_c = ci - c
+    # ci_minus_c is formed once per round (the local loop subtracts it in place).  Without
+    # the l2 term (whose objective adds it to lambda2 x at once) its rows are formed in the
+    # blocks of the local loop, before their steps (prepare)
+    prepare: BlockPrepare | None = None
+    if lambda2 == 0.0:
+        ci_minus_c = np.empty_like(ci)
+
+        def prepare(rows: slice) -> None:
+            np.subtract(ci[rows], c, out=ci_minus_c[rows])
+    else:
+        ci_minus_c = ci - c
     objective = LocalObjective(b=ci_minus_c)           # = LocalObjective.linear: already a float64 array
     if lambda2 != 0.0:
         objective = objective + LocalObjective.proximal(lambda2, X0)
@@ -117,7 +126,8 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     if option == "II" and every:
         ci_new, dc = np.empty_like(ci), np.empty_like(ci)
         finish = _option_ii_rows(x, ci, ci_minus_c, steps, rates, bounds, ci_new, dc)
-    delta, _ = local_descent(problem, X0, clients, steps, rates, rng, objective, bounds=bounds, finish=finish)
+    delta, _ = local_descent(problem, X0, clients, steps, rates, rng, objective, bounds=bounds,
+                             finish=finish, prepare=prepare)
     if option == "I":
         done = steps > 0 if done is None else done
         ci_new = ci.copy()

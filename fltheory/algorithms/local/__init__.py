@@ -23,7 +23,7 @@ from ...errors import DivergenceError
 from ...optim.base import Optimizer
 from ...problems.base import Federation
 from . import blocking
-from .blocking import BlockFinish, set_num_threads
+from .blocking import BlockFinish, BlockPrepare, set_num_threads
 from .exact import accelerated_l1_solve, exact_local_solve, row_smoothness
 from .objective import LocalObjective
 from .steps import descend
@@ -49,7 +49,8 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
                   record_precond: bool = False,
                   keep_opt_state: bool = True,
                   bounds: tuple[int, int] | None = None,
-                  finish: BlockFinish | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+                  finish: BlockFinish | None = None,
+                  prepare: BlockPrepare | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Run ``steps[r]`` local steps on every row r, all rows together.
 
     Plain steps (``optimizer is None``), BetterObjects Alg. 1 / docs/theory/index.md#algorithms:
@@ -86,6 +87,10 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     It must be elementwise per row (the same bits in any partition of the rows); sums over
     rows stay with the caller.  The returned Y holds what ``finish`` left in it.  The blocked
     loop also copies each block's starting rows from ``Y0`` in its worker thread.
+    ``prepare(rows)``: optional per-row work of the caller before the steps (e.g. filling
+    the rows of an array that ``objective`` holds, which is read only from the steps on),
+    run once on every row: in each block's worker thread before its steps, else once on
+    all rows before the steps.  It too must be elementwise per row.
     """
     Y0 = np.asarray(Y0, dtype=np.float64)
     m, d = Y0.shape
@@ -103,6 +108,8 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
         Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
         if optimizer is not None and state is None:
             state = optimizer.init(Y, clients)
+        if prepare is not None:
+            prepare(slice(0, m))
         state, psum = descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state,
                               record_precond, bounds=(kmin, kmax))
         if not np.isfinite(Y).all():
@@ -118,5 +125,5 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
             state = optimizer.init(Y, clients)
         state, psum = blocking.descend_blocks(problem, Y, clients, steps, lr, objective, optimizer,
                                               state, record_precond, blocks, keep_state=keep_opt_state,
-                                              source=source, finish=finish)
+                                              source=source, finish=finish, prepare=prepare)
     return Y, {"opt_state": state, "precond_sum": psum}

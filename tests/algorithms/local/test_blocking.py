@@ -182,3 +182,37 @@ def test_a_non_finite_row_raises_and_its_block_is_not_finished(monkeypatch, thre
         blocking.set_num_threads(2)
     assert all(not (a <= 17 < b) for a, b in seen)
     assert len(seen) == (len(blocking.row_blocks(fed, m, d)) - 1 if blocked else 0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("blocked", [False, True])
+def test_prepare_fills_the_objective_rows_before_their_steps(monkeypatch, threads, blocked):
+    """A linear term whose rows ``prepare(rows)`` writes just before the steps of those rows
+    (as SCAFFOLD's c_i - c) gives the bits of the same term filled beforehand; each row is
+    prepared once."""
+    from fltheory.algorithms.local import LocalObjective, blocking
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=16)
+    m, d = fed.n_clients, fed.dim
+    rng = np.random.default_rng(17)
+    shift = rng.standard_normal((m, d))
+    x = rng.standard_normal(d)
+    args = (fed, np.broadcast_to(x, (m, d)), np.arange(m), 1 + np.arange(m) % 3, np.full(m, 0.06), None)
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
+    eager, _ = local_descent(*args, LocalObjective.linear(shift))
+    lazy = np.full((m, d), np.nan)                     # unprepared rows would poison the steps
+    prepared: list[tuple[int, int]] = []
+
+    def prepare(rows: slice) -> None:
+        prepared.append((rows.start, rows.stop))
+        lazy[rows] = shift[rows]
+
+    if blocked:
+        monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * d * d * 4)
+    blocking.set_num_threads(threads)
+    try:
+        out, _ = local_descent(*args, LocalObjective.linear(lazy), prepare=prepare)
+    finally:
+        blocking.set_num_threads(2)
+    assert out.tobytes() == eager.tobytes()
+    assert sorted(prepared) == ([(b.start, b.stop) for b in blocking.row_blocks(fed, m, d)] if blocked else [(0, m)])
