@@ -288,3 +288,32 @@ def test_blocked_rounds_equal_one_batch_rounds_bit_for_bit(monkeypatch, threads,
     finally:
         blocking.set_num_threads(2)
     assert one == many
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+@pytest.mark.parametrize("option", ["I", "II"])
+def test_a_diverging_round_raises_before_any_state_and_keeps_the_old_one(monkeypatch, blocked, option):
+    """Local steps overflowing (rate 1e100) raise DivergenceError from the local loop (one batch,
+    or blocks whose per-row work skips non-finite rows), with no RuntimeWarning, and the input
+    state is left as it was."""
+    import warnings
+
+    from fltheory.algorithms.local import blocking
+    from fltheory.errors import DivergenceError
+    from fltheory.problems.generators import random_quadratic
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=20)
+    lr = np.full(23, 0.05)
+    lr[9] = 1e100
+    alg = Scaffold(lr=lr, local_steps=60, option=option)
+    rng = np.random.default_rng(21)
+    state, _ = Scaffold(lr=0.05, local_steps=2, option=option).round(
+        alg.init(fed, np.ones(fed.dim), rng), fed, None, rng)
+    kept = [a.copy() for a in (state.x, state.c, state.c_clients)]
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4 if blocked else 2 ** 62)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DivergenceError, match="non-finite"):
+            alg.round(state, fed, None, rng)
+    for a, b in zip((state.x, state.c, state.c_clients), kept, strict=True):
+        assert a.tobytes() == b.tobytes()
