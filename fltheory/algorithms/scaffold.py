@@ -160,7 +160,7 @@ def _option_ii_rows(x: np.ndarray, ci: np.ndarray, ci_minus_c: np.ndarray, steps
                     rates: np.ndarray, bounds: tuple[int, int] | None, ci_new: np.ndarray,
                     dc: np.ndarray) -> BlockFinish:
     """Per-block finishing step of option II when every participant completed s_i >= 1 steps
-    (SCAFFOLD-v1, eq. 4, option II, with the completed steps s_i): on the rows of a block,
+    (SCAFFOLD-v1, eq. 6, option II, with the completed steps s_i): on the rows of a block,
 
         Delta_i = y_i - x                                    (in place of y_i),
         c_i^+  = (c_i - c) - Delta_i / (s_i eta_i)            (into ``ci_new``),
