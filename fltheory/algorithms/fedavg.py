@@ -35,6 +35,7 @@ from .base import (
 )
 from .local.objective import _shared_rows
 from .local import local_descent
+from .local.blocking import BlockFinish
 from ..aliases import Rate, Steps
 
 __all__ = ["FedAvg", "FedAvgState", "empty_round"]
@@ -53,6 +54,15 @@ def empty_round(d: int) -> RoundInfo:
     z = np.zeros((0, d))
     return RoundInfo(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
                      Communication.measure(z, z))
+
+
+def model_change_rows(x: np.ndarray) -> BlockFinish:
+    """Finishing step for ``local_descent``: on each block of rows, the final iterates y_i
+    become the model changes Delta_i = y_i - x in place (elementwise per row, so the same
+    bits in any partition of the rows; run in the local loop's worker threads)."""
+    def finish(rows: slice, Y: np.ndarray) -> None:
+        np.subtract(Y, x, out=Y)
+    return finish
 
 
 def _server_step(server_lr: float, average: np.ndarray) -> np.ndarray:
@@ -119,8 +129,10 @@ class FedAvg(Algorithm):
             lr = resolve_per_client("lr", self.lr, problem.n_clients)[part.clients]
             w = aggregation_weights(problem, part.clients, self.aggregation)
         X0 = _shared_rows(state.x, part.m)
-        Y, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng, bounds=part.bounds)
-        delta = np.subtract(Y, state.x, out=Y)            # Y - x in place: Y is this round's own array
+        # the model changes y_i - x are formed in place of y_i by the local loop, block by
+        # block in its threads (model_change_rows)
+        delta, _ = local_descent(problem, X0, part.clients, part.steps, lr, rng, bounds=part.bounds,
+                                 finish=model_change_rows(state.x))
         x = state.x + _server_step(self.server_lr, w @ delta)
         comm = DeferredCommunication(delta, X0)          # measured when read
         return FedAvgState(x=x, t=state.t + 1), RoundInfo(part.clients, part.steps, comm)

@@ -42,7 +42,7 @@ from .base import (
     aggregation_weights,
     resolve_per_client,
 )
-from .fedavg import _server_step, empty_round
+from .fedavg import _server_step, empty_round, model_change_rows
 from .local.objective import _shared_rows
 from .local import LocalObjective, exact_local_solve, local_descent
 from .targets import EnsembleState, TemporalEnsemble, require_ensemble
@@ -191,11 +191,13 @@ class FedProx(Algorithm):
         C = X0 if self.target is None else _shared_rows(self.centre(state), part.m)
         objective = LocalObjective.proximal(float(self.mu), C)
         if plan is not None and plan.lr is not None and self.solver == "gd":   # full participation, cached
-            Y, _ = local_descent(problem, X0, part.clients, part.steps, plan.lr, rng, objective, bounds=part.bounds)
+            # y - x formed in place by the local loop, in its blocks (model_change_rows)
+            delta, _ = local_descent(problem, X0, part.clients, part.steps, plan.lr, rng, objective,
+                                     bounds=part.bounds, finish=model_change_rows(state.x))
         else:
             Y = penalised_local_models(problem, part.clients, part.steps, X0, objective, self.solver,
                                        self.lr, rng)
-        delta = np.subtract(Y, state.x, out=Y)            # Y - x in place: Y is this round's own array
+            delta = np.subtract(Y, state.x, out=Y)        # Y - x in place: Y is this round's own array
         w = (plan.weights(problem, self.aggregation) if plan is not None
              else aggregation_weights(problem, part.clients, self.aggregation))
         x = state.x + _server_step(self.server_lr, w @ delta)

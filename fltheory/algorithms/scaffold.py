@@ -43,10 +43,11 @@ from ..participation import Participants, Participation
 from ..problems.base import Federation
 from ._reductions import column_sums
 from .base import Algorithm, DeferredCommunication, RoundInfo, resolve_per_client
-from .fedavg import empty_round
+from .fedavg import empty_round, model_change_rows
 from .invariants import LinearInvariant, total_minus_sum
 from .local.objective import _shared_rows
 from .local import LocalObjective, local_descent
+from .local.blocking import BlockFinish, BlockPrepare
 from ..aliases import Rate, Steps
 
 __all__ = ["Scaffold", "ScaffoldState", "SCAFFOLD_OPTIONS", "scaffold_round"]
@@ -95,40 +96,50 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     X0 = _shared_rows(x, part.m)
     ci = state.c_clients if identity else state.c_clients[clients]     # read only below
     # gradient shift +(c - c_i): LocalObjective.linear(b) adds -b to the gradient;
-    # ci_minus_c is formed once per round (the local loop subtracts it in place)
-    ci_minus_c = ci - c
+    # ci_minus_c is formed once per round (the local loop subtracts it in place).  Without
+    # the l2 term (whose objective adds it to lambda2 x at once) its rows are formed in the
+    # blocks of the local loop, before their steps (prepare)
+    prepare: BlockPrepare | None = None
+    if lambda2 == 0.0:
+        ci_minus_c = np.empty_like(ci)
+
+        def prepare(rows: slice) -> None:
+            np.subtract(ci[rows], c, out=ci_minus_c[rows])
+    else:
+        ci_minus_c = ci - c
     objective = LocalObjective(b=ci_minus_c)           # = LocalObjective.linear: already a float64 array
     if lambda2 != 0.0:
         objective = objective + LocalObjective.proximal(lambda2, X0)
     if lambda1 != 0.0:
         objective = objective + LocalObjective.l1_term(lambda1, X0)
-    Y, _ = local_descent(problem, X0, clients, steps, rates, rng, objective, bounds=part.bounds)
-    delta = np.subtract(Y, x, out=Y)                  # Y - x in place: Y is this round's own array
     bounds = part.bounds
     if bounds is not None and bounds[0] > 0:          # known: every participant completed a step
         every, done = True, None
     else:
         done = steps > 0
         every = bool(done.all())
+    # option II with every participant stepping: the controls are per-row functions of the
+    # final iterate, formed in the blocks of the local loop (see _option_ii_rows)
+    ci_new: np.ndarray | None = None
+    dc: np.ndarray | None = None
+    finish = model_change_rows(x)
+    if option == "II" and every:
+        ci_new, dc = np.empty_like(ci), np.empty_like(ci)
+        finish = _option_ii_rows(x, ci, ci_minus_c, steps, rates, bounds, ci_new, dc)
+    delta, _ = local_descent(problem, X0, clients, steps, rates, rng, objective, bounds=bounds,
+                             finish=finish, prepare=prepare)
     if option == "I":
         done = steps > 0 if done is None else done
         ci_new = ci.copy()
         if done.any():
             ci_new[done] = problem.stochastic_grad(X0[done], clients[done], rng)
-    elif every:
-        # (c_i - c) + (x - y)/(s eta) == (c_i - c) - (y - x)/(s eta) exactly (IEEE
-        # negation is exact), so the shift and delta of the local loop are reused
-        if bounds is not None and bounds[0] == bounds[1] and rates.strides == (0,):
-            # one step count k and one rate: float(k) * rate is each entry of steps * rates
-            # (int64 * float64 converts k exactly), and dividing by it is dividing by the column
-            ci_new = delta / (float(bounds[0]) * float(rates[0]))
-        else:
-            ci_new = delta / (steps * rates)[:, None]
-        np.subtract(ci_minus_c, ci_new, out=ci_new)
-    else:
+    elif not every:
+        assert done is not None
         ci_new = ci.copy()
         ci_new[done] = ci_minus_c[done] - delta[done] / (steps[done] * rates[done])[:, None]
-    dc = ci_new - ci
+    assert ci_new is not None
+    if dc is None:
+        dc = ci_new - ci
     sent = threshold(delta, eps) if eps > 0 else delta
     x_new = x + (server_lr / part.m) * column_sums(sent)
     c_new = c + column_sums(dc) / problem.n_clients
@@ -143,6 +154,38 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     comm = DeferredCommunication((sent, dc), down, up_kind="sparse" if eps > 0 else "dense")
     new = ScaffoldState(x=x_new, c=c_new, c_clients=C, t=state.t + 1)
     return new, RoundInfo(clients, steps, comm)
+
+
+def _option_ii_rows(x: np.ndarray, ci: np.ndarray, ci_minus_c: np.ndarray, steps: np.ndarray,
+                    rates: np.ndarray, bounds: tuple[int, int] | None, ci_new: np.ndarray,
+                    dc: np.ndarray) -> BlockFinish:
+    """Per-block finishing step of option II when every participant completed s_i >= 1 steps
+    (SCAFFOLD-v1, eq. 6, option II, with the completed steps s_i): on the rows of a block,
+
+        Delta_i = y_i - x                                    (in place of y_i),
+        c_i^+  = (c_i - c) - Delta_i / (s_i eta_i)            (into ``ci_new``),
+        c_i^+ - c_i                                           (into ``dc``).
+
+    (c_i - c) + (x - y_i)/(s_i eta_i) equals (c_i - c) - (y_i - x)/(s_i eta_i) exactly (IEEE
+    negation is exact), so the shift of the local loop and Delta_i are reused.  Every
+    operation is elementwise per row, so the bits do not depend on the blocks."""
+    if bounds is not None and bounds[0] == bounds[1] and rates.strides == (0,):
+        # one step count k and one rate: float(k) * rate is each entry of steps * rates
+        # (int64 * float64 converts k exactly), and dividing by it is dividing by the column
+        per_row: float | None = float(bounds[0]) * float(rates[0])
+    else:
+        per_row = None
+
+    def finish(rows: slice, Y: np.ndarray) -> None:
+        np.subtract(Y, x, out=Y)
+        out = ci_new[rows]
+        if per_row is not None:
+            np.divide(Y, per_row, out=out)
+        else:
+            np.divide(Y, (steps[rows] * rates[rows])[:, None], out=out)
+        np.subtract(ci_minus_c[rows], out, out=out)
+        np.subtract(out, ci[rows], out=dc[rows])
+    return finish
 
 
 def _check_controls(state: ScaffoldState, n_clients: int, d: int) -> None:

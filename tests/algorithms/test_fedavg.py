@@ -104,3 +104,34 @@ def test_bad_hyperparameters(kw, match):
 def test_samples_aggregation_needs_sample_counts():
     with pytest.raises(InvalidHyperparameterError, match="n_samples"):
         run(FedAvg(aggregation="samples"), quadratic(0), 1)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocked_rounds_equal_one_batch_rounds_bit_for_bit(monkeypatch, threads):
+    """y - x is formed in the blocks of the local loop on its threads: the models and the
+    communication must be the bits of the one-batch round (23 clients, blocks of about 4 rows)."""
+    from fltheory.algorithms.local import blocking
+    from fltheory.problems.generators import random_quadratic
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=14)
+    alg = FedAvg(lr=np.linspace(0.03, 0.08, 23), local_steps=1 + np.arange(23) % 4, server_lr=0.8)
+
+    def rounds():
+        rng = np.random.default_rng(15)
+        state = alg.init(fed, np.linspace(-1, 1, fed.dim), rng)
+        out = []
+        for _ in range(3):
+            state, info = alg.round(state, fed, None, rng)
+            out.append((state.x.tobytes(), info.communication))
+        return out
+
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
+    one = rounds()
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4)
+    blocking.set_num_threads(threads)
+    try:
+        assert len(blocking.row_blocks(fed, fed.n_clients, fed.dim)) >= 6
+        many = rounds()
+    finally:
+        blocking.set_num_threads(2)
+    assert one == many

@@ -250,3 +250,70 @@ def test_controls_of_the_wrong_shape_give_a_typed_error_naming_the_shapes(partic
     assert "(4, 2)" in message and "(2,)" in message and str(bad) in message
     assert isinstance(err.value, ValueError)
     alg.round(state, fed, participation, rng)                  # the state of this problem still works
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("option, lr, steps, part", [
+    ("II", 0.07, 3, None),                                       # one k and rate: the scalar division
+    ("II", np.linspace(0.03, 0.08, 23), 1 + np.arange(23) % 4, None),   # per-client rates and steps
+    ("II", 0.07, 3, RandomParticipation()),                      # partial: some clients do no step
+    ("I", np.linspace(0.03, 0.08, 23), 3, None),
+])
+def test_blocked_rounds_equal_one_batch_rounds_bit_for_bit(monkeypatch, threads, option, lr, steps, part):
+    """The per-row work of the round (y - x, c_i^+, c_i^+ - c_i) runs in the blocks of the local
+    loop on its threads: states and communication must be the bits of the one-batch round
+    (23 clients in blocks of about 4 rows)."""
+    from fltheory.algorithms.local import blocking
+    from fltheory.problems.generators import random_quadratic
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=12)
+    alg = Scaffold(lr=lr, local_steps=steps, server_lr=0.9, option=option)
+
+    def rounds():
+        rng = np.random.default_rng(13)
+        state = alg.init(fed, np.linspace(-1, 1, fed.dim), rng)
+        out = []
+        for _ in range(3):
+            state, info = alg.round(state, fed, part, rng)
+            out.append((state.x.tobytes(), state.c.tobytes(), state.c_clients.tobytes(), info.communication))
+        return out
+
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
+    one = rounds()
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4)
+    blocking.set_num_threads(threads)
+    try:
+        assert len(blocking.row_blocks(fed, fed.n_clients, fed.dim)) >= 6
+        many = rounds()
+    finally:
+        blocking.set_num_threads(2)
+    assert one == many
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+@pytest.mark.parametrize("option", ["I", "II"])
+def test_a_diverging_round_raises_before_any_state_and_keeps_the_old_one(monkeypatch, blocked, option):
+    """Local steps overflowing (rate 1e100) raise DivergenceError from the local loop (one batch,
+    or blocks whose per-row work skips non-finite rows), with no RuntimeWarning, and the input
+    state is left as it was."""
+    import warnings
+
+    from fltheory.algorithms.local import blocking
+    from fltheory.errors import DivergenceError
+    from fltheory.problems.generators import random_quadratic
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=20)
+    lr = np.full(23, 0.05)
+    lr[9] = 1e100
+    alg = Scaffold(lr=lr, local_steps=60, option=option)
+    rng = np.random.default_rng(21)
+    state, _ = Scaffold(lr=0.05, local_steps=2, option=option).round(
+        alg.init(fed, np.ones(fed.dim), rng), fed, None, rng)
+    kept = [a.copy() for a in (state.x, state.c, state.c_clients)]
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4 if blocked else 2 ** 62)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DivergenceError, match="non-finite"):
+            alg.round(state, fed, None, rng)
+    for a, b in zip((state.x, state.c, state.c_clients), kept, strict=True):
+        assert a.tobytes() == b.tobytes()

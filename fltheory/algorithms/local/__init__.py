@@ -23,7 +23,7 @@ from ...errors import DivergenceError
 from ...optim.base import Optimizer
 from ...problems.base import Federation
 from . import blocking
-from .blocking import set_num_threads
+from .blocking import BlockFinish, BlockPrepare, set_num_threads
 from .exact import accelerated_l1_solve, exact_local_solve, row_smoothness
 from .objective import LocalObjective
 from .steps import descend
@@ -48,7 +48,9 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
                   opt_state: Any = None,
                   record_precond: bool = False,
                   keep_opt_state: bool = True,
-                  bounds: tuple[int, int] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+                  bounds: tuple[int, int] | None = None,
+                  finish: BlockFinish | None = None,
+                  prepare: BlockPrepare | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Run ``steps[r]`` local steps on every row r, all rows together.
 
     Plain steps (``optimizer is None``), BetterObjects Alg. 1 / docs/theory/index.md#algorithms:
@@ -76,27 +78,52 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     states into one (at (N, d) = (10000, 20) that join is two passes over fresh
     (N, d) arrays, about 1.6 ms a round).  ``bounds``: (min, max) of ``steps`` when
     the caller knows them (e.g. ``Participants.bounds``), else computed here.
+
+    ``finish(rows, Y[rows])``: optional per-row work of the caller on the final iterates
+    (e.g. turning them into y - x in place), run once on every row after the steps and
+    after the finiteness check (a non-finite row raises DivergenceError first).  The
+    blocked loop runs it in each block's worker thread right after the block's steps
+    (while the block is in cache, over both threads); elsewhere it runs once on all rows.
+    It must be elementwise per row (the same bits in any partition of the rows); sums over
+    rows stay with the caller.  The returned Y holds what ``finish`` left in it.  The blocked
+    loop also copies each block's starting rows from ``Y0`` in its worker thread.
+    ``prepare(rows)``: optional per-row work of the caller before the steps (e.g. filling
+    the rows of an array that ``objective`` holds, which is read only from the steps on),
+    run once on every row: in each block's worker thread before its steps, else once on
+    all rows before the steps.  It too must be elementwise per row.
     """
-    Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
-    m, d = Y.shape
+    Y0 = np.asarray(Y0, dtype=np.float64)
+    m, d = Y0.shape
     if not (type(steps) is np.ndarray and steps.dtype == np.int64):
         steps = np.asarray(steps, dtype=np.int64)
     if not (type(lr) is np.ndarray and lr.shape == (m,) and lr.dtype == np.float64):
         lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (m,))
     objective = objective or _ZERO
-    state = opt_state
-    if optimizer is not None and state is None:
-        state = optimizer.init(Y, clients)
-    kmin, kmax = bounds if bounds is not None else (int(steps.min()), int(steps.max())) if m else (0, 0)
     blocks = blocking.row_blocks(problem, m, d)
     if len(blocks) > 1 and not blocking.blockable(problem, clients):
         blocks = [slice(0, m)]
+    state = opt_state
+    kmin, kmax = bounds if bounds is not None else (int(steps.min()), int(steps.max())) if m else (0, 0)
     if problem.is_stochastic or len(blocks) == 1 or kmax == 0:
+        Y = np.array(Y0, dtype=np.float64, copy=True, order="C")
+        if optimizer is not None and state is None:
+            state = optimizer.init(Y, clients)
+        if prepare is not None:
+            prepare(slice(0, m))
         state, psum = descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state,
                               record_precond, bounds=(kmin, kmax))
+        if not np.isfinite(Y).all():
+            raise DivergenceError("local steps produced non-finite values")
+        if finish is not None:
+            finish(slice(0, m), Y)
     else:
+        # plain steps: each block copies its starting rows from Y0 in its own thread
+        # (optimizer steps keep the one copy: an optimizer's init reads the starting rows)
+        source: np.ndarray | None = Y0 if optimizer is None else None
+        Y = np.empty((m, d)) if source is not None else np.array(Y0, dtype=np.float64, copy=True, order="C")
+        if optimizer is not None and state is None:
+            state = optimizer.init(Y, clients)
         state, psum = blocking.descend_blocks(problem, Y, clients, steps, lr, objective, optimizer,
-                                              state, record_precond, blocks, keep_state=keep_opt_state)
-    if not np.isfinite(Y).all():
-        raise DivergenceError("local steps produced non-finite values")
+                                              state, record_precond, blocks, keep_state=keep_opt_state,
+                                              source=source, finish=finish, prepare=prepare)
     return Y, {"opt_state": state, "precond_sum": psum}

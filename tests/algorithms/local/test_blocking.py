@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+import pickle
+
 import numpy as np
 import pytest
 
@@ -76,3 +80,175 @@ def test_blocks_of_broadcast_and_linear_terms_equal_one_batch(monkeypatch, kind)
     assert len(blocking.row_blocks(fed, m, d)) == 6
     many, _ = local_descent(*args)
     np.testing.assert_array_equal(one, many)
+
+
+class _Bytes:
+    """Stand-in federation for ``row_blocks``: only the client data size matters."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def client_data_bytes(self) -> int:
+        return self.n
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("m, per_client", [(10000, 3360), (1000, 80800), (23, 800), (7, 2 ** 23), (5, 2 ** 22)])
+def test_row_blocks_are_balanced_over_the_threads(threads, m, per_client):
+    """Blocks cover the rows in order, hold at most _BLOCK_BYTES of client data each, differ
+    by at most one row and, when there are several, come in a multiple of the thread count."""
+    from fltheory.algorithms.local import blocking
+
+    blocking.set_num_threads(threads)
+    try:
+        blocks = blocking.row_blocks(_Bytes(per_client), m, 4)
+    finally:
+        blocking.set_num_threads(2)
+    per = max(1, blocking._BLOCK_BYTES // per_client)
+    sizes = [b.stop - b.start for b in blocks]
+    assert blocks[0].start == 0 and blocks[-1].stop == m
+    assert all(a.stop == b.start for a, b in itertools.pairwise(blocks))
+    assert max(sizes) <= per and max(sizes) - min(sizes) <= 1
+    expected = 1 if m <= per else min(m, math.ceil(math.ceil(m / per) / threads) * threads)
+    assert len(blocks) == expected
+    if len(blocks) > 1:
+        assert len(blocks) % threads == 0 or len(blocks) == m
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("blocked", [False, True])
+def test_finish_runs_once_on_every_row_after_its_steps(monkeypatch, threads, blocked):
+    """``finish(rows, Y[rows])`` sees each row once, after all its steps (the rows of the
+    plain one-batch loop), in the blocks' worker threads when blocked on two threads, and
+    what it writes is what local_descent returns: here 2 (y - x), elementwise."""
+    import threading
+
+    from fltheory.algorithms.local import blocking
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=8)
+    m, d = fed.n_clients, fed.dim
+    x = np.random.default_rng(9).standard_normal(d)
+    args = (fed, np.broadcast_to(x, (m, d)), np.arange(m), 1 + np.arange(m) % 3, np.linspace(0.05, 0.1, m), None,
+            composed(m, d, seed=10))
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
+    plain, _ = local_descent(*args)
+    seen: list[tuple[int, int, bytes, str]] = []
+
+    def finish(rows: slice, Y: np.ndarray) -> None:
+        seen.append((rows.start, rows.stop, Y.tobytes(), threading.current_thread().name))
+        np.subtract(Y, x, out=Y)
+        Y *= 2.0
+
+    if blocked:
+        monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * d * d * 4)
+    blocking.set_num_threads(threads)
+    try:
+        out, _ = local_descent(*args, finish=finish)
+    finally:
+        blocking.set_num_threads(2)
+    assert out.tobytes() == (2.0 * (plain - x)).tobytes()
+    seen.sort()
+    assert [(a, b) for a, b, _, _ in seen] == [(b.start, b.stop) for b in blocking.row_blocks(fed, m, d)] \
+        if blocked else [(0, m)]
+    assert all(rows == plain[a:b].tobytes() for a, b, rows, _ in seen)
+    if blocked and threads == 2:
+        assert all(name.startswith("fltheory-local") for *_, name in seen)
+    else:
+        assert all(name == threading.current_thread().name for *_, name in seen)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_non_finite_row_raises_and_its_block_is_not_finished(monkeypatch, threads, blocked):
+    """One client diverging to inf/nan: DivergenceError, and ``finish`` never sees its row
+    (blocked: the other blocks are finished; one batch: nothing is)."""
+    from fltheory.algorithms.local import blocking
+    from fltheory.errors import DivergenceError
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=11)
+    m, d = fed.n_clients, fed.dim
+    lr = np.full(m, 0.05)
+    lr[17] = 1e150                                         # row 17 overflows within 60 steps
+    seen: list[tuple[int, int]] = []
+    if blocked:
+        monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * d * d * 4)
+    else:
+        monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
+    blocking.set_num_threads(threads)
+    try:
+        with pytest.raises(DivergenceError, match="non-finite"):
+            local_descent(fed, np.ones((m, d)), np.arange(m), np.full(m, 60), lr, None,
+                          finish=lambda rows, Y: seen.append((rows.start, rows.stop)))
+    finally:
+        blocking.set_num_threads(2)
+    assert all(not (a <= 17 < b) for a, b in seen)
+    assert len(seen) == (len(blocking.row_blocks(fed, m, d)) - 1 if blocked else 0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("blocked", [False, True])
+def test_prepare_fills_the_objective_rows_before_their_steps(monkeypatch, threads, blocked):
+    """A linear term whose rows ``prepare(rows)`` writes just before the steps of those rows
+    (as SCAFFOLD's c_i - c) gives the bits of the same term filled beforehand; each row is
+    prepared once."""
+    from fltheory.algorithms.local import LocalObjective, blocking
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=16)
+    m, d = fed.n_clients, fed.dim
+    rng = np.random.default_rng(17)
+    shift = rng.standard_normal((m, d))
+    x = rng.standard_normal(d)
+    args = (fed, np.broadcast_to(x, (m, d)), np.arange(m), 1 + np.arange(m) % 3, np.full(m, 0.06), None)
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
+    eager, _ = local_descent(*args, LocalObjective.linear(shift))
+    lazy = np.full((m, d), np.nan)                     # unprepared rows would poison the steps
+    prepared: list[tuple[int, int]] = []
+
+    def prepare(rows: slice) -> None:
+        prepared.append((rows.start, rows.stop))
+        lazy[rows] = shift[rows]
+
+    if blocked:
+        monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * d * d * 4)
+    blocking.set_num_threads(threads)
+    try:
+        out, _ = local_descent(*args, LocalObjective.linear(lazy), prepare=prepare)
+    finally:
+        blocking.set_num_threads(2)
+    assert out.tobytes() == eager.tobytes()
+    assert sorted(prepared) == ([(b.start, b.stop) for b in blocking.row_blocks(fed, m, d)] if blocked else [(0, m)])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("te", [False, True])
+def test_blocked_fedprox_rounds_equal_one_batch_rounds_bit_for_bit(monkeypatch, threads, te):
+    """FedProx with gradient steps (full participation) forms y - x in the blocks of the local
+    loop (the finishing hook): models, ensemble target and communication must be the bits of
+    the one-batch round (23 clients, blocks of about 4 rows), with and without the temporal
+    ensemble target."""
+    from fltheory.algorithms.fedprox import FedProx, FedProxTE
+    from fltheory.algorithms.local import blocking
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=18)
+    kw = {"lr": np.linspace(0.03, 0.08, 23), "local_steps": 1 + np.arange(23) % 4, "mu": 0.3, "solver": "gd"}
+    alg = FedProxTE(beta=0.5, **kw) if te else FedProx(**kw)
+
+    def rounds():
+        rng = np.random.default_rng(19)
+        state = alg.init(fed, np.linspace(-1, 1, fed.dim), rng)
+        out = []
+        for _ in range(3):
+            state, info = alg.round(state, fed, None, rng)
+            out.append((state.x.tobytes(), pickle.dumps(state.target), info.communication))
+        return out
+
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
+    one = rounds()
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4)
+    blocking.set_num_threads(threads)
+    try:
+        assert len(blocking.row_blocks(fed, fed.n_clients, fed.dim)) >= 6
+        many = rounds()
+    finally:
+        blocking.set_num_threads(2)
+    assert one == many
