@@ -234,12 +234,18 @@ class _FusedAdaptive(KernelSteps):
         """:meth:`step` for AdaGrad without bias correction (b1 = 0, U is T), with the rule
         tests done once: T = g*g; nu += T; T = sqrt(nu); T += eps; T = g / T; T *= -lr;
         T *= rate (unless rate is the float 1.0); y += T."""
-        T, nu = self.T, self.nu
-        np.multiply(grads, grads, out=T)
-        if self.start is None:
+        T, nu, start = self.T, self.nu, self.start
+        if start is None:
+            np.multiply(grads, grads, out=T)
             nu += T
-        else:                                    # the first step from a constant start: nu = nu_0 + T
-            np.add(self.start, T, out=nu)
+        elif start.size and start[0, 0] == 0.0:
+            # the first step from nu_0 = 0 (either sign): nu = nu_0 + g*g is g*g exactly (a square
+            # is never -0.0, and +-0.0 + y == y for every other y, NaN included): written directly
+            np.multiply(grads, grads, out=nu)
+            self.start = None
+        else:                                    # the first step from a constant start: nu = nu_0 + g*g
+            np.multiply(grads, grads, out=T)
+            np.add(start, T, out=nu)
             self.start = None
         np.sqrt(nu, out=T)
         T += self.eps
