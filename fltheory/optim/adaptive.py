@@ -201,7 +201,10 @@ class _FusedAdaptive(KernelSteps):
 
     (b * x + c * z and c * z + b * x round alike: addition and multiplication
     are commutative in IEEE arithmetic, so these equal ``update``'s results
-    bit for bit)."""
+    bit for bit).  Plain AdaGrad started from ``init``'s constant nu_0 (a
+    restart) does not copy nu_0: its first step writes nu = nu_0 + g*g into a
+    fresh array, or nu = g*g when nu_0 = +-0 (the same numbers: a square is
+    never -0.0)."""
 
     def __init__(self, rule: str, lr: float, b1: float, b2: float, eps: float,
                  scales: Any, state: AdaptiveState) -> None:
@@ -233,7 +236,8 @@ class _FusedAdaptive(KernelSteps):
     def _adagrad_step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
         """:meth:`step` for AdaGrad without bias correction (b1 = 0, U is T), with the rule
         tests done once: T = g*g; nu += T; T = sqrt(nu); T += eps; T = g / T; T *= -lr;
-        T *= rate (unless rate is the float 1.0); y += T."""
+        T *= rate (unless rate is the float 1.0); y += T (the first step from a constant
+        start: nu = g*g for nu_0 = +-0, else T = g*g; nu = nu_0 + T)."""
         T, nu, start = self.T, self.nu, self.start
         if start is None:
             np.multiply(grads, grads, out=T)
