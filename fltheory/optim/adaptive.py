@@ -223,7 +223,8 @@ class _FusedAdaptive(KernelSteps):
         # (the same sums, one pass fewer); ``start`` holds that view until then
         self.start: np.ndarray | None = None
         if self.plain_adagrad and type(nu) is np.ndarray and nu.dtype == np.float64 and nu.ndim == 2 \
-                and nu.strides == (0, 0):
+                and nu.strides == (0, 0) and isinstance(nu.base, np.ndarray) and not nu.base.flags.writeable:
+            # (a constant view of a read-only buffer: nothing can change it before the first step)
             self.start = nu
             self.nu = np.empty(nu.shape)
         else:

@@ -465,3 +465,18 @@ def test_init_reuses_its_read_only_start_views_per_shape():
     for shape in [(k, 1) for k in range(1, 20)]:          # more shapes than kept: still right
         s = opt.init(np.zeros(shape))
         assert s.nu.shape == shape and not s.nu.flags.writeable and (s.nu == 0.5).all()
+
+
+def test_fused_adagrad_copies_a_constant_view_of_writable_memory_at_once():
+    """Only init's views of read-only buffers are read lazily at the first step; a broadcast view of
+    a caller's writable array is copied when the fused steps are made (a later write to that array
+    does not reach them), and blocks of init's state (take_rows) are still read lazily."""
+    opt = optim.adagrad(0.1)
+    acc = np.array([0.5])
+    s = opt.init(np.zeros((3, 2)))._replace(nu=np.broadcast_to(acc, (3, 2)))
+    fused = opt.fused(s)
+    acc[0] = 100.0
+    g = np.ones((3, 2))
+    fused.step(g, np.zeros((3, 2)), 1.0)
+    assert fused.state().nu.tobytes() == np.full((3, 2), 1.5).tobytes()
+    assert opt.fused(optim.take_rows(opt.init(np.zeros((5, 2))), slice(0, 2))).start is not None
