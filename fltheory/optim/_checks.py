@@ -12,7 +12,7 @@ from .._validate import in_unit_interval, positive, real_array
 from ..errors import InvalidHyperparameterError, InvalidProblemError, NonFinitePointError
 
 __all__ = ["learning_rate", "decay", "stability", "accumulator", "rows", "grads_like",
-           "client_index"]
+           "client_index", "client_rows"]
 
 
 def learning_rate(name: str, lr: Any) -> float:
@@ -76,3 +76,26 @@ def client_index(clients: Any, m: int, where: str) -> np.ndarray:
     if m and c.min() < 0:
         raise InvalidHyperparameterError(f"{where}: client indices must be >= 0, got {c.tolist()}")
     return c.astype(np.int64)
+
+
+#: The last immutable client index array found valid, with its length (one tuple: read atomically).
+_KNOWN_CLIENTS: list[tuple[Any, int]] = [(None, -1)]
+
+
+def client_rows(clients: Any, m: int, where: str) -> None:
+    """Check ``clients`` as :func:`client_index` does, without returning a copy.
+
+    An (m,) int64 array with no negative entry passes without the copy; an array whose
+    contents can never change (a read-only view of ``bytes``, e.g. the shared clients of
+    full participation, ``fltheory.participation.full_participants``) is remembered once
+    checked (a strong reference, so its identity cannot be reused) and then recognised
+    without a pass over it."""
+    known, length = _KNOWN_CLIENTS[0]
+    if clients is known and length == m:
+        return
+    if not (type(clients) is np.ndarray and clients.dtype == np.int64 and clients.shape == (m,)
+            and (m == 0 or np.minimum.reduce(clients) >= 0)):
+        client_index(clients, m, where)
+        return
+    if type(clients.base) is bytes and not clients.flags.writeable:
+        _KNOWN_CLIENTS[0] = (clients, m)

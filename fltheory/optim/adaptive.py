@@ -57,6 +57,8 @@ def _read_only_number(value: float) -> np.ndarray:
 
 
 _ZERO = _read_only_number(0.0)
+#: Shapes whose constant start views an optimizer keeps (a round uses one or two).
+_START_SHAPES = 8
 
 
 def _constant(buf: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -99,22 +101,26 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
     nu0 = _checks.accumulator(f"{name}: initial_accumulator", initial_accumulator)
     bias_correction = bool(bias_correction)
     nu0_buf = _read_only_number(nu0)
+    # (shape -> (mu, nu) start views): read-only views of constant buffers, so one pair per
+    # shape serves every init (a state is a value; these views can never be written)
+    starts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def init(params: Any, clients: Any = None) -> AdaptiveState:
         x = _checks.rows(params, f"{name}.init")
         m = x.shape[0]
-        # the indices are only checked here (the moments do not depend on them): an (m,) int64
-        # array with no negative entry passes without the copy client_index would return
-        if not (type(clients) is np.ndarray and clients.dtype == np.int64 and clients.shape == (m,)
-                and (m == 0 or np.minimum.reduce(clients) >= 0)):
-            _checks.client_index(clients, m, f"{name}.init")
+        # the indices are only checked here (the moments do not depend on them)
+        _checks.client_rows(clients, m, f"{name}.init")
         # The moments start constant (mu = +0.0, nu = nu_0 entrywise): read-only broadcast
         # views of one number (no memory; the same values, sign of a zero included, as
         # np.zeros_like / np.full_like).  States are values: update and the fused steps
         # write new or owned arrays, take_rows / put_rows / mean_rows copy; a fused copy
         # then reads one number instead of faulting in fresh zero pages of an (m, d) array.
-        return AdaptiveState(np.zeros(x.shape[0], dtype=np.int64), _constant(_ZERO, x.shape),
-                             _constant(nu0_buf, x.shape))
+        pair = starts.get(x.shape)
+        if pair is None:
+            if len(starts) >= _START_SHAPES:
+                starts.clear()
+            pair = starts[x.shape] = (_constant(_ZERO, x.shape), _constant(nu0_buf, x.shape))
+        return AdaptiveState(np.zeros(m, dtype=np.int64), *pair)
 
     def _scales(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = count.astype(np.float64)[:, None]
@@ -195,7 +201,10 @@ class _FusedAdaptive(KernelSteps):
 
     (b * x + c * z and c * z + b * x round alike: addition and multiplication
     are commutative in IEEE arithmetic, so these equal ``update``'s results
-    bit for bit)."""
+    bit for bit).  Plain AdaGrad started from ``init``'s constant nu_0 (a
+    restart) does not copy nu_0: its first step writes nu = nu_0 + g*g into a
+    fresh array, or nu = g*g when nu_0 = +-0 (the same numbers: a square is
+    never -0.0)."""
 
     def __init__(self, rule: str, lr: float, b1: float, b2: float, eps: float,
                  scales: Any, state: AdaptiveState) -> None:
@@ -204,23 +213,45 @@ class _FusedAdaptive(KernelSteps):
         self.pending = 0            # steps not yet added to count (only bias correction reads it per step)
         # b1 = 0: mu is never read or written (``update`` keeps it too)
         self.mu = state.mu if b1 == 0.0 else np.array(state.mu, dtype=np.float64, copy=True, order="C")
-        self.nu = np.array(state.nu, dtype=np.float64, copy=True, order="C")
-        self.T = np.empty_like(self.nu)
-        self.U = np.empty_like(self.nu) if (b1 != 0.0 or scales is not None) else self.T
-        self.S = np.empty_like(self.nu) if rule == "yogi" else self.T
         # AdaGrad without bias correction: one flag test per step instead of the rule tests
         # (a flag, not ``self.step = self._adagrad_step``: that bound method would make a
         # reference cycle, keeping the buffers alive until the garbage collector runs)
         self.plain_adagrad = rule == "adagrad" and b1 == 0.0 and scales is None
+        nu = state.nu
+        # plain AdaGrad from a constant start (a restart: ``init``'s read-only view of nu_0):
+        # the first step writes nu_0 + g*g into a fresh array instead of copying nu_0 first
+        # (the same sums, one pass fewer); ``start`` holds that view until then
+        self.start: np.ndarray | None = None
+        if self.plain_adagrad and type(nu) is np.ndarray and nu.dtype == np.float64 and nu.ndim == 2 \
+                and nu.strides == (0, 0) and isinstance(nu.base, np.ndarray) and not nu.base.flags.writeable:
+            # (a constant view of a read-only buffer: nothing can change it before the first step)
+            self.start = nu
+            self.nu = np.empty(nu.shape)
+        else:
+            self.nu = np.array(nu, dtype=np.float64, copy=True, order="C")
+        self.T = np.empty_like(self.nu)
+        self.U = np.empty_like(self.nu) if (b1 != 0.0 or scales is not None) else self.T
+        self.S = np.empty_like(self.nu) if rule == "yogi" else self.T
         self.neg_lr = -lr
 
     def _adagrad_step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
         """:meth:`step` for AdaGrad without bias correction (b1 = 0, U is T), with the rule
         tests done once: T = g*g; nu += T; T = sqrt(nu); T += eps; T = g / T; T *= -lr;
-        T *= rate (unless rate is the float 1.0); y += T."""
-        T, nu = self.T, self.nu
-        np.multiply(grads, grads, out=T)
-        nu += T
+        T *= rate (unless rate is the float 1.0); y += T (the first step from a constant
+        start: nu = g*g for nu_0 = +-0, else T = g*g; nu = nu_0 + T)."""
+        T, nu, start = self.T, self.nu, self.start
+        if start is None:
+            np.multiply(grads, grads, out=T)
+            nu += T
+        elif start.size and start[0, 0] == 0.0:
+            # the first step from nu_0 = 0 (either sign): nu = nu_0 + g*g is g*g exactly (a square
+            # is never -0.0, and +-0.0 + y == y for every other y, NaN included): written directly
+            np.multiply(grads, grads, out=nu)
+            self.start = None
+        else:                                    # the first step from a constant start: nu = nu_0 + g*g
+            np.multiply(grads, grads, out=T)
+            np.add(start, T, out=nu)
+            self.start = None
         np.sqrt(nu, out=T)
         T += self.eps
         np.divide(grads, T, out=T)
@@ -234,6 +265,33 @@ class _FusedAdaptive(KernelSteps):
         """The step function: :meth:`step`, or directly the AdaGrad kernel it would call (for a
         caller's local variable only: stored on the instance it would make a reference cycle)."""
         return self._adagrad_step if self.plain_adagrad else self.step
+
+    def run(self, grad: Any, buf: np.ndarray, params: np.ndarray, rate: float | np.ndarray, steps: int) -> None:
+        """``steps`` steps with the oracle ``grad`` (:meth:`KernelSteps.run`); plain AdaGrad runs
+        the operations of :meth:`_adagrad_step` in this loop (the same numbers, one Python call
+        per step: the oracle's)."""
+        if not self.plain_adagrad or steps <= 0:
+            super().run(grad, buf, params, rate, steps)
+            return
+        T, nu, eps, neg_lr = self.T, self.nu, self.eps, self.neg_lr
+        scaled = not (isinstance(rate, float) and rate == 1.0)
+        multiply, sqrt, divide = np.multiply, np.sqrt, np.divide
+        k = 0
+        if self.start is not None:               # the first step from a constant start
+            self._adagrad_step(grad(params, buf), params, rate)
+            k = 1
+        for _ in range(k, steps):
+            g = grad(params, buf)
+            multiply(g, g, out=T)
+            nu += T
+            sqrt(nu, out=T)
+            T += eps
+            divide(g, T, out=T)
+            T *= neg_lr
+            if scaled:
+                T *= rate
+            params += T
+        self.pending += steps - k
 
     def step(self, grads: np.ndarray, params: np.ndarray, rate: float | np.ndarray) -> None:
         if self.plain_adagrad:
@@ -282,7 +340,8 @@ class _FusedAdaptive(KernelSteps):
         if self.pending:
             self.count += self.pending
             self.pending = 0
-        return AdaptiveState(self.count, self.mu, self.nu)
+        # no step yet from a constant start: nu is still that start (a read-only view)
+        return AdaptiveState(self.count, self.mu, self.nu if self.start is None else self.start)
 
 
 def adagrad(lr: float, eps: float = 1e-8, initial_accumulator: float = 0.0) -> Optimizer:

@@ -68,6 +68,16 @@ class KernelSteps(ABC):
         """A callable with the signature and effect of :meth:`step` (default: ``step`` itself)."""
         return self.step
 
+    def run(self, grad: Callable[[np.ndarray, np.ndarray], np.ndarray], buf: np.ndarray, params: np.ndarray,
+            rate: float | np.ndarray, steps: int) -> None:
+        """``steps`` steps ``step(grad(params, buf), params, rate)`` in place: the oracle ``grad``
+        writes the gradient at ``params`` into ``buf`` (and returns it).  The default calls
+        :meth:`kernel`'s function every step; a subclass may run the loop itself with the same
+        operations (the same numbers) and fewer Python calls per step."""
+        step = self.kernel()
+        for _ in range(steps):
+            step(grad(params, buf), params, rate)
+
 
 class Optimizer(NamedTuple):
     """A pure optimizer: ``init``, ``update``, ``precond`` and optionally ``fused``

@@ -398,3 +398,85 @@ def test_precond_is_the_written_out_weight_bit_for_bit(rule, kw):
     assert s.count[0] == 0 and s.count[-1] == 4
     got = opt.precond(s)
     assert got.dtype == ref.dtype and got.tobytes() == ref.tobytes()
+
+
+def _linear_oracle(A, b):
+    """g(y) = y A - b rowwise, written into the caller's buffer (the local loop's oracle contract)."""
+    def grad(Y, out):
+        np.matmul(Y, A, out=out)
+        out -= b
+        return out
+    return grad
+
+
+@pytest.mark.parametrize("start", ["init", "uneven"])
+@pytest.mark.parametrize("rate", list(RATES))
+@pytest.mark.parametrize("rule,kw", FUSED_CASES)
+def test_fused_run_equals_update_steps_bit_for_bit(rule, kw, rate, start):
+    """fused(state).run(grad, buf, y, rate, K) == K times (u, s = update(grad(y), s, y); y += rate * u),
+    bit for bit on the point and every state field: from init's constant start (plain AdaGrad
+    then writes nu_0 + g*g into a fresh array) and from a state with per-row counters."""
+    rng = np.random.default_rng(23)
+    m, d, K = 5, 4, 7
+    opt = getattr(optim, rule)(**kw)
+    s0 = opt.init(rng.normal(size=(m, d))) if start == "init" else _uneven_state(opt, rng, m, d)
+    A = rng.normal(size=(d, d)) * 0.3
+    b = rng.normal(size=(m, d))
+    grad = _linear_oracle(A, b)
+    r = RATES[rate](m)
+    Y_ref = rng.normal(size=(m, d))
+    Y = Y_ref.copy()
+    s_ref = s0
+    for _ in range(K):
+        u, s_ref = opt.update(grad(Y_ref, np.empty((m, d))), s_ref, Y_ref)
+        Y_ref += r * u
+    fused = opt.fused(s0)
+    fused.run(grad, np.empty((m, d)), Y, r, K)
+    assert Y.tobytes() == Y_ref.tobytes()
+    for f, f_ref in zip(fused.state(), s_ref, strict=True):
+        assert np.asarray(f).dtype == np.asarray(f_ref).dtype
+        assert np.asarray(f).tobytes() == np.asarray(f_ref).tobytes()
+
+
+@pytest.mark.parametrize("nu0", [0.0, -0.0, 0.25])
+def test_fused_adagrad_without_steps_returns_its_start(nu0):
+    """No step taken: the state is the start state (nu_0 entrywise, sign of a zero included),
+    also after zero ``run`` steps; one step then gives nu_0 + g*g exactly."""
+    opt = optim.adagrad(0.1, initial_accumulator=nu0)
+    s = opt.init(np.zeros((3, 2)))
+    fused = opt.fused(s)
+    fused.run(_linear_oracle(np.eye(2), np.ones((3, 2))), np.empty((3, 2)), np.zeros((3, 2)), 1.0, 0)
+    out = fused.state()
+    assert out.count.tolist() == [0, 0, 0]
+    assert out.nu.tobytes() == np.full((3, 2), nu0).tobytes()
+    g = np.arange(6.0).reshape(3, 2)
+    fused.step(g, np.zeros((3, 2)), 1.0)
+    assert fused.state().nu.tobytes() == (np.full((3, 2), nu0) + g * g).tobytes()
+
+
+def test_init_reuses_its_read_only_start_views_per_shape():
+    """init hands out the same read-only constant views for one shape (never written: a state is
+    a value) and fresh counters; other shapes get their own views."""
+    opt = optim.adagrad(0.1, initial_accumulator=0.5)
+    a, b = opt.init(np.zeros((3, 2))), opt.init(np.ones((3, 2)))
+    assert a.nu is b.nu and a.mu is b.mu and a.count is not b.count
+    c = opt.init(np.zeros((4, 2)))
+    assert c.nu.shape == (4, 2) and c.nu.tobytes() == np.full((4, 2), 0.5).tobytes()
+    for shape in [(k, 1) for k in range(1, 20)]:          # more shapes than kept: still right
+        s = opt.init(np.zeros(shape))
+        assert s.nu.shape == shape and not s.nu.flags.writeable and (s.nu == 0.5).all()
+
+
+def test_fused_adagrad_copies_a_constant_view_of_writable_memory_at_once():
+    """Only init's views of read-only buffers are read lazily at the first step; a broadcast view of
+    a caller's writable array is copied when the fused steps are made (a later write to that array
+    does not reach them), and blocks of init's state (take_rows) are still read lazily."""
+    opt = optim.adagrad(0.1)
+    acc = np.array([0.5])
+    s = opt.init(np.zeros((3, 2)))._replace(nu=np.broadcast_to(acc, (3, 2)))
+    fused = opt.fused(s)
+    acc[0] = 100.0
+    g = np.ones((3, 2))
+    fused.step(g, np.zeros((3, 2)), 1.0)
+    assert fused.state().nu.tobytes() == np.full((3, 2), 1.5).tobytes()
+    assert opt.fused(optim.take_rows(opt.init(np.zeros((5, 2))), slice(0, 2))).start is not None

@@ -121,3 +121,29 @@ def test_library_adaptive_fused_steps_are_kernel_steps() -> None:
     opt = optim.adagrad(0.1)
     fused = opt.fused(opt.init(np.zeros((2, 3))))
     assert isinstance(fused, KernelSteps)
+
+
+def test_kernel_steps_default_run_takes_its_kernel_steps_with_the_oracle() -> None:
+    """``KernelSteps.run(grad, buf, y, rate, K)``: K times step(grad(y, buf), y, rate)."""
+    from fltheory.optim.base import KernelSteps
+
+    class Halving(KernelSteps):
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def step(self, grads, params, rate):
+            params -= rate * (0.5 * grads)
+            self.calls += 1
+
+        def state(self) -> int:
+            return self.calls
+
+    def grad(y, out):
+        np.subtract(y, 1.0, out=out)                # f(y) = |y - 1|^2 / 2
+        return out
+
+    steps = Halving()
+    y = np.full(3, 3.0)
+    steps.run(grad, np.empty(3), y, 1.0, 4)
+    assert steps.state() == 4
+    np.testing.assert_array_equal(y, np.full(3, 1.0 + 2.0 * 0.5 ** 4))

@@ -47,3 +47,28 @@ def test_mean_rows_weights_checked():
         optim.mean_rows(s, np.array([1.0, 2.0, 3.0]))
     with pytest.raises(InvalidHyperparameterError, match="weights"):
         optim.mean_rows(s, np.array([-1.0, 1.0]))
+
+
+def test_client_rows_checks_like_client_index_and_remembers_only_immutable_arrays() -> None:
+    """``_checks.client_rows``: the errors of ``client_index``; an immutable index array (a read-only
+    view of bytes) is remembered once checked, a writable one is checked every call."""
+    from fltheory.optim import _checks
+    with pytest.raises(InvalidHyperparameterError, match=">= 0"):
+        _checks.client_rows(np.array([0, -1]), 2, "here")
+    with pytest.raises(InvalidHyperparameterError, match="clients must be"):
+        _checks.client_rows(np.array([0, 1, 2]), 2, "here")
+    with pytest.raises(InvalidHyperparameterError, match="clients must be"):
+        _checks.client_rows(np.array([0.0, 1.0]), 2, "here")
+    frozen = np.frombuffer(np.arange(3, dtype=np.int64).tobytes(), dtype=np.int64)
+    _checks.client_rows(frozen, 3, "here")
+    assert _checks._KNOWN_CLIENTS[0][0] is frozen
+    with pytest.raises(InvalidHyperparameterError, match="clients must be"):
+        _checks.client_rows(frozen, 4, "here")          # the remembered array, another row count
+    writable = np.arange(3)
+    _checks.client_rows(writable, 3, "here")
+    assert _checks._KNOWN_CLIENTS[0][0] is frozen
+    writable[1] = -5
+    with pytest.raises(InvalidHyperparameterError, match=">= 0"):
+        _checks.client_rows(writable, 3, "here")
+    with pytest.raises(InvalidHyperparameterError, match=">= 0"):
+        optim.adagrad(0.1).init(np.zeros((3, 2)), writable)

@@ -58,10 +58,14 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
             _plain_steps(grad, G_buf, Y, rate, extra, kmin)
             kdone = kmin
         elif fused is not None and grad is not None and extra.kind == "none" and not record:
-            # fused steps, nothing added: the bare loop (the optimizer's own kernel when it offers one)
-            step = fused.kernel() if isinstance(fused, KernelSteps) else fused.step
-            for _ in range(kmin):
-                step(grad(Y, G_buf), Y, rate)
+            # fused steps, nothing added: the bare loop (the optimizer's own loop when it offers one)
+            if isinstance(fused, KernelSteps):
+                assert G_buf is not None
+                fused.run(grad, G_buf, Y, rate, kmin)
+            else:
+                step = fused.step
+                for _ in range(kmin):
+                    step(grad(Y, G_buf), Y, rate)
             kdone = kmin
         else:
             kdone = 0
