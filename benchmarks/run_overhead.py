@@ -8,7 +8,7 @@ For each (N, d) at tau = 10 (quadratic clients H_i = B_i B_i^T / d + 0.5 I, as
 ``benchmarks/blocked.py``, lr = 0.05 as there) and each number R of rounds per call,
 these candidates each run R rounds per call, measured in this one process with
 interleaved trials (one warm-up call each, then trial 1 of every candidate, trial 2,
-...; medians):
+...; medians, or minima with ``--statistic min``):
 
 * ``bare rounds``: ``FedAvg.round`` called in a loop, state kept between calls,
   nothing read from the RoundInfo (no ``init``, no generator, no record);
@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import interleaved, load, rounds_of
+from _timing import interleaved_samples, load, rounds_of
 
 from fltheory.algorithms import FedAvg, run
 from fltheory.problems.quadratic import QuadraticFederation
@@ -66,19 +66,23 @@ def fresh_rounds(alg: FedAvg, fed: QuadraticFederation, rounds: int) -> Callable
     return go
 
 
-def measure(N: int, d: int, tau: int, trials: int, rounds: int) -> dict[str, float]:
-    """Print the table for one size and R = ``rounds``; return the median CPU seconds per call."""
+def measure(N: int, d: int, tau: int, trials: int, rounds: int, statistic: str = "median") -> dict[str, float]:
+    """Print the table for one size and R = ``rounds``; return the CPU seconds per call (median over
+    the trials, or minimum with ``statistic="min"``: the reading least disturbed by other processes)."""
     fed = quadratic_problem(N, d)
     alg = FedAvg(lr=0.05, local_steps=tau)
     before = load()
-    wall, cpu = interleaved({
+    wall_samples, cpu_samples = interleaved_samples({
         "bare rounds": rounds_of(alg, fed, np.zeros(fed.dim), rounds),
         "run() default": lambda: run(alg, fed, rounds),
         "run() metrics=()": lambda: run(alg, fed, rounds, metrics=()),
         "run() + comm. read": lambda: run(alg, fed, rounds).total_communication(),
         "fresh bare rounds": fresh_rounds(alg, fed, rounds),
     }, trials, rounds)
-    print(f"(N, d, tau) = ({N}, {d}, {tau}), {rounds} rounds per call, {trials} trials; "
+    reduce = np.median if statistic == "median" else np.min
+    wall = {k: float(reduce(v)) for k, v in wall_samples.items()}
+    cpu = {k: float(reduce(v)) for k, v in cpu_samples.items()}
+    print(f"(N, d, tau) = ({N}, {d}, {tau}), {rounds} rounds per call, {trials} trials, {statistic}s; "
           f"load {before} -> {load()}")
     print(f"  {'candidate':<19} {'wall s/round':>13} {'/ bare':>7} {'CPU s/round':>12} {'/ bare':>7}")
     for name in wall:
@@ -109,10 +113,12 @@ def main() -> None:
     parser.add_argument("--tau", type=int, default=10)
     parser.add_argument("--sizes", nargs="+", default=["100,50", "1000,100", "10000,20"],
                         help="N,d pairs")
+    parser.add_argument("--statistic", choices=("median", "min"), default="median",
+                        help="per candidate over the trials (min: least disturbed by load)")
     args = parser.parse_args()
     for size in args.sizes:
         N, d = (int(v) for v in size.split(","))
-        per_call = {R: measure(N, d, args.tau, args.trials, R) for R in args.rounds}
+        per_call = {R: measure(N, d, args.tau, args.trials, R, args.statistic) for R in args.rounds}
         per_call_costs(per_call)
 
 

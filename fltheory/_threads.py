@@ -84,6 +84,9 @@ def pinned_blas(func: F) -> F:
     """Decorator: run ``func`` inside :func:`single_threaded_blas`."""
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with single_threaded_blas():
+        # single_threaded_blas() inlined: the usual case (already one thread) costs no context manager
+        if all(lib.num_threads == 1 for lib in _blas_libraries()):
+            return func(*args, **kwargs)
+        with _controller().limit(limits=1, user_api="blas"):
             return func(*args, **kwargs)
     return wrapper  # type: ignore[return-value]

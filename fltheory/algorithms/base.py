@@ -107,6 +107,8 @@ class DeferredCommunication:
 
     def held_bytes(self) -> int:
         """Bytes of the arrays this measurement holds until it is read."""
+        if type(self.up) is np.ndarray and type(self.down) is np.ndarray:     # the usual case, per round
+            return self.up.nbytes + self.down.nbytes
         ups = self.up if isinstance(self.up, tuple) else (self.up,)
         return sum(int(np.asarray(u).nbytes) for u in ups) + int(np.asarray(self.down).nbytes)
 

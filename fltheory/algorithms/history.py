@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import platform
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -112,8 +113,9 @@ class RoundCommunication(Sequence[Any]):
     def append(self, info: Any) -> None:
         """Add one round's RoundInfo; measure the pending rounds once they hold ``max_bytes``."""
         self._items.append(info)
-        held = info.held_bytes() if hasattr(info, "held_bytes") else 0
-        self._held += held
+        held_bytes = getattr(info, "held_bytes", None)
+        if held_bytes is not None:
+            self._held += held_bytes()
         if self._held >= self.max_bytes:
             self._resolve()
 
@@ -260,4 +262,17 @@ def checked_run_record(algorithm: Algorithm, problem: Federation, *, rounds: int
     versions, commit, dirty = _environment()
     return RunRecord(config=config, seed=int_seed, versions=dict(versions),
                      python=platform.python_version(), git_commit=commit, git_dirty=dirty,
-                     timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+                     timestamp=_timestamp())
+
+
+_STAMP: list[Any] = [None, ""]
+
+
+def _timestamp() -> str:
+    """The current UTC time to the second, ISO 8601 (as ``datetime.now(timezone.utc).isoformat(
+    timespec="seconds")``), formatted once per second: runs of a few rounds start many per second."""
+    second = int(time.time())
+    if _STAMP[0] != second:
+        _STAMP[1] = _dt.datetime.fromtimestamp(second, _dt.timezone.utc).isoformat(timespec="seconds")
+        _STAMP[0] = second
+    return str(_STAMP[1])

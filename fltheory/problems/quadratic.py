@@ -558,14 +558,15 @@ class QuadraticFederation(Federation):
         per federation (one pass over the N Hessians) and reused while H, e, offsets
         and weights are the same array objects (views such as ``client_block`` or
         replaced arrays recompute; in-place edits of H are not tracked)."""
-        key = (self.H, self.e, self.offsets, self.weights)
         cached = self.__dict__.get("_global_cache")
-        if cached is None or any(a is not b for a, b in zip(cached[0], key, strict=True)):
-            p = self.weights
-            value = (np.einsum("i,ijk->jk", p, self.H), p @ self.e, float(p @ self.offsets))
-            cached = (key, value)
-            self.__dict__["_global_cache"] = cached
-        return cached[1]
+        if cached is not None:
+            H, e, offsets, weights = cached[0]
+            if H is self.H and e is self.e and offsets is self.offsets and weights is self.weights:
+                return cached[1]
+        p = self.weights
+        value = (np.einsum("i,ijk->jk", p, self.H), p @ self.e, float(p @ self.offsets))
+        self.__dict__["_global_cache"] = ((self.H, self.e, self.offsets, p), value)
+        return value
 
     def client_block(self, start: int, stop: int) -> QuadraticFederation | None:
         """A shallow copy whose H and e are the views H[start:stop], e[start:stop]

@@ -264,3 +264,51 @@ def test_run_checks_a_user_optimum_once(value, error, match):
         with pytest.raises(error, match=match):
             run(FedAvg(lr=0.05, local_steps=2), fed, 3, seed=0, callback=callback)
     run(FedAvg(lr=0.05, local_steps=2), fed, 3, seed=0, metrics=("loss",))    # x* not needed: not asked
+
+
+def test_run_calls_init_without_its_argument_check_after_checking_the_same_arguments():
+    """run() checks x0, the problem and the generator itself, then calls the implementation behind
+    the checked ``init`` (the check would only repeat them): the implementation accepts what the
+    check refuses, run() still refuses it with its own typed error, and the state is the checked one's."""
+    f, alg = fed(noisy=False), FedAvg(lr=0.1, local_steps=3)
+    raw_init = run_module._unchecked(alg, "init")
+    bad = np.full(f.dim, np.nan)
+    with pytest.raises(InvalidProblemError, match="x0"):
+        alg.init(f, bad, np.random.default_rng(0))
+    assert np.isnan(raw_init(f, bad, np.random.default_rng(0)).x).all()
+    with pytest.raises(InvalidProblemError, match="x0"):
+        run(alg, f, 2, x0=bad)
+    x0 = np.linspace(-1.0, 1.0, f.dim)
+    assert raw_init(f, x0, None).x.tobytes() == alg.init(f, x0, None).x.tobytes()
+
+
+def test_an_init_set_on_the_instance_is_called_as_it_is():
+    f, alg = fed(noisy=False), FedAvg(lr=0.1, local_steps=3)
+    calls = []
+    checked = alg.init
+
+    def init(problem, x0, rng):
+        calls.append(x0.shape)
+        return checked(problem, x0, rng)
+
+    object.__setattr__(alg, "init", init)
+    assert run_module._unchecked(alg, "init") is init
+    run(alg, f, 2)
+    assert calls == [(f.dim,)]
+
+
+def test_record_timestamp_is_the_current_second_in_iso_format():
+    import datetime as dt
+    history_module = importlib.import_module("fltheory.algorithms.history")
+    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    stamp = run(FedAvg(lr=0.1, local_steps=3), fed(noisy=False), 1).record.timestamp
+    after = dt.datetime.now(dt.timezone.utc)
+    assert before <= dt.datetime.fromisoformat(stamp) <= after
+    assert stamp.endswith("+00:00") and len(stamp) == len("2026-01-31T12:00:00+00:00")
+    assert history_module._timestamp() >= stamp
+
+
+def test_held_bytes_of_plain_arrays_and_of_tuples():
+    up, down = np.zeros((4, 3)), np.zeros(3)
+    assert DeferredCommunication(up, down).held_bytes() == up.nbytes + down.nbytes
+    assert DeferredCommunication((up, up[:, :2]), down).held_bytes() == up.nbytes + 4 * 2 * 8 + down.nbytes

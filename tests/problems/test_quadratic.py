@@ -172,3 +172,16 @@ def test_first_of_run_remembers_only_immutable_arrays():
     assert _first_of_run(writable, 5) == 0
     writable[2] = 7                                        # a mutable array is checked again
     assert _first_of_run(writable, 10) is None
+
+
+def test_global_quadratic_is_recomputed_when_an_array_is_replaced():
+    """The averaged quadratic (Hbar, ebar, cbar) is cached while H, e, offsets and weights are the
+    same objects, and recomputed when any of them is replaced."""
+    f = random_quadratic(5, 3, L=2.0, mu=0.5, heterogeneity=1.0, seed=1)
+    first = f._global_quadratic()
+    assert f._global_quadratic() is first
+    f.weights = np.full(5, 0.2)
+    Hbar, ebar, cbar = f._global_quadratic()
+    assert np.allclose(Hbar, f.H.mean(axis=0), rtol=1e-14) and np.allclose(ebar, f.e.mean(axis=0), rtol=1e-14)
+    f.e = f.e + 1.0
+    assert np.allclose(f._global_quadratic()[1], ebar + 1.0, rtol=1e-14)
