@@ -21,6 +21,7 @@ as changed: the check errs towards refusing, never towards storing.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import threading
@@ -29,7 +30,7 @@ from importlib.abc import MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-__all__ = ["changed_since_import", "install"]
+__all__ = ["changed_since_import", "install", "record"]
 
 #: module name -> (source path, (st_mtime_ns, st_size) when the module's file was found)
 _STAMPS: dict[str, tuple[str, tuple[int, int]]] = {}
@@ -44,6 +45,13 @@ def _stamp(path: str) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
+def record(name: str, path: str | os.PathLike[str]) -> None:
+    """Stamp the source file ``path`` of module ``name`` now: for a module loaded without the
+    import system's finders (``spec_from_file_location`` + ``exec_module``); call it before the
+    module's code is executed, so that a later edit is seen as a change."""
+    _record(name, os.fspath(path))
+
+
 def _record(name: str, path: str | None) -> None:
     if not path or not path.endswith(".py"):
         return
@@ -51,6 +59,23 @@ def _record(name: str, path: str | None) -> None:
     if stamp is not None:
         with _LOCK:
             _STAMPS[name] = (path, stamp)
+
+
+def _ask(finder: object, fullname: str, path: Sequence[str] | None,
+         target: ModuleType | None) -> ModuleSpec | None:
+    """What ``finder`` answers for ``fullname``, as the import system would ask it: through
+    ``find_spec``, or, before Python 3.12, through a legacy finder's ``find_module``."""
+    find = getattr(finder, "find_spec", None)
+    if find is not None:
+        spec: ModuleSpec | None = find(fullname, path, target)
+        return spec
+    find_module = getattr(finder, "find_module", None)
+    if find_module is None or sys.version_info >= (3, 12):     # 3.12 ignores find_module
+        return None
+    loader = find_module(fullname, path)
+    if loader is None:
+        return None
+    return importlib.util.spec_from_loader(fullname, loader)
 
 
 class _StampingFinder(MetaPathFinder):
@@ -67,10 +92,9 @@ class _StampingFinder(MetaPathFinder):
         try:
             spec = None
             for finder in list(sys.meta_path):
-                find = getattr(finder, "find_spec", None)
-                if finder is self or find is None:
+                if finder is self:
                     continue
-                spec = find(fullname, path, target)
+                spec = _ask(finder, fullname, path, target)
                 if spec is not None:
                     break
         finally:
@@ -100,7 +124,9 @@ def install() -> None:
 def changed_since_import(names: Iterable[str]) -> list[str]:
     """The names among ``names`` of modules this process has imported whose source file changed
     (another stamp, or gone) since it was read.  Modules not imported, or not stamped (imported
-    through a finder placed before ours, or not from a ``.py`` file), are not reported."""
+    through a finder placed before ours, or not from a ``.py`` file), are not reported.  A module
+    imported before ``fltheory`` is stamped when ``fltheory`` is imported, so an edit made
+    between the two goes unseen."""
     changed = []
     for name in names:
         entry = _STAMPS.get(name)

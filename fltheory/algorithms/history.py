@@ -265,14 +265,18 @@ def checked_run_record(algorithm: Algorithm, problem: Federation, *, rounds: int
                      timestamp=_timestamp())
 
 
-_STAMP: list[Any] = [None, ""]
+#: (second, its ISO 8601 text), replaced as one tuple so that threads never see a mixed pair
+_STAMP: tuple[int, str] = (-1, "")
 
 
 def _timestamp() -> str:
     """The current UTC time to the second, ISO 8601 (as ``datetime.now(timezone.utc).isoformat(
     timespec="seconds")``), formatted once per second: runs of a few rounds start many per second."""
-    second = int(time.time())
-    if _STAMP[0] != second:
-        _STAMP[1] = _dt.datetime.fromtimestamp(second, _dt.timezone.utc).isoformat(timespec="seconds")
-        _STAMP[0] = second
-    return str(_STAMP[1])
+    global _STAMP
+    second = time.time_ns() // 1_000_000_000           # the clock's floor, as datetime.now truncates
+    cached = _STAMP
+    if cached[0] == second:
+        return cached[1]
+    text = _dt.datetime.fromtimestamp(second, _dt.timezone.utc).isoformat(timespec="seconds")
+    _STAMP = (second, text)
+    return text

@@ -86,7 +86,7 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     c_i^+ - c_i is sent dense).  With all three zero this is SCAFFOLD.
     """
     d = problem.dim
-    _check_controls(state, problem.n_clients, d)
+    state = _checked_controls(state, problem.n_clients, d)
     if part.m == 0:
         return replace(state, t=state.t + 1), empty_round(d)
     clients, steps = part.clients, part.steps
@@ -101,7 +101,7 @@ def scaffold_round(state: ScaffoldState, problem: Federation, part: Participants
     # blocks of the local loop, before their steps (prepare)
     prepare: BlockPrepare | None = None
     if lambda2 == 0.0:
-        ci_minus_c = np.empty_like(ci)
+        ci_minus_c = np.empty_like(ci)                 # float64: the controls are checked above
 
         def prepare(rows: slice) -> None:
             np.subtract(ci[rows], c, out=ci_minus_c[rows])
@@ -188,19 +188,29 @@ def _option_ii_rows(x: np.ndarray, ci: np.ndarray, ci_minus_c: np.ndarray, steps
     return finish
 
 
-def _check_controls(state: ScaffoldState, n_clients: int, d: int) -> None:
-    """O(1) check that the controls of ``state`` fit the problem: c of shape (d,) and
-    c_clients of shape (N, d) (what ``init`` builds); otherwise an InvalidProblemError
-    naming the shapes given and expected (a state of another problem, or one built by
-    hand, would else fail inside numpy with a bare broadcast error)."""
-    c_shape = getattr(state.c, "shape", None)
-    C_shape = getattr(state.c_clients, "shape", None)
-    if c_shape == (d,) and C_shape == (n_clients, d):
-        return
-    raise InvalidProblemError(
-        f"state.c must have shape ({d},) and state.c_clients shape ({n_clients}, {d}) (N = {n_clients} "
-        f"clients, d = {d}), got c of shape {c_shape} and c_clients of shape {C_shape}: the state "
-        "belongs to another problem")
+def _checked_controls(state: ScaffoldState, n_clients: int, d: int) -> ScaffoldState:
+    """``state`` with controls that fit the problem: c of shape (d,) and c_clients of shape
+    (N, d), float64 (what ``init`` builds).  Integer or narrower float controls (a state
+    built by hand) are converted to float64 (exact for floats and for integers below 2^53);
+    other shapes or kinds (complex, object) raise an InvalidProblemError naming what was
+    given and what is expected (they would else fail inside numpy, or, for option I, have
+    their new rows cast to the old dtype)."""
+    c, C = state.c, state.c_clients
+    c_shape = getattr(c, "shape", None)
+    C_shape = getattr(C, "shape", None)
+    if c_shape != (d,) or C_shape != (n_clients, d):
+        raise InvalidProblemError(
+            f"state.c must have shape ({d},) and state.c_clients shape ({n_clients}, {d}) (N = {n_clients} "
+            f"clients, d = {d}), got c of shape {c_shape} and c_clients of shape {C_shape}: the state "
+            "belongs to another problem")
+    if c.dtype == np.float64 and C.dtype == np.float64:
+        return state
+    for name, a in (("c", c), ("c_clients", C)):
+        if a.dtype.kind not in "biuf" or not np.can_cast(a.dtype, np.float64, casting="safe"):
+            raise InvalidProblemError(
+                f"state.{name} must hold real numbers (float64 as init builds it, or an integer or "
+                f"narrower float type, converted to float64), got dtype {a.dtype}")
+    return replace(state, c=np.asarray(c, dtype=np.float64), c_clients=np.asarray(C, dtype=np.float64))
 
 
 def _is_identity(clients: np.ndarray) -> bool:

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from fltheory import _import_stamps
 from fltheory.errors import ExperimentDefinitionError
 
 from .protocol import Experiment, validate_module
@@ -73,6 +74,7 @@ def _load_bundled() -> ModuleType:
     if spec is None or spec.loader is None:      # pragma: no cover - a file that exists always has a spec
         raise ImportError(f"cannot load {folder / '__init__.py'}")
     module = importlib.util.module_from_spec(spec)
+    _import_stamps.record(DEFAULT_PACKAGE, folder / "__init__.py")    # loaded past the finders
     sys.modules[DEFAULT_PACKAGE] = module
     try:
         spec.loader.exec_module(module)

@@ -308,6 +308,17 @@ def test_record_timestamp_is_the_current_second_in_iso_format():
     assert history_module._timestamp() >= stamp
 
 
+def test_record_timestamp_cache_is_one_consistent_pair(monkeypatch):
+    """The once-per-second cache holds (second, its text) as one tuple, replaced whole."""
+    import datetime as dt
+    history_module = importlib.import_module("fltheory.algorithms.history")
+    for ns in (1_700_000_000_999_999_999, 1_700_000_001_000_000_000, 1_700_000_001_500_000_000):
+        monkeypatch.setattr(history_module.time, "time_ns", lambda ns=ns: ns)
+        text = dt.datetime.fromtimestamp(ns // 10**9, dt.timezone.utc).isoformat(timespec="seconds")
+        assert history_module._timestamp() == text
+        assert history_module._STAMP == (ns // 10**9, text)
+
+
 def test_held_bytes_of_plain_arrays_and_of_tuples():
     up, down = np.zeros((4, 3)), np.zeros(3)
     assert DeferredCommunication(up, down).held_bytes() == up.nbytes + down.nbytes

@@ -317,3 +317,33 @@ def test_a_diverging_round_raises_before_any_state_and_keeps_the_old_one(monkeyp
             alg.round(state, fed, None, rng)
     for a, b in zip((state.x, state.c, state.c_clients), kept, strict=True):
         assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("option", ["I", "II"])
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_integer_and_float32_client_controls_give_the_float64_round(option, dtype):
+    """Client controls given as integers or float32 (a hand-built state) are read as the full
+    pass c_i - c reads them: the round equals the round from the same controls in float64, bit
+    for bit, and the new controls are float64."""
+    fed = spread_quadratic(1, N=5, d=3)
+    alg = Scaffold(lr=0.05, local_steps=3, option=option)
+    rng = np.random.default_rng(0)
+    s0 = alg.init(fed, np.ones(fed.dim), rng)
+    C = np.arange(fed.n_clients * fed.dim).reshape(fed.n_clients, fed.dim) % 3 - 1
+    given_state = dataclasses.replace(s0, c_clients=C.astype(dtype), c=np.zeros(fed.dim))
+    wide_state = dataclasses.replace(s0, c_clients=C.astype(np.float64), c=np.zeros(fed.dim))
+    a, _ = alg.round(given_state, fed, None, np.random.default_rng(1))
+    b, _ = alg.round(wide_state, fed, None, np.random.default_rng(1))
+    for u, v in zip((a.x, a.c, a.c_clients), (b.x, b.c, b.c_clients)):
+        assert u.dtype == np.float64
+        np.testing.assert_array_equal(u, v)
+
+
+def test_complex_client_controls_are_a_typed_error():
+    fed = spread_quadratic(1, N=5, d=3)
+    alg = Scaffold(lr=0.05, local_steps=3)
+    rng = np.random.default_rng(0)
+    s0 = alg.init(fed, np.ones(fed.dim), rng)
+    bad = dataclasses.replace(s0, c_clients=s0.c_clients.astype(complex))
+    with pytest.raises(InvalidProblemError, match=r"state.c_clients must hold real numbers.*complex128"):
+        alg.round(bad, fed, None, rng)

@@ -383,3 +383,49 @@ def test_import_stamps_name_exactly_the_modules_whose_file_changed(tmp_path, mon
     finally:
         for name in [n for n in sys.modules if n == pkg or n.startswith(pkg + ".")]:
             del sys.modules[name]
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 no longer asks find_module")
+def test_import_stamps_keep_a_legacy_find_module_hook_first(tmp_path, monkeypatch):
+    """A finder with only the legacy find_module, placed before the path finder, still answers
+    before Python 3.12 with the stamping finder installed in front of it."""
+    import importlib
+    import importlib.machinery
+
+    name = f"legacy_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
+    (tmp_path / f"{name}.py").write_text("WHERE = 'path'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Loader:
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            module.WHERE = "legacy hook"
+
+    class Legacy:
+        def find_module(self, fullname, path=None):
+            return Loader() if fullname == name else None
+
+    position = sys.meta_path.index(importlib.machinery.PathFinder)
+    monkeypatch.setattr(sys, "meta_path", sys.meta_path[:position] + [Legacy()] + sys.meta_path[position:])
+    try:
+        assert importlib.import_module(name).WHERE == "legacy hook"
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_bundled_experiments_package_is_stamped_when_loaded_from_its_file(monkeypatch):
+    """The bundled fltheory_experiments package is loaded with spec_from_file_location (past the
+    finders); it is stamped all the same, so an edit of its __init__.py is seen."""
+    from fltheory import _import_stamps
+    from fltheory.reproduce import discovery
+
+    folder = discovery.bundled_experiments_dir()
+    if folder is None:
+        pytest.skip("a regular install: the package is imported through the finders")
+    monkeypatch.delitem(sys.modules, discovery.DEFAULT_PACKAGE, raising=False)
+    monkeypatch.delitem(_import_stamps._STAMPS, discovery.DEFAULT_PACKAGE, raising=False)
+    discovery._load_bundled()
+    path, stamp = _import_stamps._STAMPS[discovery.DEFAULT_PACKAGE]
+    assert path == str(folder / "__init__.py") and stamp == _import_stamps._stamp(path)
