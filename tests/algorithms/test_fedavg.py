@@ -14,6 +14,7 @@ from fltheory.errors import InvalidHyperparameterError
 from fltheory.participation import Bernoulli, IncompleteSteps, UniformSampling, UniformSteps
 
 from ._problems import generated_quadratic, sized_logistic
+from ._blocked import one_batch_and_blocked, three_rounds
 
 quadratic = generated_quadratic
 logistic = sized_logistic
@@ -110,28 +111,13 @@ def test_samples_aggregation_needs_sample_counts():
 def test_blocked_rounds_equal_one_batch_rounds_bit_for_bit(monkeypatch, threads):
     """y - x is formed in the blocks of the local loop on its threads: the models and the
     communication must be the bits of the one-batch round (23 clients, blocks of about 4 rows)."""
-    from fltheory.algorithms.local import blocking
     from fltheory.problems.generators import random_quadratic
 
     fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=14)
     alg = FedAvg(lr=np.linspace(0.03, 0.08, 23), local_steps=1 + np.arange(23) % 4, server_lr=0.8)
 
     def rounds():
-        rng = np.random.default_rng(15)
-        state = alg.init(fed, np.linspace(-1, 1, fed.dim), rng)
-        out = []
-        for _ in range(3):
-            state, info = alg.round(state, fed, None, rng)
-            out.append((state.x.tobytes(), info.communication))
-        return out
+        return three_rounds(alg, fed, None, 15, lambda state, info: (state.x.tobytes(), info.communication))
 
-    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
-    one = rounds()
-    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4)
-    blocking.set_num_threads(threads)
-    try:
-        assert len(blocking.row_blocks(fed, fed.n_clients, fed.dim)) >= 6
-        many = rounds()
-    finally:
-        blocking.set_num_threads(2)
+    one, many = one_batch_and_blocked(monkeypatch, fed, threads, rounds)
     assert one == many

@@ -19,6 +19,7 @@ from fltheory.errors import InvalidHyperparameterError, InvalidProblemError
 from fltheory.problems.quadratic import QuadraticFederation
 
 from ._problems import RandomParticipation, shifted_logistic, spread_quadratic
+from ._blocked import one_batch_and_blocked, three_rounds
 
 quadratic = spread_quadratic
 logistic = shifted_logistic
@@ -263,30 +264,17 @@ def test_blocked_rounds_equal_one_batch_rounds_bit_for_bit(monkeypatch, threads,
     """The per-row work of the round (y - x, c_i^+, c_i^+ - c_i) runs in the blocks of the local
     loop on its threads: states and communication must be the bits of the one-batch round
     (23 clients in blocks of about 4 rows)."""
-    from fltheory.algorithms.local import blocking
     from fltheory.problems.generators import random_quadratic
 
     fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=12)
     alg = Scaffold(lr=lr, local_steps=steps, server_lr=0.9, option=option)
 
     def rounds():
-        rng = np.random.default_rng(13)
-        state = alg.init(fed, np.linspace(-1, 1, fed.dim), rng)
-        out = []
-        for _ in range(3):
-            state, info = alg.round(state, fed, part, rng)
-            out.append((state.x.tobytes(), state.c.tobytes(), state.c_clients.tobytes(), info.communication))
-        return out
+        return three_rounds(alg, fed, part, 13,
+                            lambda state, info: (state.x.tobytes(), state.c.tobytes(),
+                                                 state.c_clients.tobytes(), info.communication))
 
-    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
-    one = rounds()
-    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4)
-    blocking.set_num_threads(threads)
-    try:
-        assert len(blocking.row_blocks(fed, fed.n_clients, fed.dim)) >= 6
-        many = rounds()
-    finally:
-        blocking.set_num_threads(2)
+    one, many = one_batch_and_blocked(monkeypatch, fed, threads, rounds)
     assert one == many
 
 

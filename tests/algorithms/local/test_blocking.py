@@ -14,6 +14,7 @@ from fltheory.algorithms.local import local_descent
 from fltheory.problems.generators import random_quadratic
 
 from .builders import composed
+from .._blocked import one_batch_and_blocked, three_rounds
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -227,28 +228,15 @@ def test_blocked_fedprox_rounds_equal_one_batch_rounds_bit_for_bit(monkeypatch, 
     the one-batch round (23 clients, blocks of about 4 rows), with and without the temporal
     ensemble target."""
     from fltheory.algorithms.fedprox import FedProx, FedProxTE
-    from fltheory.algorithms.local import blocking
 
     fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=18)
     kw = {"lr": np.linspace(0.03, 0.08, 23), "local_steps": 1 + np.arange(23) % 4, "mu": 0.3, "solver": "gd"}
     alg = FedProxTE(beta=0.5, **kw) if te else FedProx(**kw)
 
     def rounds():
-        rng = np.random.default_rng(19)
-        state = alg.init(fed, np.linspace(-1, 1, fed.dim), rng)
-        out = []
-        for _ in range(3):
-            state, info = alg.round(state, fed, None, rng)
-            out.append((state.x.tobytes(), pickle.dumps(state.target), info.communication))
-        return out
+        return three_rounds(alg, fed, None, 19,
+                            lambda state, info: (state.x.tobytes(), pickle.dumps(state.target),
+                                                 info.communication))
 
-    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 62)
-    one = rounds()
-    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * fed.dim * fed.dim * 4)
-    blocking.set_num_threads(threads)
-    try:
-        assert len(blocking.row_blocks(fed, fed.n_clients, fed.dim)) >= 6
-        many = rounds()
-    finally:
-        blocking.set_num_threads(2)
+    one, many = one_batch_and_blocked(monkeypatch, fed, threads, rounds)
     assert one == many
