@@ -38,6 +38,7 @@ in order; wrappers first let their base draw, then make their own calls.
 from __future__ import annotations
 
 import inspect
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ class Participants:
 
 #: (N, steps) -> Participants of full participation with read-only arrays (see full_participants)
 _FULL: dict[tuple[int, int], Participants] = {}
+_FULL_LOCK = threading.Lock()
 _FULL_MAX = 64
 #: ... and at most this many clients over all entries (two int64 arrays each: 32 MB), besides the
 #: newest entry, which is always kept (N = 1e6 keeps one entry, not 64 of 16 MB)
@@ -103,11 +105,13 @@ def full_participants(n_clients: int, steps: int) -> Participants:
         part = Participants(clients, E)
         object.__setattr__(part, "bounds", (key[1], key[1]) if key[0] else (0, 0))
         object.__setattr__(part, "identity", True)
-        # tuple(_FULL): one C-level copy of the keys (a generator over the dict itself raises
-        # RuntimeError when another thread inserts or clears meanwhile)
-        if len(_FULL) >= _FULL_MAX or sum(k[0] for k in tuple(_FULL)) + key[0] > _FULL_MAX_CLIENTS:
-            _FULL.clear()
-        _FULL[key] = part
+        # writers take the lock, so the size bound never iterates a dict that another thread
+        # changes (even a C-level copy of the keys can be interrupted by a garbage collection
+        # that runs Python code); readers only call _FULL.get, which is atomic
+        with _FULL_LOCK:
+            if len(_FULL) >= _FULL_MAX or sum(k[0] for k in _FULL) + key[0] > _FULL_MAX_CLIENTS:
+                _FULL.clear()
+            _FULL[key] = part
     return part
 
 
