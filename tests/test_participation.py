@@ -299,3 +299,40 @@ def test_full_participants_from_several_threads():
     finally:
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+def test_full_participants_cache_writers_never_iterate_a_dict_another_thread_changes(monkeypatch):
+    """The size bound iterates the cache; a cache whose iteration yields the GIL between keys (as a
+    garbage collection running Python code can) must still never be changed under it: writers are
+    serialised.  Without the lock this raises RuntimeError within a few hundred misses."""
+    import threading
+    import time
+
+    from fltheory import participation
+
+    class Cache(dict):
+        def __iter__(self):
+            size = len(self)
+            for key in list(super().keys()):
+                time.sleep(0)                       # let another thread run mid-iteration
+                yield key
+            if len(self) != size:                   # what dict iteration would detect
+                raise RuntimeError("dictionary changed size during iteration")
+
+    monkeypatch.setattr(participation, "_FULL", Cache())
+    errors: list[str] = []
+
+    def worker(off: int) -> None:
+        try:
+            for i in range(300):
+                n = 1 + (i * 7 + off) % 90
+                assert participation.full_participants(n, 1 + off).m == n
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
