@@ -156,7 +156,9 @@ def test_from_problem_constants_conveniences():
     assert a.value == pytest.approx(b.value, rel=1e-12)
     t = table1_rounds_from_constants(c, "EFL", eps=0.1, S=2)
     mu_min = float(fed.client_mu.min())
-    assert t.value == pytest.approx(c.G2_max / (mu_min * 2 * 0.1)
+    # Table 1's G bounds the stochastic gradient (EFL Assumption 4): G^2 = G2_max + max_i sigma_i^2
+    assert np.max(c.sigma2_clients) == 0.5
+    assert t.value == pytest.approx((c.G2_max + 0.5) / (mu_min * 2 * 0.1)
                                     + fed.client_L.max() / (mu_min * math.sqrt(0.1)), rel=1e-12)
     from fltheory.theory.bounds import scaffold_rounds_from_constants as srfc
     assert srfc(c, K=4, S=2, N=3, eps=0.1).value == pytest.approx(

@@ -29,7 +29,7 @@ Readings (docs/theory/index.md#bounds), ``variant="corrected"`` (default) vs ``"
   local step count E (its usual meaning), i.e. the last sum is E sum_k p_t^k.
 * r_t (both variants): 0 when E[p_t^k s_t^k] / p^k is the same for every k,
   1 otherwise (section 4.3 uses r = 1 after a departure).
-* D_k = F~_k(w*) - F~_k* (EFL section 3.2, below eq. 3) is supplied by the
+* D_k = F~_k(w*) - F~_k* (EFL section 3.1, below eq. 3) is supplied by the
   caller.  With lambda = 0, F~_k = F_k and :func:`efl_heterogeneity` gives it.
   With lambda > 0 the elastic objective of round tau (eq. 2-3),
       F~_{tau,k}(w) = f_k(w) + (lambda/2) sum_i (w - w_{tau-1}^i)^T diag(I_{tau-1,i}) (w - w_{tau-1}^i),
@@ -52,7 +52,7 @@ Readings (docs/theory/index.md#bounds), ``variant="corrected"`` (default) vs ``"
   sum_k p^k H_k + lambda diag U.  In round 0 nobody has reported (U = 0), so
   D_k is never below its lambda = 0 value and mu never above it.
   Review note on (i): read literally, EFL eq. 1 sets F = sum_k p^k F~_k with the
-  elastic F~_k, so "w* minimiser of F" (section 3.2) would be
+  elastic F~_k, so "w* minimiser of F" (section 3.1) would be
   w*_tau = argmin sum_k p^k F~_{tau,k}, a point that moves with the (random)
   anchors; the proof (supplementary material) is not in the text we have, so
   which point it uses cannot be checked.  We keep the fixed w* because the

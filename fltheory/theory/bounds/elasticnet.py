@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..._validate import checked_arguments, choice, finite_array
+from ..._validate import checked_arguments, choice, finite_array, integer
 from ...errors import InvalidHyperparameterError, OutOfRangeError
 from ..result import Assumption, BoundResult, make_result
 from ._common import as_float, positive_check, uniform_smoothness
@@ -47,6 +47,10 @@ _REF = "FedElasticNet (FedElasticNet) Theorem 3.1, eq. (13)"
 def elasticnet_constants(beta: float, lambda2: float, m: int, P: int) -> dict[str, float]:
     """kappa, kappa_0, kappa' of Theorem 3.1 (formulas in the module docstring)."""
     b, l2 = as_float("beta", beta), as_float("lambda2", lambda2)
+    if b <= 0 or l2 <= 0:
+        raise InvalidHyperparameterError(f"need beta > 0 and lambda2 > 0, got beta = {b!r}, lambda2 = {l2!r}")
+    m = integer("m", m, minimum=1, maximum=None)
+    P = integer("P", P, minimum=1, maximum=m)
     den = l2 ** 2 - 25 * b ** 2
     if den == 0:
         raise InvalidHyperparameterError(f"lambda2^2 = 25 beta^2 (lambda2 = {l2}, beta = {b}): kappa undefined")

@@ -225,9 +225,16 @@ def fedopt_theorem1_rate(rounds: int, *, rho: Any, phi: Any, weights: ArrayLike,
     schedule for rounds 0..R-1.
     """
     R = integer("rounds", rounds, minimum=2)
-    p = finite_array("weights", weights, ndim=1)
-    rho_a = np.broadcast_to(finite_array("rho", rho), p.shape)
-    phi_a = np.broadcast_to(finite_array("phi", phi), p.shape)
+    p = finite_array("weights", weights, ndim=1, error=InvalidHyperparameterError)
+    try:
+        rho_a = np.broadcast_to(finite_array("rho", rho, error=InvalidHyperparameterError), p.shape)
+        phi_a = np.broadcast_to(finite_array("phi", phi, error=InvalidHyperparameterError), p.shape)
+    except ValueError as exc:
+        if isinstance(exc, InvalidHyperparameterError):
+            raise
+        raise InvalidHyperparameterError(
+            f"rho and phi must be scalars or one value per client ({p.shape[0]} weights), got shapes "
+            f"{np.shape(rho)} and {np.shape(phi)}") from exc
     e0 = positive("init_dist2", init_dist2, allow_zero=True)
     if np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
         raise InvalidHyperparameterError(f"weights must be positive and sum to 1, got {p.tolist()}")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from ..._validate import checked_arguments, choice
 from ..result import Assumption, BoundResult, make_result
 from ._common import constant_from, positive_check, uniform_convexity, uniform_smoothness
@@ -48,6 +50,8 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
         needed[name] = value
     checks = [positive_check("eps", eps), positive_check("S", S), positive_check("G", G, allow_zero=True)]
     checks += [positive_check(n, v, allow_zero=n in ("delta", "sigma2")) for n, v in needed.items()]
+    if "N" in needed:                             # S of the N clients take part in a round
+        checks.append(Assumption("1 <= S <= N", 1 <= S <= needed["N"], f"S = {S!r}, N = {N!r}"))
     if "mu" in needed and "L" in needed:          # a mu-strongly convex, L-smooth function has mu <= L
         checks.append(Assumption("mu <= L", needed["mu"] <= needed["L"], f"mu = {mu!r}, L = {L!r}"))
     terms: dict[str, float] = {}
@@ -77,15 +81,19 @@ def table1_rounds(algorithm: str, *, eps: float, S: int, G: float = 0.0, mu: flo
 @checked_arguments
 def table1_rounds_from_constants(constants: Any, algorithm: str, *, eps: float, S: int,
                                  N: int | None = None, **kw: Any) -> BoundResult:
-    """:func:`table1_rounds` with G = sqrt(G2_max) (bounded client gradients over the
-    constants' ball), mu = min_i mu_i and L = max_i L_i (SCAFFOLD and EFL assume every
-    client mu-strongly convex and L-smooth; pass ``mu`` to :func:`table1_rounds` for a
-    global-only reading), delta and sigma2 read from a ProblemConstants-like object."""
+    """:func:`table1_rounds` with G^2 = G2_max + max_i sigma_i^2 (Table 1's "bounded
+    gradient" is EFL Assumption 4, E||g_i||^2 <= G^2 for the *stochastic* gradient, whose
+    second moment is ||grad f_i||^2 + sigma_i^2; G2_max bounds the first part over the
+    constants' ball; the same G^2 as :func:`~fltheory.theory.bounds.efl.efl_theorem1_from_constants`),
+    mu = min_i mu_i and L = max_i L_i (SCAFFOLD and EFL assume every client mu-strongly
+    convex and L-smooth; pass ``mu`` to :func:`table1_rounds` for a global-only reading),
+    delta and sigma2 read from a ProblemConstants-like object."""
     g2 = constant_from(constants, "G2_max", "G2", required=False, default=None)
     if g2 is None:
         from ...errors import InvalidHyperparameterError
         raise InvalidHyperparameterError("the constants carry no G2_max/G2 (no radius given); pass G=")
-    return table1_rounds(algorithm, eps=eps, S=S, N=N, G=math.sqrt(float(g2)),
+    noise = constant_from(constants, "sigma2_clients", "sigma2", default=0.0, required=False)
+    return table1_rounds(algorithm, eps=eps, S=S, N=N, G=math.sqrt(float(g2) + float(np.max(noise))),
                          mu=uniform_convexity(constants), L=uniform_smoothness(constants),
                          delta=constant_from(constants, "delta", default=0.0, required=False),
                          sigma2=constant_from(constants, "sigma2", default=0.0, required=False), **kw)
