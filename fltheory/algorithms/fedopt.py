@@ -9,15 +9,17 @@ Round t with participants S, each completing s_i local steps:
    ``"persist"`` (the client's own state from the last round it took part in),
    ``"synchronise"`` (the state shared by all clients: after every round the
    float fields of the participants' final states are averaged uniformly and
-   stored for every client; integer fields (step counters, client ids) stay
-   per client).  Each step, with the federation's configured oracle g_i,
+   stored for every client, and so is the step counter, as the participants'
+   mean count rounded by ``np.rint`` (halves to even); other integer fields
+   (client ids) stay per client; see :func:`synchronised_states`).  Each step,
+   with the federation's configured oracle g_i,
        (u, state) = update(g_i(y^k), state, y^k),   y^{k+1} = y^k + s_i u,
    where s_i = ``client_lr_scale`` (so eta_i = s_i * the optimizer's rate).
 2. Delta_i = y_i^{s_i} - x_t.
 3. Local correction (LocalAdaptivity section 5, "Local Correction", eq. 11 and
    appendix F eq. 97 [derived in docs/theory/index.md]): the client keeps
    G_i = s_i sum_k m_k, m_k = ``precond`` after step k (AdaGrad: P^(k); SGD: I;
-   momentum methods: the EMA-weighted sum the optimizer defines), and sends
+   momentum methods: the momentum-weighted sum the optimizer defines), and sends
        Delta~_i = G_i^{-1} Delta_i        (elementwise for diagonal m_k)
    and M_i = G_i^{-1}.  Scaling choice: G_i includes the per-client rate scale
    s_i (LocalAdaptivity: the correction "automatically avoids the invalid solution by
@@ -42,6 +44,7 @@ Round t with participants S, each completing s_i local steps:
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -84,20 +87,27 @@ class FedOptState:
     clients: Any = None
 
 
+#: Names of step-counter fields: an optimizer's ``count``, and a chain stage's (``s0_count``, ...).
+_STEP_COUNTER = re.compile(r"(s[0-9]+_)*count")
+
+
 def synchronised_states(full: Any, rows: np.ndarray, part: Any) -> Any:
     """Store the participants' averaged state for every client.
 
     Float fields: every one of the N rows becomes the uniform mean over the
-    participants' rows of ``part``.  The step counter ``count`` is shared too:
-    every client gets the participants' mean count, rounded to the nearest
-    integer, so the averaged moments and the bias correction of Adam/Yogi
-    (which divides by 1 - b^count) stay consistent for clients that never
-    trained.  Other integer fields (client ids, row lengths) stay per client."""
+    participants' rows of ``part``.  Step counters are shared too: every client
+    gets the participants' mean count, rounded by ``np.rint`` (halves to even),
+    so the averaged moments and the bias correction of Adam/Yogi (which divides
+    by 1 - b^count) stay consistent for clients that never trained.  A step
+    counter is the field ``count`` of an optimizer's state, also inside a
+    :func:`~fltheory.optim.chain` (whose stage fields are renamed
+    ``s{i}_count``, ``s{i}_s{j}_count`` for nested chains).  Other integer
+    fields (client ids, row lengths) stay per client."""
     avg = mean_rows(part)
     fields = []
     for name, f, p, a in zip(type(full)._fields, full, part, avg):
         f = np.asarray(f)
-        if name == "count":
+        if _STEP_COUNTER.fullmatch(name):
             shared = int(np.rint(np.mean(np.asarray(p))))
             g = np.full_like(f, shared)
         elif np.issubdtype(f.dtype, np.integer):

@@ -152,8 +152,9 @@ def momentum(lr: float, beta: float = 0.9, nesterov: bool = False) -> Optimizer:
 
     Notes
     -----
-    Local-correction weight (LocalAdaptivity section 5 and appendix A.3: "an EMA with
-    the momentum coefficient", docs/theory/index.md#algorithms).  Gradient g_j enters the
+    Local-correction weight (LocalAdaptivity section 5: for stateful optimizers the weight of
+    each local gradient is a weighted sum of the steps' preconditioners, whose expression
+    appendix A.3 leaves to each optimizer; docs/theory/index.md#algorithms).  Gradient g_j enters the
     buffers b_j, b_{j+1}, ... with weights beta^(k-j), so over K restarted
     steps Delta = -lr sum_j A^(j) g_j with
     A^(j) = sum_{k=j}^{K} beta^(k-j) (heavy ball).  The running sum of the

@@ -212,6 +212,21 @@ def test_synchronised_counters_are_shared_so_adam_bias_correction_matches_the_mo
         np.testing.assert_allclose(fast.x, ref, rtol=0, atol=1e-12)
 
 
+def test_synchronised_chain_shares_its_stage_counters_like_the_plain_optimizer():
+    """A one-stage chain is the optimizer itself: its stage counter (``s0_count``) is a
+    step counter shared under "synchronise" like Adam's ``count``, so clients that never
+    trained apply the bias correction of the moments they hold (before, only a field named
+    exactly ``count`` was shared: max |x_chain - x_adam| reached 0.069 after 4 rounds)."""
+    fed = quadratic(11)
+    kw = dict(server_optimizer=optim.sgd(1.0), local_steps=4, client_state="synchronise")
+    for part in (UniformSampling(2), sampled(3)):
+        plain = run(FedOpt(client_optimizer=optim.adam(0.05), **kw), fed, 4, participation=part, seed=7)
+        chained = run(FedOpt(client_optimizer=optim.chain(optim.adam(0.05)), **kw), fed, 4,
+                      participation=part, seed=7)
+        np.testing.assert_allclose(chained.x, plain.x, rtol=0, atol=1e-15)
+        np.testing.assert_array_equal(chained.state.clients.s0_count, plain.state.clients.count)
+
+
 def test_empty_round_changes_nothing_but_t():
     fed = quadratic(11)
     alg = FedOpt(client_optimizer=optim.adagrad(0.05), server_optimizer=optim.adam(0.1), local_steps=2)
