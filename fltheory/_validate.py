@@ -261,24 +261,37 @@ def instance(name: str, value: Any, cls: type | tuple[type, ...], expected: str,
 
 #: A check of a method's arguments: (self, *args, **kwargs) -> (checked args, checked kwargs).
 ArgumentCheck = Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]
+#: A check of a method's result: (self, result) -> None, raising a typed error.
+ResultCheck = Callable[[Any, Any], None]
 
 
-def check_methods_of(cls: type, checks: dict[str, ArgumentCheck]) -> None:
+def check_methods_of(cls: type, checks: dict[str, ArgumentCheck],
+                     results: dict[str, ResultCheck] | None = None) -> None:
     """Replace each method named in ``checks`` that ``cls`` itself defines by a version that
-    runs its check first (once per method; abstract methods are left alone).  Used by
-    ``Federation`` and ``Algorithm`` subclasses so that user classes keep the typed-error contract."""
+    runs its check first, and the check of its result in ``results`` (if any) after (once per
+    method; abstract methods are left alone).  Used by ``Federation`` and ``Algorithm``
+    subclasses so that user classes keep the typed-error contract."""
     for name, check in checks.items():
         method = vars(cls).get(name)
         if callable(method) and not getattr(method, "__arguments_checked__", False) \
                 and not getattr(method, "__isabstractmethod__", False):
-            setattr(cls, name, _checked_method(method, check))
+            setattr(cls, name, _checked_method(method, check, (results or {}).get(name)))
 
 
-def _checked_method(method: Callable[..., Any], check: ArgumentCheck) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs = check(self, *args, **kwargs)     # a missing argument: Python's own TypeError
-        return method(self, *args, **kwargs)
+def _checked_method(method: Callable[..., Any], check: ArgumentCheck,
+                    result_check: ResultCheck | None = None) -> Callable[..., Any]:
+    if result_check is None:
+        @functools.wraps(method)
+        def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            args, kwargs = check(self, *args, **kwargs)     # a missing argument: Python's own TypeError
+            return method(self, *args, **kwargs)
+    else:
+        @functools.wraps(method)
+        def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            args, kwargs = check(self, *args, **kwargs)
+            out = method(self, *args, **kwargs)
+            result_check(self, out)
+            return out
     checked.__arguments_checked__ = True  # type: ignore[attr-defined]
     return checked
 

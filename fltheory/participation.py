@@ -50,9 +50,9 @@ from numpy.typing import ArrayLike
 from ._validate import in_unit_interval, integer, real_array
 from .errors import InvalidHyperparameterError
 
-__all__ = ["Participants", "full_participants", "Participation", "FullParticipation", "UniformSampling", "Bernoulli",
-           "IncompleteSteps", "Schedule", "StepDistribution", "FullSteps", "UniformSteps",
-           "BinomialSteps", "FixedSteps", "TimeVarying"]
+__all__ = ["Participants", "checked_draw", "full_participants", "Participation", "FullParticipation",
+           "UniformSampling", "Bernoulli", "IncompleteSteps", "Schedule", "StepDistribution", "FullSteps",
+           "UniformSteps", "BinomialSteps", "FixedSteps", "TimeVarying"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,60 @@ def _nominal(local_steps: Any) -> np.ndarray:
         raise InvalidHyperparameterError(
             f"local_steps must be a 1-D array of integers >= 0 (one per client), got {local_steps!r}")
     return E.astype(np.int64)
+
+
+def _library_model(model: Any) -> bool:
+    """True when ``model`` and every ``base`` it wraps are this module's own classes (their
+    draws meet the contract by construction, so :func:`checked_draw` need not check them)."""
+    while type(model).__module__ == __name__:
+        model = getattr(model, "base", None)
+        if model is None:
+            return True
+    return False
+
+
+def checked_draw(model: Any, rng: np.random.Generator, t: int, local_steps: np.ndarray) -> Participants:
+    """``model.draw(rng, t, local_steps)``, held to the contract of this module when the model
+    (or a model it wraps) is written outside fltheory: a :class:`Participants` whose ``clients``
+    are distinct client indices in ascending order within 0..N-1 (N = len(local_steps)) and
+    whose ``steps`` are integers s_k in 0..E_k, one per client (integer arrays of another
+    width are returned as int64).  Anything else raises InvalidHyperparameterError naming the
+    model, the round and the offending entry, instead of a round computed from it (a client
+    listed twice would break SCAFFOLD's invariant c = mean c_i; a negative step count would
+    be read as 0)."""
+    draw = getattr(model, "draw", None)
+    if not callable(draw):
+        raise InvalidHyperparameterError(
+            f"participation model must have a draw(rng, t, local_steps) method, got {type(model).__name__}")
+    drawn = draw(rng, t, local_steps)
+    if _library_model(model):
+        return drawn
+    where = f"participation model {type(model).__name__}, round {t}"
+    if not isinstance(drawn, Participants):
+        raise InvalidHyperparameterError(
+            f"{where}: draw must return fltheory.participation.Participants, got {type(drawn).__name__}")
+    c, s = drawn.clients, drawn.steps
+    for name, a in (("clients", c), ("steps", s)):
+        if not isinstance(a, np.ndarray) or a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+            raise InvalidHyperparameterError(
+                f"{where}: Participants.{name} must be a 1-D integer array, got {a!r}")
+    if c.shape != s.shape:
+        raise InvalidHyperparameterError(
+            f"{where}: {c.shape[0]} clients but {s.shape[0]} step counts")
+    E = _nominal(local_steps)
+    n = E.shape[0]
+    if c.shape[0]:
+        if int(c[0]) < 0 or int(c[-1]) >= n or not bool((c[1:] > c[:-1]).all()):
+            raise InvalidHyperparameterError(
+                f"{where}: clients must be distinct indices in 0..{n - 1} in ascending order, got {c.tolist()}")
+        bad = (s < 0) | (s > E[c])
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InvalidHyperparameterError(
+                f"{where}: client {int(c[i])} got {int(s[i])} steps, outside [0, E = {int(E[c[i]])}]")
+    if c.dtype != np.int64 or s.dtype != np.int64:
+        return Participants(c.astype(np.int64), s.astype(np.int64))
+    return drawn
 
 
 def _check_rng(rng: Any, where: str) -> np.random.Generator:

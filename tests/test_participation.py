@@ -2,13 +2,15 @@
 5-sigma binomial tolerances), step distributions, schedules, the documented
 draw order, and validation."""
 
+import re
+
 import numpy as np
 import pytest
 
 from fltheory.errors import InvalidHyperparameterError
 from fltheory.participation import (Bernoulli, BinomialSteps, FixedSteps, FullParticipation, FullSteps,
                                     IncompleteSteps, Participants, Participation, Schedule, TimeVarying,
-                                    UniformSampling, UniformSteps)
+                                    UniformSampling, UniformSteps, checked_draw)
 
 R = 4000          # Monte Carlo rounds
 
@@ -336,3 +338,52 @@ def test_full_participants_cache_writers_never_iterate_a_dict_another_thread_cha
     for t in threads:
         t.join()
     assert errors == []
+
+
+class _Fixed(Participation):
+    """A participation model written outside fltheory that returns a fixed draw."""
+
+    def __init__(self, clients, steps):
+        self.clients, self.steps = clients, steps
+
+    def draw(self, rng, t, local_steps):
+        return Participants(np.asarray(self.clients), np.asarray(self.steps))
+
+
+@pytest.mark.parametrize("clients, steps, says", [
+    ([1, 1], [2, 2], "distinct indices"),          # SCAFFOLD's c = mean c_i would break
+    ([2, 0], [2, 2], "ascending order"),
+    ([0, 7], [2, 2], "in 0..3"),                   # numpy would raise a bare IndexError
+    ([-1, 2], [2, 2], "in 0..3"),
+    ([0, 2], [-1, 2], "client 0 got -1 steps"),    # read as 0 steps before
+    ([0, 2], [2, 50], "client 2 got 50 steps, outside [0, E = 2]"),
+    ([0, 2], [2.0, 2.0], "1-D integer array"),
+    ([0, 2], [2], "2 clients but 1 step counts"),
+])
+def test_rounds_refuse_a_user_models_draw_that_breaks_the_contract(clients, steps, says):
+    from fltheory.algorithms import FedAvg, Scaffold
+    from fltheory.problems import random_quadratic
+    fed = random_quadratic(4, 3, L=2.0, mu=0.5, heterogeneity=1.0, seed=0)
+    for alg in (FedAvg(lr=0.1, local_steps=2), Scaffold(lr=0.1, local_steps=2)):
+        state = alg.init(fed, np.zeros(3), np.random.default_rng(0))
+        with pytest.raises(InvalidHyperparameterError, match=r"participation model _Fixed, round 0: .*"
+                           + re.escape(says)):
+            alg.round(state, fed, _Fixed(clients, steps), np.random.default_rng(0))
+
+
+def test_a_valid_user_draw_is_taken_as_drawn_and_keeps_scaffolds_invariant():
+    from fltheory.algorithms import Scaffold
+    from fltheory.problems import random_quadratic
+    fed = random_quadratic(4, 3, L=2.0, mu=0.5, heterogeneity=1.0, seed=0)
+    alg = Scaffold(lr=0.1, local_steps=3)
+    state = alg.init(fed, np.ones(3), np.random.default_rng(0))
+    narrow, info = alg.round(state, fed, _Fixed(np.array([1, 3], dtype=np.int32), np.array([3, 1], dtype=np.int16)),
+                             np.random.default_rng(0))
+    wide, _ = alg.round(state, fed, _Fixed([1, 3], [3, 1]), np.random.default_rng(0))
+    assert info.clients.tolist() == [1, 3] and info.steps.tolist() == [3, 1]
+    for a, b in ((narrow.x, wide.x), (narrow.c, wide.c), (narrow.c_clients, wide.c_clients)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(narrow.c, narrow.c_clients.mean(axis=0), rtol=0, atol=1e-15)
+    assert np.all(narrow.c_clients[[0, 2]] == 0) and np.all(narrow.c_clients[[1, 3]] != 0)
+    drawn = checked_draw(_Fixed(np.array([1, 3], dtype=np.int32), [3, 1]), None, 0, np.full(4, 3))
+    assert drawn.clients.dtype == drawn.steps.dtype == np.int64

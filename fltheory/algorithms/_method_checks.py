@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import ArgumentCheck, check_methods_of, _short, finite_array, generator, integer
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from .._validate import ArgumentCheck, ResultCheck, check_methods_of, _short, finite_array, generator, integer
+from ..errors import DivergenceError, InvalidHyperparameterError, InvalidProblemError
 from ..participation import Participation
 from ..problems.base import Federation
 
@@ -132,6 +132,20 @@ METHOD_CHECKS: dict[str, ArgumentCheck] = {
 }
 
 
+def _round_result(alg: Any, out: Any) -> None:
+    """A round must not hand back a non-finite server model (an overflowing server step, say):
+    DivergenceError, as ``run`` and the local loop raise for the same event."""
+    state = out[0] if isinstance(out, tuple) and out else None
+    x = getattr(state, "x", None)
+    if isinstance(x, np.ndarray) and not np.isfinite(x).all():
+        raise DivergenceError(f"{alg.name}: round {getattr(state, 't', '?')} produced a non-finite server "
+                              f"model x ({int(np.count_nonzero(~np.isfinite(x)))} of {x.size} entries)")
+
+
+#: method name -> check(algorithm, result), run after the method
+RESULT_CHECKS: dict[str, ResultCheck] = {"round": _round_result}
+
+
 def checked_methods(cls: type) -> None:
     """Replace each method of ``METHOD_CHECKS`` that ``cls`` itself defines by a checked version (once)."""
-    check_methods_of(cls, METHOD_CHECKS)
+    check_methods_of(cls, METHOD_CHECKS, RESULT_CHECKS)

@@ -37,7 +37,7 @@ import numpy as np
 from .._validate import MAX_STEPS, per_client
 from ..errors import InvalidHyperparameterError
 from ..compression import Communication
-from ..participation import FullParticipation, Participants, Participation, full_participants
+from ..participation import FullParticipation, Participants, Participation, checked_draw, full_participants
 from ..optim.base import Optimizer
 from ..problems.base import Federation
 from ._method_checks import checked_methods
@@ -252,7 +252,7 @@ class Algorithm(ABC):
             if plan is not None:
                 return plan.participants
             return FullParticipation().draw(rng, t, self.nominal_steps(problem))
-        return participation.draw(rng, t, self.nominal_steps(problem))
+        return checked_draw(participation, rng, t, self.nominal_steps(problem))
 
     #: True on classes whose ``nominal_steps(problem)`` depends only on the hyperparameters
     #: and the federation's N (then :meth:`_plan` may cache it); a subclass that overrides

@@ -60,7 +60,7 @@ from numpy.typing import ArrayLike
 from ..algorithms.base import Algorithm, RoundInfo
 from .._validate import _short, integer, real_array
 from ..display import SummaryDisplay
-from ..errors import InvalidHyperparameterError, InvalidProblemError, NotAffineError
+from ..errors import DivergenceError, InvalidHyperparameterError, InvalidProblemError, NotAffineError
 from ..participation import FullParticipation, Participation
 from ..problems.base import Federation
 from . import _checks
@@ -366,7 +366,15 @@ class RoundMap(SummaryDisplay):
 def _deterministic_round(algorithm: Algorithm, problem: Federation, state: Any) -> tuple[Any, RoundInfo]:
     rng = np.random.default_rng(_ROUND_SEED)
     before = rng.bit_generator.state
-    new, info = algorithm.round(state, problem, FullParticipation(), rng)
+    try:
+        new, info = algorithm.round(state, problem, FullParticipation(), rng)
+    except DivergenceError as exc:
+        # a probe state outside the round's domain (e.g. a negative second-moment estimate)
+        # gives non-finite values, which a round refuses: the map is not affine on the state space
+        raise NotAffineError(
+            f"{algorithm.name} is not affine on this problem: a round from a probed state gives non-finite "
+            f"values (the round is not defined on the whole state space, e.g. a negative second-moment "
+            f"estimate): {exc}") from exc
     if rng.bit_generator.state != before:
         raise NotAffineError(
             f"{algorithm.name} draws random numbers in a full-participation round with exact "

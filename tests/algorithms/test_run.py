@@ -79,6 +79,21 @@ def test_divergence_names_the_round_and_algorithm(alg):
     assert 1 <= len(completed) < 200
 
 
+@pytest.mark.parametrize("alg", [FedAvg(lr=0.1, local_steps=2, server_lr=1e308),
+                                 FedOpt(client_optimizer=optim.sgd(0.1), server_optimizer=optim.sgd(1e308),
+                                        local_steps=2)],
+                         ids=lambda a: a.name)
+def test_a_round_called_directly_refuses_an_overflowing_server_step(alg):
+    """Finite local changes, a server step that overflows: round() itself raises
+    DivergenceError (it returned x = [-inf, inf, -inf]; only run() caught it)."""
+    fed = random_quadratic(4, 3, L=2.0, mu=0.5, heterogeneity=1.0, seed=0)
+    rng = np.random.default_rng(0)
+    state = alg.init(fed, np.array([100.0, -50.0, 30.0]), rng)
+    with np.errstate(over="ignore"), pytest.raises(DivergenceError, match=rf"{alg.name}: round 1 produced a "
+                                                   r"non-finite server model x \(3 of 3 entries\)"):
+        alg.round(state, fed, None, rng)
+
+
 def test_empty_rounds_are_recorded():
     fed = fed_noisy(2)
     h = run(FedProx(lr=0.1, local_steps=2, mu=0.1), fed, 40, participation=Bernoulli(0.03), seed=5)
