@@ -8,7 +8,7 @@ clients f_i(x) = 1/2 x^T H_i x - e_i^T x with a *fixed* preconditioner P_i is
 
     B_i = I - (I - eta_i P_i H_i)^{tau_i},   x~ = (sum p_i B_i)^{-1} sum p_i B_i x_i*
 
-and with local correction (M_i = (tau_i P_i)^{-1}, section 5)
+and with local correction (M_i = (tau_i P_i)^{-1}, one client rate, section 5)
 x~_corr = (sum p_i M_i B_i)^{-1} sum p_i M_i B_i x_i*
 (``fltheory.theory.closed_forms.fedopt_quadratic_fixed_point``).  For
 restarted local AdaGrad T is not affine; its fixed point is the root of

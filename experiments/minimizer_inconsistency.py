@@ -17,7 +17,7 @@ is O(eta) with first-order term
 
     x~ = x* + (eta (K - 1)/2) (sum p_i H_i)^{-1} sum p_i H_i grad f_i(x*) + O(eta^2),
 
-and local correction (M_i = (tau_i P_i)^{-1}, section 5, eq. 11) makes the
+and local correction (M_i = (tau_i P_i)^{-1} with one client rate, section 5, eq. 11) makes the
 bias O(eta) whatever the steps.
 
 What is computed on one random heterogeneous quadratic (recorded seed):

@@ -12,7 +12,9 @@ operator T(x) = sum_i p_i O_i(x) is affine; FedOpt with server GD of rate
 eta_s is the Mann iteration x <- (1 - eta_s) x + eta_s T(x).
 
 Local correction (docs/theory/index.md#algorithms, "Local correction" [derived]): with a
-fixed preconditioner the running sum over the tau_i steps is G_i = tau_i P_i,
+fixed preconditioner the running sum over the tau_i steps, scaled by the client's rate
+relative to the others, is G_i = s_i tau_i P_i with s_i = eta_i / max_j eta_j (``FedOpt``'s
+G_i = s_i sum_k m_k for a client optimizer of rate max_j eta_j and ``client_lr_scale`` s_i);
 the client sends Delta~_i = G_i^{-1} Delta_i and M_i = G_i^{-1}.  Since
 Delta_i = O_i(x) - x = -B_i (x - x_i*),
 
@@ -26,9 +28,10 @@ tests/theory/test_closed_forms.py)
 
     x~_corr = (sum_i p_i M_i B_i)^{-1} sum_i p_i M_i B_i x_i*,
 
-and since M_i B_i = eta_i H_i + O(eta_i^2) it tends to
-(sum p_i c_i H_i)^{-1} sum p_i c_i e_i as eta_i = c_i h -> 0, i.e. to x* at
-rate O(h) when all clients use the same rate.
+and since M_i B_i = (max_j eta_j) H_i + O(eta_i^2) for every client it tends to
+x* = (sum p_i H_i)^{-1} sum p_i e_i at rate O(h) as eta_i = c_i h -> 0, whatever the
+clients' rates, steps and preconditioners (LocalAdaptivity section 5: the correction
+removes the non-vanishing bias "by dividing the client learning rate").
 """
 
 from __future__ import annotations
@@ -161,8 +164,13 @@ def fedopt_quadratic_round_map(fed: QuadraticFederation, lr: Rate, local_steps: 
 
     * ``correction="none"``: x+ = x + eta_s sum p_i Delta_i,
       A = I - eta_s sum p_i B_i, b = eta_s sum p_i B_i x_i*.
-    * ``"local"``: x+ = x + eta_s sum p_i M_i Delta_i, M_i = (tau_i P_i)^{-1}.
+    * ``"local"``: x+ = x + eta_s sum p_i M_i Delta_i, M_i = (s_i tau_i P_i)^{-1}.
     * ``"joint"``: x+ = x + eta_s (sum p_i M_i)^{-1} sum p_i M_i Delta_i.
+
+    s_i = eta_i / max_j eta_j: the map of ``FedOpt`` whose client optimizer has rate
+    max_j eta_j and ``client_lr_scale`` s_i, which divides each change by the client's own
+    rate (LocalAdaptivity section 5: the correction removes the non-vanishing bias "by
+    dividing the client learning rate"); with one rate for every client, s_i = 1.
 
     (LocalAdaptivity eq. 6 with docs/theory/index.md#algorithms local/global correction [derived].)
     """
@@ -182,7 +190,8 @@ def _round_map(fed: QuadraticFederation, lr: Any, local_steps: Any, precondition
     if correction == "none":
         W = B
     else:
-        tau = np.broadcast_to(np.asarray(local_steps, dtype=np.float64), (N,))
+        eta = np.broadcast_to(np.asarray(lr, dtype=np.float64), (N,))   # checked by the call above
+        tau = np.broadcast_to(np.asarray(local_steps, dtype=np.float64), (N,)) * (eta / eta.max())
         diag = _diagonal_preconditioners(fed, preconditioners)
         if diag is not None:
             M = np.einsum("ni,ij->nij", 1.0 / (tau[:, None] * diag), np.eye(d))
@@ -209,7 +218,8 @@ def fedopt_quadratic_fixed_point(fed: QuadraticFederation, lr: Any, local_steps:
         B_i = I - (I - eta_i P_i H_i)^{tau_i}
         x~  = (sum_i p_i B_i)^{-1} sum_i p_i B_i x_i*
 
-    With ``correction="local"`` or ``"joint"`` (M_i = (tau_i P_i)^{-1})::
+    With ``correction="local"`` or ``"joint"`` (M_i = (s_i tau_i P_i)^{-1}, s_i = eta_i / max_j eta_j,
+    see :func:`fedopt_quadratic_round_map`; the fixed point does not depend on that scale)::
 
         x~  = (sum_i p_i M_i B_i)^{-1} sum_i p_i M_i B_i x_i*
 
@@ -267,7 +277,9 @@ def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_st
         x~ -> (sum_i p_i c_i tau_i P_i H_i)^{-1} sum_i p_i c_i tau_i P_i e_i
 
     It equals x* only when c_i tau_i P_i is the same for every client.  With
-    local/joint correction the limit is (sum p_i c_i H_i)^{-1} sum p_i c_i e_i.
+    local/joint correction, which divides client i's change by s_i tau_i P_i (s_i proportional
+    to c_i), M_i B_i = h c_max H_i + O(h^2) for every client, so the limit is x* whatever the
+    rates, steps and preconditioners (LocalAdaptivity section 5).
     """
     instance("fed", fed, QuadraticFederation, "a QuadraticFederation (closed forms need constant Hessians)")
     correction = choice("correction", correction, ("none", "local", "joint"))
@@ -278,7 +290,7 @@ def fedopt_small_rate_limit(fed: QuadraticFederation, rate_ratios: Any, local_st
     if correction == "none":
         W = (c * tau)[:, None, None] * _preconditioners(fed, preconditioners)
     else:
-        W = np.broadcast_to(c[:, None, None] * np.eye(fed.dim), (N, fed.dim, fed.dim))
+        W = np.broadcast_to(np.eye(fed.dim), (N, fed.dim, fed.dim))
     p = fed.weights
     K = np.einsum("i,ijk,ikl->jl", p, W, fed.H)
     rhs = np.einsum("i,ijk,ik->j", p, W, fed.e)

@@ -17,13 +17,16 @@ def client_run(H: np.ndarray, e: np.ndarray, x: np.ndarray, lr: float, steps: in
 
 
 def fedopt_round(fed, x, lr, steps, P, *, server_lr=1.0, correction="none"):
-    """One FedOpt round, client by client, as THEORY.md section 2 describes it."""
+    """One FedOpt round, client by client (LocalAdaptivity eq. 6; section 5's local correction
+    normalises client i's change by its preconditioner sum, "dividing the client learning
+    rate": G_i = s_i sum_k P_i with s_i = lr_i / max_j lr_j, FedOpt's client_lr_scale)."""
     N, d = fed.n_clients, fed.dim
     lr = np.broadcast_to(lr, (N,))
     steps = np.broadcast_to(steps, (N,))
     deltas, Ms = [], []
     for i in range(N):
         y, G = client_run(fed.H[i], fed.e[i], x, float(lr[i]), int(steps[i]), P[i])
+        G = (float(lr[i]) / float(np.max(lr))) * G
         delta = y - x
         if correction == "none":
             deltas.append(delta)

@@ -93,6 +93,33 @@ def test_small_rate_limit_eq8(fed):
     assert np.linalg.norm(lim - fed.optimum()) > 1e-2   # non-vanishing bias
 
 
+@pytest.mark.parametrize("correction", ["local", "joint"])
+def test_corrected_closed_form_is_fedopts_map_with_per_client_rates(fed, correction):
+    """Per-client rates eta_i = 0.1 s_i: the closed form is the exactly recovered round map of
+    FedOpt(sgd(0.1), client_lr_scale=s), which divides each change by s_i tau_i (before, the
+    closed form left s_i out: its corrected fixed point was 0.157 away from FedOpt's on a
+    3-client problem, and its small-rate limit was not x*)."""
+    from fltheory import optim
+    from fltheory.algorithms import FedOpt
+    from fltheory.theory import affine_round_map, fixed_point
+    s, tau = np.array([0.5, 1.0, 0.25, 0.8]), np.array([3, 1, 2, 4])
+    alg = FedOpt(client_optimizer=optim.sgd(0.1), server_optimizer=optim.sgd(0.6), local_steps=tau,
+                 client_lr_scale=s, correction=correction)
+    am = affine_round_map(alg, fed)
+    A, b = fedopt_quadratic_round_map(fed, 0.1 * s, tau, server_lr=0.6, correction=correction)
+    d = fed.dim
+    np.testing.assert_allclose(am.M[:d, :d], A, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(am.c[:d], b, rtol=0, atol=1e-13)
+    fp = fedopt_quadratic_fixed_point(fed, 0.1 * s, tau, correction=correction)
+    np.testing.assert_allclose(fp.x, fixed_point(am).x[:d], rtol=0, atol=1e-12)
+    assert fp.bias > 1e-3                             # a bias at this rate, vanishing as eta -> 0:
+    np.testing.assert_allclose(fedopt_small_rate_limit(fed, s, tau, correction=correction), fed.optimum(),
+                               rtol=0, atol=1e-12)
+    b1 = fedopt_quadratic_fixed_point(fed, 1e-3 * s, tau, correction=correction).bias
+    b2 = fedopt_quadratic_fixed_point(fed, 5e-4 * s, tau, correction=correction).bias
+    assert 1.8 < b1 / b2 < 2.2
+
+
 def test_local_correction_removes_bias_at_rate_eta(fed):
     tau = np.array([2, 3, 1, 4])
     Pd = _diag_P(fed, 4)
