@@ -30,8 +30,9 @@ class FixedPoint(SummaryDisplay):
     x : ndarray (d,)
         The server model at the fixed point.
     residual : float
-        ||T(x~) - x~||_inf of the map the routine solved (for affine maps on the
-        full state: ||M S~ + c - S~||_inf).
+        ||T(x~) - x~||_inf of the map the routine solved; for affine round maps on the
+        full state, of an actual round from the fixed point, ||Phi(S~) - S~||_inf (the
+        recovered M S~ + c - S~ can be smaller than what a round gives).
     spectral_rate : float
         Spectral radius of the linear part (affine maps, on the subspace the orbit
         moves in) or of the Jacobian at x~ (non-linear maps): the exact asymptotic

@@ -185,8 +185,12 @@ class KrylovSpace:
 class KrylovResult:
     """What :func:`block_krylov` found: ``eig`` (or None), the Galerkin solution ``z``
     (or None) with its relative residual ``solve_residual``, the number of columns
-    ``dimension``, block products ``blocks``, whether every target was met
-    (``converged``) or the space became invariant (``invariant``), the ``space``
+    ``dimension``, block products ``blocks``, ``converged``: every target was met *or* the
+    space became invariant (``invariant``; then the Ritz values are exact eigenvalues of M on
+    the space the start vectors span, up to rounding, but the stated error targets need not
+    hold, and an eigenvalue the start does not excite is not among them: a start with a
+    1e-11 component on M's top eigenvector can stop invariant with rate 0.7 where M's
+    spectral radius is 0.9; the matrix-free routes start from random blocks), the ``space``
     itself (for further Galerkin solves), and ``outside``: the triangular factor R (b, b)
     of E = Q_out R, E the part of the last block's products P M Q_last outside the space
     (:func:`projected_singular_values` uses it)."""

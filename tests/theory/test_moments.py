@@ -27,8 +27,10 @@ from fltheory.optim import adagrad, momentum, sgd
 from fltheory.participation import (
     Bernoulli,
     FullParticipation,
+    FullSteps,
     IncompleteSteps,
     Schedule,
+    TimeVarying,
     UniformSampling,
     UniformSteps,
 )
@@ -327,6 +329,29 @@ def test_moment_operator_iterates_the_engine_and_finds_the_stationary_law():
     other = random_quadratic(3, 2, L=2.0, mu=0.5, heterogeneity=5.0, seed=2).with_gradient_noise(0.7)
     floor5 = moment_operator(alg, other, participation=UniformSampling(2), x0=[1.0, -1.0]).stationary(rtol=1e-12)[0]
     assert floor5 == pytest.approx(floor, rel=1e-8)
+
+
+def test_moment_operator_refuses_a_law_that_changes_after_round_one():
+    """The operator reuses round 0's outcomes for every round: a departure at round 3 or a step law
+    that switches at round 2 passed the rounds-0-and-1 comparison and gave E[F] - F* of 0.0589
+    against the exact 0.1640 (at t = 6); now refused, and laws that cannot change still agree
+    with exact_moments."""
+    from fltheory.theory.moments import moment_operator
+
+    fed = random_quadratic(4, 2, L=3.0, mu=0.5, heterogeneity=1.0, seed=1)
+    alg, x0 = FedAvg(lr=0.2, local_steps=2), [1.0, -2.0]
+    late = [(Schedule(UniformSampling(2), departures={0: 3}), "client 0 departs at round 3"),
+            (Schedule(UniformSampling(2), arrivals={1: 2}), "client 1 arrives at round 2"),
+            (IncompleteSteps(FullParticipation(), TimeVarying(lambda t: FullSteps() if t < 2 else UniformSteps())),
+             "TimeVarying")]
+    for part, says in late:
+        with pytest.raises(InvalidHyperparameterError, match=says):
+            moment_operator(alg, fed, participation=part, x0=x0)
+    for part in (Schedule(UniformSampling(2), departures={0: 0}),
+                 IncompleteSteps(Bernoulli(0.5), UniformSteps(), inactive_prob=0.1)):
+        gaps = moment_operator(alg, fed, participation=part, x0=x0).iterate(6)[0]
+        exact = exact_moments(alg, fed, 6, participation=part, x0=x0).loss_gap
+        np.testing.assert_allclose(gaps, exact, rtol=1e-12, atol=1e-15)
 
 
 def test_moment_operator_refuses_what_is_not_one_time_invariant_map():

@@ -28,7 +28,9 @@ from ...errors import (
     InvalidHyperparameterError,
     NotAffineError,
 )
-from ...participation import Participation
+from ...participation import (Bernoulli, BinomialSteps, FixedSteps, FullParticipation, FullSteps,
+                              IncompleteSteps, Participation, Schedule, TimeVarying, UniformSampling,
+                              UniformSteps)
 from ...problems.base import Federation
 from ..round_maps import StateLayout, state_layout, state_to_vector
 from ..._validate import finite_array, positive
@@ -54,6 +56,32 @@ from .noise import additive_noise_of
 from .support import MAX_OUTCOMES, support_of
 
 __all__ = ["MomentOperator", "moment_operator"]
+
+
+def _changing_law(part: Participation | None) -> str | None:
+    """Why the law of ``part``'s draws may change with the round t (None when it cannot): the
+    operator recovers the round's conditional maps once, so a law that changes later (a
+    departure at round 3, say) would silently be applied with its round-0 outcomes."""
+    while part is not None:
+        if isinstance(part, (FullParticipation, UniformSampling, Bernoulli)):
+            return None
+        if isinstance(part, Schedule):
+            late = sorted([(t, "departs", c) for c, t in part.departures.items() if t > 0]
+                          + [(t, "arrives", c) for c, t in part.arrivals.items() if t > 0])
+            if late:
+                t, what, c = late[0]
+                return f"under its Schedule client {c} {what} at round {t}"
+            part = part.base
+        elif isinstance(part, IncompleteSteps):
+            law = part.distribution
+            if isinstance(law, TimeVarying):
+                return "its steps follow a TimeVarying law"
+            if not isinstance(law, (FullSteps, UniformSteps, BinomialSteps, FixedSteps)):
+                return f"its step law {type(law).__name__} may depend on t (its pmf takes the round)"
+            part = part.base
+        else:
+            return f"{type(part).__name__} has no law known to be the same every round"
+    return None
 
 
 @dataclass(frozen=True)
@@ -179,7 +207,9 @@ def moment_operator(algorithm: Algorithm, problem: Federation, *,
                     rtol: float = 1e-8) -> MomentOperator:
     """Recover the :class:`MomentOperator` (module docstring).
 
-    Refused (typed errors): a participation law that changes between rounds 0 and 1, state-dependent
+    Refused (typed errors): a participation law that may change with the round (:func:`_changing_law`:
+    a schedule with a departure or arrival after round 0, a ``TimeVarying`` step law, a step law of
+    unknown form; the law's supports at rounds 0 and 1 are compared as well), state-dependent
     (minibatch) noise, a round that changes its frozen or discrete state (mixtures: use
     :func:`exact_moments`), and a conditional map that differs one round later (NotAffineError).
     """
@@ -196,10 +226,15 @@ def moment_operator(algorithm: Algorithm, problem: Federation, *,
     layout = state_layout(state0)
     frozen = _frozen_mask(algorithm, exact, state0, layout, np.random.default_rng(1))
     E = algorithm.nominal_steps(exact)
+    why = _changing_law(participation)
     out0 = support_of(participation, 0, E, MAX_OUTCOMES)
     out1 = support_of(participation, 1, E, MAX_OUTCOMES)
-    if [(o.key, o.prob) for o in out0] != [(o.key, o.prob) for o in out1]:
-        raise InvalidHyperparameterError("moment_operator needs a participation law that does not change with t")
+    if why is None and [(o.key, o.prob) for o in out0] != [(o.key, o.prob) for o in out1]:
+        why = "its outcomes at rounds 0 and 1 differ"
+    if why is not None:
+        raise InvalidHyperparameterError(
+            f"moment_operator needs a participation law that does not change with t: {why}; exact_moments "
+            "follows the law round by round")
     S0 = state_to_vector(state0, layout)
     rng = np.random.default_rng(2)
     maps, noise_terms = [], []
