@@ -147,7 +147,7 @@ def run(config: dict[str, Any], rng: np.random.Generator,
         counts, _ = np.histogram(np.clip(logs, LOG_EDGES[0], LOG_EDGES[-1]), bins=LOG_EDGES)
         entry: dict[str, Any] = {
             "reference": _TARGETS[name].reference, "evaluated": res.n_evaluated, "counted": res.n_counted,
-            "hypothesis_violated": res.n_invalid, "violations": res.n_violations,
+            "hypothesis_violated": res.n_invalid, "errors": res.n_errors, "violations": res.n_violations,
             "worst_ratio": res.worst_ratio, "histogram": counts,
             "worst": None if res.worst is None else {
                 "point": json.loads(res.worst["point"]), "seed": int(res.worst["seed"]),

@@ -94,7 +94,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     _say(f"{target.name}: {target.reference}")
     _say(f"evaluated {res.n_evaluated}, counted {res.n_counted}, hypothesis violated {res.n_invalid}, "
-         f"bound violated {res.n_violations}")
+         f"errors {res.n_errors}, bound violated {res.n_violations}")
+    if res.n_errors:
+        first = next(r for r in res.rows if r["error"] is not None)
+        _say(f"first error (index {first['index']}, {first['point']}): {first['error']}")
     if res.worst is not None:
         _say(f"worst measured/bound = {res.worst_ratio:.6g} at {res.worst['point']} "
              f"(seed {res.worst['seed']})")

@@ -86,8 +86,15 @@ class SearchResult:
 
     @property
     def n_invalid(self) -> int:
-        """Rows with a failed hypothesis (or an instance that could not be built)."""
-        return sum(not r["valid"] for r in self.rows)
+        """Rows whose instance failed a hypothesis of the bound (not counted)."""
+        return sum(not r["valid"] and r["error"] is None for r in self.rows)
+
+    @property
+    def n_errors(self) -> int:
+        """Rows whose evaluation raised one of the library's errors (the row's ``error``: an
+        instance that could not be built, a run that diverged, a measured value out of float64
+        range); not counted, and not known to have met or failed the hypotheses."""
+        return sum(r["error"] is not None for r in self.rows)
 
     @property
     def n_violations(self) -> int:
@@ -159,6 +166,14 @@ def _best(rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
         if len(out) == k:
             break
     return out
+
+
+def _worst_violation(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The violating row of largest ratio (ties: smallest index), or None.  Not always the
+    row of largest ratio: a row's slack (its rounding allowance) is its own, so a row whose
+    ratio exceeds a violation's may still sit within its slack."""
+    violating = [r for r in rows if r["counted"] and r["violation"]]
+    return min(violating, key=lambda r: (-r["ratio"], r["index"])) if violating else None
 
 
 def _point(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -309,9 +324,8 @@ def search(target: str | SearchTarget, space: Space | StrategySpace | None = Non
                     break
 
             # phase 3: shrink the worst violating instance (indices after every local round)
-            worst = _best(rows, 1)
-            if worst and worst[0]["violation"] and shrink_budget > 0:
-                w = worst[0]
+            w = _worst_violation(rows)
+            if w is not None and shrink_budget > 0:
                 args = (tgt, space, _point(w), int(w["seed"]), cursor, shrink_budget, seed)
                 rows = rows + runner.run([("shrink", shrink, args)])
         finally:
@@ -321,8 +335,9 @@ def search(target: str | SearchTarget, space: Space | StrategySpace | None = Non
     best = _best(rows, 1)
     worst_row = best[0] if best else None
     counter = None
-    if worst_row is not None and worst_row["violation"]:
-        violating = [worst_row] + [r for r in rows if r["phase"] == "shrink" and r["violation"]]
+    worst_violation = _worst_violation([r for r in rows if r["phase"] != "shrink"])
+    if worst_violation is not None:
+        violating = [worst_violation] + [r for r in rows if r["phase"] == "shrink" and r["violation"]]
         smallest = min(_size(r, space) for r in violating)      # the last accepted shrink step
         counter = max((r for r in violating if _size(r, space) == smallest), key=lambda r: r["index"])
     result = SearchResult(tgt.name, rows, worst_row, counter, Path(out) if out is not None else None)
@@ -341,7 +356,7 @@ def _size(row: Mapping[str, Any], space: Space | StrategySpace) -> tuple[int, ..
 def _write_outputs(store: CheckpointStore, result: SearchResult, tgt: SearchTarget) -> None:
     store.write_table(result.rows)
     summary = {"target": tgt.name, "reference": tgt.reference, "evaluated": result.n_evaluated,
-               "counted": result.n_counted, "hypothesis_violated": result.n_invalid,
+               "counted": result.n_counted, "hypothesis_violated": result.n_invalid, "errors": result.n_errors,
                "violations": result.n_violations, "worst_ratio": result.worst_ratio,
                "worst_index": None if result.worst is None else result.worst["index"],
                "counterexample_index": (None if result.counterexample is None

@@ -84,8 +84,9 @@ def pep_objective_shift(kind: str, share: float, L: float, mu: float,
     ----------
     kind : {"depart", "join"}
     share : float
-        n_a/n: the leaver's share of all data (depart, in (0, 1)) or the
-        newcomer's data over the others' (join, > 0), as in the search space.
+        depart: the leaver's share of all data, n_a/n in (0, 1) (the depart search space's
+        ``share`` is n_a over the others' data, r: pass r/(1 + r)); join: the newcomer's data
+        over the others', n_a/n > 0, as in the join search space.
     L, mu : float
         Class constants, 0 < mu < L.
     variant : {"as_printed", "derived"}

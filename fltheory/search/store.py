@@ -37,6 +37,14 @@ def _atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _rows_table(pa: Any, rows: list[dict[str, Any]]) -> Any:
+    """A table of ``rows`` with every column any row has (in order of first appearance; a row
+    without it gets null): ``Table.from_pylist`` alone takes the columns of the first row, so
+    a part whose first row was invalid lost the hypothesis and tag columns of the others."""
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    return pa.Table.from_pylist([{k: r.get(k) for k in columns} for r in rows])
+
+
 class CheckpointStore:
     """Parts of a search under ``out`` (see the module docstring)."""
 
@@ -64,7 +72,7 @@ class CheckpointStore:
 
     def write(self, task_id: str, rows: list[dict[str, Any]]) -> None:
         pa = _pa()
-        table = pa.Table.from_pylist(rows) if rows else pa.table({"index": pa.array([], pa.int64())})
+        table = _rows_table(pa, rows) if rows else pa.table({"index": pa.array([], pa.int64())})
         tmp = self.parts / f"{task_id}.parquet.tmp"
         pa.parquet.write_table(table, tmp)
         os.replace(tmp, self.parts / f"{task_id}.parquet")
@@ -83,8 +91,7 @@ class CheckpointStore:
     def write_table(self, rows: list[dict[str, Any]]) -> Path:
         """``results.parquet``: every row, one per evaluated instance, by index."""
         pa = _pa()
-        columns = list(dict.fromkeys(k for r in rows for k in r))
-        table = pa.Table.from_pylist([{k: r.get(k) for k in columns} for r in rows])
+        table = _rows_table(pa, rows)
         path = self.out / "results.parquet"
         tmp = path.with_name(path.name + ".tmp")
         pa.parquet.write_table(table, tmp)

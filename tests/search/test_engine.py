@@ -228,3 +228,61 @@ def test_search_over_a_hypothesis_strategy_space():
         point = json.loads(r["point"])
         if r["violation"]:
             assert round(point["share"] * 100 * point["N"]) > 100 * point["N"]
+
+
+def test_a_violation_inside_a_larger_ratios_slack_is_still_the_counterexample():
+    """Each row's slack is its own: a ratio of 1.5 within a slack of 1 is no violation, while
+    1.2 with slack 1e-9 is.  The counterexample was looked for only at the row of largest
+    ratio, so this search reported 'no counterexample' with 5 violations in its table."""
+    from fltheory.search import Real, SearchTarget, Space, search
+    from fltheory.theory.result import Assumption, make_result
+
+    def evaluate(point, seed):
+        return make_result(1.0, (Assumption("A", True, ""),), reference="r", variant="v",
+                           terms={"x": point["x"]}, measured=1.5 if point["x"] < 0.5 else 1.2)
+
+    target = SearchTarget("slack_demo", evaluate, Space([Real("x", 0.0, 1.0)]), "ref",
+                          slack=lambda r: 1.0 if r.terms["x"] < 0.5 else 1e-9)
+    res = search(target, budget=16, seed=0, progress=False)
+    assert res.worst_ratio == 1.5 and not res.worst["violation"]
+    assert res.n_violations > 0
+    assert res.counterexample is not None and res.counterexample["violation"]
+    assert res.counterexample["ratio"] == 1.2
+
+
+def test_checkpoint_parts_keep_every_rows_columns(tmp_path):
+    """A part whose first row lacks a column (an invalid row has no hypothesis or tag columns)
+    keeps the column for the rows that have it (Table.from_pylist alone dropped it)."""
+    from fltheory.search.store import CheckpointStore
+    store = CheckpointStore(tmp_path / "s", {"target": "t"})
+    store.open()
+    rows = [{"index": 0, "phase": "explore", "valid": False},
+            {"index": 1, "phase": "explore", "valid": True, "held[A]": True, "tag_big": False},
+            {"index": 2, "phase": "explore", "valid": True, "held[A]": False, "tag_big": True}]
+    store.write("task-0", rows)
+    back = store.read()
+    assert [r.get("held[A]") for r in back] == [None, True, False]
+    assert [r.get("tag_big") for r in back] == [None, False, True]
+
+
+def test_rows_that_raised_are_errors_not_hypothesis_violations():
+    """An evaluation that raises a library error (a run that diverged, say) is reported as an
+    error with its message, not counted among the instances that failed a hypothesis."""
+    from fltheory.errors import DivergenceError
+    from fltheory.search import Real, SearchTarget, Space, search
+    from fltheory.theory.result import Assumption, make_result
+
+    def evaluate(point, seed):
+        if point["x"] > 0.7:
+            raise DivergenceError("the run diverged")
+        held = point["x"] > 0.3
+        return make_result(1.0, (Assumption("A", held, ""),), reference="r", variant="v", measured=0.5)
+
+    res = search(SearchTarget("errors_demo", evaluate, Space([Real("x", 0.0, 1.0)]), "ref"),
+                 budget=40, seed=1, progress=False)
+    errors = [r for r in res.rows if r["error"] is not None]
+    failed = [r for r in res.rows if not r["valid"] and r["error"] is None]
+    assert errors and failed and res.n_counted
+    assert res.n_errors == len(errors) and all("DivergenceError: the run diverged" in r["error"] for r in errors)
+    assert res.n_invalid == len(failed) and all(json.loads(r["point"])["x"] <= 0.3 for r in failed)
+    assert res.n_errors + res.n_invalid + res.n_counted == res.n_evaluated
