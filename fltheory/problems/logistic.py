@@ -50,7 +50,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validate import finite_array, in_unit_interval, positive
-from ..errors import InvalidHyperparameterError, InvalidProblemError
+from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, Part, make_plan, thread_shares
 from ._separation import is_separable
@@ -62,6 +62,12 @@ from ..aliases import ClientSelection
 __all__ = ["LogisticFederation"]
 
 OPTIMUM_TOL = 1e-10
+#: Full Newton steps taken past OPTIMUM_TOL (each kept only where it lowers ||grad||; see
+#: ``newton``'s ``polish_steps``): the optima end at the rounding floor even when feature scales mix.
+_POLISH_STEPS = 4
+#: Largest |feature| accepted: beyond it the Gram matrices A_i^T A_i (L, client_L) and the squared
+#: row norms behind the optima's tolerance leave float64 range.
+MAX_FEATURE = 1e150
 _N_BUCKETS = 4
 _MAX_PLANS = 16     # cached size-bucket plans (one per distinct client list of length >= 2)
 # Multiply-adds (x2) per local step below which a second thread costs more than it
@@ -166,6 +172,11 @@ class LogisticFederation(Federation):
     def _setup(self, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
                reg: float, n_classes: int | None) -> None:
         N, nmax, f = A.shape
+        biggest = float(np.max(np.abs(A))) if A.size else 0.0
+        if biggest > MAX_FEATURE:
+            raise OutOfRangeError(
+                f"a feature has magnitude {biggest:.3e} > {MAX_FEATURE:.0e}: the curvature constants "
+                "(A^T A) and the optima's tolerance would leave float64 range; rescale the features")
         self._A = A
         self._y = y.astype(np.int64) if n_classes is not None else y
         self._rows = rows
@@ -576,7 +587,8 @@ class LogisticFederation(Federation):
         self._check_existence(A[0], y[0], "the global logistic objective F")
         loss, grad, hess = self._pooled_fns()
         X = newton(loss, grad, hess, np.zeros((1, self.dim)), tol=self._optimum_tol,
-                   null_projector=self._null_projector(), what="Newton on F")
+                   null_projector=self._null_projector(), what="Newton on F", polish=True,
+                   polish_steps=_POLISH_STEPS)
         return X[0]
 
     def optimum(self) -> np.ndarray:
@@ -596,7 +608,7 @@ class LogisticFederation(Federation):
         return newton(lambda X, r: self.client_loss(X, r), lambda X, r: self.client_grad(X, r),
                       lambda X, r: self.client_hess(X, r), np.zeros((N, self.dim)),
                       tol=self._optimum_tol, null_projector=self._null_projector(),
-                      what="Newton on the client objectives")
+                      what="Newton on the client objectives", polish=True, polish_steps=_POLISH_STEPS)
 
     def client_optima(self) -> np.ndarray:
         """x_i* = argmin f_i for every client, by batched Newton -> (N, d)."""

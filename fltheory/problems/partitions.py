@@ -25,8 +25,11 @@ def dirichlet_partition(labels: ArrayLike, n_clients: int, gamma: float, rng: np
     (the first n mod N clients one more): class counts ~ Multinomial(s_i, q_i)
     drawn without replacement from the remaining pool; when a class runs out
     its mass is redistributed over the classes still available (q_i
-    renormalised) until s_i samples are taken.  Small gamma gives one-class
-    clients, gamma -> infinity the class prior.  Every sample is assigned.
+    renormalised over them) until s_i samples are taken; when q_i puts no mass on
+    any class still available (numpy returns an exactly one-hot q_i for very small
+    gamma), the rest of the s_i is drawn uniformly over the available classes.
+    Small gamma gives one-class clients as long as their class lasts, gamma ->
+    infinity the class prior.  Every sample is assigned.
     """
     y = int_labels(labels)
     N = count("n_clients", n_clients)

@@ -301,3 +301,28 @@ def test_bound_gradient_gives_the_bits_of_client_grad(kind, clients):
     noisy = fed.with_gradient_noise(0.2)
     g = noisy.row_gradient(idx, np.random.default_rng(1))(X)
     np.testing.assert_array_equal(g, noisy.stochastic_grad(X, idx, np.random.default_rng(1)))
+
+
+def test_optima_reach_the_rounding_floor_when_feature_scales_mix():
+    """One feature of 1e8 among features of 1: the relative stopping tolerance (1e-10 x the
+    largest row norm, here 1e-2) left ||grad F(x*)|| = 4.6e-3 and the small coordinate of x*
+    1% off; the polished Newton steps end at the floor, where BFGS (gtol 1e-14) agrees."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(0)
+    A = [rng.standard_normal((40, 2)) for _ in range(2)]
+    A[0][0, 0] = 1e8
+    y = [np.sign(rng.standard_normal(40)) for _ in range(2)]
+    fed = LogisticFederation(A, y, reg=1e-3)
+    x = fed.optimum()
+    assert np.linalg.norm(fed.grad(x)) < 1e-12
+    ref = minimize(fed.loss, np.zeros(2), jac=fed.grad, method="BFGS", options={"gtol": 1e-14}).x
+    np.testing.assert_allclose(x, ref, rtol=1e-6)
+    Xi = fed.client_optima()
+    assert np.abs(fed.client_grad(Xi, np.arange(2))).max() < 1e-12
+
+
+def test_features_beyond_float64_range_of_the_curvature_are_refused():
+    from fltheory.errors import OutOfRangeError
+    with pytest.raises(OutOfRangeError, match="rescale the features"):
+        LogisticFederation([np.array([[1e155, 1.0], [0.5, 2.0]])], [np.array([1.0, -1.0])], reg=1e-3)
