@@ -65,9 +65,6 @@ OPTIMUM_TOL = 1e-10
 #: Full Newton steps taken past OPTIMUM_TOL (each kept only where it lowers ||grad||; see
 #: ``newton``'s ``polish_steps``): the optima end at the rounding floor even when feature scales mix.
 _POLISH_STEPS = 4
-#: Largest |feature| accepted: beyond it the Gram matrices A_i^T A_i (L, client_L) and the squared
-#: row norms behind the optima's tolerance leave float64 range.
-MAX_FEATURE = 1e150
 _N_BUCKETS = 4
 _MAX_PLANS = 16     # cached size-bucket plans (one per distinct client list of length >= 2)
 # Multiply-adds (x2) per local step below which a second thread costs more than it
@@ -172,11 +169,6 @@ class LogisticFederation(Federation):
     def _setup(self, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
                reg: float, n_classes: int | None) -> None:
         N, nmax, f = A.shape
-        biggest = float(np.max(np.abs(A))) if A.size else 0.0
-        if biggest > MAX_FEATURE:
-            raise OutOfRangeError(
-                f"a feature has magnitude {biggest:.3e} > {MAX_FEATURE:.0e}: the curvature constants "
-                "(A^T A) and the optima's tolerance would leave float64 range; rescale the features")
         self._A = A
         self._y = y.astype(np.int64) if n_classes is not None else y
         self._rows = rows
@@ -578,8 +570,11 @@ class LogisticFederation(Federation):
         OPTIMUM_TOL * max_ij ||a_ij||, since each loss derivative is at most 1 in
         absolute value.  An absolute 1e-10 is below float64 rounding at feature
         scale 1e8 and meaningless (1e-4 relative) at scale 1e-6."""
-        scale = float(np.sqrt(np.max(np.einsum("inf,inf->in", self._A, self._A))))
-        return OPTIMUM_TOL * scale if scale > 0 else OPTIMUM_TOL
+        big = float(np.max(np.abs(self._A)))
+        if big == 0:
+            return OPTIMUM_TOL
+        unit = self._A / big                       # the squared norms of 1e200-sized rows overflow
+        return OPTIMUM_TOL * big * float(np.sqrt(np.max(np.einsum("inf,inf->in", unit, unit))))
 
     @cached_property
     def _optimum(self) -> np.ndarray:
@@ -621,7 +616,14 @@ class LogisticFederation(Federation):
 
     @cached_property
     def _grams(self) -> np.ndarray:
-        return np.matmul(np.swapaxes(self._A, 1, 2), self._A) / self._rows[:, None, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            G = np.matmul(np.swapaxes(self._A, 1, 2), self._A) / self._rows[:, None, None]
+        if not np.isfinite(G).all():
+            raise OutOfRangeError(
+                f"the Gram matrices A_i^T A_i / n_i overflow float64 (largest |feature| "
+                f"{float(np.max(np.abs(self._A))):.3e}): the curvature constants L and client_L are not "
+                "representable; rescale the features")
+        return G
 
     @property
     def client_L(self) -> np.ndarray:

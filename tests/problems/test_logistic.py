@@ -322,7 +322,14 @@ def test_optima_reach_the_rounding_floor_when_feature_scales_mix():
     assert np.abs(fed.client_grad(Xi, np.arange(2))).max() < 1e-12
 
 
-def test_features_beyond_float64_range_of_the_curvature_are_refused():
-    from fltheory.errors import OutOfRangeError
-    with pytest.raises(OutOfRangeError, match="rescale the features"):
-        LogisticFederation([np.array([[1e155, 1.0], [0.5, 2.0]])], [np.array([1.0, -1.0])], reg=1e-3)
+def test_curvature_constants_beyond_float64_range_are_a_typed_error():
+    """Features of 1e155: A^T A overflows, and L, client_L came back NaN; the optimum's
+    tolerance (squared row norms) overflowed to inf and x = 0 was returned with
+    ||grad F|| = 2.5e199.  Now L raises, and so does the optimum (its Hessians overflow)."""
+    from fltheory.errors import DivergenceError, OutOfRangeError
+    fed = LogisticFederation([np.array([[1e155, 1.0], [0.5, 2.0]])], [np.array([1.0, -1.0])], reg=1e-3)
+    for read in (lambda: fed.L, lambda: fed.client_L):
+        with pytest.raises(OutOfRangeError, match="rescale the features"):
+            read()
+    with pytest.raises(DivergenceError, match=r"did not reach \|\|grad\|\| <= 1e\+145"):
+        fed.optimum()
