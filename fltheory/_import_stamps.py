@@ -5,7 +5,9 @@ experiment's import closure (:mod:`fltheory.reproduce.keys`).  Comparing files
 is not enough in a long-lived process (a notebook, ``reproduce(jobs=1)`` called
 twice, a Dask worker): a module imported before its file was edited still runs
 the old code, while the key hashes the new file, so a result of the old code
-would be stored as fresh.  This module closes that gap.
+would be stored as fresh.  This module closes that gap, and the one of cached
+bytecode that Python still loads after a same-second, same-length edit of its
+source (Python checks a ``.pyc`` against the source's whole seconds and size).
 
 On ``import fltheory`` a finder is put first on :data:`sys.meta_path`.  It finds
 nothing itself: it asks the finders after it and, when the module found is a
@@ -135,6 +137,28 @@ def changed_since_import(names: Iterable[str]) -> list[str]:
         path, stamp = entry
         if getattr(sys.modules[name], "__file__", None) != path:
             continue                                    # replaced by a module from elsewhere: not ours
-        if _stamp(path) != stamp:
+        if _stamp(path) != stamp or _stale_bytecode(path, stamp):
             changed.append(name)
     return sorted(changed)
+
+
+def _stale_bytecode(path: str, stamp: tuple[int, int]) -> bool:
+    """True when the cached bytecode of ``path`` passes the import system's check against the
+    source (the same modification second and size in its header, so it was what ran) but was
+    written before the source's last modification: an edit within the same second that kept
+    the file's length leaves bytecode of the old code that Python still loads, while the key
+    hashes the new file.  Hash-based ``.pyc`` files are checked by content and never reported."""
+    try:
+        cached = importlib.util.cache_from_source(path)
+        with open(cached, "rb") as handle:
+            header = handle.read(16)
+        written = os.stat(cached).st_mtime_ns
+    except (OSError, NotImplementedError, ValueError):
+        return False                                    # no bytecode: the source itself was compiled
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(header[4:8], "little") != 0:      # hash-based: validated by content (or unchecked)
+        return False
+    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+    used = mtime == (stamp[0] // 1_000_000_000) & 0xFFFFFFFF and size == stamp[1] & 0xFFFFFFFF
+    return used and written < stamp[0]

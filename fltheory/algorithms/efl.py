@@ -15,7 +15,9 @@ Round tau, participants P with completed steps s_k in {0..E_k}:
        w <- w - eta_k (g_k(w) + lambda U * w - lambda V),
    forms Delta^k = R^k + (w_final - x_client), sends ST(Delta^k) and keeps
    R^k <- Delta^k - ST(Delta^k) (eq. 5); it reports u^k = diag(I_k(w_final))
-   (``problem.fisher_diag``) and v^k = u^k * w_final (Alg. 1, ClientUpdate).
+   (``problem.fisher_diag``: the true Fisher on quadratic and logistic clients, the
+   empirical one on neural clients, see ``fedcurv``) and v^k = u^k * w_final (Alg. 1,
+   ClientUpdate).
 3. Server (Alg. 1, eq. 6): Delta^G = R^G + sum_{k: s_k > 0} p_tau^k ST(Delta^k),
    x <- x + Delta^G (server copy, uncompressed), broadcast ST(Delta^G),
    R^G <- Delta^G - ST(Delta^G), x_client <- x_client + ST(Delta^G).

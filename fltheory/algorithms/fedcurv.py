@@ -8,7 +8,10 @@ temporal-ensembling variants (BetterObjects Alg. 2); docs/theory/index.md#algori
 where w_j is the local model client j obtained the last time it trained and
 I_j the Fisher diagonal at w_j (the federation's ``fisher_diag``: for
 quadratic clients the true Fisher diag(H_j) of the unit-noise Gaussian model,
-for logistic clients whatever ``LogisticFederation.fisher_diag`` documents).
+for logistic clients whatever ``LogisticFederation.fisher_diag`` documents, for
+neural clients the *empirical* Fisher (1/n_j) sum of squared per-sample gradients,
+the usual estimate for networks; the two differ, e.g. the empirical one vanishes
+where a network fits its data exactly).
 Only clients that have trained before contribute (round 1 has no penalty: no
 previous local models exist); with full participation w_j, I_j are exactly
 those of the previous round.  The server needs only the sums

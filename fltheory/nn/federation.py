@@ -211,7 +211,10 @@ class NeuralFederation(Federation):
     def fisher_diag(self, X: ArrayLike, clients: ClientSelection = None) -> np.ndarray:
         """*Empirical* Fisher diagonal (1/n_i) sum_j grad l_ij (.) grad l_ij at
         X[r] (per-sample gradients of the data term squared and averaged,
-        without reg; not the true Fisher E_{y ~ model}) -> (m, d)."""
+        without reg; not the true Fisher E_{y ~ model}) -> (m, d).  Note: the
+        quadratic and logistic federations' ``fisher_diag`` is the *true* Fisher
+        (their ``empirical_fisher_diag`` the empirical one), so FedCurv, FedCL and EFL,
+        which call ``fisher_diag``, use the empirical estimate on networks only."""
         return self._eval(X, clients, "sq_sum")[1]
 
     def _minibatch_grad(self, X: np.ndarray, idx: np.ndarray, rng: np.random.Generator,

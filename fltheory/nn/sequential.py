@@ -199,27 +199,31 @@ class Sequential:
         if V.shape != X.shape:
             raise InvalidProblemError(f"V must have the shape of X {X.shape}, got {V.shape}")
         h = self._inputs(inputs, X.shape[0])
-        rh = np.zeros_like(h)
-        pviews, vviews = self.layout.views(X), self.layout.views(V)
-        caches = []
-        for layer, p, v in zip(self.layers, pviews, vviews, strict=True):
-            h, rh, cache = layer.forward_r(p, v, h, rh)
-            caches.append(cache)
-        _, dl = loss.value_and_grad(h, targets)
-        rdl = loss.output_hvp(h, targets, rh)
-        m, n = dl.shape[:2]
-        w = np.full((m, n), 1.0 / n) if sample_weights is None else sample_weights
-        w = w.reshape(m, n, *([1] * (dl.ndim - 2)))
-        dy, rdy = dl * w, rdl * w
-        HV = np.empty((m, self.dim))
-        hviews = self.layout.views(HV)
-        for k in range(len(self.layers) - 1, -1, -1):
-            dy_k, rdy_k, rgrads = self.layers[k].backward_r(pviews[k], vviews[k], caches[k], dy, rdy,
-                                                            need_dx=k > 0)
-            for name, g in rgrads.items():
-                hviews[k][name][...] = g
-            if dy_k is not None and rdy_k is not None:
-                dy, rdy = dy_k, rdy_k
+        with np.errstate(over="ignore", invalid="ignore"):      # an overflow is reported just below
+            rh = np.zeros_like(h)
+            pviews, vviews = self.layout.views(X), self.layout.views(V)
+            caches = []
+            for layer, p, v in zip(self.layers, pviews, vviews, strict=True):
+                h, rh, cache = layer.forward_r(p, v, h, rh)
+                caches.append(cache)
+            _, dl = loss.value_and_grad(h, targets)
+            rdl = loss.output_hvp(h, targets, rh)
+            m, n = dl.shape[:2]
+            w = np.full((m, n), 1.0 / n) if sample_weights is None else sample_weights
+            w = w.reshape(m, n, *([1] * (dl.ndim - 2)))
+            dy, rdy = dl * w, rdl * w
+            HV = np.empty((m, self.dim))
+            hviews = self.layout.views(HV)
+            for k in range(len(self.layers) - 1, -1, -1):
+                dy_k, rdy_k, rgrads = self.layers[k].backward_r(pviews[k], vviews[k], caches[k], dy, rdy,
+                                                                need_dx=k > 0)
+                for name, g in rgrads.items():
+                    hviews[k][name][...] = g
+                if dy_k is not None and rdy_k is not None:
+                    dy, rdy = dy_k, rdy_k
+        if not np.isfinite(HV).all():
+            raise OutOfRangeError("the Hessian-vector product overflows float64 at these finite parameters, "
+                                  "directions and inputs (as the gradient would: see value_and_grad)")
         return HV
 
     def __repr__(self) -> str:

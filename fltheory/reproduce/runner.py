@@ -395,6 +395,9 @@ def reproduce(experiments: Sequence[Experiment], out: str | os.PathLike[str], *,
     todo: list[_Job] = []
     for exp in experiments:
         if not force and is_fresh(directory, exp.name, keys[exp.name]):
+            # an error log left by a failed attempt at other sources no longer describes the
+            # result (fltheory list would report "failed" beside an up-to-date result)
+            (directory / f"{exp.name}.error.log").unlink(missing_ok=True)
             stored_doc: dict[str, Any] = read_stored(directory, exp.name).doc or {}
             outcomes[exp.name] = Outcome(exp.name, "skipped", overall_status(stored_doc.get("checks", [])))
             echo(f"{exp.name}: up to date ({outcomes[exp.name].status}), skipped")

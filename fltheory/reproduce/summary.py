@@ -178,7 +178,10 @@ def _theorem_line(exp: Experiment, theorem_key: str, result: StoredResult, stale
     if not mine:
         return f"{head} no check reported"
     status = overall_status(mine)
-    ratios = [c["ratio"] for c in mine if c["ratio"] is not None]
+    # the tightness of the checks behind the status: a ratio of a check that could not be judged
+    # (hypotheses failed) is no tightness of a bound that holds
+    behind = "holds" if status == "holds (partly not checkable)" else status
+    ratios = [c["ratio"] for c in mine if c["ratio"] is not None and c["status"] == behind]
     tight = f"; tightness (worst measured/bound) {max(ratios):.4g}" if ratios else ""
     details = [c["detail"] for c in mine if c["status"] == status and c["detail"]]
     if status == "violated":

@@ -88,6 +88,15 @@ def test_verdicts():
     c = {k.theorem: k for k in exp.checks(_results([0.99, 0.98], [0.9, 1.02], [0.98, 0.995]))}
     assert c["adam-below-sgd"].status == "violated" and "not below at tau [5]" in c["adam-below-sgd"].detail
     assert c["a1-adam"].status == "violated" and c["a1-sgd-tight"].status == "violated"
+    # "Adam can have a smaller rho": one rate below SGD at every tau suffices; the other is named
+    two = _results([0.99, 0.98], [0.9, 0.95], [0.999, 0.995])
+    two["lrs"] = [0.01, 0.5]
+    for k in ("sgd", "adam", "adagrad"):
+        two["max"][k] = two["max"][k] + [[0.99, 0.98] if k == "sgd" else [1.5, 0.97] if k == "adam" else [0.5, 0.5]]
+    two["sgd_bound"] = two["sgd_bound"] * 2
+    c = {k.theorem: k for k in exp.checks(two)}
+    assert c["adam-below-sgd"].status == "holds" and c["adam-below-sgd"].ratio == pytest.approx(0.95 / 0.98)
+    assert "lr 0.5: Adam/SGD max 1.5152, not below at tau [1]" in c["adam-below-sgd"].detail
 
 
 @pytest.fixture(scope="module")

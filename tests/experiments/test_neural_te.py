@@ -42,6 +42,9 @@ def test_verdicts():
     assert E.checks(_results(r_te=12))[1].status == "violated"
     assert E.checks(_results(r_te=None))[1].ratio == pytest.approx(21 / 10)
     assert E.checks(_results(final_prox=0.6))[1].status == "not checkable"
+    # the claim is about 95 %: a FedProx that ends at 0.94 leaves it unjudged (0.9 was accepted before)
+    assert E.checks(_results(final_prox=0.94))[1].status == "not checkable"
+    assert E.FULL["target_acc"] == E.PAPER_TARGET == 0.95
     bad = _results()
     bad["acc"]["FedAvg"] = [0.1, 0.15]
     assert E.checks(bad)[0].status == "violated"

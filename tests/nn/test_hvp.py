@@ -175,3 +175,22 @@ def test_layer_without_r_operator_raises_a_typed_error():
         fed.hvp(np.ones(fed.dim), np.ones(fed.dim))
     with pytest.raises(InvalidProblemError, match="V must have shape"):
         fed.client_hvp(np.ones(fed.dim), np.ones((3, fed.dim)))
+
+
+def test_an_overflowing_hvp_is_a_typed_error_like_the_gradient():
+    """Parameters of 1e300 (or output weights of 1e308 behind a tanh): value_and_grad raised
+    OutOfRangeError while hvp returned NaN rows."""
+    import warnings
+
+    from fltheory.errors import OutOfRangeError
+    from fltheory.nn import Dense, Sequential, SoftmaxCrossEntropy, Tanh
+    u, t = 1e10 * np.ones((1, 2, 4)), np.array([[0, 1]])
+    plain = Sequential([Dense(3)], (4,))
+    deep = Sequential([Dense(2), Tanh(), Dense(3)], (4,))
+    x_deep = np.ones(deep.dim)
+    x_deep[-9:] = 1e308
+    for model, x, inputs in ((plain, np.full(plain.dim, 1e300), u), (deep, x_deep, u * 1e-9)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")           # reported, not warned about
+            with pytest.raises(OutOfRangeError, match="Hessian-vector product overflows"):
+                model.hvp(x, np.ones((1, model.dim)), inputs, t, SoftmaxCrossEntropy())

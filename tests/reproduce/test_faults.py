@@ -429,3 +429,50 @@ def test_bundled_experiments_package_is_stamped_when_loaded_from_its_file(monkey
     discovery._load_bundled()
     path, stamp = _import_stamps._STAMPS[discovery.DEFAULT_PACKAGE]
     assert path == str(folder / "__init__.py") and stamp == _import_stamps._stamp(path)
+
+
+def test_an_up_to_date_result_clears_the_error_log_of_an_attempt_at_other_sources(root, capsys):
+    """A failed attempt (other sources, since restored) leaves NAME.error.log beside the stored
+    result; reproduce finds that result up to date and skips it, so the log no longer describes
+    it: it is removed, and the status reads the result instead of "failed"."""
+    from fltheory.reproduce.status import experiment_status
+    pkg = make_package(root, {"alpha": good("alpha")})
+    out = root / "figs"
+    assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0
+    (out / "alpha.error.log").write_text("Traceback: a failed attempt at other sources\n")
+    exp = load_experiment(f"{pkg}.alpha", str(root))
+    assert experiment_status(out, exp, "quick").status.startswith("failed")
+    capsys.readouterr()
+    assert main(["--package", pkg, "reproduce", "--out", str(out)]) == 0
+    assert "alpha: up to date" in capsys.readouterr().out
+    assert not (out / "alpha.error.log").exists()
+    assert not experiment_status(out, exp, "quick").status.startswith("failed")
+
+
+def test_bytecode_older_than_a_same_second_edit_of_its_source_counts_as_a_change(tmp_path):
+    """Python loads a cached .pyc whose header has the source's whole-second mtime and size: an edit
+    in the same second that keeps the length leaves the old code running under the new file's hash.
+    Such a module is reported as changed, so no result of it is stored."""
+    import importlib.util
+    src = tmp_path / "samesecond.py"
+    src.write_text("VALUE = 0.5\n")
+    start = (int(time.time()) - 10) * 10**9 + 100_000_000
+    os.utime(src, ns=(start, start))
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        sys.dont_write_bytecode = False
+        import fltheory._import_stamps as stamps
+        import fltheory
+        import samesecond
+        print(samesecond.VALUE, stamps.changed_since_import(["samesecond"]))
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    run = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                 check=True).stdout.split()
+    assert run() == ["0.5", "[]"]
+    pyc = importlib.util.cache_from_source(str(src))
+    os.utime(pyc, ns=(start + 400_000_000,) * 2)                  # compiled 0.4 s after the write
+    src.write_text("VALUE = 0.6\n")
+    os.utime(src, ns=(start + 800_000_000,) * 2)                  # edited in that second, same length
+    assert run() == ["0.5", "['samesecond']"]                     # the old code ran: reported

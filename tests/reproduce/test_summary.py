@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +59,20 @@ def test_summary_files_are_not_rewritten_when_unchanged(root):
     stamps = [(out / n).stat().st_mtime_ns for n in ("SUMMARY.md", "macros.tex")]
     reproduce(discover(pkg), out, show_progress=False)
     assert [(out / n).stat().st_mtime_ns for n in ("SUMMARY.md", "macros.tex")] == stamps
+
+
+def test_tightness_is_read_from_the_checks_behind_the_status():
+    """'holds (partly not checkable)' with a not-checkable ratio of 2.3e4 printed tightness 2.3e4
+    beside 'holds': the tightness is the worst ratio among the checks that give the status."""
+    from fltheory.reproduce import load_experiment
+    from fltheory.reproduce.store import StoredResult
+    from fltheory.reproduce.summary import _theorem_line
+
+    exp = load_experiment("fltheory_experiments.contraction")
+    checks = [{"theorem": "a1-sgd", "status": "holds", "ratio": 0.93, "detail": "sgd"},
+              {"theorem": "a1-sgd", "status": "not checkable", "ratio": 2.3e4, "detail": "hypotheses fail"}]
+    line = _theorem_line(exp, "a1-sgd", StoredResult(Path("contraction.json"), {"checks": checks}), [])
+    assert "holds (partly not checkable)" in line and "tightness (worst measured/bound) 0.93" in line
+    checks[0]["status"] = "violated"
+    line = _theorem_line(exp, "a1-sgd", StoredResult(Path("contraction.json"), {"checks": checks}), [])
+    assert "violated" in line and "tightness (worst measured/bound) 0.93" in line
