@@ -66,6 +66,16 @@ def newton(loss: Callable[[np.ndarray, np.ndarray], np.ndarray],
         When some row does not reach ||grad|| <= tol within ``max_iter``
         iterations (the message names the rows and their gradient norms).
     """
+    with np.errstate(over="ignore", invalid="ignore"):    # a non-finite gradient is reported below
+        return _newton(loss, grad, hess, X0, tol=tol, max_iter=max_iter, null_projector=null_projector,
+                       what=what, accept=accept, polish=polish, polish_steps=polish_steps)
+
+
+def _newton(loss: Callable[[np.ndarray, np.ndarray], np.ndarray],
+            grad: Callable[[np.ndarray, np.ndarray], np.ndarray],
+            hess: Callable[[np.ndarray, np.ndarray], np.ndarray],
+            X0: np.ndarray, *, tol: float, max_iter: int, null_projector: np.ndarray | None, what: str,
+            accept: float | None, polish: bool, polish_steps: int) -> np.ndarray:
     X = np.array(X0, dtype=np.float64)
     active = np.arange(X.shape[0])
     gnorm = np.full(X.shape[0], np.inf)
