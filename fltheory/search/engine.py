@@ -64,8 +64,9 @@ class SearchResult:
     worst : dict or None
         The counted row with the largest measured/bound (None: nothing counted).
     counterexample : dict or None
-        The smallest violating instance found by shrinking the worst one (the
-        worst itself when it cannot shrink); None when no counted row violates.
+        The smallest violating instance found by shrinking the worst violating one (that
+        one itself when it cannot shrink; not always ``worst``, whose ratio may lie within
+        its own slack); None when no counted row violates.
     out : Path or None
         Directory of the files, when ``out=`` was given.
     """
