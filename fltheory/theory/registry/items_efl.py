@@ -203,11 +203,10 @@ ITEMS: tuple[Item, ...] = (
               TC + "test_quick_instance_numbers_behind_the_findings"),
        checks=("efl_corollaries:abandon-rule-runs", "efl_corollaries:abandon-rule-bounds"),
        coverage="full", coverage_before="none",
-       note="the eq. 8 decision against the exact expected training loss of keeping / abandoning (rate "
-            "restarted) and against the exact comparison of the two Theorem 1 bounds, judged only where the "
-            "corollary's premise f_0(T) ~ y^a J (enough steps) holds within 10%; on the quick instance it holds "
-            "nowhere (T E = 96 < gamma = 549: not checkable), and the rule's wrong pick there is recorded as "
-            "measured (strict xfails); on the FULL instance see efl_corollaries"),
+       note="the eq. 8 decision as printed against the exact expected training loss of keeping / abandoning "
+            "(rate restarted), at the run's T; its comparison with the exact Theorem 1 bounds only where the "
+            "corollary's premise f_0(T) ~ y^a J (enough steps) holds within 10%, which it does nowhere on the "
+            "quick or FULL instance (T E far below gamma: not checkable); findings as measured, strict xfails"),
     _i(key=f"{P}:eq9", number="eq. 9", kind="corollary",
        statement="Under C_tau ~ tau C and gamma unchanged, abandon client k when y^k > O((C/J)/(T E)).",
        code=("fltheory.theory.bounds.efl_abandonment", "fltheory.theory.bounds.efl_abandonment_bounds"),
