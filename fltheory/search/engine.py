@@ -45,7 +45,7 @@ from .evaluate import evaluate_batch, local_maximise, shrink
 from .execution import Executor, Task, open_executor
 from .report import counterexample_snippet, instance_document
 from .space import Integer, Space, StrategySpace
-from .store import CheckpointStore
+from .store import CheckpointStore, _rows_table
 from .target import SearchTarget, get_target
 
 __all__ = ["SearchResult", "candidate_seed", "exploration_points", "search"]
@@ -108,8 +108,7 @@ class SearchResult:
     def table(self) -> Any:
         """The rows as a pyarrow Table (what ``results.parquet`` holds)."""
         import pyarrow as pa
-        columns = list(dict.fromkeys(k for r in self.rows for k in r))
-        return pa.Table.from_pylist([{k: r.get(k) for k in columns} for r in self.rows])
+        return _rows_table(pa, self.rows)
 
 
 def candidate_seed(seed: int, index: int) -> int:
