@@ -20,8 +20,10 @@ so that load from other processes hits all alike; medians of wall and CPU time
   rows, which stay in cache for its tau steps);
 * ``FedAvg.round, 1 thread`` / ``FedAvg.round, 2 threads``: ``alg.round`` on
   ``fed.with_threads(t)`` (1 is the default);
+* ``FedAvg.round, 2 processes``: ``alg.round`` on ``fed.with_processes(2)`` (the
+  caller's thread and one worker process, started before the trials);
 * ``run() default``: ``run(FedAvg, fed, rounds)`` with the default per-round metrics
-  (one thread);
+  (one thread), and the same on ``fed.with_processes(2)``;
 * ``products only, 1 thread``: the loop's two products per client and step, nothing else;
 * ``batched floor (GEMMs+exp)``: ``batched_floor``, the products of the bound
   gradient's size groups plus one exp over all logits per step: what a one-thread
@@ -360,6 +362,8 @@ def main() -> None:
         return rounds_of(alg, fed.with_threads(threads), x0, R)
 
     floor = batched_floor(fed, tau)
+    two_processes = fed.with_processes(2)
+    rounds_of(alg, two_processes, x0, 1)()                # starts the worker and registers its share
 
     def products() -> None:
         for _ in range(R):
@@ -369,7 +373,9 @@ def main() -> None:
         "per-client numpy loop": loop,
         "FedAvg.round, 1 thread": threaded_rounds(1),
         "FedAvg.round, 2 threads": threaded_rounds(2),
+        "FedAvg.round, 2 processes": rounds_of(alg, two_processes, x0, R),
         "run() default": lambda: run(alg, fed, R),
+        "run() default, 2 processes": lambda: run(alg, two_processes, R),
         "products only, 1 thread": products,
         "batched floor (GEMMs+exp)": lambda: [floor() for _ in range(R)],
     }
@@ -382,6 +388,7 @@ def main() -> None:
         after = load()
         x_loop = per_client_logistic_round(A, y, rows, fed.weights, fed.reg, C, x0, lr, tau)
         xs = {t: run(alg, fed.with_threads(t), 1, metrics=()).x[-1] for t in (1, 2)}
+        x_processes = run(alg, two_processes, 1, metrics=()).x[-1]
     plan = fed._plan(np.arange(fed.n_clients))
     padded = sum(b.A.shape[0] * b.A.shape[1] for b in plan) if plan else A.shape[0] * A.shape[1]
     useful = 4.0 * f * C * float(rows.sum()) * tau
@@ -390,7 +397,8 @@ def main() -> None:
           f"sum n_i = {int(rows.sum())} rows (padded in size groups: {padded}); {args.trials} interleaved trials "
           f"of {R} rounds; load average before {before}, after {after}")
     print(f"max |x_loop - x_FedAvg| after 1 round = {np.abs(x_loop - xs[1]).max():.1e} "
-          f"(|x| max {np.abs(x_loop).max():.1e}); 1 vs 2 threads identical: {np.array_equal(xs[1], xs[2])}")
+          f"(|x| max {np.abs(x_loop).max():.1e}); 1 vs 2 threads identical: {np.array_equal(xs[1], xs[2])}; "
+          f"1 thread vs 2 processes identical: {np.array_equal(xs[1], x_processes)}")
     print(f"flops per round: useful {useful / 1e6:.1f} M, done by the batched path {done / 1e6:.1f} M; "
           f"feature bytes read per step {8 * f * padded / 1e6:.2f} MB (twice: two products)")
     ref, ref_cpu, ref_best = med["per-client numpy loop"], cpu["per-client numpy loop"], best["per-client numpy loop"]
@@ -411,6 +419,7 @@ def main() -> None:
         print(f"  {k:<25} {1e3 * med[k]:>15.3f} {ref / med[k]:>9.2f} {1e3 * best[k]:>8.3f} "
               f"{ref_best / best[k]:>9.2f} {1e3 * cpu[k]:>8.3f} {ref_cpu / cpu[k]:>13.2f} "
               f"{useful / best[k] / 1e9:>14.1f}")
+    print("  (CPU: this process only; the candidates with 2 processes also use a worker process's core)")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ __all__ = [
     "OutputDirectoryError",
     "ResultsFileError",
     "UnclassifiedDirectionError",
+    "WorkerProcessError",
 ]
 
 
@@ -106,3 +107,8 @@ class SourcesChangedError(FLTheoryError, RuntimeError):
     computed (an edit during the run, or a worker process that imported newer files than
     the key records): the result is not stored, since it could not be said which sources
     produced it.  The message names the changed modules."""
+
+
+class WorkerProcessError(FLTheoryError, RuntimeError):
+    """A worker process of a federation's local-step gradient (``with_processes``)
+    could not be started or died while computing its share; the message names it."""

@@ -53,6 +53,7 @@ from .._validate import finite_array, in_unit_interval, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, Part, make_plan, thread_shares
+from ._process_shares import RemoteShare, SharedRowGradient
 from ._separation import is_separable
 from .base import Federation, RowGradient, finite_output, normalize_weights
 from .constants import CurvatureBounds
@@ -82,6 +83,46 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     if pool is None:
         pool = _POOLS[threads] = ThreadPoolExecutor(threads - 1, thread_name_prefix="fltheory-logistic")
     return pool
+
+
+def _put(out: np.ndarray, pos: np.ndarray | slice | None, G: np.ndarray) -> None:
+    if pos is None:
+        out[...] = G
+    else:
+        out[pos] = G
+
+
+def _share_function(share: list[Part], m: int, C: int | None, reg: float
+                    ) -> Callable[[np.ndarray, np.ndarray], None]:
+    """``fn(X, out)``: the gradient rows of one share's clients (of a list of ``m``) at the
+    points X, written into ``out`` (module level: worker processes build it from the same
+    arrays, ``_process_shares``)."""
+    if C is None:
+        def binary(X: np.ndarray, out: np.ndarray) -> None:
+            for pos, A, y, rw in share:              # a few size groups, not clients
+                _put(out, pos, lo.binary_grad(A, y, rw, X if pos is None else X[pos], reg))
+        return binary
+    softmax = lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C, _share_rows(share, m), m)
+
+    def multinomial(X: np.ndarray, out: np.ndarray) -> None:
+        softmax(X, reg, out)
+    return multinomial
+
+
+def _share_rows(share: list[Part], m: int) -> np.ndarray:
+    """Positions, in the caller's list of ``m`` clients, of the rows a share computes."""
+    return np.concatenate([np.arange(m)[p.pos] if p.pos is not None else np.arange(m) for p in share])
+
+
+def _localised(share: list[Part], m: int) -> list[Part]:
+    """The share's parts with positions among the share's own rows (``_share_rows``
+    order: part after part) instead of the caller's list of ``m`` clients."""
+    out, start = [], 0
+    for p in share:
+        k = p.A.shape[0]
+        out.append(Part(slice(start, start + k), p.A, p.y, p.rw))
+        start += k
+    return out
 
 
 def _check_data(features: Sequence[Any], labels: Sequence[Any], n_classes: int | None
@@ -182,7 +223,7 @@ class LogisticFederation(Federation):
         self.weights, self.n_samples = normalize_weights(N, rows, weights)
         self._explicit_weights = weights is not None
         self._plans: dict[tuple[str, int, bytes], list[Bucket] | None] = {}
-        self._row_gradients: dict[tuple[int, float, str, int, bytes], Any] = {}   # bindings, fused softmax
+        self._row_gradients: dict[tuple[Any, ...], Any] = {}   # bindings, fused softmax
 
     @classmethod
     def _from_padded(cls, A: np.ndarray, y: np.ndarray, rows: np.ndarray, weights: Any,
@@ -192,19 +233,45 @@ class LogisticFederation(Federation):
         return out
 
     _threads: int = 1
+    _processes: int = 1
 
     def with_threads(self, threads: int) -> LogisticFederation:
         """Copy whose local-step gradient (``row_gradient``) spreads its size groups
-        over ``threads`` threads (default 1: no threads).  Only steps of at least ~2e6
-        flops use them.  Every client is computed by the same operations in any
-        thread, so results are bitwise identical for every count.  Two threads pay
-        off on free cores (Synthetic(1,1): about 2x one thread); with the cores
-        busy a step waits for its slower share and is slower than one thread
-        (benchmarks/logistic_rounds.py), hence the default."""
+        over ``threads`` threads (default 1: no threads; it also ends ``with_processes``).
+        Only steps of at least ~2e6 flops use them.  Every client is computed by the
+        same operations in any thread, so results are bitwise identical for every count.
+        Threads of one process contend for the interpreter lock between a softmax
+        step's many short numpy calls: on Synthetic(1,1) two threads burn about 1.3x
+        the CPU of one and are no faster (benchmarks/logistic_rounds.py), hence the
+        default; :meth:`with_processes` avoids the contention."""
         if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
             raise InvalidHyperparameterError(f"threads must be an integer >= 1, got {threads!r}")
         out = copy.copy(self)
-        out._threads = int(threads)
+        out._threads, out._processes = int(threads), 1
+        return out
+
+    def with_processes(self, processes: int) -> LogisticFederation:
+        """Copy whose local-step gradient (``row_gradient``) spreads its size groups over
+        the calling thread and ``processes - 1`` worker processes (default 1: none; it also
+        ends ``with_threads``).
+
+        Each bound client list registers its shares with the workers once (their size
+        groups are pickled to them); every step then copies the points into memory
+        shared with the workers, computes the first share here while the workers compute
+        theirs, and copies their rows back (``_process_shares``).  The workers build
+        their shares from the same arrays with the same function, so results are bitwise
+        identical for every count.  Only steps of at least ~2e6 flops use them.  The
+        workers (fresh interpreters, started once per process and share slot)
+        pay off for a fixed client list (full participation: Synthetic(1,1) FedAvg rounds
+        about 1.6x one thread on two free cores, ``benchmarks/logistic_rounds.py``); every
+        new list ships its data again, and with the cores busy a step waits for its
+        slower share.  A worker that cannot be started or dies raises
+        :class:`~fltheory.errors.WorkerProcessError`; a forked child computes the
+        workers' shares itself."""
+        if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
+            raise InvalidHyperparameterError(f"processes must be an integer >= 1, got {processes!r}")
+        out = copy.copy(self)
+        out._threads, out._processes = 1, int(processes)
         return out
 
     def __getstate__(self) -> dict[str, Any]:
@@ -327,7 +394,7 @@ class LogisticFederation(Federation):
         if type(self) is not LogisticFederation or self.is_stochastic:
             return super().row_gradient(clients, rng)
         idx = self._clients(clients)
-        key = (self._threads, self.reg, idx.dtype.str, idx.shape[0], idx.tobytes())
+        key = (self._threads, self._processes, self.reg, idx.dtype.str, idx.shape[0], idx.tobytes())
         grad = self._row_gradients.get(key)
         if grad is None:
             if len(self._row_gradients) >= _MAX_PLANS:
@@ -348,31 +415,19 @@ class LogisticFederation(Federation):
             parts = [Part(b.pos, b.A, b.y, b.rw) for b in plan]
         reg, C = self.reg, self.n_classes
         per_row = 4.0 * self.n_features * (1 if C is None else C)
-        threads = self._threads if sum(p.A.shape[0] * p.A.shape[1] for p in parts) * per_row \
-            >= _MIN_THREADED_FLOPS else 1
-        shares = thread_shares(parts, m, threads, per_row) if threads > 1 else [parts]
+        workers = max(self._threads, self._processes)
+        if sum(p.A.shape[0] * p.A.shape[1] for p in parts) * per_row < _MIN_THREADED_FLOPS:
+            workers = 1
+        shares = thread_shares(parts, m, workers, per_row) if workers > 1 else [parts]
 
-        def put(out: np.ndarray, pos: np.ndarray | slice | None, G: np.ndarray) -> None:
-            if pos is None:
-                out[...] = G
-            else:
-                out[pos] = G
-
-        def share_fn(share: list[Part]) -> Callable[[np.ndarray, np.ndarray], None]:
-            """The gradient rows of one share's clients, written into ``out``."""
-            if C is None:
-                def binary(X: np.ndarray, out: np.ndarray) -> None:
-                    for pos, A, y, rw in share:              # a few size groups, not clients
-                        put(out, pos, lo.binary_grad(A, y, rw, X if pos is None else X[pos], reg))
-                return binary
-            order = np.concatenate([np.arange(m)[p.pos] if p.pos is not None else np.arange(m) for p in share])
-            softmax = lo.SoftmaxGroupsGrad([(p.A, p.y, p.rw) for p in share], C, order, m)
-
-            def multinomial(X: np.ndarray, out: np.ndarray) -> None:
-                softmax(X, reg, out)
-            return multinomial
-
-        work = [share_fn(share) for share in shares]
+        if self._processes > 1 and len(shares) > 1:
+            remote = [RemoteShare(j, _share_function, (_localised(share, m), rows.shape[0], C, reg), rows, m,
+                                  self.dim) for j, share in enumerate(shares[1:]) for rows in [_share_rows(share, m)]]
+            rows0 = _share_rows(shares[0], m)
+            return SharedRowGradient(_share_function(shares[0], m, C, reg),
+                                     (_share_function, (_localised(shares[0], m), rows0.shape[0], C, reg)),
+                                     rows0, remote, m)
+        work = [_share_function(share, m, C, reg) for share in shares]
         pool = _pool(len(work)) if len(work) > 1 else None
 
         def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -683,7 +738,7 @@ class LogisticFederation(Federation):
         out = LogisticFederation._from_padded(self._A[keep, :nmax], self._y[keep, :nmax], rows,
                                               weights, self.reg, self.n_classes)
         out._batch_size = self._batch_size
-        out._threads = self._threads
+        out._threads, out._processes = self._threads, self._processes
         if self._noise_sigma2 is not None:
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out
@@ -726,7 +781,7 @@ class LogisticFederation(Federation):
             np.concatenate([pad(self._A), pad(other._A)]), np.concatenate([pad(self._y), pad(other._y)]),
             np.concatenate([self._rows, other._rows]), weights, self.reg, self.n_classes)
         out._explicit_weights = weight is not None
-        out._threads = self._threads
+        out._threads, out._processes = self._threads, self._processes
         return self._copy_oracle_to(out, out.n_clients)
 
     def __repr__(self) -> str:

@@ -7,7 +7,7 @@ optimizer step y <- y + lr_r u (FedOpt); see :func:`fltheory.algorithms.local.lo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from ...optim.base import KernelSteps, Optimizer, put_rows, take_rows
 from ...problems.base import Federation
 from .objective import LocalObjective
 
-__all__ = ["descend"]
+__all__ = ["descend", "plain_steps_on_rows"]
 
 
 def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.ndarray,
@@ -55,7 +55,11 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     G_buf = np.empty_like(Y) if (optimizer is None or fused is not None) and kmin > 0 else None
     with np.errstate(over="ignore", invalid="ignore"):
         if optimizer is None and grad is not None and extra.kind in _INLINE:
-            _plain_steps(grad, G_buf, Y, rate, extra, kmin)
+            shares = getattr(grad, "map_rows", None)
+            if shares is not None:                     # the oracle's shares run all their steps at once
+                shares(plain_steps_on_rows, Y, (kmin, rate, extra.kind, getattr(extra, "D", None), extra.b))
+            else:
+                _plain_steps(grad, G_buf, Y, rate, extra, kmin)
             kdone = kmin
         elif fused is not None and grad is not None and extra.kind == "none" and not record:
             # fused steps, nothing added: the bare loop (the optimizer's own loop when it offers one)
@@ -157,6 +161,26 @@ def _plain_steps(grad: Any, G_buf: np.ndarray | None, Y: np.ndarray, rate: float
             G += T
             G *= rate
             Y -= G
+
+
+class _RowsExtra(NamedTuple):
+    """The extra-term gradient of ``_plain_steps`` on some rows (what it reads of ``_ExtraGradient``)."""
+
+    kind: str
+    D: float | np.ndarray | None
+    b: np.ndarray | None
+    buf: np.ndarray | None
+
+
+def plain_steps_on_rows(grad: Any, Y: np.ndarray, steps: int, rate: float | np.ndarray, kind: str,
+                        D: float | np.ndarray | None, b: np.ndarray | None) -> None:
+    """``_plain_steps`` on the rows Y of one share of a bound gradient that offers
+    ``map_rows`` (e.g. ``LogisticFederation.with_processes``: a worker process runs it on
+    its rows); ``rate``, ``D`` and ``b`` are the rows' own (or shared) values.  Rows are
+    independent, so each row sees the operations of the step-major loop over all rows."""
+    extra = _RowsExtra(kind, D, b, np.empty_like(Y) if kind == "diagonal" else None)
+    with np.errstate(over="ignore", invalid="ignore"):
+        _plain_steps(grad, np.empty_like(Y), Y, rate, extra, steps)   # type: ignore[arg-type]
 
 
 #: Widest row for which a shared row b is written out as a full (m, d) array (see _ExtraGradient).

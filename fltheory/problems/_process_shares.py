@@ -1,0 +1,436 @@
+"""Shares of a batched oracle call computed in worker processes.
+
+A bound local-step gradient (``Federation.row_gradient``) that is split into
+*shares* of clients can hand all shares but the first to worker processes.
+Each call gathers a worker's rows of the points X into a buffer shared with the
+worker, sends it a 9-byte message, computes the first share in the calling
+thread, waits for the worker's reply and scatters the worker's result rows from
+a second shared buffer.  Unlike threads of one process, the worker never waits
+for the interpreter lock of the caller (two threads running a softmax step's
+dozen short numpy calls each burn about 1.3x the CPU of one: see
+``benchmarks/logistic_rounds.py``).
+
+Every share is computed by the function the caller would run itself, built in
+the worker from the same arrays (``factory(*args)``, pickled once when the share
+is registered), on the same point values, so its rows are the same bits as
+without workers.
+
+Workers are fresh interpreters (``python -c``: no thread or lock of the caller
+is inherited, and the caller's main script is not run again), one per share
+slot, started once per process and reused by every later registration; they
+import fltheory, which pins their BLAS to one thread, and exit when the caller
+closes its end of their socket (at exit, or when it dies).  The shared buffers
+are files in ``/dev/shm`` (or the temporary directory) mapped by both processes
+and unlinked as soon as the worker has mapped them, so nothing is left behind
+even if either process is killed.
+
+Between the steps of a round both sides poll their socket for a short while
+before blocking (``_SPIN_SECONDS``): a process blocked on an idle virtual CPU is
+woken 50-150 us late, which is a third of a Synthetic(1,1) share.
+
+A forked child of the caller does not inherit the workers (their sockets belong
+to the parent): a :class:`RemoteShare` called in another process than the one
+that registered it computes its rows locally with the same function.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidProblemError, WorkerProcessError
+
+__all__ = ["RemoteShare", "SharedRowGradient", "rows_of", "shutdown_workers"]
+
+#: ``fn(X, out)``: writes the share's rows of the result for the points X into ``out``.
+ShareFn = Callable[[np.ndarray, np.ndarray], None]
+
+#: Seconds a process polls its socket before it blocks in the kernel (see the module docstring).
+_SPIN_SECONDS = 0.002
+_CALL = b"c"         # + 8-byte job number: run the job on the shared points
+_OK = b"k"
+_ERROR = b"e"        # + pickled exception
+
+
+def _shared_dir() -> str | None:
+    """/dev/shm when it is a writable directory (memory, not disk), else the default temporary directory."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def _mapped(path: str, shape: tuple[int, int], create: bool) -> np.ndarray:
+    """A float64 array of ``shape`` mapped from the file ``path`` (sized first when ``create``)."""
+    if create:
+        with open(path, "r+b") as f:
+            f.truncate(max(1, 8 * shape[0] * shape[1]))
+    if shape[0] * shape[1] == 0:
+        return np.zeros(shape)
+    # a plain ndarray view of the mapping (the memmap subclass adds overhead to every call)
+    return np.memmap(path, dtype=np.float64, mode="r+", shape=shape).view(np.ndarray)
+
+
+def _await(conn: Connection) -> None:
+    """Poll ``conn`` for up to _SPIN_SECONDS (returns as soon as a message is there)."""
+    end = time.perf_counter() + _SPIN_SECONDS
+    while not conn.poll(0) and time.perf_counter() < end:
+        pass
+
+
+def _error_message(exc: BaseException) -> bytes:
+    try:
+        return _ERROR + pickle.dumps(exc)
+    except Exception as unpicklable:                   # reported as text instead
+        return _ERROR + pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc} (not picklable: {unpicklable})"))
+
+
+def _worker_main(conn: Connection) -> None:
+    """Loop of a worker process: register, call and drop jobs until told to stop
+    (or until the caller's end of the socket closes)."""
+    jobs: dict[int, tuple[ShareFn, np.ndarray, np.ndarray]] = {}
+    while True:
+        try:
+            _await(conn)
+            msg = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        try:
+            if msg[:1] == _CALL:
+                fn, X, out = jobs[int.from_bytes(msg[1:9], "little")]
+                fn(X, out)
+                conn.send_bytes(_OK)
+                continue
+            request = pickle.loads(msg)
+            if request[0] == "stop":
+                return
+            if request[0] == "drop":
+                jobs.pop(request[1], None)
+                continue
+            if request[0] == "map":                                           # fn on the share's rows
+                _, job, fn, args = request
+                share, X, out = jobs[job]
+                fn(_RowGrad(share), X, *args)
+                conn.send_bytes(_OK)
+                continue
+            _, job, factory, args, x_path, out_path, shape = request          # "register"
+            jobs[job] = (factory(*args), _mapped(x_path, shape, False), _mapped(out_path, shape, False))
+        except BaseException as exc:                   # sent back to the caller, who raises it
+            conn.send_bytes(_error_message(exc))
+            continue
+        conn.send_bytes(_OK)
+
+
+class _RowGrad:
+    """``grad(Y, out=None) -> G`` on a share's own rows, from its function ``fn(Y, out)``."""
+
+    def __init__(self, fn: ShareFn) -> None:
+        self.fn = fn
+
+    def __call__(self, Y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(Y.shape)
+        self.fn(Y, out)
+        return out
+
+
+#: ``fn(grad, Y, *args)``: work on the rows Y (in place) of one share, with ``grad`` its gradient.
+RowsFn = Callable[..., None]
+
+
+def rows_of(args: tuple[Any, ...], rows: np.ndarray | slice, n_points: int) -> tuple[Any, ...]:
+    """``args`` restricted to ``rows``: every 2-d array of ``n_points`` rows is sliced, anything
+    else (numbers, 1-d rows shared by all points) is passed unchanged."""
+    return tuple(a[rows] if isinstance(a, np.ndarray) and a.ndim == 2 and a.shape[0] == n_points else a
+                 for a in args)
+
+
+_CHILD = ("import sys, json, os; sys.path[:0] = json.loads(os.environ.pop('FLTHEORY_SHARE_PATH')); "
+          "from fltheory.problems._process_shares import _child_entry; _child_entry({fd})")
+
+
+def _child_entry(fd: int) -> None:
+    """Entry point of a worker process started by :class:`_Worker` (``fd``: its end of the socket pair)."""
+    _worker_main(Connection(fd))
+
+
+class _Worker:
+    """One worker process and the caller's end of its socket (used under ``self.lock``).
+
+    Started as ``python -c`` with this interpreter and the caller's ``sys.path`` (not
+    through ``multiprocessing``, whose ``spawn`` re-runs the caller's main script and
+    refuses children of daemonic processes such as Dask's workers)."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ, FLTHEORY_SHARE_PATH=json.dumps([p for p in sys.path if isinstance(p, str)]))
+        try:
+            fd = theirs.fileno()
+            self.process = subprocess.Popen([sys.executable, "-c", _CHILD.format(fd=fd)], pass_fds=(fd,),
+                                            stdin=subprocess.DEVNULL, env=env, close_fds=True)
+        except OSError as exc:
+            ours.close()
+            raise WorkerProcessError(f"cannot start a share worker process with {sys.executable!r}: {exc}") from exc
+        finally:
+            theirs.close()
+        self.conn = Connection(ours.detach())
+        self.lock = threading.Lock()
+        self.next_job = 0
+        self.pending: list[int] = []            # jobs to drop, left by finalisers that found the lock taken
+
+    def send_drops(self, jobs: list[int]) -> None:
+        """Tell the worker to forget ``jobs`` (no reply; with ``self.lock`` held)."""
+        for job in jobs:
+            try:
+                self.conn.send_bytes(pickle.dumps(("drop", job)))
+            except (OSError, ValueError):
+                return
+
+    def _gone(self, exc: BaseException) -> WorkerProcessError:
+        return WorkerProcessError(f"the share worker process {self.process.pid} is gone "
+                                  f"(exit code {self.process.poll()}): {type(exc).__name__} {exc}")
+
+    def send(self, msg: bytes) -> None:
+        """Send ``msg`` (with ``self.lock`` held), after any drops the finalisers left."""
+        while self.pending:
+            self.send_drops([self.pending.pop()])       # pop is atomic: a finaliser may append meanwhile
+        try:
+            self.conn.send_bytes(msg)
+        except (OSError, ValueError) as exc:
+            raise self._gone(exc) from exc
+
+    def reply(self) -> None:
+        """Wait for the worker's answer to the last message; raise the error it reports."""
+        try:
+            _await(self.conn)
+            msg = self.conn.recv_bytes()
+        except (EOFError, OSError) as exc:
+            raise self._gone(exc) from exc
+        if msg[:1] != _OK:
+            raise pickle.loads(msg[1:])
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        with self.lock:
+            try:
+                self.conn.send_bytes(pickle.dumps(("stop",)))
+            except (OSError, ValueError):
+                pass
+            self.conn.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+
+_WORKERS: dict[int, _Worker] = {}
+_WORKERS_LOCK = threading.Lock()
+
+
+def _forget_workers() -> None:
+    """In a forked child: the parent's workers are not ours to use (nor to stop)."""
+    _WORKERS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_workers)
+
+
+def _worker(slot: int) -> _Worker:
+    """The process-wide worker of share slot ``slot`` (started on first use, again if it died)."""
+    with _WORKERS_LOCK:
+        w = _WORKERS.get(slot)
+        if w is None or not w.alive():
+            w = _WORKERS[slot] = _Worker()
+        return w
+
+
+@atexit.register
+def shutdown_workers() -> None:
+    """Stop every worker process of this process (they are started again when next needed)."""
+    with _WORKERS_LOCK:
+        workers = list(_WORKERS.values())
+        _WORKERS.clear()
+    for w in workers:
+        w.stop()
+
+
+def _drop(worker_ref: Any, job: int, pid: int) -> None:
+    """Finaliser of a RemoteShare: the worker forgets the job (if both still exist).
+
+    A finaliser can run inside any allocation, including one made while this thread holds
+    the worker's lock (garbage collection during a call): then the drop is left in
+    ``pending`` for the next message instead of waiting for the lock (a deadlock)."""
+    w = worker_ref()
+    if w is None or os.getpid() != pid or not w.alive():
+        return
+    if not w.lock.acquire(blocking=False):
+        w.pending.append(job)
+        return
+    try:
+        w.send_drops([job])
+    finally:
+        w.lock.release()
+
+
+class RemoteShare:
+    """One share of an oracle call, computed in the worker process of ``slot``.
+
+    ``rows``: the positions, in the caller's points (``n_points`` rows of ``dim``), of the
+    rows the share computes; ``factory(*args)`` must return the share's function
+    ``fn(Xs, outs)`` on those rows alone, in that order (``Xs = X[rows]``, result rows
+    into ``outs``).  It is pickled to the worker once, here, and built there (and here
+    only in a forked child).  Calling the share runs the caller's own work ``own()`` in
+    this thread while the worker computes."""
+
+    def __init__(self, slot: int, factory: Callable[..., ShareFn], args: tuple[Any, ...],
+                 rows: np.ndarray, n_points: int, dim: int) -> None:
+        self.factory, self.args = factory, args
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.n_points = n_points
+        if self.rows.size and (self.rows.min() < 0 or self.rows.max() >= n_points):
+            raise InvalidProblemError(f"share rows must lie in [0, {n_points}), got {self.rows.min()} .. "
+                                      f"{self.rows.max()}")
+        shape = (self.rows.shape[0], dim)
+        self.pid = os.getpid()
+        self._local: ShareFn | None = None
+        self._lock = threading.Lock()
+        w = self._worker = _worker(slot)
+        paths = []
+        try:
+            for _ in range(2):
+                fd, path = tempfile.mkstemp(prefix="fltheory-share-", suffix=".f64", dir=_shared_dir())
+                os.close(fd)
+                paths.append(path)
+            self.X = _mapped(paths[0], shape, True)
+            self.out = _mapped(paths[1], shape, True)
+            with w.lock:
+                self.job = w.next_job
+                w.next_job += 1
+                w.send(pickle.dumps(("register", self.job, factory, args, paths[0], paths[1], shape)))
+                w.reply()
+        finally:
+            for path in paths:              # both processes hold their mappings: the names can go
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        self._call = _CALL + self.job.to_bytes(8, "little")
+        weakref.finalize(self, _drop, weakref.ref(w), self.job, self.pid)
+
+    def local(self) -> ShareFn:
+        """The share's function in this process (a forked child computes its rows itself)."""
+        if self._local is None:
+            self._local = self.factory(*self.args)
+        return self._local
+
+    def __call__(self, X: np.ndarray, out: np.ndarray, own: Callable[[], None]) -> None:
+        """The share's rows of the result at the points X (n_points, dim) written into
+        ``out``, while ``own()`` (the caller's share) runs in this thread."""
+        if X.ndim != 2 or X.shape[0] < self.n_points or X.shape[1] != self.X.shape[1]:
+            # checked here: the gather below clips positions (it would silently repeat the last row)
+            raise InvalidProblemError(f"the bound gradient needs points of shape (>= {self.n_points}, "
+                                      f"{self.X.shape[1]}), got shape {X.shape}")
+        if os.getpid() != self.pid:                 # a forked child: no worker of ours
+            Xs, outs = X[self.rows], np.empty(self.X.shape)
+            self.local()(Xs, outs)
+            own()
+            out[self.rows] = outs
+            return
+        w = self._worker
+        with self._lock, w.lock:
+            np.take(X, self.rows, axis=0, out=self.X, mode="clip")   # rows checked above
+            w.send(self._call)
+            try:
+                own()
+            finally:
+                w.reply()                           # never leave while the worker still writes
+            out[self.rows] = self.out
+
+    def map(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...], own: Callable[[], None]) -> None:
+        """``fn(grad, Y[rows], *args[rows])`` on the share's rows of Y (in place, in the
+        worker; ``grad`` is the share's gradient on its own rows), while ``own()`` runs here."""
+        mine = rows_of(args, self.rows, Y.shape[0])
+        if os.getpid() != self.pid:                 # a forked child: no worker of ours
+            Ys = Y[self.rows]
+            fn(_RowGrad(self.local()), Ys, *mine)
+            own()
+            Y[self.rows] = Ys
+            return
+        w = self._worker
+        with self._lock, w.lock:
+            np.take(Y, self.rows, axis=0, out=self.X, mode="clip")   # rows checked by the caller
+            w.send(pickle.dumps(("map", self.job, fn, mine)))
+            try:
+                own()
+            finally:
+                w.reply()
+            Y[self.rows] = self.X
+
+
+class SharedRowGradient:
+    """A bound gradient over shares of clients: the first share in the calling thread,
+    the others in worker processes (:class:`RemoteShare`).
+
+    ``grad(X, out=None) -> G`` (the hook ``Federation.row_gradient``), and
+    ``map_rows(fn, Y, args)``: ``fn(grad_s, Y_s, *args_s)`` on every share's rows Y_s of Y
+    at once (in place), ``grad_s`` being the share's gradient on its own rows and
+    ``args_s`` the args restricted to them (:func:`rows_of`).  Per-row work (e.g. all the
+    local steps of a round) then costs one message per share instead of one per step.
+    ``own``: the first share's function on the caller's points; ``own_local``: a factory
+    and its arguments for the same share on its own rows ``own_rows`` (built on first use)."""
+
+    def __init__(self, own: ShareFn, own_local: tuple[Callable[..., ShareFn], tuple[Any, ...]],
+                 own_rows: np.ndarray, remote: list[RemoteShare], n_points: int) -> None:
+        self.own, self.own_local, self.own_rows = own, own_local, np.asarray(own_rows, dtype=np.int64)
+        self.remote, self.n_points = remote, n_points
+        self._local: ShareFn | None = None
+
+    def __call__(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        X = np.ascontiguousarray(X)
+        if out is None:
+            out = np.empty(X.shape)
+
+        def chain(j: int) -> None:
+            if j == len(self.remote):
+                self.own(X, out)
+            else:
+                self.remote[j](X, out, lambda: chain(j + 1))
+        chain(0)
+        return out
+
+    def map_rows(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...]) -> None:
+        """``fn(grad_s, Y_s, *args_s)`` on the rows of every share at once, Y updated in place."""
+        if Y.ndim != 2 or Y.shape[0] != self.n_points or not Y.flags.c_contiguous:
+            raise InvalidProblemError(f"map_rows needs C-contiguous points of shape ({self.n_points}, d), "
+                                      f"got shape {Y.shape}")
+        if self._local is None:
+            factory, fargs = self.own_local
+            self._local = factory(*fargs)
+        local = _RowGrad(self._local)
+        rows = self.own_rows
+
+        def own() -> None:
+            Ys = Y[rows]
+            fn(local, Ys, *rows_of(args, rows, self.n_points))
+            Y[rows] = Ys
+
+        def chain(j: int) -> None:
+            if j == len(self.remote):
+                own()
+            else:
+                self.remote[j].map(fn, Y, args, lambda: chain(j + 1))
+        chain(0)
