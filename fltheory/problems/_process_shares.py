@@ -391,18 +391,24 @@ class SharedRowGradient:
     ``args_s`` the args restricted to them (:func:`rows_of`).  Per-row work (e.g. all the
     local steps of a round) then costs one message per share instead of one per step.
     ``own``: the first share's function on the caller's points; ``own_local``: a factory
-    and its arguments for the same share on its own rows ``own_rows`` (built on first use)."""
+    and its arguments for the same share on its own rows ``own_rows`` (built on first use).
+    ``whole``: when given, a function of all rows that single calls use instead of the
+    workers (where one message per call costs more than the share it saves)."""
 
     def __init__(self, own: ShareFn, own_local: tuple[Callable[..., ShareFn], tuple[Any, ...]],
-                 own_rows: np.ndarray, remote: list[RemoteShare], n_points: int) -> None:
+                 own_rows: np.ndarray, remote: list[RemoteShare], n_points: int,
+                 whole: ShareFn | None = None) -> None:
         self.own, self.own_local, self.own_rows = own, own_local, np.asarray(own_rows, dtype=np.int64)
-        self.remote, self.n_points = remote, n_points
+        self.remote, self.n_points, self.whole = remote, n_points, whole
         self._local: ShareFn | None = None
 
     def __call__(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         X = np.ascontiguousarray(X)
         if out is None:
             out = np.empty(X.shape)
+        if self.whole is not None:
+            self.whole(X, out)
+            return out
 
         def chain(j: int) -> None:
             if j == len(self.remote):

@@ -447,6 +447,14 @@ class Federation(ABC):
         vectors at once (``fltheory.problems.lifted``)."""
         return None
 
+    @property
+    def worker_processes(self) -> int:
+        """Processes (the caller's and its workers) that ``row_gradient``'s bound
+        gradient spreads its rows over (``with_processes`` of the federations that offer
+        it); 1 (default): none.  With more than one, ``local_descent`` leaves the local
+        steps to the bound gradient's ``map_rows`` instead of cutting cache blocks."""
+        return 1
+
     def client_data_bytes(self) -> int:
         """Bytes of client data one gradient-oracle row streams (the cache-block
         size model of ``client_block`` users).  Default 8 d."""

@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 from .._validate import finite_array, in_unit_interval, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ._chunking import client_slices
+from ._process_shares import RemoteShare, SharedRowGradient
 from .base import client_offsets, Federation, RowGradient, finite_output, normalize_weights
 from .constants import CurvatureBounds
 from ..aliases import ClientSelection
@@ -34,6 +35,8 @@ _SYM_TOL = 1e-10
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _MIN_THREADED_FLOATS = 1 << 18      # below ~2 MB of H a second thread costs more than it saves
+# below ~1 MB of H a round's local steps in a worker process save less than its message costs (~40 us)
+_MIN_SHARED_FLOATS = 1 << 17
 
 
 def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1, out: np.ndarray | None = None) -> np.ndarray:
@@ -66,6 +69,43 @@ def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1, out: np.ndarray | None =
 
 #: (array, a): the last immutable run of clients found by _first_of_run (one tuple: read atomically)
 _LAST_RUN: list[tuple[Any, int]] = [(None, 0)]
+
+
+class _QuadraticRows:
+    """``fn(X, out)``: out = H_i x_i - e_i for the rows of one share (the operations of
+    ``QuadraticFederation.row_gradient``: the batched product, then the subtraction), on
+    its own Hessians H (k, d, d) and e (k, d); pickled to a worker process once."""
+
+    def __init__(self, H: np.ndarray, e: np.ndarray) -> None:
+        self.H, self.e = H, e
+
+    def __call__(self, X: np.ndarray, out: np.ndarray) -> None:
+        np.matmul(X[:, None, :], self.H, out=out[:, None, :])
+        out -= self.e
+
+
+class _CallerRows:
+    """A share's function on the caller's points (rows a..b-1 of X and out)."""
+
+    def __init__(self, fn: _QuadraticRows, a: int, b: int) -> None:
+        self.fn, self.a, self.b = fn, a, b
+
+    def __call__(self, X: np.ndarray, out: np.ndarray) -> None:
+        self.fn(X[self.a:self.b], out[self.a:self.b])
+
+
+def _shared_quadratic_gradient(H: np.ndarray, e: np.ndarray, processes: int) -> SharedRowGradient:
+    """The bound gradient of ``with_processes``: ``processes`` contiguous shares of the
+    rows (sizes differing by at most one), the first in this thread; single calls are
+    computed here (one remote call per step costs more than a step of a small share)."""
+    m = H.shape[0]
+    size, longer = divmod(m, processes)
+    cuts = [j * size + min(j, longer) for j in range(processes + 1)]
+    remote = [RemoteShare(j - 1, _QuadraticRows, (H[cuts[j]:cuts[j + 1]], e[cuts[j]:cuts[j + 1]]),
+                          np.arange(cuts[j], cuts[j + 1]), m, H.shape[2]) for j in range(1, processes)]
+    own = _QuadraticRows(H[:cuts[1]], e[:cuts[1]])
+    return SharedRowGradient(_CallerRows(own, 0, cuts[1]), (_QuadraticRows, (H[:cuts[1]], e[:cuts[1]])),
+                             np.arange(cuts[1]), remote, m, whole=_QuadraticRows(H, e))
 
 
 def _first_of_run(clients: Any, n_clients: int) -> int | None:
@@ -291,6 +331,7 @@ class QuadraticFederation(Federation):
         return fed
 
     _threads: int = 1
+    _processes: int = 1
 
     def with_threads(self, threads: int) -> QuadraticFederation:
         """Copy whose ``client_grad`` / ``client_loss`` split large client stacks
@@ -301,6 +342,40 @@ class QuadraticFederation(Federation):
         out = copy.copy(self)
         out._threads = int(threads)
         return out
+
+    def with_processes(self, processes: int) -> QuadraticFederation:
+        """Copy whose plain local steps (``local_descent`` without an optimizer: FedAvg,
+        FedProx and FedDyn with gradient steps, SCAFFOLD, ...) split the clients into
+        ``processes`` contiguous shares: the first runs in the calling thread, the others
+        in worker processes, all of a round's steps at once (one message per share and
+        round: ``SharedRowGradient.map_rows``); default 1, none.
+
+        Each bound client list sends its shares' Hessians to the workers once; the
+        workers run the same operations on the same numbers, so results are bitwise
+        identical for every count.  Steps of an optimizer (FedOpt) and single gradient
+        calls stay in this process.  Used when the bound clients' Hessians hold at least
+        ``2 * processes`` clients and ~1 MB; then the local steps are not cut into cache
+        blocks, so this pays off when the clients' data fit in cache (e.g. N = 100,
+        d = 50) and the cores are free; the blocked threads of the default are better for
+        large federations (benchmarks/blocked.py).  See
+        :meth:`LogisticFederation.with_processes` for the workers' life cycle."""
+        if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
+            raise InvalidHyperparameterError(f"processes must be an integer >= 1, got {processes!r}")
+        out = copy.copy(self)
+        out._processes = int(processes)
+        return out
+
+    @property
+    def worker_processes(self) -> int:
+        """``with_processes``' count (1: none)."""
+        return self._processes
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles leave the bound shared gradients behind (they hold worker
+        sockets); they are rebuilt on first use."""
+        state = self.__dict__.copy()
+        state.pop("_shared_gradients", None)
+        return state
 
     @property
     def has_data(self) -> bool:
@@ -349,6 +424,15 @@ class QuadraticFederation(Federation):
             idx = self._clients(clients)
             m = idx.shape[0]
             H, e = self.H[idx], self.e[idx]
+        if self._processes > 1 and m >= 2 * self._processes and H.size >= _MIN_SHARED_FLOATS:
+            key = (self._processes, a, m) if a is not None else (self._processes, None, idx.tobytes())
+            cache = self.__dict__.setdefault("_shared_gradients", {})
+            shared = cache.get(key)
+            if shared is None:
+                if len(cache) >= 16:
+                    cache.clear()
+                shared = cache[key] = _shared_quadratic_gradient(H, e, self._processes)
+            return shared
         threads = self._threads
         if threads > 1 and m >= 2 * threads and H.size >= _MIN_THREADED_FLOATS:
             def grad(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

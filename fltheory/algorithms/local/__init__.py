@@ -100,8 +100,8 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
         lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (m,))
     objective = objective or _ZERO
     blocks = blocking.row_blocks(problem, m, d)
-    if len(blocks) > 1 and not blocking.blockable(problem, clients):
-        blocks = [slice(0, m)]
+    if len(blocks) > 1 and (problem.worker_processes > 1 or not blocking.blockable(problem, clients)):
+        blocks = [slice(0, m)]              # worker processes take the steps (their bound gradient's map_rows)
     state = opt_state
     kmin, kmax = bounds if bounds is not None else (int(steps.min()), int(steps.max())) if m else (0, 0)
     if problem.is_stochastic or len(blocks) == 1 or kmax == 0:

@@ -1,0 +1,111 @@
+"""Plain local steps of quadratic clients shared with worker processes
+(``QuadraticFederation.with_processes``): the same bits as one thread for every
+algorithm and participation, single calls computed here, copies and pickles."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from fltheory.algorithms import FedAvg, FedDyn, FedOpt, FedProx, Scaffold, run
+from fltheory.errors import InvalidHyperparameterError
+from fltheory.optim import adagrad, sgd
+from fltheory.participation import Bernoulli, IncompleteSteps, UniformSampling, UniformSteps
+from fltheory.problems import QuadraticFederation, random_quadratic
+from fltheory.problems import _process_shares as shares_module
+from fltheory.problems import quadratic as quadratic_module
+
+
+@pytest.fixture
+def any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Share even tiny federations (the default shares Hessians of >= ~1 MB)."""
+    monkeypatch.setattr(quadratic_module, "_MIN_SHARED_FLOATS", 0)
+
+
+def _federation(n: int = 13, d: int = 6) -> QuadraticFederation:
+    return random_quadratic(n, d, L=4.0, mu=0.5, heterogeneity=1.0, seed=3,
+                            weights=np.linspace(1.0, 2.0, n))
+
+
+ALGORITHMS = [
+    FedAvg(lr=0.1, local_steps=4),
+    FedProx(lr=0.1, local_steps=4, mu=0.5),
+    Scaffold(lr=0.1, local_steps=4),
+    Scaffold(lr=0.1, local_steps=4, option="I"),
+    FedDyn(alpha=0.2, solver="gd", lr=0.1, local_steps=4),
+    FedOpt(client_optimizer=adagrad(0.1), server_optimizer=sgd(1.0), local_steps=4),
+    FedAvg(lr=np.linspace(0.05, 0.2, 13), local_steps=np.arange(13) % 3 + 1),
+]
+PARTICIPATION = {
+    "full": None,
+    "uniform": UniformSampling(6),
+    "bernoulli": Bernoulli(np.full(13, 0.7)),
+    "incomplete": IncompleteSteps(UniformSampling(8), UniformSteps()),
+}
+
+
+@pytest.mark.parametrize("alg", ALGORITHMS, ids=lambda a: type(a).__name__)
+@pytest.mark.parametrize("participation", list(PARTICIPATION))
+@pytest.mark.parametrize("processes", [2, 3])
+def test_rounds_with_worker_processes_are_the_bits_of_one_thread(any_size, alg, participation, processes):
+    fed = _federation()
+    kw = {} if PARTICIPATION[participation] is None else {"participation": PARTICIPATION[participation]}
+    one = run(alg, fed, 3, seed=5, **kw)
+    many = run(alg, fed.with_processes(processes), 3, seed=5, **kw)
+    np.testing.assert_array_equal(one.x, many.x)
+    np.testing.assert_array_equal(one.loss, many.loss)
+
+
+def test_plain_rounds_use_the_workers_once_per_round(any_size, monkeypatch):
+    fed = _federation().with_processes(2)
+    calls = {"map": 0, "step": 0}
+    real_map, real_call = shares_module.RemoteShare.map, shares_module.RemoteShare.__call__
+
+    def counting_map(self, *a, **k):
+        calls["map"] += 1
+        return real_map(self, *a, **k)
+
+    def counting_call(self, *a, **k):
+        calls["step"] += 1
+        return real_call(self, *a, **k)
+    monkeypatch.setattr(shares_module.RemoteShare, "map", counting_map)
+    monkeypatch.setattr(shares_module.RemoteShare, "__call__", counting_call)
+    run(Scaffold(lr=0.1, local_steps=5), fed, 3, metrics=())
+    assert calls == {"map": 3, "step": 0}
+
+
+def test_single_calls_and_the_bound_gradient_give_client_grad_bits(any_size):
+    fed = _federation()
+    grad = fed.with_processes(3).row_gradient(None, None)
+    assert isinstance(grad, shares_module.SharedRowGradient) and len(grad.remote) == 2
+    X = np.random.default_rng(2).standard_normal((fed.n_clients, fed.dim))
+    np.testing.assert_array_equal(grad(X), fed.client_grad(X))
+    idx = np.array([4, 2, 2, 9, 0, 12])
+    sub = fed.with_processes(2).row_gradient(idx, None)
+    np.testing.assert_array_equal(sub(X[:6]), fed.client_grad(X[:6], idx))
+
+
+def test_small_federations_and_lists_stay_in_this_process():
+    fed = _federation().with_processes(2)                 # 13 x 6 x 6 floats: far below ~1 MB
+    assert not isinstance(fed.row_gradient(None, None), shares_module.SharedRowGradient)
+    assert fed.worker_processes == 2 and _federation().worker_processes == 1
+
+
+def test_bound_shared_gradients_are_cached_and_left_out_of_copies_and_pickles(any_size):
+    fed = _federation().with_processes(2)
+    first = fed.row_gradient(None, None)
+    assert fed.row_gradient(None, None) is first
+    back = pickle.loads(pickle.dumps(fed))
+    assert "_shared_gradients" not in back.__dict__ and back.worker_processes == 2
+    X = np.ones((fed.n_clients, fed.dim))
+    np.testing.assert_array_equal(back.row_gradient(None, None)(X), fed.client_grad(X))
+    assert fed.with_processes(3).row_gradient(None, None) is not first
+
+
+def test_with_processes_refuses_bad_counts():
+    fed = _federation()
+    for bad in (0, -2, 2.0, True, "2", None):
+        with pytest.raises(InvalidHyperparameterError, match="processes must be an integer >= 1"):
+            fed.with_processes(bad)
