@@ -7,6 +7,7 @@ Usage::
     python benchmarks/blocked.py --quick          # small sizes, smoke run
     python benchmarks/blocked.py --trials 9
     python benchmarks/blocked.py --sizes 100,50,10 --trials 41 --rounds 10 --no-fixed --no-logistic
+    python benchmarks/blocked.py --processes      # also the plain-step algorithms with 2 processes
 
 The references are each algorithm written directly in numpy, outside the library,
 in one cache-block scheme: clients in blocks of about 8 MB of Hessians, each block
@@ -241,6 +242,10 @@ EPS = 1e-8        # AdaGrad eps (fltheory.optim.adagrad's default)
 #: fltheory candidate -> the label of its own plain blocked reference
 OWN_REFERENCE = {"FedAvg": "blocked FedAvg", "SCAFFOLD": "blocked SCAFFOLD", "FedProx (gd)": "blocked FedProx",
                  "FedOpt-AdaGrad": "blocked AdaGrad"}
+#: Algorithms whose local steps ``with_processes`` shares with worker processes (plain steps).
+SHARED = ("FedAvg", "SCAFFOLD", "FedProx (gd)")
+PROCESSES_SUFFIX = " 2 proc."
+OWN_REFERENCE.update({name + PROCESSES_SUFFIX: OWN_REFERENCE[name] for name in SHARED})
 
 
 def algorithms(lr: float, tau: int) -> dict[str, Any]:
@@ -282,13 +287,19 @@ def repeated(step: Callable[[Any], Any], start: Any, rounds: int) -> Callable[[]
 
 
 def candidates(fed: QuadraticFederation, tau: int, lr: float, rounds: int,
-               pool: ThreadPoolExecutor) -> dict[str, Callable[[], Any]]:
-    """name -> a function running ``rounds`` rounds of that candidate."""
+               pool: ThreadPoolExecutor, processes: bool = False) -> dict[str, Callable[[], Any]]:
+    """name -> a function running ``rounds`` rounds of that candidate (with ``processes``,
+    also the plain-step algorithms on ``fed.with_processes(2)``, workers started first)."""
     x0 = np.zeros(fed.dim)
     runs: dict[str, Callable[[], Any]] = {name: repeated(step, start, rounds)
                                           for name, (step, start) in references(fed, tau, lr, pool).items()}
     algs = algorithms(lr, tau)
     runs.update({name: rounds_of(alg, fed, x0, rounds) for name, alg in algs.items()})
+    if processes:
+        shared = fed.with_processes(2)
+        for name in SHARED:
+            runs[name + PROCESSES_SUFFIX] = rounds_of(algs[name], shared, x0, rounds)
+            runs[name + PROCESSES_SUFFIX]()                  # workers started, shares registered
     fedavg = algs["FedAvg"]
     runs["run() default"] = lambda: run(fedavg, fed, rounds)
     runs["run() metrics=()"] = lambda: run(fedavg, fed, rounds, metrics=())
@@ -307,32 +318,36 @@ def state_arrays(state: Any) -> list[np.ndarray]:
 
 
 def agreement(fed: QuadraticFederation, tau: int, lr: float, pool: ThreadPoolExecutor,
-              rounds: int = 3) -> dict[str, float]:
+              rounds: int = 3, processes: bool = False) -> dict[str, float]:
     """fltheory candidate -> largest difference of any state array (x; for SCAFFOLD also c
     and the client controls) from its own blocked reference after ``rounds`` rounds, as
     max |a - b| / max(1, max |b|) per array (absolute for entries up to 1, relative to the
     largest entry above: the controls of SCAFFOLD are gradients of size up to ~10)."""
     refs = references(fed, tau, lr, pool)
     out = {}
-    for name, alg in algorithms(lr, tau).items():
+    algs = [(name, alg, fed) for name, alg in algorithms(lr, tau).items()]
+    if processes:
+        algs += [(name + PROCESSES_SUFFIX, algorithms(lr, tau)[name], fed.with_processes(2)) for name in SHARED]
+    for name, alg, problem in algs:
         step, ref_state = refs[OWN_REFERENCE[name]]
         rng = np.random.default_rng(0)
-        state = alg.init(fed, np.zeros(fed.dim), rng)
+        state = alg.init(problem, np.zeros(fed.dim), rng)
         for _ in range(rounds):
             ref_state = step(ref_state)
-            state, _ = alg.round(state, fed, None, rng)
+            state, _ = alg.round(state, problem, None, rng)
         out[name] = max(float(np.abs(a - b).max()) / max(1.0, float(np.abs(b).max()))
                         for a, b in zip(state_arrays(state), state_arrays(ref_state), strict=True))
     return out
 
 
-def measure(N: int, d: int, tau: int, trials: int, rounds: int, pool: ThreadPoolExecutor) -> None:
+def measure(N: int, d: int, tau: int, trials: int, rounds: int, pool: ThreadPoolExecutor,
+            processes: bool = False) -> None:
     fed = quadratic_problem(N, d)
     lr = 0.05
     before = load()
-    med, cpu = interleaved(candidates(fed, tau, lr, rounds, pool), trials, rounds)
+    med, cpu = interleaved(candidates(fed, tau, lr, rounds, pool, processes), trials, rounds)
     base, base_cpu = med["blocked FedAvg"], cpu["blocked FedAvg"]
-    agree = agreement(fed, tau, lr, pool)
+    agree = agreement(fed, tau, lr, pool, processes=processes)
     print(f"\n(N, d, tau) = ({N}, {d}, {tau}); {trials} interleaved trials of {rounds} rounds; "
           f"load average before {before}, after {load()}")
     print(f"  {'candidate':<18} {'median s/round':>15} {'CPU s/round':>12} {'to blocked FedAvg':>18} "
@@ -348,6 +363,8 @@ def measure(N: int, d: int, tau: int, trials: int, rounds: int, pool: ThreadPool
         else:
             own, to_own, verdict = "", "", ""
         print(f"  {k:<18} {v:>15.6f} {cpu[k]:>12.6f} {to_base:>18} {to_own:>17} {own:>17} {verdict:>22}")
+    if processes:
+        print("  (CPU of the '2 proc.' candidates: this process only; their worker uses the other core)")
     print(f"  run() default / bare FedAvg rounds = {med['run() default'] / med['FedAvg']:.3f} "
           f"(CPU {cpu['run() default'] / cpu['FedAvg']:.3f}); run() metrics=() / bare = "
           f"{med['run() metrics=()'] / med['FedAvg']:.3f} (CPU {cpu['run() metrics=()'] / cpu['FedAvg']:.3f})")
@@ -456,6 +473,8 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true",
                         help="run a busy loop in a second process for the whole measurement")
     parser.add_argument("--no-logistic", action="store_true", help="skip the logistic comparison")
+    parser.add_argument("--processes", action="store_true",
+                        help="also time FedAvg, SCAFFOLD and FedProx (gd) on fed.with_processes(2)")
     parser.add_argument("--no-fixed", action="store_true", help="skip the fixed per-round costs at (4, 3, 1)")
     parser.add_argument("--sizes", nargs="+", default=None, metavar="N,d,tau", type=size_triple,
                         help="sizes to measure instead of the three of issue 17, e.g. 100,50,10")
@@ -469,7 +488,7 @@ def main() -> None:
             print(f"busy loop running in process {spinner.pid}")
         with single_threaded_blas(), ThreadPoolExecutor(2, thread_name_prefix="blocked-reference") as pool:
             for N, d, tau in sizes:
-                measure(N, d, tau, args.trials, args.rounds, pool)
+                measure(N, d, tau, args.trials, args.rounds, pool, args.processes)
             if not args.no_fixed:
                 fixed_costs(pool, calls=200 if args.quick else 2000)
             if not args.no_logistic:

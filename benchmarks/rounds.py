@@ -6,6 +6,7 @@ Usage::
     python benchmarks/rounds.py --quick    # small sizes, for a smoke run
     python benchmarks/rounds.py --threads 1
     python benchmarks/rounds.py --trials 9 --rounds 5 --no-reference
+    python benchmarks/rounds.py --no-reference --processes   # also FedAvg, SCAFFOLD with 2 processes
 
 What is measured (full participation, exact gradients, so every round does
 the same work), the round as the library runs it: ``algorithm.round`` called
@@ -157,13 +158,22 @@ def auto_rounds(alg: Any, fed: Any, target: float = TRIAL_SECONDS) -> int:
 
 def measure(fed: Any, algs: dict[str, Any], flops: float, kernels: dict[str, Callable[[], Any]],
             roof_flops: float, calls: int, trials: int, rounds: int | None,
-            reference: bool) -> tuple[list[dict[str, Any]], str]:
+            reference: bool, processes: bool = False) -> tuple[list[dict[str, Any]], str]:
     """Median (wall, CPU) seconds per round of every algorithm and per kernel call of every
-    roofline kernel, all in one set of interleaved trials; the reference loop once."""
+    roofline kernel, all in one set of interleaved trials; the reference loop once.
+    ``processes``: also FedAvg and SCAFFOLD on ``fed.with_processes(2)`` (plain local steps
+    shared with a worker process; its CPU is not in the cpu columns)."""
     if rounds is None:
         rounds = auto_rounds(algs["FedAvg"], fed)
     x0 = np.zeros(fed.dim)
-    runs = {name: rounds_of(alg, fed, x0, rounds) for name, alg in algs.items()}
+    problems = {name: fed for name in algs}
+    if processes:
+        shared = fed.with_processes(2)
+        for name in ("FedAvg", "SCAFFOLD"):
+            algs = {**algs, name + " 2 proc.": algs[name]}
+            problems[name + " 2 proc."] = shared
+            rounds_of(algs[name], shared, x0, 1)()          # the worker started, its share registered
+    runs = {name: rounds_of(alg, problems[name], x0, rounds) for name, alg in algs.items()}
     runs.update({f"roofline: {k}": calls_of(kernel, calls * rounds) for k, kernel in kernels.items()})
     before = load()
     med, cpu = interleaved(runs, trials, rounds)
@@ -175,7 +185,8 @@ def measure(fed: Any, algs: dict[str, Any], flops: float, kernels: dict[str, Cal
     rows: list[dict[str, Any]] = []
     for name, alg in algs.items():
         seconds = np.array([med[name], cpu[name]])
-        ref = timed(functools.partial(reference_run, alg, fed, 1)) if reference else np.full(2, np.nan)
+        own = reference and problems[name] is fed
+        ref = timed(functools.partial(reference_run, alg, fed, 1)) if own else np.full(2, np.nan)
         gflops = flops / seconds / 1e9
         rows.append({"algorithm": name, "seconds": seconds, "reference": ref, "gflops": gflops,
                      "roofline": roof, "fraction": gflops / roof, "speedup": ref / seconds})
@@ -185,12 +196,12 @@ def measure(fed: Any, algs: dict[str, Any], flops: float, kernels: dict[str, Cal
 def show(title: str, rows: list[dict[str, Any]], note: str) -> None:
     """Wall-clock columns, then the same ratios in CPU time (robust to other jobs)."""
     print(f"\n{title}\n  {note}")
-    print(f"  {'algorithm':<15} {'s/round':>9} {'GFLOP/s':>8} {'roofline':>9} {'% roof':>7} "
+    print(f"  {'algorithm':<17} {'s/round':>9} {'GFLOP/s':>8} {'roofline':>9} {'% roof':>7} "
           f"{'ref s/round':>12} {'speedup':>8} | {'cpu s/round':>11} {'% roof cpu':>10} {'speedup cpu':>11}")
     for r in rows:
         s, g, rf, f, ref, sp = (r[k] for k in ("seconds", "gflops", "roofline", "fraction",
                                                 "reference", "speedup"))
-        print(f"  {r['algorithm']:<15} {s[0]:>9.5f} {g[0]:>8.2f} {rf[0]:>9.2f} {100 * f[0]:>6.0f}% "
+        print(f"  {r['algorithm']:<17} {s[0]:>9.5f} {g[0]:>8.2f} {rf[0]:>9.2f} {100 * f[0]:>6.0f}% "
               f"{ref[0]:>12.4f} {sp[0]:>7.0f}x | {s[1]:>11.5f} {100 * f[1]:>9.0f}% {sp[1]:>10.0f}x")
 
 
@@ -203,6 +214,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="threads of the local loop")
     parser.add_argument("--no-reference", action="store_true", help="skip the per-client reference loops")
     parser.add_argument("--no-logistic", action="store_true", help="skip Synthetic(1,1)")
+    parser.add_argument("--processes", action="store_true",
+                        help="also FedAvg and SCAFFOLD with_processes(2) (a worker process for half the clients)")
     args = parser.parse_args()
     local_mod.set_num_threads(args.threads)
     sizes = QUICK_SIZES if args.quick else QUADRATIC_SIZES
@@ -211,7 +224,7 @@ def main() -> None:
             fed = quadratic_problem(N, d)
             flops = tau * N * 2.0 * d * d
             rows, note = measure(fed, algorithms(tau, 0.05), flops, matvec_kernels(fed, pool), N * 2.0 * d * d,
-                                 tau, args.trials, args.rounds, not args.no_reference)
+                                 tau, args.trials, args.rounds, not args.no_reference, args.processes)
             show(f"quadratic N={N} d={d} tau={tau}  ({flops / 1e9:.3f} GFLOP per round, "
                  f"threads={args.threads})", rows, note)
         if args.no_logistic:
@@ -221,7 +234,7 @@ def main() -> None:
         work = 4.0 * syn._A.shape[2] * syn.n_classes * float(np.asarray(syn.n_samples).sum())
         padded = 4.0 * syn._A.shape[2] * syn.n_classes * syn._A.shape[0] * syn._A.shape[1]
         rows, note = measure(syn, algorithms(tau, 0.05), tau * work, logistic_kernels(syn), padded, tau,
-                             args.trials, args.rounds, not args.no_reference)
+                             args.trials, args.rounds, not args.no_reference, args.processes)
         show(f"Synthetic(1,1) logistic: N={syn.n_clients} d={syn.dim} tau={tau} "
              f"({tau * work / 1e9:.3f} GFLOP per round)", rows, note)
 
