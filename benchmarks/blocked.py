@@ -242,8 +242,8 @@ EPS = 1e-8        # AdaGrad eps (fltheory.optim.adagrad's default)
 #: fltheory candidate -> the label of its own plain blocked reference
 OWN_REFERENCE = {"FedAvg": "blocked FedAvg", "SCAFFOLD": "blocked SCAFFOLD", "FedProx (gd)": "blocked FedProx",
                  "FedOpt-AdaGrad": "blocked AdaGrad"}
-#: Algorithms whose local steps ``with_processes`` shares with worker processes (plain steps).
-SHARED = ("FedAvg", "SCAFFOLD", "FedProx (gd)")
+#: Algorithms timed also with ``with_processes(2)`` (local steps shared with a worker process).
+SHARED = ("FedAvg", "SCAFFOLD", "FedProx (gd)", "FedOpt-AdaGrad")
 PROCESSES_SUFFIX = " 2 proc."
 OWN_REFERENCE.update({name + PROCESSES_SUFFIX: OWN_REFERENCE[name] for name in SHARED})
 
@@ -289,7 +289,7 @@ def repeated(step: Callable[[Any], Any], start: Any, rounds: int) -> Callable[[]
 def candidates(fed: QuadraticFederation, tau: int, lr: float, rounds: int,
                pool: ThreadPoolExecutor, processes: bool = False) -> dict[str, Callable[[], Any]]:
     """name -> a function running ``rounds`` rounds of that candidate (with ``processes``,
-    also the plain-step algorithms on ``fed.with_processes(2)``, workers started first)."""
+    also every algorithm on ``fed.with_processes(2)``, workers started first)."""
     x0 = np.zeros(fed.dim)
     runs: dict[str, Callable[[], Any]] = {name: repeated(step, start, rounds)
                                           for name, (step, start) in references(fed, tau, lr, pool).items()}
@@ -474,7 +474,7 @@ def main() -> None:
                         help="run a busy loop in a second process for the whole measurement")
     parser.add_argument("--no-logistic", action="store_true", help="skip the logistic comparison")
     parser.add_argument("--processes", action="store_true",
-                        help="also time FedAvg, SCAFFOLD and FedProx (gd) on fed.with_processes(2)")
+                        help="also time every algorithm on fed.with_processes(2)")
     parser.add_argument("--no-fixed", action="store_true", help="skip the fixed per-round costs at (4, 3, 1)")
     parser.add_argument("--sizes", nargs="+", default=None, metavar="N,d,tau", type=size_triple,
                         help="sizes to measure instead of the three of issue 17, e.g. 100,50,10")

@@ -6,7 +6,7 @@ Usage::
     python benchmarks/rounds.py --quick    # small sizes, for a smoke run
     python benchmarks/rounds.py --threads 1
     python benchmarks/rounds.py --trials 9 --rounds 5 --no-reference
-    python benchmarks/rounds.py --no-reference --processes   # also FedAvg, SCAFFOLD with 2 processes
+    python benchmarks/rounds.py --no-reference --processes   # also every algorithm with 2 processes
 
 What is measured (full participation, exact gradients, so every round does
 the same work), the round as the library runs it: ``algorithm.round`` called
@@ -161,15 +161,15 @@ def measure(fed: Any, algs: dict[str, Any], flops: float, kernels: dict[str, Cal
             reference: bool, processes: bool = False) -> tuple[list[dict[str, Any]], str]:
     """Median (wall, CPU) seconds per round of every algorithm and per kernel call of every
     roofline kernel, all in one set of interleaved trials; the reference loop once.
-    ``processes``: also FedAvg and SCAFFOLD on ``fed.with_processes(2)`` (plain local steps
-    shared with a worker process; its CPU is not in the cpu columns)."""
+    ``processes``: also every algorithm on ``fed.with_processes(2)`` (local steps shared
+    with a worker process; its CPU is not in the cpu columns)."""
     if rounds is None:
         rounds = auto_rounds(algs["FedAvg"], fed)
     x0 = np.zeros(fed.dim)
     problems = {name: fed for name in algs}
     if processes:
         shared = fed.with_processes(2)
-        for name in ("FedAvg", "SCAFFOLD"):
+        for name in ("FedAvg", "SCAFFOLD", "FedOpt-AdaGrad"):
             algs = {**algs, name + " 2 proc.": algs[name]}
             problems[name + " 2 proc."] = shared
             rounds_of(algs[name], shared, x0, 1)()          # the worker started, its share registered
@@ -215,7 +215,7 @@ def main() -> None:
     parser.add_argument("--no-reference", action="store_true", help="skip the per-client reference loops")
     parser.add_argument("--no-logistic", action="store_true", help="skip Synthetic(1,1)")
     parser.add_argument("--processes", action="store_true",
-                        help="also FedAvg and SCAFFOLD with_processes(2) (a worker process for half the clients)")
+                        help="also every algorithm with_processes(2) (a worker process for half the clients)")
     args = parser.parse_args()
     local_mod.set_num_threads(args.threads)
     sizes = QUICK_SIZES if args.quick else QUADRATIC_SIZES

@@ -43,7 +43,7 @@ import numpy as np
 
 from .._validate import flag
 from . import _checks
-from .base import KernelSteps, Optimizer
+from .base import KernelSteps, Optimizer, rebuildable
 
 __all__ = ["AdaptiveState", "adagrad", "adam", "yogi"]
 
@@ -344,6 +344,7 @@ class _FusedAdaptive(KernelSteps):
         return AdaptiveState(self.count, self.mu, self.nu if self.start is None else self.start)
 
 
+@rebuildable
 def adagrad(lr: float, eps: float = 1e-8, initial_accumulator: float = 0.0) -> Optimizer:
     r"""AdaGrad: nu <- nu + g*g, u = -lr g / (sqrt(nu) + eps).
 
@@ -369,6 +370,7 @@ def adagrad(lr: float, eps: float = 1e-8, initial_accumulator: float = 0.0) -> O
                     f"adagrad(lr={lr}, eps={eps}, initial_accumulator={initial_accumulator})")
 
 
+@rebuildable
 def adam(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
          bias_correction: bool = True, initial_accumulator: float = 0.0) -> Optimizer:
     r"""Adam: EMA moments, u = -lr mu_hat / (sqrt(nu_hat) + eps).
@@ -399,6 +401,7 @@ def adam(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                     f"adam(lr={lr}, b1={b1}, b2={b2}, eps={eps}, bias_correction={bias_correction})")
 
 
+@rebuildable
 def yogi(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-3,
          initial_accumulator: float = 1e-6, bias_correction: bool = False) -> Optimizer:
     r"""Yogi: nu <- nu - (1-b2) g^2 sign(nu - g^2); u = -lr mu_hat/(sqrt(nu_hat)+eps).

@@ -24,6 +24,8 @@ state across rounds) and averaged with :func:`mean_rows` (synchronising).
 
 from __future__ import annotations
 
+import functools
+import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -33,7 +35,7 @@ import numpy as np
 from .._validate import real_array
 from ..errors import InvalidHyperparameterError
 
-__all__ = ["Optimizer", "FusedSteps", "take_rows", "put_rows", "mean_rows"]
+__all__ = ["Optimizer", "FusedSteps", "Recipe", "rebuildable", "take_rows", "put_rows", "mean_rows"]
 
 
 class FusedSteps(Protocol):
@@ -79,15 +81,57 @@ class KernelSteps(ABC):
             step(grad(params, buf), params, rate)
 
 
+class Recipe:
+    """How an optimizer was built: ``factory(*args, **kwargs)`` (a public factory of
+    :mod:`fltheory.optim`).  Compared and hashed by identity, like the closures beside it."""
+
+    __slots__ = ("args", "factory", "kwargs")
+
+    def __init__(self, factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.factory, self.args, self.kwargs = factory, args, kwargs
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return self.factory, self.args, self.kwargs
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.factory, self.args, self.kwargs = state
+
+
+def _rebuild(recipe: Recipe) -> Optimizer:
+    return recipe.factory(*recipe.args, **recipe.kwargs)
+
+
 class Optimizer(NamedTuple):
     """A pure optimizer: ``init``, ``update``, ``precond`` and optionally ``fused``
-    (see module doc)."""
+    (see module doc).  ``recipe``: set by the factories of :mod:`fltheory.optim`
+    (:func:`rebuildable`), which makes the optimizer picklable (it is rebuilt from the
+    same call, e.g. in a worker process of ``with_processes``); None for an optimizer
+    assembled by hand, whose closures cannot be pickled."""
 
     init: Callable[..., Any]
     update: Callable[[np.ndarray, Any, np.ndarray], tuple[np.ndarray, Any]]
     precond: Callable[[Any], np.ndarray]
     name: str = "optimizer"
     fused: Callable[[Any], FusedSteps] | None = None
+    recipe: Recipe | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.recipe is None:
+            raise pickle.PicklingError(f"optimizer {self.name!r} was not built by a factory of fltheory.optim "
+                                       "(no recipe): its closures cannot be pickled")
+        return _rebuild, (self.recipe,)
+
+
+FactoryT = TypeVar("FactoryT", bound=Callable[..., Optimizer])
+
+
+def rebuildable(factory: FactoryT) -> FactoryT:
+    """Decorator of an optimizer factory: the optimizers it returns carry their
+    :class:`Recipe` (this factory and the call's arguments), so they pickle."""
+    @functools.wraps(factory)
+    def build(*args: Any, **kwargs: Any) -> Optimizer:
+        return factory(*args, **kwargs)._replace(recipe=Recipe(build, args, kwargs))
+    return build  # type: ignore[return-value]
 
 
 StateT = TypeVar("StateT", bound=tuple)   # an optimizer state: a NamedTuple of per-row arrays

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidHyperparameterError
-from .base import Optimizer
+from .base import Optimizer, rebuildable
 
 __all__ = ["chain"]
 
@@ -57,6 +57,7 @@ def _compose(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     return outer @ inner
 
 
+@rebuildable
 def chain(*transforms: Optimizer) -> Optimizer:
     r"""Compose optimizers: g_1 = g, g_{i+1} = -u_i, step u_n (see module doc).
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._validate import flag
 from . import _checks
-from .base import Optimizer
+from .base import Optimizer, rebuildable
 
 __all__ = ["SgdState", "MomentumState", "sgd", "momentum"]
 
@@ -49,6 +49,7 @@ def _started(count: np.ndarray) -> np.ndarray:
     return (count > 0)[:, None]
 
 
+@rebuildable
 def sgd(lr: float) -> Optimizer:
     r"""Gradient descent, y <- y - lr g.
 
@@ -119,6 +120,7 @@ class _FusedSgd:
         return SgdState(self.count, self.dim)
 
 
+@rebuildable
 def momentum(lr: float, beta: float = 0.9, nesterov: bool = False) -> Optimizer:
     r"""SGD with heavy-ball or Nesterov momentum (buffer form, no dampening).
 

@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 
 from ..errors import InvalidHyperparameterError
 from . import _checks
-from .base import Optimizer
+from .base import Optimizer, rebuildable
 
 __all__ = ["PreconditionedState", "preconditioned"]
 
@@ -50,6 +50,7 @@ def _check_P(P: Any) -> tuple[np.ndarray, bool, bool]:
     return arr, per_client, full
 
 
+@rebuildable
 def preconditioned(lr: float, P: ArrayLike, *, per_client: bool | None = None) -> Optimizer:
     r"""Fixed-preconditioner gradient descent: u = -lr P_i g (elementwise for a diagonal).
 

@@ -26,22 +26,25 @@ from __future__ import annotations
 
 from .._validate import positive
 from .adaptive import adaptive
-from .base import Optimizer
+from .base import Optimizer, rebuildable
 from .first_order import momentum, sgd
 
 __all__ = ["fedavg", "fedavgm", "fedadagrad", "fedadam", "fedyogi"]
 
 
+@rebuildable
 def fedavg(lr: float = 1.0) -> Optimizer:
     """Server SGD on the pseudo-gradient; lr = 1 reproduces FedAvg."""
     return sgd(lr)
 
 
+@rebuildable
 def fedavgm(lr: float = 1.0, beta: float = 0.9) -> Optimizer:
     """FedAvgM: heavy-ball momentum b <- beta b + g, x <- x - lr b."""
     return momentum(lr, beta, nesterov=False)
 
 
+@rebuildable
 def fedadagrad(lr: float, tau: float = 1e-3, b1: float = 0.0,
                bias_correction: bool = False) -> Optimizer:
     """FedAdagrad (Reddi et al. 2021, Algorithm 2): v_t = v_{t-1} + Delta_t^2.
@@ -64,6 +67,7 @@ def fedadagrad(lr: float, tau: float = 1e-3, b1: float = 0.0,
                     f"fedadagrad(lr={lr}, tau={tau}, b1={b1})")
 
 
+@rebuildable
 def fedadam(lr: float, b1: float = 0.9, b2: float = 0.99, tau: float = 1e-3,
             bias_correction: bool = False) -> Optimizer:
     """FedAdam (Reddi et al. 2021, Algorithm 2); defaults b1 = 0.9, b2 = 0.99,
@@ -73,6 +77,7 @@ def fedadam(lr: float, b1: float = 0.9, b2: float = 0.99, tau: float = 1e-3,
                     f"fedadam(lr={lr}, b1={b1}, b2={b2}, tau={tau}, bias_correction={bias_correction})")
 
 
+@rebuildable
 def fedyogi(lr: float, b1: float = 0.9, b2: float = 0.99, tau: float = 1e-3,
             bias_correction: bool = False) -> Optimizer:
     """FedYogi (Reddi et al. 2021, Algorithm 2); defaults as :func:`fedadam`."""

@@ -54,7 +54,7 @@ import numpy as np
 
 from ..errors import InvalidProblemError, WorkerProcessError
 
-__all__ = ["RemoteShare", "SharedRowGradient", "rows_of", "shutdown_workers"]
+__all__ = ["PerRow", "RemoteShare", "SharedRowGradient", "rows_of", "shutdown_workers"]
 
 #: ``fn(X, out)``: writes the share's rows of the result for the points X into ``out``.
 ShareFn = Callable[[np.ndarray, np.ndarray], None]
@@ -121,8 +121,8 @@ def _worker_main(conn: Connection) -> None:
             if request[0] == "map":                                           # fn on the share's rows
                 _, job, fn, args = request
                 share, X, out = jobs[job]
-                fn(_RowGrad(share), X, *args)
-                conn.send_bytes(_OK)
+                result = fn(_RowGrad(share), X, *args)
+                conn.send_bytes(_OK if result is None else _OK + pickle.dumps(result))
                 continue
             _, job, factory, args, x_path, out_path, shape = request          # "register"
             jobs[job] = (factory(*args), _mapped(x_path, shape, False), _mapped(out_path, shape, False))
@@ -145,15 +145,25 @@ class _RowGrad:
         return out
 
 
-#: ``fn(grad, Y, *args)``: work on the rows Y (in place) of one share, with ``grad`` its gradient.
-RowsFn = Callable[..., None]
+#: ``fn(grad, Y, *args) -> value or None``: work on the rows Y (in place) of one share, with ``grad``
+#: its gradient; the value (picklable) is handed back to the caller.
+RowsFn = Callable[..., Any]
 
 
-def rows_of(args: tuple[Any, ...], rows: np.ndarray | slice, n_points: int) -> tuple[Any, ...]:
-    """``args`` restricted to ``rows``: every 2-d array of ``n_points`` rows is sliced, anything
-    else (numbers, 1-d rows shared by all points) is passed unchanged."""
-    return tuple(a[rows] if isinstance(a, np.ndarray) and a.ndim == 2 and a.shape[0] == n_points else a
-                 for a in args)
+class PerRow:
+    """An argument of ``map_rows`` with one entry per point (leading axis): each share
+    receives its own rows of it; every other argument is passed to every share unchanged."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+
+def rows_of(args: tuple[Any, ...], rows: np.ndarray | slice) -> tuple[Any, ...]:
+    """``args`` for the share of ``rows``: every :class:`PerRow` argument restricted to those
+    rows, anything else unchanged."""
+    return tuple(a.array[rows] if isinstance(a, PerRow) else a for a in args)
 
 
 _CHILD = ("import sys, json, os; sys.path[:0] = json.loads(os.environ.pop('FLTHEORY_SHARE_PATH')); "
@@ -210,8 +220,9 @@ class _Worker:
         except (OSError, ValueError) as exc:
             raise self._gone(exc) from exc
 
-    def reply(self) -> None:
-        """Wait for the worker's answer to the last message; raise the error it reports."""
+    def reply(self) -> Any:
+        """Wait for the worker's answer to the last message: raise the error it reports, or
+        return the value it sent (None if none)."""
         try:
             _await(self.conn)
             msg = self.conn.recv_bytes()
@@ -219,6 +230,7 @@ class _Worker:
             raise self._gone(exc) from exc
         if msg[:1] != _OK:
             raise pickle.loads(msg[1:])
+        return pickle.loads(msg[1:]) if len(msg) > 1 else None
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -360,16 +372,17 @@ class RemoteShare:
                 w.reply()                           # never leave while the worker still writes
             out[self.rows] = self.out
 
-    def map(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...], own: Callable[[], None]) -> None:
+    def map(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...], own: Callable[[], None]) -> Any:
         """``fn(grad, Y[rows], *args[rows])`` on the share's rows of Y (in place, in the
-        worker; ``grad`` is the share's gradient on its own rows), while ``own()`` runs here."""
-        mine = rows_of(args, self.rows, Y.shape[0])
+        worker; ``grad`` is the share's gradient on its own rows), while ``own()`` runs here;
+        returns what ``fn`` returned (pickled back from the worker)."""
+        mine = rows_of(args, self.rows)
         if os.getpid() != self.pid:                 # a forked child: no worker of ours
             Ys = Y[self.rows]
-            fn(_RowGrad(self.local()), Ys, *mine)
+            result = fn(_RowGrad(self.local()), Ys, *mine)
             own()
             Y[self.rows] = Ys
-            return
+            return result
         w = self._worker
         with self._lock, w.lock:
             np.take(Y, self.rows, axis=0, out=self.X, mode="clip")   # rows checked by the caller
@@ -377,8 +390,9 @@ class RemoteShare:
             try:
                 own()
             finally:
-                w.reply()
+                result = w.reply()
             Y[self.rows] = self.X
+        return result
 
 
 class SharedRowGradient:
@@ -388,8 +402,9 @@ class SharedRowGradient:
     ``grad(X, out=None) -> G`` (the hook ``Federation.row_gradient``), and
     ``map_rows(fn, Y, args)``: ``fn(grad_s, Y_s, *args_s)`` on every share's rows Y_s of Y
     at once (in place), ``grad_s`` being the share's gradient on its own rows and
-    ``args_s`` the args restricted to them (:func:`rows_of`).  Per-row work (e.g. all the
-    local steps of a round) then costs one message per share instead of one per step.
+    ``args_s`` the args with every :class:`PerRow` restricted to those rows (:func:`rows_of`).
+    Per-row work (e.g. all the local steps of a round) then costs one message per share
+    instead of one per step.
     ``own``: the first share's function on the caller's points; ``own_local``: a factory
     and its arguments for the same share on its own rows ``own_rows`` (built on first use).
     ``whole``: when given, a function of all rows that single calls use instead of the
@@ -418,8 +433,9 @@ class SharedRowGradient:
         chain(0)
         return out
 
-    def map_rows(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...]) -> None:
-        """``fn(grad_s, Y_s, *args_s)`` on the rows of every share at once, Y updated in place."""
+    def map_rows(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...]) -> list[tuple[np.ndarray, Any]]:
+        """``fn(grad_s, Y_s, *args_s)`` on the rows of every share at once, Y updated in place;
+        returns (rows, what ``fn`` returned) per share, the caller's share first."""
         if Y.ndim != 2 or Y.shape[0] != self.n_points or not Y.flags.c_contiguous:
             raise InvalidProblemError(f"map_rows needs C-contiguous points of shape ({self.n_points}, d), "
                                       f"got shape {Y.shape}")
@@ -428,15 +444,17 @@ class SharedRowGradient:
             self._local = factory(*fargs)
         local = _RowGrad(self._local)
         rows = self.own_rows
+        results: list[Any] = [None] * (1 + len(self.remote))
 
         def own() -> None:
             Ys = Y[rows]
-            fn(local, Ys, *rows_of(args, rows, self.n_points))
+            results[0] = fn(local, Ys, *rows_of(args, rows))
             Y[rows] = Ys
 
         def chain(j: int) -> None:
             if j == len(self.remote):
                 own()
             else:
-                self.remote[j].map(fn, Y, args, lambda: chain(j + 1))
+                results[j + 1] = self.remote[j].map(fn, Y, args, lambda: chain(j + 1))
         chain(0)
+        return list(zip([rows] + [r.rows for r in self.remote], results, strict=True))

@@ -11,7 +11,7 @@ import pytest
 
 from fltheory.algorithms import FedAvg, FedDyn, FedOpt, FedProx, Scaffold, run
 from fltheory.errors import InvalidHyperparameterError
-from fltheory.optim import adagrad, sgd
+from fltheory.optim import Optimizer, adagrad, adam, sgd
 from fltheory.participation import Bernoulli, IncompleteSteps, UniformSampling, UniformSteps
 from fltheory.problems import QuadraticFederation, random_quadratic
 from fltheory.problems import _process_shares as shares_module
@@ -109,3 +109,43 @@ def test_with_processes_refuses_bad_counts():
     for bad in (0, -2, 2.0, True, "2", None):
         with pytest.raises(InvalidHyperparameterError, match="processes must be an integer >= 1"):
             fed.with_processes(bad)
+
+
+def _count_maps(monkeypatch) -> dict[str, int]:
+    calls = {"map": 0}
+    real_map = shares_module.RemoteShare.map
+
+    def counting_map(self, *a, **k):
+        calls["map"] += 1
+        return real_map(self, *a, **k)
+    monkeypatch.setattr(shares_module.RemoteShare, "map", counting_map)
+    return calls
+
+
+def test_fused_optimizer_steps_run_in_the_workers_with_the_bits_of_one_thread(any_size, monkeypatch):
+    """FedOpt's client optimizer (built by fltheory.optim, so picklable) takes all its fused
+    steps in the shares; persistent client state (``client_state="persist"``, ``"synchronise"``)
+    comes back row by row."""
+    calls = _count_maps(monkeypatch)
+    fed = _federation()
+    for state in ("restart", "persist", "synchronise"):
+        alg = FedOpt(client_optimizer=adam(0.05), server_optimizer=sgd(1.0), local_steps=3, client_state=state)
+        one = run(alg, fed, 4, seed=1, metrics=())
+        before = calls["map"]
+        two = run(alg, fed.with_processes(2), 4, seed=1, metrics=())
+        assert calls["map"] - before == 4
+        np.testing.assert_array_equal(one.x, two.x)
+
+
+def test_an_optimizer_built_by_hand_steps_in_this_process(any_size, monkeypatch):
+    calls = _count_maps(monkeypatch)
+    base = adagrad(0.1)
+    by_hand = Optimizer(base.init, base.update, base.precond, "by hand", base.fused)   # no recipe: not picklable
+    with pytest.raises(pickle.PicklingError, match="no recipe"):
+        pickle.dumps(by_hand)
+    alg = FedOpt(client_optimizer=by_hand, server_optimizer=sgd(1.0), local_steps=3)
+    fed = _federation()
+    one = run(alg, fed, 3, metrics=())
+    two = run(alg, fed.with_processes(2), 3, metrics=())
+    assert calls["map"] == 0
+    np.testing.assert_array_equal(one.x, two.x)

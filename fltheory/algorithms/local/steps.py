@@ -7,16 +7,18 @@ optimizer step y <- y + lr_r u (FedOpt); see :func:`fltheory.algorithms.local.lo
 
 from __future__ import annotations
 
+import pickle
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ...errors import DivergenceError
 from ...optim.base import KernelSteps, Optimizer, put_rows, take_rows
+from ...problems._process_shares import PerRow
 from ...problems.base import Federation
 from .objective import LocalObjective
 
-__all__ = ["descend", "plain_steps_on_rows"]
+__all__ = ["descend", "fused_steps_on_rows", "plain_steps_on_rows"]
 
 
 def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.ndarray,
@@ -57,9 +59,23 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
         if optimizer is None and grad is not None and extra.kind in _INLINE:
             shares = getattr(grad, "map_rows", None)
             if shares is not None:                     # the oracle's shares run all their steps at once
-                shares(plain_steps_on_rows, Y, (kmin, rate, extra.kind, getattr(extra, "D", None), extra.b))
+                shares(plain_steps_on_rows, Y, (kmin, _per_row(rate, m), extra.kind,
+                                                _per_row(getattr(extra, "D", None), m), _per_row(extra.b, m)))
             else:
                 _plain_steps(grad, G_buf, Y, rate, extra, kmin)
+            kdone = kmin
+        elif fused is not None and grad is not None and extra.kind == "none" and not record \
+                and _shared_steps(grad, optimizer, state):
+            # the oracle's shares (worker processes) take all their fused steps at once
+            assert optimizer is not None
+            shared: Any = grad                         # a SharedRowGradient (checked by _shared_steps)
+            parts = shared.map_rows(fused_steps_on_rows, Y, (kmin, _per_row(rate, m), optimizer, type(state),
+                                                             *(PerRow(np.asarray(f)) for f in state)))
+            fields = [np.empty(np.shape(f), dtype=np.asarray(f).dtype) for f in state]
+            for rows, part in parts:
+                for f, p in zip(fields, part, strict=True):
+                    f[rows] = p
+            state, fused = type(state)(*fields), None
             kdone = kmin
         elif fused is not None and grad is not None and extra.kind == "none" and not record:
             # fused steps, nothing added: the bare loop (the optimizer's own loop when it offers one)
@@ -181,6 +197,44 @@ def plain_steps_on_rows(grad: Any, Y: np.ndarray, steps: int, rate: float | np.n
     extra = _RowsExtra(kind, D, b, np.empty_like(Y) if kind == "diagonal" else None)
     with np.errstate(over="ignore", invalid="ignore"):
         _plain_steps(grad, np.empty_like(Y), Y, rate, extra, steps)   # type: ignore[arg-type]
+
+
+def _per_row(value: Any, m: int) -> Any:
+    """``value`` marked as one row per point (:class:`PerRow`) when it is an (m, ...) array
+    of at least two axes (a rate column, D or b rows); numbers and shared 1-d rows unmarked."""
+    if isinstance(value, np.ndarray) and value.ndim >= 2 and value.shape[0] == m:
+        return PerRow(value)
+    return value
+
+
+def _shared_steps(grad: Any, optimizer: Optimizer | None, state: Any) -> bool:
+    """True when the bound gradient shares its rows with worker processes (``map_rows``) and
+    the optimizer and its state type pickle (the factories of fltheory.optim: ``recipe``)."""
+    if getattr(grad, "map_rows", None) is None or optimizer is None or optimizer.recipe is None:
+        return False
+    try:
+        pickle.dumps(type(state))
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
+def fused_steps_on_rows(grad: Any, Y: np.ndarray, steps: int, rate: float | np.ndarray, optimizer: Optimizer,
+                        state_type: type, *fields: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``steps`` fused optimizer steps (``optimizer.fused``) on the rows Y of one share of a
+    bound gradient that offers ``map_rows``, from the rows' state ``state_type(*fields)``;
+    returns the rows' final state fields.  The same operations per row as the step-major
+    loop over all rows (the updates are elementwise per row)."""
+    assert optimizer.fused is not None
+    fused = optimizer.fused(state_type(*fields))
+    G = np.empty_like(Y)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if isinstance(fused, KernelSteps):
+            fused.run(grad, G, Y, rate, steps)
+        else:
+            for _ in range(steps):
+                fused.step(grad(Y, G), Y, rate)
+    return tuple(np.asarray(f) for f in fused.state())
 
 
 #: Widest row for which a shared row b is written out as a full (m, d) array (see _ExtraGradient).
