@@ -160,10 +160,35 @@ class PerRow:
         self.array = array
 
 
-def rows_of(args: tuple[Any, ...], rows: np.ndarray | slice) -> tuple[Any, ...]:
+class _Repeated:
+    """One row repeated ``n`` times, as sent to a worker (rebuilt there as a read-only broadcast)."""
+
+    __slots__ = ("n", "row")
+
+    def __init__(self, row: np.ndarray, n: int) -> None:
+        self.row, self.n = row, n
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _repeat, (self.row, self.n)
+
+
+def _repeat(row: np.ndarray, n: int) -> np.ndarray:
+    return np.broadcast_to(row, (n, *row.shape))
+
+
+def _rows(array: np.ndarray, rows: np.ndarray | slice, remote: bool) -> Any:
+    """``array[rows]``; a broadcast of one row (leading stride 0, e.g. an optimizer's constant
+    start) stays a read-only broadcast (``remote``: sent as its row alone)."""
+    if array.ndim and array.strides[0] == 0 and array.shape[0] > 0:
+        n = len(range(*rows.indices(array.shape[0]))) if isinstance(rows, slice) else len(rows)
+        return _Repeated(array[0], n) if remote else _repeat(array[0], n)
+    return array[rows]
+
+
+def rows_of(args: tuple[Any, ...], rows: np.ndarray | slice, remote: bool = False) -> tuple[Any, ...]:
     """``args`` for the share of ``rows``: every :class:`PerRow` argument restricted to those
-    rows, anything else unchanged."""
-    return tuple(a.array[rows] if isinstance(a, PerRow) else a for a in args)
+    rows (``remote``: in the form sent to a worker), anything else unchanged."""
+    return tuple(_rows(np.asarray(a.array), rows, remote) if isinstance(a, PerRow) else a for a in args)
 
 
 _CHILD = ("import sys, json, os; sys.path[:0] = json.loads(os.environ.pop('FLTHEORY_SHARE_PATH')); "
@@ -376,17 +401,16 @@ class RemoteShare:
         """``fn(grad, Y[rows], *args[rows])`` on the share's rows of Y (in place, in the
         worker; ``grad`` is the share's gradient on its own rows), while ``own()`` runs here;
         returns what ``fn`` returned (pickled back from the worker)."""
-        mine = rows_of(args, self.rows)
         if os.getpid() != self.pid:                 # a forked child: no worker of ours
             Ys = Y[self.rows]
-            result = fn(_RowGrad(self.local()), Ys, *mine)
+            result = fn(_RowGrad(self.local()), Ys, *rows_of(args, self.rows))
             own()
             Y[self.rows] = Ys
             return result
         w = self._worker
         with self._lock, w.lock:
             np.take(Y, self.rows, axis=0, out=self.X, mode="clip")   # rows checked by the caller
-            w.send(pickle.dumps(("map", self.job, fn, mine)))
+            w.send(pickle.dumps(("map", self.job, fn, rows_of(args, self.rows, remote=True))))
             try:
                 own()
             finally:

@@ -111,7 +111,7 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
         if prepare is not None:
             prepare(slice(0, m))
         state, psum = descend(problem, Y, clients, steps, lr, rng, objective, optimizer, state,
-                              record_precond, bounds=(kmin, kmax))
+                              record_precond, bounds=(kmin, kmax), keep_state=keep_opt_state)
         if not np.isfinite(Y).all():
             raise DivergenceError("local steps produced non-finite values")
         if finish is not None:

@@ -24,7 +24,7 @@ __all__ = ["descend", "fused_steps_on_rows", "plain_steps_on_rows"]
 def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.ndarray,
             lr: np.ndarray, rng: np.random.Generator | None, objective: LocalObjective,
             optimizer: Optimizer | None, state: Any, record: bool,
-            bounds: tuple[int, int] | None = None) -> tuple[Any, np.ndarray | None]:
+            bounds: tuple[int, int] | None = None, keep_state: bool = True) -> tuple[Any, np.ndarray | None]:
     """The step-major loop on rows of Y (modified in place) -> (state, precond_sum).
 
     While every row is active (steps 0..min(steps)-1) the oracle is the
@@ -34,7 +34,8 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     the numbers are the same as with ``stochastic_grad`` and ``objective.grad``
     called every step.  Later steps (rows with more steps than others) call the
     checked ``stochastic_grad`` on the active rows.  ``bounds``: (min, max) of ``steps`` when
-    the caller has them (not recomputed)."""
+    the caller has them (not recomputed).  ``keep_state=False``: the caller discards the final
+    optimizer state, which may then be returned as None (worker processes do not send theirs back)."""
     m = Y.shape[0]
     precond_sum = None
     if bounds is None:
@@ -69,13 +70,18 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
             # the oracle's shares (worker processes) take all their fused steps at once
             assert optimizer is not None
             shared: Any = grad                         # a SharedRowGradient (checked by _shared_steps)
-            parts = shared.map_rows(fused_steps_on_rows, Y, (kmin, _per_row(rate, m), optimizer, type(state),
-                                                             *(PerRow(np.asarray(f)) for f in state)))
-            fields = [np.empty(np.shape(f), dtype=np.asarray(f).dtype) for f in state]
-            for rows, part in parts:
-                for f, p in zip(fields, part, strict=True):
-                    f[rows] = p
-            state, fused = type(state)(*fields), None
+            wanted = keep_state or kmax > kmin         # later steps of some rows read the state
+            parts = shared.map_rows(fused_steps_on_rows, Y, (kmin, _per_row(rate, m), optimizer, wanted,
+                                                             type(state), *(PerRow(f) for f in state)))
+            if wanted:
+                fields = [np.empty(np.shape(f), dtype=np.asarray(f).dtype) for f in state]
+                for rows, part in parts:
+                    for f, p in zip(fields, part, strict=True):
+                        f[rows] = p
+                state = type(state)(*fields)
+            else:
+                state = None
+            fused = None
             kdone = kmin
         elif fused is not None and grad is not None and extra.kind == "none" and not record:
             # fused steps, nothing added: the bare loop (the optimizer's own loop when it offers one)
@@ -220,11 +226,11 @@ def _shared_steps(grad: Any, optimizer: Optimizer | None, state: Any) -> bool:
 
 
 def fused_steps_on_rows(grad: Any, Y: np.ndarray, steps: int, rate: float | np.ndarray, optimizer: Optimizer,
-                        state_type: type, *fields: np.ndarray) -> tuple[np.ndarray, ...]:
+                        wanted: bool, state_type: type, *fields: np.ndarray) -> tuple[np.ndarray, ...] | None:
     """``steps`` fused optimizer steps (``optimizer.fused``) on the rows Y of one share of a
     bound gradient that offers ``map_rows``, from the rows' state ``state_type(*fields)``;
-    returns the rows' final state fields.  The same operations per row as the step-major
-    loop over all rows (the updates are elementwise per row)."""
+    returns the rows' final state fields when ``wanted``.  The same operations per row as the
+    step-major loop over all rows (the updates are elementwise per row)."""
     assert optimizer.fused is not None
     fused = optimizer.fused(state_type(*fields))
     G = np.empty_like(Y)
@@ -234,7 +240,7 @@ def fused_steps_on_rows(grad: Any, Y: np.ndarray, steps: int, rate: float | np.n
         else:
             for _ in range(steps):
                 fused.step(grad(Y, G), Y, rate)
-    return tuple(np.asarray(f) for f in fused.state())
+    return tuple(np.asarray(f) for f in fused.state()) if wanted else None
 
 
 #: Widest row for which a shared row b is written out as a full (m, d) array (see _ExtraGradient).
