@@ -121,8 +121,9 @@ def _worker_main(conn: Connection) -> None:
             if request[0] == "map":                                           # fn on the share's rows
                 _, job, fn, args = request
                 share, X, out = jobs[job]
-                result = fn(_RowGrad(share), X, *args)
-                conn.send_bytes(_OK if result is None else _OK + pickle.dumps(result))
+                parts = _blockwise(share, fn, X, args)
+                done = all(r is None for _, r in parts)
+                conn.send_bytes(_OK if done else _OK + pickle.dumps(parts))
                 continue
             _, job, factory, args, x_path, out_path, shape = request          # "register"
             jobs[job] = (factory(*args), _mapped(x_path, shape, False), _mapped(out_path, shape, False))
@@ -189,6 +190,28 @@ def rows_of(args: tuple[Any, ...], rows: np.ndarray | slice, remote: bool = Fals
     """``args`` for the share of ``rows``: every :class:`PerRow` argument restricted to those
     rows (``remote``: in the form sent to a worker), anything else unchanged."""
     return tuple(_rows(np.asarray(a.array), rows, remote) if isinstance(a, PerRow) else a for a in args)
+
+
+def _restricted(args: tuple[Any, ...], rows: np.ndarray | slice, remote: bool = False) -> tuple[Any, ...]:
+    """:func:`rows_of` that keeps the :class:`PerRow` marks (for a later cut into blocks)."""
+    return tuple(PerRow(_rows(np.asarray(a.array), rows, remote)) if isinstance(a, PerRow) else a for a in args)
+
+
+def _blockwise(share: ShareFn, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...]) -> list[tuple[slice, Any]]:
+    """``fn`` on a share's rows Y (in place) cut into the share's cache blocks, each block doing
+    all its work before the next: a share function with ``block_rows`` and ``block(a, b)``
+    (e.g. quadratic clients: 8 MB of Hessians) gives blocks, any other one block.  Rows are
+    independent, so every row sees the same operations in any cut.  Returns (rows of the
+    block, what ``fn`` returned) per block."""
+    m = Y.shape[0]
+    per, block = getattr(share, "block_rows", None), getattr(share, "block", None)
+    if not per or block is None or per >= m:
+        return [(slice(0, m), fn(_RowGrad(share), Y, *rows_of(args, slice(0, m))))]
+    parts = []
+    for a in range(0, m, per):
+        rows = slice(a, min(m, a + per))
+        parts.append((rows, fn(_RowGrad(block(rows.start, rows.stop)), Y[rows], *rows_of(args, rows))))
+    return parts
 
 
 _CHILD = ("import sys, json, os; sys.path[:0] = json.loads(os.environ.pop('FLTHEORY_SHARE_PATH')); "
@@ -397,26 +420,27 @@ class RemoteShare:
                 w.reply()                           # never leave while the worker still writes
             out[self.rows] = self.out
 
-    def map(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...], own: Callable[[], None]) -> Any:
+    def map(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...], own: Callable[[], None]
+            ) -> list[tuple[np.ndarray, Any]]:
         """``fn(grad, Y[rows], *args[rows])`` on the share's rows of Y (in place, in the
-        worker; ``grad`` is the share's gradient on its own rows), while ``own()`` runs here;
-        returns what ``fn`` returned (pickled back from the worker)."""
+        worker, block by block: :func:`_blockwise`; ``grad`` is a block's gradient), while
+        ``own()`` runs here; returns (the block's rows in Y, what ``fn`` returned) per block."""
         if os.getpid() != self.pid:                 # a forked child: no worker of ours
             Ys = Y[self.rows]
-            result = fn(_RowGrad(self.local()), Ys, *rows_of(args, self.rows))
+            parts = _blockwise(self.local(), fn, Ys, _restricted(args, self.rows))
             own()
             Y[self.rows] = Ys
-            return result
-        w = self._worker
-        with self._lock, w.lock:
-            np.take(Y, self.rows, axis=0, out=self.X, mode="clip")   # rows checked by the caller
-            w.send(pickle.dumps(("map", self.job, fn, rows_of(args, self.rows, remote=True))))
-            try:
-                own()
-            finally:
-                result = w.reply()
-            Y[self.rows] = self.X
-        return result
+        else:
+            w = self._worker
+            with self._lock, w.lock:
+                np.take(Y, self.rows, axis=0, out=self.X, mode="clip")   # rows checked by the caller
+                w.send(pickle.dumps(("map", self.job, fn, _restricted(args, self.rows, remote=True))))
+                try:
+                    own()
+                finally:
+                    parts = w.reply() or [(slice(0, self.rows.shape[0]), None)]
+                Y[self.rows] = self.X
+        return [(self.rows[rows], result) for rows, result in parts]
 
 
 class SharedRowGradient:
@@ -458,21 +482,21 @@ class SharedRowGradient:
         return out
 
     def map_rows(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...]) -> list[tuple[np.ndarray, Any]]:
-        """``fn(grad_s, Y_s, *args_s)`` on the rows of every share at once, Y updated in place;
-        returns (rows, what ``fn`` returned) per share, the caller's share first."""
+        """``fn(grad_b, Y_b, *args_b)`` on the rows of every share at once (each share block by
+        block, :func:`_blockwise`), Y updated in place; returns (rows of Y, what ``fn`` returned)
+        per block, the caller's share first."""
         if Y.ndim != 2 or Y.shape[0] != self.n_points or not Y.flags.c_contiguous:
             raise InvalidProblemError(f"map_rows needs C-contiguous points of shape ({self.n_points}, d), "
                                       f"got shape {Y.shape}")
         if self._local is None:
             factory, fargs = self.own_local
             self._local = factory(*fargs)
-        local = _RowGrad(self._local)
-        rows = self.own_rows
-        results: list[Any] = [None] * (1 + len(self.remote))
+        local, rows = self._local, self.own_rows
+        results: list[list[tuple[np.ndarray, Any]]] = [[] for _ in range(1 + len(self.remote))]
 
         def own() -> None:
             Ys = Y[rows]
-            results[0] = fn(local, Ys, *rows_of(args, rows))
+            results[0] = [(rows[b], r) for b, r in _blockwise(local, fn, Ys, _restricted(args, rows))]
             Y[rows] = Ys
 
         def chain(j: int) -> None:
@@ -481,4 +505,4 @@ class SharedRowGradient:
             else:
                 results[j + 1] = self.remote[j].map(fn, Y, args, lambda: chain(j + 1))
         chain(0)
-        return list(zip([rows] + [r.rows for r in self.remote], results, strict=True))
+        return [part for share in results for part in share]

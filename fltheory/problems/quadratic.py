@@ -37,6 +37,7 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 _MIN_THREADED_FLOATS = 1 << 18      # below ~2 MB of H a second thread costs more than it saves
 # below ~1 MB of H a round's local steps in a worker process save less than its message costs (~40 us)
 _MIN_SHARED_FLOATS = 1 << 17
+_SHARE_BLOCK_BYTES = 1 << 23
 
 
 def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1, out: np.ndarray | None = None) -> np.ndarray:
@@ -68,7 +69,8 @@ def _hx(H: np.ndarray, X: np.ndarray, threads: int = 1, out: np.ndarray | None =
 
 
 #: (array, a): the last immutable run of clients found by _first_of_run (one tuple: read atomically)
-_LAST_RUN: list[tuple[Any, int]] = [(None, 0)]
+_NOTHING = object()                 # no client array remembered yet (None is a valid selection: all clients)
+_LAST_RUN: list[tuple[Any, int]] = [(_NOTHING, 0)]
 
 
 class _QuadraticRows:
@@ -78,10 +80,17 @@ class _QuadraticRows:
 
     def __init__(self, H: np.ndarray, e: np.ndarray) -> None:
         self.H, self.e = H, e
+        #: rows per cache block of a round's local steps in a share (``_blockwise``): 8 MB of H,
+        #: the block size of the default threaded loop (``algorithms.local.blocking``)
+        self.block_rows = max(1, _SHARE_BLOCK_BYTES // max(1, 8 * H.shape[1] * H.shape[2]))
 
     def __call__(self, X: np.ndarray, out: np.ndarray) -> None:
         np.matmul(X[:, None, :], self.H, out=out[:, None, :])
         out -= self.e
+
+    def block(self, start: int, stop: int) -> _QuadraticRows:
+        """The same function on rows start..stop-1 of the share (views of H and e)."""
+        return _QuadraticRows(self.H[start:stop], self.e[start:stop])
 
 
 class _CallerRows:

@@ -149,3 +149,29 @@ def test_an_optimizer_built_by_hand_steps_in_this_process(any_size, monkeypatch)
     two = run(alg, fed.with_processes(2), 3, metrics=())
     assert calls["map"] == 0
     np.testing.assert_array_equal(one.x, two.x)
+
+
+@pytest.mark.parametrize("alg", [ALGORITHMS[2], ALGORITHMS[6],
+                                 FedOpt(client_optimizer=adam(0.05), server_optimizer=sgd(1.0), local_steps=3,
+                                        client_state="persist")], ids=lambda a: type(a).__name__)
+def test_shares_cut_into_cache_blocks_give_the_same_bits(any_size, monkeypatch, alg):
+    """Each share runs its rows block by block (8 MB of Hessians by default; here 2-3 clients)."""
+    fed = _federation()
+    monkeypatch.setattr(quadratic_module, "_SHARE_BLOCK_BYTES", 2 * 8 * fed.dim * fed.dim + 8)
+    calls = _count_maps(monkeypatch)
+    shared = fed.with_processes(2)
+    grad = shared.row_gradient(np.arange(fed.n_clients), None)
+    assert grad.remote[0].rows.shape[0] > 2 and grad._local is None
+    one = run(alg, fed, 3, seed=2, metrics=())
+    two = run(alg, shared, 3, seed=2, metrics=())
+    assert calls["map"] == 3 and grad._local.block_rows == 2
+    np.testing.assert_array_equal(one.x, two.x)
+
+
+def test_row_gradient_of_all_clients_by_none_before_any_run(monkeypatch):
+    """``row_gradient(None, ...)`` (all clients) right after import: the remembered-run cache
+    starts empty, not at None (which compared equal to the selection None and failed)."""
+    monkeypatch.setattr(quadratic_module, "_LAST_RUN", [(quadratic_module._NOTHING, 0)])
+    fed = _federation()
+    X = np.ones((fed.n_clients, fed.dim))
+    np.testing.assert_array_equal(fed.row_gradient(None, None)(X), fed.client_grad(X))
