@@ -416,7 +416,7 @@ def per_client_logistic_round(A: np.ndarray, y: np.ndarray, rows: np.ndarray, p:
     return x_new
 
 
-def measure_logistic(trials: int, rounds: int) -> None:
+def measure_logistic(trials: int, rounds: int, processes: bool = False) -> None:
     """Synthetic(1,1) (FedProx's softmax data, 30 devices, d = 610): FedAvg.round
     against the plain per-client loop above."""
     from fltheory.problems.synthetic import synthetic_fedprox
@@ -438,6 +438,10 @@ def measure_logistic(trials: int, rounds: int) -> None:
 
     runs = {"per-client numpy loop": loop, "FedAvg.round": rounds_of(alg, fed, x0, rounds),
             "run() default": lambda: run(alg, fed, rounds)}
+    if processes:
+        shared = fed.with_processes(2)
+        runs["FedAvg.round 2 proc."] = rounds_of(alg, shared, x0, rounds)
+        runs["FedAvg.round 2 proc."]()                        # the worker started, its share registered
     before = load()
     med, cpu = interleaved(runs, trials, rounds)
     x_loop = per_client_logistic_round(A, y, rows, fed.weights, fed.reg, C, x0, lr, tau)
@@ -492,7 +496,7 @@ def main() -> None:
             if not args.no_fixed:
                 fixed_costs(pool, calls=200 if args.quick else 2000)
             if not args.no_logistic:
-                measure_logistic(args.trials, args.rounds)
+                measure_logistic(args.trials, args.rounds, args.processes)
     finally:
         if spinner is not None:
             spinner.terminate()

@@ -392,23 +392,40 @@ class RemoteShare:
         weakref.finalize(self, _drop, weakref.ref(w), self.job, self.pid)
 
     def local(self) -> ShareFn:
-        """The share's function in this process (a forked child computes its rows itself)."""
+        """The share's function in this process (a forked child, or a caller whose workers are
+        slower than its own core at the moment, computes the share's rows itself)."""
         if self._local is None:
             self._local = self.factory(*self.args)
         return self._local
 
+    def check(self, X: np.ndarray) -> None:
+        """InvalidProblemError unless X holds the caller's points (n_points, dim): the gathers
+        clip positions (they would silently repeat the last row)."""
+        if X.ndim != 2 or X.shape[0] < self.n_points or X.shape[1] != self.X.shape[1]:
+            raise InvalidProblemError(f"the bound gradient needs points of shape (>= {self.n_points}, "
+                                      f"{self.X.shape[1]}), got shape {X.shape}")
+
+    def compute_here(self, X: np.ndarray, out: np.ndarray) -> None:
+        """The share's rows of the result, computed in this process (the same function)."""
+        self.check(X)
+        outs = np.empty(self.X.shape)
+        self.local()(X[self.rows], outs)
+        out[self.rows] = outs
+
+    def map_here(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...]) -> list[tuple[np.ndarray, Any]]:
+        """:meth:`map` computed in this process (the same function, block by block)."""
+        Ys = Y[self.rows]
+        parts = _blockwise(self.local(), fn, Ys, _restricted(args, self.rows))
+        Y[self.rows] = Ys
+        return [(self.rows[rows], result) for rows, result in parts]
+
     def __call__(self, X: np.ndarray, out: np.ndarray, own: Callable[[], None]) -> None:
         """The share's rows of the result at the points X (n_points, dim) written into
         ``out``, while ``own()`` (the caller's share) runs in this thread."""
-        if X.ndim != 2 or X.shape[0] < self.n_points or X.shape[1] != self.X.shape[1]:
-            # checked here: the gather below clips positions (it would silently repeat the last row)
-            raise InvalidProblemError(f"the bound gradient needs points of shape (>= {self.n_points}, "
-                                      f"{self.X.shape[1]}), got shape {X.shape}")
+        self.check(X)
         if os.getpid() != self.pid:                 # a forked child: no worker of ours
-            Xs, outs = X[self.rows], np.empty(self.X.shape)
-            self.local()(Xs, outs)
+            self.compute_here(X, out)
             own()
-            out[self.rows] = outs
             return
         w = self._worker
         with self._lock, w.lock:
@@ -426,10 +443,9 @@ class RemoteShare:
         worker, block by block: :func:`_blockwise`; ``grad`` is a block's gradient), while
         ``own()`` runs here; returns (the block's rows in Y, what ``fn`` returned) per block."""
         if os.getpid() != self.pid:                 # a forked child: no worker of ours
-            Ys = Y[self.rows]
-            parts = _blockwise(self.local(), fn, Ys, _restricted(args, self.rows))
+            done = self.map_here(fn, Y, args)
             own()
-            Y[self.rows] = Ys
+            return done
         else:
             w = self._worker
             with self._lock, w.lock:
@@ -441,6 +457,13 @@ class RemoteShare:
                     parts = w.reply() or [(slice(0, self.rows.shape[0]), None)]
                 Y[self.rows] = self.X
         return [(self.rows[rows], result) for rows, result in parts]
+
+
+#: A call through the workers that took longer than this times the caller's own share times
+#: the number of shares sends the next calls to this process (``SharedRowGradient._judge``).
+_SLOWER = 1.1
+_BACKOFF_START = 8
+_BACKOFF_MAX = 4096
 
 
 class SharedRowGradient:
@@ -464,6 +487,26 @@ class SharedRowGradient:
         self.own, self.own_local, self.own_rows = own, own_local, np.asarray(own_rows, dtype=np.int64)
         self.remote, self.n_points, self.whole = remote, n_points, whole
         self._local: ShareFn | None = None
+        self.here = 0                   # calls left to compute every share in this process
+        self._backoff = _BACKOFF_START
+
+    def _workers_now(self) -> bool:
+        """Whether this call goes to the workers (see :meth:`_judge`)."""
+        if self.here > 0:
+            self.here -= 1
+            return False
+        return True
+
+    def _judge(self, own: float, total: float) -> None:
+        """After a call through the workers: when it took longer than the caller's own share
+        times the number of shares (the time to compute them all here, e.g. because another
+        process holds the workers' core), the next ``here`` calls stay in this process, a
+        number that doubles with every such call in a row (8 .. 4096) and starts again at 8
+        after a call that paid.  Which process computes a share never changes a bit."""
+        if total > _SLOWER * own * (1 + len(self.remote)):
+            self.here, self._backoff = self._backoff, min(2 * self._backoff, _BACKOFF_MAX)
+        else:
+            self._backoff = _BACKOFF_START
 
     def __call__(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         X = np.ascontiguousarray(X)
@@ -472,13 +515,26 @@ class SharedRowGradient:
         if self.whole is not None:
             self.whole(X, out)
             return out
+        if not self._workers_now():
+            for r in self.remote:
+                r.compute_here(X, out)
+            self.own(X, out)
+            return out
+        spent = [0.0]
+
+        def own() -> None:
+            start = time.perf_counter()
+            self.own(X, out)
+            spent[0] = time.perf_counter() - start
 
         def chain(j: int) -> None:
             if j == len(self.remote):
-                self.own(X, out)
+                own()
             else:
                 self.remote[j](X, out, lambda: chain(j + 1))
+        start = time.perf_counter()
         chain(0)
+        self._judge(spent[0], time.perf_counter() - start)
         return out
 
     def map_rows(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...]) -> list[tuple[np.ndarray, Any]]:
@@ -493,16 +549,27 @@ class SharedRowGradient:
             self._local = factory(*fargs)
         local, rows = self._local, self.own_rows
         results: list[list[tuple[np.ndarray, Any]]] = [[] for _ in range(1 + len(self.remote))]
+        spent = [0.0]
 
         def own() -> None:
+            start = time.perf_counter()
             Ys = Y[rows]
             results[0] = [(rows[b], r) for b, r in _blockwise(local, fn, Ys, _restricted(args, rows))]
             Y[rows] = Ys
+            spent[0] = time.perf_counter() - start
+
+        if not self._workers_now():
+            own()
+            for j, r in enumerate(self.remote):
+                results[j + 1] = r.map_here(fn, Y, args)
+            return [part for share in results for part in share]
 
         def chain(j: int) -> None:
             if j == len(self.remote):
                 own()
             else:
                 results[j + 1] = self.remote[j].map(fn, Y, args, lambda: chain(j + 1))
+        start = time.perf_counter()
         chain(0)
+        self._judge(spent[0], time.perf_counter() - start)
         return [part for share in results for part in share]

@@ -29,6 +29,9 @@ from .problem_refs import make_logistic
 def any_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """Share even tiny steps (the default shares only steps of >= 2e6 flops)."""
     monkeypatch.setattr(logistic_module, "_MIN_THREADED_FLOPS", 0.0)
+    # and keep them shared: the workers of tiny shares are slower than this process, which would
+    # otherwise compute them itself after the first call (SharedRowGradient._judge)
+    monkeypatch.setattr(shares_module, "_SLOWER", float("inf"))
 
 
 def _federation(kind: str) -> LogisticFederation:

@@ -22,6 +22,9 @@ from fltheory.problems import quadratic as quadratic_module
 def any_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """Share even tiny federations (the default shares Hessians of >= ~1 MB)."""
     monkeypatch.setattr(quadratic_module, "_MIN_SHARED_FLOATS", 0)
+    # and keep them shared: the workers of tiny shares are slower than this process, which would
+    # otherwise compute them itself after the first call (SharedRowGradient._judge)
+    monkeypatch.setattr(shares_module, "_SLOWER", float("inf"))
 
 
 def _federation(n: int = 13, d: int = 6) -> QuadraticFederation:
@@ -175,3 +178,23 @@ def test_row_gradient_of_all_clients_by_none_before_any_run(monkeypatch):
     fed = _federation()
     X = np.ones((fed.n_clients, fed.dim))
     np.testing.assert_array_equal(fed.row_gradient(None, None)(X), fed.client_grad(X))
+
+
+def test_calls_slower_than_this_process_move_here_for_a_doubling_while(any_size, monkeypatch):
+    """Every call through the workers judged too slow (as when another process holds their
+    core): the next 8, then 16, ... calls compute every share here, with the same bits."""
+    monkeypatch.setattr(shares_module, "_SLOWER", 0.0)
+    calls = _count_maps(monkeypatch)
+    fed = _federation()
+    shared = fed.with_processes(2)
+    grad = shared.row_gradient(np.arange(fed.n_clients), None)
+    alg = FedAvg(lr=0.1, local_steps=4)
+    one = run(alg, fed, 30, seed=3, metrics=())
+    two = run(alg, shared, 30, seed=3, metrics=())
+    np.testing.assert_array_equal(one.x, two.x)
+    assert calls["map"] == 3                      # rounds 1, 10 and 27 (after 8 and 16 rounds here)
+    assert grad.here == 32 - 3 and grad._backoff == 64    # rounds 28-30 took 3 of the 32
+    monkeypatch.setattr(shares_module, "_SLOWER", float("inf"))
+    grad.here = 0
+    run(alg, shared, 1, metrics=())
+    assert calls["map"] == 4 and grad._backoff == shares_module._BACKOFF_START   # paid: back to 8
