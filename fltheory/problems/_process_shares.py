@@ -462,6 +462,7 @@ class RemoteShare:
 #: A call through the workers that took longer than this times the caller's own share times
 #: the number of shares sends the next calls to this process (``SharedRowGradient._judge``).
 _SLOWER = 1.1
+_SLOW_IN_A_ROW = 3
 _BACKOFF_START = 8
 _BACKOFF_MAX = 4096
 
@@ -489,6 +490,7 @@ class SharedRowGradient:
         self._local: ShareFn | None = None
         self.here = 0                   # calls left to compute every share in this process
         self._backoff = _BACKOFF_START
+        self._slow = 0                  # slow calls through the workers in a row
 
     def _workers_now(self) -> bool:
         """Whether this call goes to the workers (see :meth:`_judge`)."""
@@ -498,15 +500,19 @@ class SharedRowGradient:
         return True
 
     def _judge(self, own: float, total: float) -> None:
-        """After a call through the workers: when it took longer than the caller's own share
-        times the number of shares (the time to compute them all here, e.g. because another
-        process holds the workers' core), the next ``here`` calls stay in this process, a
-        number that doubles with every such call in a row (8 .. 4096) and starts again at 8
-        after a call that paid.  Which process computes a share never changes a bit."""
+        """After a call through the workers.  A call is slow when it took longer than the
+        caller's own share times the number of shares (the time to compute them all here),
+        e.g. because another process holds the workers' core.  From the third slow call in a
+        row on, each slow call sends the next ``here`` calls to this process, a number that
+        doubles every time (8 .. 4096); a call that paid ends the row and starts again at 8.
+        (A single slow call is normal: a worker that slept between two runs wakes late.)
+        Which process computes a share never changes a bit."""
         if total > _SLOWER * own * (1 + len(self.remote)):
-            self.here, self._backoff = self._backoff, min(2 * self._backoff, _BACKOFF_MAX)
+            self._slow += 1
+            if self._slow >= _SLOW_IN_A_ROW:
+                self.here, self._backoff = self._backoff, min(2 * self._backoff, _BACKOFF_MAX)
         else:
-            self._backoff = _BACKOFF_START
+            self._slow, self._backoff = 0, _BACKOFF_START
 
     def __call__(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         X = np.ascontiguousarray(X)
