@@ -775,7 +775,7 @@ def _method_plausible(owner: Any) -> dict[str, Callable[[], Any]]:
         "clients": lambda: np.arange(3), "idx": lambda: np.arange(3), "D": lambda: np.ones((3, 2)),
         "b": rows, "Y0": rows, "Y": rows, "W": rows, "X": rows, "V": lambda: np.ones((3, 2)),
         "start": lambda: 0, "stop": lambda: 2, "client": lambda: 0, "a": lambda: 0,
-        "t": lambda: 0, "tau": lambda: 2, "threads": lambda: 1, "batch_size": lambda: 2,
+        "t": lambda: 0, "tau": lambda: 2, "threads": lambda: 1, "processes": lambda: 1, "batch_size": lambda: 2,
         "other": _quadratic, "shape": lambda: (3, 2), "G": rows, "fallback": lambda: np.zeros(2),
     }
     if isinstance(owner, TemporalEnsemble):

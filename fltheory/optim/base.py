@@ -35,7 +35,7 @@ import numpy as np
 from .._validate import real_array
 from ..errors import InvalidHyperparameterError
 
-__all__ = ["Optimizer", "FusedSteps", "Recipe", "rebuildable", "take_rows", "put_rows", "mean_rows"]
+__all__ = ["Optimizer", "FusedSteps", "take_rows", "put_rows", "mean_rows"]
 
 
 class FusedSteps(Protocol):
