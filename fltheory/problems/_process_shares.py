@@ -502,15 +502,17 @@ class SharedRowGradient:
     def _judge(self, own: float, total: float) -> None:
         """After a call through the workers.  A call is slow when it took longer than the
         caller's own share times the number of shares (the time to compute them all here),
-        e.g. because another process holds the workers' core.  From the third slow call in a
-        row on, each slow call sends the next ``here`` calls to this process, a number that
-        doubles every time (8 .. 4096); a call that paid ends the row and starts again at 8.
-        (A single slow call is normal: a worker that slept between two runs wakes late.)
-        Which process computes a share never changes a bit."""
+        e.g. because another process holds the workers' core.  Three slow calls in a row send
+        the next ``here`` calls to this process, a number that doubles every time this happens
+        again (8 .. 4096); a call that paid starts again at 8.  A single slow call is normal
+        (a worker that slept, e.g. during the calls made here, wakes late and cold), so the
+        count of slow calls starts afresh after every stay here.  Which process computes a
+        share never changes a bit."""
         if total > _SLOWER * own * (1 + len(self.remote)):
             self._slow += 1
             if self._slow >= _SLOW_IN_A_ROW:
                 self.here, self._backoff = self._backoff, min(2 * self._backoff, _BACKOFF_MAX)
+                self._slow = 0
         else:
             self._slow, self._backoff = 0, _BACKOFF_START
 

@@ -182,8 +182,8 @@ def test_row_gradient_of_all_clients_by_none_before_any_run(monkeypatch):
 
 def test_calls_slower_than_this_process_move_here_for_a_doubling_while(any_size, monkeypatch):
     """Every call through the workers judged too slow (as when another process holds their
-    core): from the third in a row on, the next 8, then 16, ... calls compute every share
-    here, with the same bits; a call that pays starts again."""
+    core): three in a row send the next 8, then 16, ... calls here (every share computed in
+    this process, the same bits); a call that pays starts again at 8."""
     monkeypatch.setattr(shares_module, "_SLOWER", 0.0)
     calls = _count_maps(monkeypatch)
     fed = _federation()
@@ -193,10 +193,12 @@ def test_calls_slower_than_this_process_move_here_for_a_doubling_while(any_size,
     one = run(alg, fed, 30, seed=3, metrics=())
     two = run(alg, shared, 30, seed=3, metrics=())
     np.testing.assert_array_equal(one.x, two.x)
-    # rounds 1, 2, 3 (the third in a row: 8 here), 12 (16 here), 29 (32 here) go to the workers
-    assert calls["map"] == 5
-    assert grad.here == 32 - 1 and grad._backoff == 64 and grad._slow == 5
+    # rounds 1, 2, 3 (three in a row: the next 8 here), 12, 13, 14 (the next 16 here) go to the workers
+    assert calls["map"] == 6
+    assert grad.here == 0 and grad._backoff == 32 and grad._slow == 0
+    run(alg, shared, 3, metrics=())
+    assert calls["map"] == 9 and grad.here == 32 and grad._backoff == 64
     monkeypatch.setattr(shares_module, "_SLOWER", float("inf"))
     grad.here = 0
     run(alg, shared, 1, metrics=())
-    assert calls["map"] == 6 and grad._backoff == shares_module._BACKOFF_START and grad._slow == 0
+    assert calls["map"] == 10 and grad._backoff == shares_module._BACKOFF_START and grad._slow == 0
