@@ -23,6 +23,7 @@ from fltheory.problems import logistic as logistic_module
 from fltheory.problems.synthetic import synthetic_fedprox
 
 from .problem_refs import make_logistic
+from .share_counting import count_remote_calls
 
 
 @pytest.fixture
@@ -82,18 +83,7 @@ def test_plain_descent_runs_as_one_message_per_share(any_size, monkeypatch):
     """FedAvg's local steps go through ``map_rows`` (all steps of a share at once), not one
     remote call per step."""
     fed = _federation("multinomial").with_processes(2)
-    calls = {"map": 0, "step": 0}
-    real_map, real_call = shares_module.RemoteShare.map, shares_module.RemoteShare.__call__
-
-    def counting_map(self, *a, **k):
-        calls["map"] += 1
-        return real_map(self, *a, **k)
-
-    def counting_call(self, *a, **k):
-        calls["step"] += 1
-        return real_call(self, *a, **k)
-    monkeypatch.setattr(shares_module.RemoteShare, "map", counting_map)
-    monkeypatch.setattr(shares_module.RemoteShare, "__call__", counting_call)
+    calls = count_remote_calls(monkeypatch)
     run(FedAvg(lr=0.3, local_steps=5), fed, 2, metrics=())
     assert calls == {"map": 2, "step": 0}
 

@@ -17,6 +17,8 @@ from fltheory.problems import QuadraticFederation, random_quadratic
 from fltheory.problems import _process_shares as shares_module
 from fltheory.problems import quadratic as quadratic_module
 
+from .share_counting import count_remote_calls
+
 
 @pytest.fixture
 def any_size(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,18 +65,7 @@ def test_rounds_with_worker_processes_are_the_bits_of_one_thread(any_size, alg, 
 
 def test_plain_rounds_use_the_workers_once_per_round(any_size, monkeypatch):
     fed = _federation().with_processes(2)
-    calls = {"map": 0, "step": 0}
-    real_map, real_call = shares_module.RemoteShare.map, shares_module.RemoteShare.__call__
-
-    def counting_map(self, *a, **k):
-        calls["map"] += 1
-        return real_map(self, *a, **k)
-
-    def counting_call(self, *a, **k):
-        calls["step"] += 1
-        return real_call(self, *a, **k)
-    monkeypatch.setattr(shares_module.RemoteShare, "map", counting_map)
-    monkeypatch.setattr(shares_module.RemoteShare, "__call__", counting_call)
+    calls = count_remote_calls(monkeypatch)
     run(Scaffold(lr=0.1, local_steps=5), fed, 3, metrics=())
     assert calls == {"map": 3, "step": 0}
 
@@ -114,22 +105,11 @@ def test_with_processes_refuses_bad_counts():
             fed.with_processes(bad)
 
 
-def _count_maps(monkeypatch) -> dict[str, int]:
-    calls = {"map": 0}
-    real_map = shares_module.RemoteShare.map
-
-    def counting_map(self, *a, **k):
-        calls["map"] += 1
-        return real_map(self, *a, **k)
-    monkeypatch.setattr(shares_module.RemoteShare, "map", counting_map)
-    return calls
-
-
 def test_fused_optimizer_steps_run_in_the_workers_with_the_bits_of_one_thread(any_size, monkeypatch):
     """FedOpt's client optimizer (built by fltheory.optim, so picklable) takes all its fused
     steps in the shares; persistent client state (``client_state="persist"``, ``"synchronise"``)
     comes back row by row."""
-    calls = _count_maps(monkeypatch)
+    calls = count_remote_calls(monkeypatch)
     fed = _federation()
     for state in ("restart", "persist", "synchronise"):
         alg = FedOpt(client_optimizer=adam(0.05), server_optimizer=sgd(1.0), local_steps=3, client_state=state)
@@ -141,7 +121,7 @@ def test_fused_optimizer_steps_run_in_the_workers_with_the_bits_of_one_thread(an
 
 
 def test_an_optimizer_built_by_hand_steps_in_this_process(any_size, monkeypatch):
-    calls = _count_maps(monkeypatch)
+    calls = count_remote_calls(monkeypatch)
     base = adagrad(0.1)
     by_hand = Optimizer(base.init, base.update, base.precond, "by hand", base.fused)   # no recipe: not picklable
     with pytest.raises(pickle.PicklingError, match="no recipe"):
@@ -161,7 +141,7 @@ def test_shares_cut_into_cache_blocks_give_the_same_bits(any_size, monkeypatch, 
     """Each share runs its rows block by block (8 MB of Hessians by default; here 2-3 clients)."""
     fed = _federation()
     monkeypatch.setattr(quadratic_module, "_SHARE_BLOCK_BYTES", 2 * 8 * fed.dim * fed.dim + 8)
-    calls = _count_maps(monkeypatch)
+    calls = count_remote_calls(monkeypatch)
     shared = fed.with_processes(2)
     grad = shared.row_gradient(np.arange(fed.n_clients), None)
     assert grad.remote[0].rows.shape[0] > 2 and grad._local is None
@@ -185,7 +165,7 @@ def test_calls_slower_than_this_process_move_here_for_a_doubling_while(any_size,
     core): three in a row send the next 8, then 16, ... calls here (every share computed in
     this process, the same bits); a call that pays starts again at 8."""
     monkeypatch.setattr(shares_module, "_SLOWER", 0.0)
-    calls = _count_maps(monkeypatch)
+    calls = count_remote_calls(monkeypatch)
     fed = _federation()
     shared = fed.with_processes(2)
     grad = shared.row_gradient(np.arange(fed.n_clients), None)
