@@ -67,7 +67,12 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     rows, each block runs all its steps while its data stay in cache, and the
     blocks are spread over a thread pool (numpy releases the GIL); every row
     computes exactly the same operations either way (see
-    :func:`~fltheory.algorithms.local.blocking.set_num_threads`).
+    :func:`~fltheory.algorithms.local.blocking.set_num_threads`).  A federation
+    with worker processes (``worker_processes > 1``, e.g. ``with_processes(2)``)
+    is not cut into blocks here: its bound gradient's ``map_rows`` runs all the
+    plain or fused optimizer steps of each share of rows at once, in the calling
+    thread and in the workers (:func:`~fltheory.algorithms.local.steps.descend`),
+    again with the same operations per row.
 
     Returns (Y, info) with info["opt_state"] (final optimizer state, rows
     updated only while active) and info["precond_sum"] (sum over the row's steps
