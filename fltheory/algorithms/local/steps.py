@@ -35,8 +35,9 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     called every step.  A bound gradient that offers ``map_rows`` (shares of rows in
     worker processes, ``fltheory.problems._process_shares``) takes those steps instead,
     each share all of them at once (:func:`plain_steps_on_rows`, and
-    :func:`fused_steps_on_rows` for an optimizer with fused steps that pickles).  Later steps (rows with more steps than others) call the
-    checked ``stochastic_grad`` on the active rows.  ``bounds``: (min, max) of ``steps`` when
+    :func:`fused_steps_on_rows` for an optimizer with fused steps that pickles).  Later
+    steps (rows with more steps than others) call the checked ``stochastic_grad`` on the
+    active rows.  ``bounds``: (min, max) of ``steps`` when
     the caller has them (not recomputed).  ``keep_state=False``: the caller discards the final
     optimizer state, which may then be returned as None (worker processes do not send theirs back)."""
     m = Y.shape[0]
