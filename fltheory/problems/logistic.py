@@ -256,18 +256,21 @@ class LogisticFederation(Federation):
         ends ``with_threads``).
 
         Each bound client list registers its shares with the workers once (their size
-        groups are pickled to them); every step then copies the points into memory
-        shared with the workers, computes the first share here while the workers compute
-        theirs, and copies their rows back (``_process_shares``).  The workers build
-        their shares from the same arrays with the same function, so results are bitwise
-        identical for every count.  Only steps of at least ~2e6 flops use them.  The
-        workers (fresh interpreters, started once per process and share slot)
-        pay off for a fixed client list (full participation: Synthetic(1,1) FedAvg rounds
-        about 1.6x one thread on two free cores, ``benchmarks/logistic_rounds.py``); every
-        new list ships its data again, and with the cores busy a step waits for its
-        slower share.  A worker that cannot be started or dies raises
-        :class:`~fltheory.errors.WorkerProcessError`; a forked child computes the
-        workers' shares itself."""
+        groups are pickled to them).  A round's plain local steps (FedAvg, FedProx, SCAFFOLD,
+        ...) and FedOpt's fused client-optimizer steps then run as one message per share:
+        the rows are copied into memory shared with the workers, the first share's steps
+        run here while the workers run theirs, and their rows are copied back
+        (``SharedRowGradient.map_rows``); any other use of the gradient shares each single
+        call the same way.  The workers build their shares from the same arrays with the
+        same function, so results are bitwise identical for every count.  Only steps of at
+        least ~2e6 flops use them.  The workers (fresh interpreters, started once per
+        process and share slot) pay off for a fixed client list on free cores (full
+        participation: Synthetic(1,1) FedAvg rounds about 1.8x one thread,
+        ``benchmarks/logistic_rounds.py``); every new list ships its data again.  When three
+        calls in a row are slower than computing every share here (another process holds
+        a worker's core), the next calls stay here for a while (the same bits).  A worker
+        that cannot be started or dies raises :class:`~fltheory.errors.WorkerProcessError`;
+        a forked child computes the workers' shares itself."""
         if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
             raise InvalidHyperparameterError(f"processes must be an integer >= 1, got {processes!r}")
         out = copy.copy(self)
