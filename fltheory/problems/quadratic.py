@@ -353,21 +353,25 @@ class QuadraticFederation(Federation):
         return out
 
     def with_processes(self, processes: int) -> QuadraticFederation:
-        """Copy whose plain local steps (``local_descent`` without an optimizer: FedAvg,
-        FedProx and FedDyn with gradient steps, SCAFFOLD, ...) split the clients into
-        ``processes`` contiguous shares: the first runs in the calling thread, the others
-        in worker processes, all of a round's steps at once (one message per share and
-        round: ``SharedRowGradient.map_rows``); default 1, none.
+        """Copy whose local steps split the clients into ``processes`` contiguous shares:
+        the first runs in the calling thread, the others in worker processes, all of a
+        round's steps at once (one message per share and round, each share in 8 MB cache
+        blocks: ``SharedRowGradient.map_rows``): the plain steps of ``local_descent``
+        (FedAvg, FedProx and FedDyn with gradient steps, SCAFFOLD, ...) and FedOpt's fused
+        client-optimizer steps (an optimizer from a factory of ``fltheory.optim``, which
+        pickles); default 1, none.
 
         Each bound client list sends its shares' Hessians to the workers once; the
         workers run the same operations on the same numbers, so results are bitwise
-        identical for every count.  Steps of an optimizer (FedOpt) and single gradient
-        calls stay in this process.  Used when the bound clients' Hessians hold at least
-        ``2 * processes`` clients and ~1 MB; then the local steps are not cut into cache
-        blocks, so this pays off when the clients' data fit in cache (e.g. N = 100,
-        d = 50) and the cores are free; the blocked threads of the default are better for
-        large federations (benchmarks/blocked.py).  See
-        :meth:`LogisticFederation.with_processes` for the workers' life cycle."""
+        identical for every count.  Single gradient calls and the steps of an optimizer
+        assembled by hand stay in this process.  Used when the bound clients' Hessians
+        hold at least ``2 * processes`` clients and ~1 MB; then the local steps are not cut
+        into blocks on threads.  It pays off on free cores when the clients' data fit in
+        cache (N = 100, d = 50: rounds 1.4-1.6x faster than the default); for large
+        federations the default's blocks on two threads are as fast
+        (benchmarks/blocked.py).  When three calls in a row are slower than computing every
+        share here (another process holds a worker's core), the next calls stay here for a
+        while.  See :meth:`LogisticFederation.with_processes` for the workers' life cycle."""
         if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
             raise InvalidHyperparameterError(f"processes must be an integer >= 1, got {processes!r}")
         out = copy.copy(self)
