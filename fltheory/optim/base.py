@@ -83,22 +83,30 @@ class KernelSteps(ABC):
 
 class Recipe:
     """How an optimizer was built: ``factory(*args, **kwargs)`` (a public factory of
-    :mod:`fltheory.optim`).  Compared and hashed by identity, like the closures beside it."""
+    :mod:`fltheory.optim`), and the functions that call returned (``built``), so that an
+    optimizer changed since (``_replace``) is recognised.  Compared and hashed by identity,
+    like the closures beside it; pickles as the call alone."""
 
-    __slots__ = ("args", "factory", "kwargs")
+    __slots__ = ("args", "built", "factory", "kwargs")
 
-    def __init__(self, factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.factory, self.args, self.kwargs = factory, args, kwargs
+    def __init__(self, factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 built: tuple[Any, ...] | None = None) -> None:
+        self.factory, self.args, self.kwargs, self.built = factory, args, kwargs, built
 
     def __getstate__(self) -> tuple[Any, ...]:
         return self.factory, self.args, self.kwargs
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         self.factory, self.args, self.kwargs = state
+        self.built = None
 
 
 def _rebuild(recipe: Recipe) -> Optimizer:
     return recipe.factory(*recipe.args, **recipe.kwargs)
+
+
+def _built(opt: Any) -> tuple[Any, ...]:
+    return opt.init, opt.update, opt.precond, opt.name, opt.fused
 
 
 class Optimizer(NamedTuple):
@@ -106,7 +114,9 @@ class Optimizer(NamedTuple):
     (see module doc).  ``recipe``: set by the factories of :mod:`fltheory.optim`
     (:func:`rebuildable`), which makes the optimizer picklable (it is rebuilt from the
     same call, e.g. in a worker process of ``with_processes``); None for an optimizer
-    assembled by hand, whose closures cannot be pickled."""
+    assembled by hand, whose closures cannot be pickled, and ignored once a field has
+    been replaced (``_replace``).  Copies (``copy.copy``, ``copy.deepcopy``) are the
+    optimizer itself: it is an immutable value."""
 
     init: Callable[..., Any]
     update: Callable[[np.ndarray, Any, np.ndarray], tuple[np.ndarray, Any]]
@@ -115,11 +125,26 @@ class Optimizer(NamedTuple):
     fused: Callable[[Any], FusedSteps] | None = None
     recipe: Recipe | None = None
 
+    @property
+    def picklable(self) -> bool:
+        """True when the optimizer is what its recipe builds (so it pickles as that call)."""
+        r = self.recipe
+        return r is not None and r.built is not None and all(
+            a is b or (isinstance(a, str) and a == b) for a, b in zip(_built(self), r.built, strict=True))
+
     def __reduce__(self) -> tuple[Any, ...]:
-        if self.recipe is None:
-            raise pickle.PicklingError(f"optimizer {self.name!r} was not built by a factory of fltheory.optim "
-                                       "(no recipe): its closures cannot be pickled")
+        if not self.picklable:
+            raise pickle.PicklingError(
+                f"optimizer {self.name!r} is not what a factory of fltheory.optim built (no recipe, or a field "
+                "replaced since): its closures cannot be pickled")
+        assert self.recipe is not None
         return _rebuild, (self.recipe,)
+
+    def __copy__(self) -> Optimizer:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Optimizer:
+        return self
 
 
 FactoryT = TypeVar("FactoryT", bound=Callable[..., Optimizer])
@@ -130,7 +155,8 @@ def rebuildable(factory: FactoryT) -> FactoryT:
     :class:`Recipe` (this factory and the call's arguments), so they pickle."""
     @functools.wraps(factory)
     def build(*args: Any, **kwargs: Any) -> Optimizer:
-        return factory(*args, **kwargs)._replace(recipe=Recipe(build, args, kwargs))
+        opt = factory(*args, **kwargs)
+        return opt._replace(recipe=Recipe(build, args, kwargs, _built(opt)))
     return build  # type: ignore[return-value]
 
 

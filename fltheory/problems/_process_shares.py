@@ -19,10 +19,11 @@ Workers are fresh interpreters (``python -c``: no thread or lock of the caller
 is inherited, and the caller's main script is not run again), one per share
 slot, started once per process and reused by every later registration; they
 import fltheory, which pins their BLAS to one thread, and exit when the caller
-closes its end of their socket (at exit, or when it dies).  The shared buffers
-are files in ``/dev/shm`` (or the temporary directory) mapped by both processes
-and unlinked as soon as the worker has mapped them, so nothing is left behind
-even if either process is killed.
+closes its end of their socket (at exit, or when it dies).  A share's data are
+pickled to its worker once, when the share is registered; the points and results
+of every call go through two shared buffers: anonymous files (in ``/dev/shm``
+when it exists) unlinked when made, whose descriptors the worker receives over
+the socket and maps, so nothing is left behind whoever is killed.
 
 Between the steps of a round both sides poll their socket for a short while
 before blocking (``_SPIN_SECONDS``): a process blocked on an idle virtual CPU is
@@ -37,8 +38,10 @@ from __future__ import annotations
 
 import atexit
 import json
+import mmap
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -47,6 +50,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -71,15 +75,30 @@ def _shared_dir() -> str | None:
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def _mapped(path: str, shape: tuple[int, int], create: bool) -> np.ndarray:
-    """A float64 array of ``shape`` mapped from the file ``path`` (sized first when ``create``)."""
-    if create:
-        with open(path, "r+b") as f:
-            f.truncate(max(1, 8 * shape[0] * shape[1]))
+def _buffer_file(shape: tuple[int, int]) -> Any:
+    """An anonymous file (unlinked at once: nothing to clean up, whoever dies) sized for ``shape``."""
+    f = tempfile.TemporaryFile(prefix="fltheory-share-", dir=_shared_dir())
+    f.truncate(max(1, 8 * shape[0] * shape[1]))
+    return f
+
+
+def _mapped(fd: int, shape: tuple[int, int]) -> np.ndarray:
+    """A float64 array of ``shape`` over a shared mapping of the file ``fd`` (the mapping
+    outlives the descriptor, which the caller may close)."""
     if shape[0] * shape[1] == 0:
         return np.zeros(shape)
-    # a plain ndarray view of the mapping (the memmap subclass adds overhead to every call)
-    return np.memmap(path, dtype=np.float64, mode="r+", shape=shape).view(np.ndarray)
+    view = mmap.mmap(fd, 8 * shape[0] * shape[1])
+    return np.frombuffer(view, dtype=np.float64).reshape(shape)
+
+
+def _send_fds(conn: Connection, fds: list[int]) -> None:
+    with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        reduction.sendfds(sock, fds)
+
+
+def _recv_fds(conn: Connection, n: int) -> list[int]:
+    with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        return list(reduction.recvfds(sock, n))
 
 
 def _await(conn: Connection) -> None:
@@ -125,8 +144,14 @@ def _worker_main(conn: Connection) -> None:
                 done = all(r is None for _, r in parts)
                 conn.send_bytes(_OK if done else _OK + pickle.dumps(parts))
                 continue
-            _, job, factory, args, x_path, out_path, shape = request          # "register"
-            jobs[job] = (factory(*args), _mapped(x_path, shape, False), _mapped(out_path, shape, False))
+            _, job, factory, args, shape = request                          # "register": two fds follow
+            fds = _recv_fds(conn, 2)
+            try:
+                buffers = _mapped(fds[0], shape), _mapped(fds[1], shape)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            jobs[job] = (factory(*args), *buffers)
         except BaseException as exc:                   # sent back to the caller, who raises it
             conn.send_bytes(_error_message(exc))
             continue
@@ -216,27 +241,54 @@ def _blockwise(share: ShareFn, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...])
 
 _CHILD = ("import sys, json, os; sys.path[:0] = json.loads(os.environ.pop('FLTHEORY_SHARE_PATH')); "
           "from fltheory.problems._process_shares import _child_entry; _child_entry({fd})")
+_PACKAGE_ENV = "FLTHEORY_SHARE_PACKAGE"
+
+
+def _package_file() -> str:
+    import fltheory
+    return os.path.realpath(fltheory.__file__)
 
 
 def _child_entry(fd: int) -> None:
-    """Entry point of a worker process started by :class:`_Worker` (``fd``: its end of the socket pair)."""
+    """Entry point of a worker process started by :class:`_Worker` (``fd``: its end of the
+    socket pair).  The worker ignores SIGINT (an interrupt is the caller's to handle; the
+    caller stops the worker when needed) and refuses to serve (exit code 3) when it
+    imported another fltheory than its caller."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    expected = os.environ.pop(_PACKAGE_ENV, None)
+    if expected is not None and _package_file() != expected:
+        print(f"fltheory share worker: imported {_package_file()}, the caller uses {expected}", file=sys.stderr)
+        sys.exit(3)
     _worker_main(Connection(fd))
+
+
+def _search_path() -> list[str]:
+    """The caller's import path for a worker: the directory of the fltheory it imported first,
+    then every entry of ``sys.path`` made absolute (``''`` is the current directory now)."""
+    first = os.path.dirname(os.path.dirname(_package_file()))
+    return [first] + [os.path.abspath(p or os.curdir) for p in sys.path if isinstance(p, str)]
 
 
 class _Worker:
     """One worker process and the caller's end of its socket (used under ``self.lock``).
 
-    Started as ``python -c`` with this interpreter and the caller's ``sys.path`` (not
-    through ``multiprocessing``, whose ``spawn`` re-runs the caller's main script and
-    refuses children of daemonic processes such as Dask's workers)."""
+    Started as ``python -c`` with this interpreter, the caller's import path and in a
+    session of its own (a terminal's Ctrl-C reaches only the caller), not through
+    ``multiprocessing``, whose ``spawn`` re-runs the caller's main script and refuses
+    children of daemonic processes such as Dask's workers.  Any interruption between a
+    message and its complete reply (Ctrl-C in the caller, a signal, an error while
+    sending) leaves the socket out of step: the worker is then killed and forgotten
+    (``broken``), and the shares that used it register again on a new one."""
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair()
-        env = dict(os.environ, FLTHEORY_SHARE_PATH=json.dumps([p for p in sys.path if isinstance(p, str)]))
+        env = dict(os.environ, FLTHEORY_SHARE_PATH=json.dumps(_search_path()))
+        env[_PACKAGE_ENV] = _package_file()
         try:
             fd = theirs.fileno()
             self.process = subprocess.Popen([sys.executable, "-c", _CHILD.format(fd=fd)], pass_fds=(fd,),
-                                            stdin=subprocess.DEVNULL, env=env, close_fds=True)
+                                            stdin=subprocess.DEVNULL, env=env, close_fds=True,
+                                            start_new_session=True)
         except OSError as exc:
             ours.close()
             raise WorkerProcessError(f"cannot start a share worker process with {sys.executable!r}: {exc}") from exc
@@ -246,27 +298,49 @@ class _Worker:
         self.lock = threading.Lock()
         self.next_job = 0
         self.pending: list[int] = []            # jobs to drop, left by finalisers that found the lock taken
+        self.closed = False
 
     def send_drops(self, jobs: list[int]) -> None:
         """Tell the worker to forget ``jobs`` (no reply; with ``self.lock`` held)."""
         for job in jobs:
             try:
-                self.conn.send_bytes(pickle.dumps(("drop", job)))
-            except (OSError, ValueError):
+                self.send(pickle.dumps(("drop", job)), drops=False)
+            except WorkerProcessError:              # gone: nothing left to forget
                 return
 
     def _gone(self, exc: BaseException) -> WorkerProcessError:
         return WorkerProcessError(f"the share worker process {self.process.pid} is gone "
                                   f"(exit code {self.process.poll()}): {type(exc).__name__} {exc}")
 
-    def send(self, msg: bytes) -> None:
-        """Send ``msg`` (with ``self.lock`` held), after any drops the finalisers left."""
-        while self.pending:
+    def broken(self) -> None:
+        """Kill and forget this worker: its socket may hold half a message."""
+        self.closed = True
+        with _WORKERS_LOCK:
+            for slot, w in list(_WORKERS.items()):
+                if w is self:
+                    del _WORKERS[slot]
+        try:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.conn.close()
+
+    def send(self, msg: bytes, fds: list[int] | None = None, drops: bool = True) -> None:
+        """Send ``msg`` (and the file descriptors ``fds``) with ``self.lock`` held, after any
+        drops the finalisers left."""
+        while drops and self.pending:
             self.send_drops([self.pending.pop()])       # pop is atomic: a finaliser may append meanwhile
         try:
             self.conn.send_bytes(msg)
+            if fds:
+                _send_fds(self.conn, fds)
         except (OSError, ValueError) as exc:
+            self.broken()
             raise self._gone(exc) from exc
+        except BaseException:
+            self.broken()
+            raise
 
     def reply(self) -> Any:
         """Wait for the worker's answer to the last message: raise the error it reports, or
@@ -275,20 +349,26 @@ class _Worker:
             _await(self.conn)
             msg = self.conn.recv_bytes()
         except (EOFError, OSError) as exc:
+            self.broken()
             raise self._gone(exc) from exc
+        except BaseException:
+            self.broken()
+            raise
         if msg[:1] != _OK:
             raise pickle.loads(msg[1:])
         return pickle.loads(msg[1:]) if len(msg) > 1 else None
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return not self.closed and self.process.poll() is None
 
     def stop(self) -> None:
         with self.lock:
-            try:
-                self.conn.send_bytes(pickle.dumps(("stop",)))
-            except (OSError, ValueError):
-                pass
+            if not self.closed:
+                try:
+                    self.conn.send_bytes(pickle.dumps(("stop",)))
+                except (OSError, ValueError):
+                    pass
+            self.closed = True
             self.conn.close()
         try:
             self.process.wait(timeout=5)
@@ -358,38 +438,43 @@ class RemoteShare:
 
     def __init__(self, slot: int, factory: Callable[..., ShareFn], args: tuple[Any, ...],
                  rows: np.ndarray, n_points: int, dim: int) -> None:
-        self.factory, self.args = factory, args
+        self.slot, self.factory, self.args = slot, factory, args
         self.rows = np.asarray(rows, dtype=np.int64)
         self.n_points = n_points
         if self.rows.size and (self.rows.min() < 0 or self.rows.max() >= n_points):
             raise InvalidProblemError(f"share rows must lie in [0, {n_points}), got {self.rows.min()} .. "
                                       f"{self.rows.max()}")
-        shape = (self.rows.shape[0], dim)
+        self.shape = (self.rows.shape[0], dim)
         self.pid = os.getpid()
         self._local: ShareFn | None = None
         self._lock = threading.Lock()
-        w = self._worker = _worker(slot)
-        paths = []
+        self._register()
+
+    def _register(self) -> None:
+        """Send the share (``factory`` and ``args``) and its two shared buffers to the current
+        worker of its slot (started if needed)."""
+        w = _worker(self.slot)
+        files = [_buffer_file(self.shape) for _ in range(2)]
         try:
-            for _ in range(2):
-                fd, path = tempfile.mkstemp(prefix="fltheory-share-", suffix=".f64", dir=_shared_dir())
-                os.close(fd)
-                paths.append(path)
-            self.X = _mapped(paths[0], shape, True)
-            self.out = _mapped(paths[1], shape, True)
+            X, out = (_mapped(f.fileno(), self.shape) for f in files)
             with w.lock:
-                self.job = w.next_job
+                job = w.next_job
                 w.next_job += 1
-                w.send(pickle.dumps(("register", self.job, factory, args, paths[0], paths[1], shape)))
+                w.send(pickle.dumps(("register", job, self.factory, self.args, self.shape)),
+                       fds=[f.fileno() for f in files])
                 w.reply()
         finally:
-            for path in paths:              # both processes hold their mappings: the names can go
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-        self._call = _CALL + self.job.to_bytes(8, "little")
-        weakref.finalize(self, _drop, weakref.ref(w), self.job, self.pid)
+            for f in files:
+                f.close()                    # the mappings stay
+        self._worker, self.job, self.X, self.out = w, job, X, out
+        self._call = _CALL + job.to_bytes(8, "little")
+        weakref.finalize(self, _drop, weakref.ref(w), job, self.pid)
+
+    def _live(self) -> _Worker:
+        """The share's worker, registered again on a new one if it died or was stopped."""
+        if not self._worker.alive():
+            self._register()
+        return self._worker
 
     def local(self) -> ShareFn:
         """The share's function in this process (a forked child, or a caller whose workers are
@@ -401,14 +486,14 @@ class RemoteShare:
     def check(self, X: np.ndarray) -> None:
         """InvalidProblemError unless X holds the caller's points (n_points, dim): the gathers
         clip positions (they would silently repeat the last row)."""
-        if X.ndim != 2 or X.shape[0] < self.n_points or X.shape[1] != self.X.shape[1]:
+        if X.ndim != 2 or X.shape[0] < self.n_points or X.shape[1] != self.shape[1]:
             raise InvalidProblemError(f"the bound gradient needs points of shape (>= {self.n_points}, "
-                                      f"{self.X.shape[1]}), got shape {X.shape}")
+                                      f"{self.shape[1]}), got shape {X.shape}")
 
     def compute_here(self, X: np.ndarray, out: np.ndarray) -> None:
         """The share's rows of the result, computed in this process (the same function)."""
         self.check(X)
-        outs = np.empty(self.X.shape)
+        outs = np.empty(self.shape)
         self.local()(X[self.rows], outs)
         out[self.rows] = outs
 
@@ -427,15 +512,16 @@ class RemoteShare:
             self.compute_here(X, out)
             own()
             return
-        w = self._worker
-        with self._lock, w.lock:
-            np.take(X, self.rows, axis=0, out=self.X, mode="clip")   # rows checked above
-            w.send(self._call)
-            try:
-                own()
-            finally:
-                w.reply()                           # never leave while the worker still writes
-            out[self.rows] = self.out
+        with self._lock:
+            w = self._live()
+            with w.lock:
+                np.take(X, self.rows, axis=0, out=self.X, mode="clip")   # rows checked above
+                w.send(self._call)
+                try:
+                    own()
+                finally:
+                    w.reply()                       # never leave while the worker still writes
+                out[self.rows] = self.out
 
     def map(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...], own: Callable[[], None]
             ) -> list[tuple[np.ndarray, Any]]:
@@ -446,9 +532,9 @@ class RemoteShare:
             done = self.map_here(fn, Y, args)
             own()
             return done
-        else:
-            w = self._worker
-            with self._lock, w.lock:
+        with self._lock:
+            w = self._live()
+            with w.lock:
                 np.take(Y, self.rows, axis=0, out=self.X, mode="clip")   # rows checked by the caller
                 w.send(pickle.dumps(("map", self.job, fn, _restricted(args, self.rows, remote=True))))
                 try:

@@ -114,6 +114,11 @@ def _share_rows(share: list[Part], m: int) -> np.ndarray:
     return np.concatenate([np.arange(m)[p.pos] if p.pos is not None else np.arange(m) for p in share])
 
 
+def _is_run(idx: np.ndarray) -> bool:
+    """True for the clients a, a+1, ..., b-1 (e.g. full participation)."""
+    return idx.shape[0] > 0 and bool((idx == np.arange(idx[0], idx[0] + idx.shape[0])).all())
+
+
 def _localised(share: list[Part], m: int) -> list[Part]:
     """The share's parts with positions among the share's own rows (``_share_rows``
     order: part after part) instead of the caller's list of ``m`` clients."""
@@ -255,8 +260,9 @@ class LogisticFederation(Federation):
         the calling thread and ``processes - 1`` worker processes (default 1: none; it also
         ends ``with_threads``).
 
-        Each bound client list registers its shares with the workers once (their size
-        groups are pickled to them).  A round's plain local steps (FedAvg, FedProx, SCAFFOLD,
+        Each bound run of clients a, a+1, ..., b-1 (e.g. full participation) registers its
+        shares with the workers once (their size groups are pickled to them); other client
+        lists (partial participation) stay in this process.  A round's plain local steps (FedAvg, FedProx, SCAFFOLD,
         ...) and FedOpt's fused client-optimizer steps then run as one message per share:
         the rows are copied into memory shared with the workers, the first share's steps
         run here while the workers run theirs, and their rows are copied back
@@ -266,16 +272,22 @@ class LogisticFederation(Federation):
         least ~2e6 flops use them.  The workers (fresh interpreters, started once per
         process and share slot) pay off for a fixed client list on free cores (full
         participation: Synthetic(1,1) FedAvg rounds about 1.8x one thread,
-        ``benchmarks/logistic_rounds.py``); every new list ships its data again.  When three
+        ``benchmarks/logistic_rounds.py``).  When three
         calls in a row are slower than computing every share here (another process holds
         a worker's core), the next calls stay here for a while (the same bits).  A worker
-        that cannot be started or dies raises :class:`~fltheory.errors.WorkerProcessError`;
-        a forked child computes the workers' shares itself."""
+        that cannot be started, or dies during a call, raises
+        :class:`~fltheory.errors.WorkerProcessError`; the next call starts a new one.  A
+        forked child computes the workers' shares itself."""
         if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
             raise InvalidHyperparameterError(f"processes must be an integer >= 1, got {processes!r}")
         out = copy.copy(self)
         out._threads, out._processes = 1, int(processes)
         return out
+
+    @property
+    def worker_processes(self) -> int:
+        """``with_processes``' count (1: none)."""
+        return self._processes
 
     def __getstate__(self) -> dict[str, Any]:
         """Copies and pickles leave the bound local-step gradients behind (closures
@@ -418,12 +430,14 @@ class LogisticFederation(Federation):
             parts = [Part(b.pos, b.A, b.y, b.rw) for b in plan]
         reg, C = self.reg, self.n_classes
         per_row = 4.0 * self.n_features * (1 if C is None else C)
-        workers = max(self._threads, self._processes)
+        workers = max(self._threads, self._processes if _is_run(idx) else 1)
         if sum(p.A.shape[0] * p.A.shape[1] for p in parts) * per_row < _MIN_THREADED_FLOPS:
             workers = 1
         shares = thread_shares(parts, m, workers, per_row) if workers > 1 else [parts]
 
-        if self._processes > 1 and len(shares) > 1:
+        if self._processes > 1 and len(shares) > 1 and _is_run(idx):
+            # contiguous runs only (full participation): another list would ship its size groups
+            # to the workers again (partial participation: every round)
             remote = [RemoteShare(j, _share_function, (_localised(share, m), rows.shape[0], C, reg), rows, m,
                                   self.dim) for j, share in enumerate(shares[1:]) for rows in [_share_rows(share, m)]]
             rows0 = _share_rows(shares[0], m)

@@ -361,9 +361,10 @@ class QuadraticFederation(Federation):
         client-optimizer steps (an optimizer from a factory of ``fltheory.optim``, which
         pickles); default 1, none.
 
-        Each bound client list sends its shares' Hessians to the workers once; the
-        workers run the same operations on the same numbers, so results are bitwise
-        identical for every count.  Single gradient calls and the steps of an optimizer
+        Each bound run of clients a, a+1, ..., b-1 (e.g. full participation) sends its
+        shares' Hessians to the workers once; the workers run the same operations on the
+        same numbers, so results are bitwise identical for every count.  Other client
+        lists (partial participation), single gradient calls and the steps of an optimizer
         assembled by hand stay in this process.  Used when the bound clients' Hessians
         hold at least ``2 * processes`` clients and ~1 MB; then the local steps are not cut
         into blocks on threads.  It pays off on free cores when the clients' data fit in
@@ -429,16 +430,18 @@ class QuadraticFederation(Federation):
         hook (:meth:`Federation.row_gradient`)."""
         if type(self) is not QuadraticFederation or self.is_stochastic:
             return super().row_gradient(clients, rng)
-        a = _first_of_run(clients, self.n_clients)
-        if a is not None:                      # a checked run a, a+1, ..., a+m-1: views
-            m = clients.shape[0]               # type: ignore[union-attr]
+        a = 0 if clients is None else _first_of_run(clients, self.n_clients)
+        if a is not None:                      # a checked run a, a+1, ..., a+m-1 (None: all): views
+            m = self.n_clients if clients is None else clients.shape[0]   # type: ignore[union-attr]
             H, e = self.H[a:a + m], self.e[a:a + m]
         else:
             idx = self._clients(clients)
             m = idx.shape[0]
             H, e = self.H[idx], self.e[idx]
-        if self._processes > 1 and m >= 2 * self._processes and H.size >= _MIN_SHARED_FLOATS:
-            key = (self._processes, a, m) if a is not None else (self._processes, None, idx.tobytes())
+        if self._processes > 1 and a is not None and m >= 2 * self._processes and H.size >= _MIN_SHARED_FLOATS:
+            # contiguous runs only (full participation): another list would send its gathered
+            # Hessians to the workers again and keep them cached (partial participation: every round)
+            key = (self._processes, a, m)
             cache = self.__dict__.setdefault("_shared_gradients", {})
             shared = cache.get(key)
             if shared is None:
@@ -707,7 +710,7 @@ class QuadraticFederation(Federation):
             A, b, rows = self._require_data("subsetting")
             out._A, out._b, out._rows, out._ridge = A[keep], b[keep], rows[keep], self._ridge
         out._batch_size = self._batch_size
-        out._threads = self._threads
+        out._threads, out._processes = self._threads, self._processes
         if self._noise_sigma2 is not None:
             out._noise_sigma2 = self._noise_sigma2[keep].copy()
         return out
@@ -761,4 +764,5 @@ class QuadraticFederation(Federation):
             out._b = np.concatenate([pad(b1), pad(b2)])
             out._rows = np.concatenate([rows1, rows2])
             out._ridge = self._ridge
+        out._threads, out._processes = self._threads, self._processes
         return self._copy_oracle_to(out, out.n_clients)

@@ -50,7 +50,10 @@ def test_shared_bound_gradient_gives_the_bits_of_client_grad(any_size, kind, cli
     X = 0.5 * np.random.default_rng(8).standard_normal((idx.shape[0], fed.dim))
     want = fed.client_grad(X, idx)
     grad = fed.with_processes(processes).row_gradient(idx, None)
-    assert isinstance(grad, shares_module.SharedRowGradient) and len(grad.remote) == processes - 1
+    if clients is None:
+        assert isinstance(grad, shares_module.SharedRowGradient) and len(grad.remote) == processes - 1
+    else:                                                 # not a run a, a+1, ...: stays in this process
+        assert not isinstance(grad, shares_module.SharedRowGradient)
     np.testing.assert_array_equal(grad(X), want)
     out = np.full_like(X, np.nan)
     assert grad(X, out) is out
@@ -127,19 +130,84 @@ def test_an_error_in_the_worker_is_raised_here_and_the_worker_goes_on(any_size):
     np.testing.assert_array_equal(grad(Y), fed.client_grad(Y))
 
 
-def test_a_dead_worker_is_a_typed_error_and_is_replaced(any_size):
+def test_a_worker_dying_during_a_call_is_a_typed_error_and_the_share_moves_to_a_new_one(any_size):
+    fed = _federation("multinomial")
+    grad = fed.with_processes(2).row_gradient(None, None)
+    X = 0.2 * np.ones((fed.n_clients, fed.dim))
+    share = grad.remote[0]
+    worker = share._worker
+
+    def kill_it() -> None:                                # the caller's own share, while the worker computes
+        worker.process.kill()
+        worker.process.wait()
+    with pytest.raises(WorkerProcessError, match=r"share worker process .* is gone"):
+        share(X, np.empty_like(X), kill_it)
+    assert not worker.alive()
+    np.testing.assert_array_equal(grad(X), fed.client_grad(X))          # registered again, same bits
+    assert share._worker is not worker and share._worker.alive()
+
+
+def test_a_killed_or_stopped_worker_is_replaced_at_the_next_call(any_size):
     fed = _federation("multinomial")
     grad = fed.with_processes(2).row_gradient(None, None)
     X = np.zeros((fed.n_clients, fed.dim))
+    first = grad.remote[0]._worker
+    first.process.kill()
+    first.process.wait()
+    np.testing.assert_array_equal(grad(X), fed.client_grad(X))
+    second = grad.remote[0]._worker
+    assert second is not first
+    shares_module.shutdown_workers()
+    np.testing.assert_array_equal(grad(X), fed.client_grad(X))
+    assert grad.remote[0]._worker is not second
+
+
+def test_an_interrupt_while_waiting_for_the_worker_kills_it_and_the_next_call_is_exact(any_size, monkeypatch):
+    """Ctrl-C in the caller between a message and its reply leaves the socket out of step: the
+    worker is killed (not reused: its late answer would be read as the next call's), and the
+    next call registers the share on a new worker."""
+    fed = _federation("multinomial")
+    grad = fed.with_processes(2).row_gradient(None, None)
+    X = 0.1 * np.ones((fed.n_clients, fed.dim))
+    grad(X)
     worker = grad.remote[0]._worker
-    worker.process.kill()
-    worker.process.wait()
-    with pytest.raises(WorkerProcessError, match=r"share worker process .* is gone"):
+    real_await = shares_module._await
+    hits = [0]
+
+    def interrupted(conn):
+        hits[0] += 1
+        if hits[0] == 1:
+            raise KeyboardInterrupt
+        real_await(conn)
+    monkeypatch.setattr(shares_module, "_await", interrupted)
+    with pytest.raises(KeyboardInterrupt):
         grad(X)
-    again = fed.with_processes(2).with_threads(1).with_processes(2)     # a fresh cache, a fresh binding
-    fresh = again.row_gradient(None, None)
-    assert fresh.remote[0]._worker is not worker and fresh.remote[0]._worker.alive()
-    np.testing.assert_array_equal(fresh(X), fed.client_grad(X))
+    assert not worker.alive() and worker.process.poll() is not None
+    for _ in range(3):
+        np.testing.assert_array_equal(grad(X), fed.client_grad(X))
+
+
+def test_workers_run_in_their_own_session_with_absolute_paths(any_size):
+    """A terminal's Ctrl-C goes to the caller's process group only, and a worker's import path
+    does not depend on its current directory."""
+    fed = _federation("binary")
+    grad = fed.with_processes(2).row_gradient(None, None)
+    worker = grad.remote[0]._worker
+    assert os.getsid(worker.process.pid) == worker.process.pid != os.getsid(0)
+    path = shares_module._search_path()
+    assert path[0] == os.path.dirname(os.path.dirname(shares_module._package_file()))
+    assert all(os.path.isabs(p) for p in path)
+
+
+def test_a_worker_that_imports_another_fltheory_refuses_to_serve(any_size, monkeypatch):
+    shares_module.shutdown_workers()
+    monkeypatch.setattr(shares_module, "_package_file", lambda: "/elsewhere/fltheory/__init__.py")
+    fed = _federation("binary")
+    try:
+        with pytest.raises(WorkerProcessError, match="exit code 3"):
+            fed.with_processes(2).row_gradient(None, None)
+    finally:
+        shares_module.shutdown_workers()
 
 
 def test_no_shared_files_are_left_behind(any_size):

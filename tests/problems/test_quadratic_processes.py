@@ -78,13 +78,19 @@ def test_single_calls_and_the_bound_gradient_give_client_grad_bits(any_size):
     np.testing.assert_array_equal(grad(X), fed.client_grad(X))
     idx = np.array([4, 2, 2, 9, 0, 12])
     sub = fed.with_processes(2).row_gradient(idx, None)
+    assert not isinstance(sub, shares_module.SharedRowGradient)     # not a run: stays in this process
     np.testing.assert_array_equal(sub(X[:6]), fed.client_grad(X[:6], idx))
+    run_of = fed.with_processes(2).row_gradient(np.arange(3, 11), None)
+    assert isinstance(run_of, shares_module.SharedRowGradient)
+    np.testing.assert_array_equal(run_of(X[:8]), fed.client_grad(X[:8], np.arange(3, 11)))
 
 
 def test_small_federations_and_lists_stay_in_this_process():
     fed = _federation().with_processes(2)                 # 13 x 6 x 6 floats: far below ~1 MB
     assert not isinstance(fed.row_gradient(None, None), shares_module.SharedRowGradient)
     assert fed.worker_processes == 2 and _federation().worker_processes == 1
+    assert fed.without_client(0).worker_processes == 2
+    assert fed.with_client(_federation(3), weight=0.2).worker_processes == 2
 
 
 def test_bound_shared_gradients_are_cached_and_left_out_of_copies_and_pickles(any_size):
@@ -120,18 +126,18 @@ def test_fused_optimizer_steps_run_in_the_workers_with_the_bits_of_one_thread(an
         np.testing.assert_array_equal(one.x, two.x)
 
 
-def test_an_optimizer_built_by_hand_steps_in_this_process(any_size, monkeypatch):
+def test_an_optimizer_built_by_hand_or_changed_steps_in_this_process(any_size, monkeypatch):
     calls = count_remote_calls(monkeypatch)
     base = adagrad(0.1)
-    by_hand = Optimizer(base.init, base.update, base.precond, "by hand", base.fused)   # no recipe: not picklable
-    with pytest.raises(pickle.PicklingError, match="no recipe"):
-        pickle.dumps(by_hand)
-    alg = FedOpt(client_optimizer=by_hand, server_optimizer=sgd(1.0), local_steps=3)
+    by_hand = Optimizer(base.init, base.update, base.precond, "by hand", base.fused)   # no recipe
+    changed = base._replace(fused=adam(0.1).fused)          # its recipe would rebuild plain adagrad
     fed = _federation()
-    one = run(alg, fed, 3, metrics=())
-    two = run(alg, fed.with_processes(2), 3, metrics=())
+    for opt in (by_hand, changed):
+        alg = FedOpt(client_optimizer=opt, server_optimizer=sgd(1.0), local_steps=3)
+        one = run(alg, fed, 3, metrics=())
+        two = run(alg, fed.with_processes(2), 3, metrics=())
+        np.testing.assert_array_equal(one.x, two.x)
     assert calls["map"] == 0
-    np.testing.assert_array_equal(one.x, two.x)
 
 
 @pytest.mark.parametrize("alg", [ALGORITHMS[2], ALGORITHMS[6],

@@ -219,8 +219,9 @@ def _per_row(value: Any, m: int) -> Any:
 
 def _shared_steps(grad: Any, optimizer: Optimizer | None, state: Any) -> bool:
     """True when the bound gradient shares its rows with worker processes (``map_rows``) and
-    the optimizer and its state type pickle (the factories of fltheory.optim: ``recipe``)."""
-    if getattr(grad, "map_rows", None) is None or optimizer is None or optimizer.recipe is None:
+    the optimizer and its state type pickle (built by a factory of fltheory.optim and not
+    changed since: ``Optimizer.picklable``)."""
+    if getattr(grad, "map_rows", None) is None or optimizer is None or not optimizer.picklable:
         return False
     try:
         pickle.dumps(type(state))
