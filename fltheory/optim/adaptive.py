@@ -141,10 +141,10 @@ def adaptive(rule: str, lr: float, b1: float, b2: float, eps: float,
             first = mu
         count = state.count + 1
         if rule == "adagrad":
-            nu = g * g
+            nu = np.square(g)
             nu += state.nu                            # nu + g^2 (one temporary)
         else:
-            nu = _second_moment(rule, state.nu, g * g, b2)
+            nu = _second_moment(rule, state.nu, np.square(g), b2)
         # the same operations as -lr * ((s1 first) / (sqrt(s2 nu) + eps)), in place
         if bias_correction:
             s1, s2 = _scales(count)
@@ -204,7 +204,8 @@ class _FusedAdaptive(KernelSteps):
     bit for bit).  Plain AdaGrad started from ``init``'s constant nu_0 (a
     restart) does not copy nu_0: its first step writes nu = nu_0 + g*g into a
     fresh array, or nu = g*g when nu_0 = +-0 (the same numbers: a square is
-    never -0.0)."""
+    never -0.0).  Squares are taken with ``np.square`` (the same product g*g,
+    about twice as fast as ``np.multiply(g, g)`` on one (2500, 20) block here)."""
 
     def __init__(self, rule: str, lr: float, b1: float, b2: float, eps: float,
                  scales: Any, state: AdaptiveState) -> None:
@@ -241,15 +242,15 @@ class _FusedAdaptive(KernelSteps):
         start: nu = g*g for nu_0 = +-0, else T = g*g; nu = nu_0 + T)."""
         T, nu, start = self.T, self.nu, self.start
         if start is None:
-            np.multiply(grads, grads, out=T)
+            np.square(grads, out=T)
             nu += T
         elif start.size and start[0, 0] == 0.0:
             # the first step from nu_0 = 0 (either sign): nu = nu_0 + g*g is g*g exactly (a square
             # is never -0.0, and +-0.0 + y == y for every other y, NaN included): written directly
-            np.multiply(grads, grads, out=nu)
+            np.square(grads, out=nu)
             self.start = None
         else:                                    # the first step from a constant start: nu = nu_0 + g*g
-            np.multiply(grads, grads, out=T)
+            np.square(grads, out=T)
             np.add(start, T, out=nu)
             self.start = None
         np.sqrt(nu, out=T)
@@ -275,14 +276,14 @@ class _FusedAdaptive(KernelSteps):
             return
         T, nu, eps, neg_lr = self.T, self.nu, self.eps, self.neg_lr
         scaled = not (isinstance(rate, float) and rate == 1.0)
-        multiply, sqrt, divide = np.multiply, np.sqrt, np.divide
+        square, sqrt, divide = np.square, np.sqrt, np.divide
         k = 0
         if self.start is not None:               # the first step from a constant start
             self._adagrad_step(grad(params, buf), params, rate)
             k = 1
         for _ in range(k, steps):
             g = grad(params, buf)
-            multiply(g, g, out=T)
+            square(g, out=T)
             nu += T
             sqrt(nu, out=T)
             T += eps
@@ -298,7 +299,7 @@ class _FusedAdaptive(KernelSteps):
             self._adagrad_step(grads, params, rate)
             return
         g, T, U, nu = grads, self.T, self.U, self.nu
-        np.multiply(g, g, out=T)                                   # g^2
+        np.square(g, out=T)                                        # g^2
         if self.rule == "adagrad":
             nu += T
         elif self.rule == "adam":

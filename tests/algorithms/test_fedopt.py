@@ -409,10 +409,10 @@ def test_singular_full_preconditioner_sum_raises():
                                   lambda: optim.yogi(0.02, bias_correction=True),
                                   lambda: optim.sgd(0.01)],
                          ids=["adagrad", "adam", "yogi", "sgd"])
-def test_fused_client_steps_give_the_pure_update_rounds_bit_for_bit(make, client_state, correction):
+def test_fused_client_steps_give_the_pure_update_rounds_bit_for_bit(make, client_state, correction, monkeypatch):
     """The local loop's in-place client steps (``Optimizer.fused``) against the same
     optimizer without them (every step through the pure ``update``): identical models
-    and client states, with two cache blocks (N d^2 doubles > 8 MB), per-client rate
+    and client states, with two cache blocks (N d^2 doubles > 8 MB blocks), per-client rate
     scales, and uneven steps from partial participation in the later rounds."""
     from fltheory.algorithms.local import blocking
     from fltheory.problems.quadratic import QuadraticFederation
@@ -420,6 +420,7 @@ def test_fused_client_steps_give_the_pure_update_rounds_bit_for_bit(make, client
     N, d = 300, 60
     rng = np.random.default_rng(5)
     fed = QuadraticFederation(spd(N, d, 4), rng.standard_normal((N, d)))
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 23)
     assert len(blocking.row_blocks(fed, N, d)) > 1
     fused = make()
     plain = fused._replace(fused=None)
@@ -482,7 +483,7 @@ def test_fused_client_steps_replace_the_pure_update_while_every_client_is_active
         assert calls[0] == expected
 
 
-def test_restarted_clients_discard_the_final_state_without_changing_the_round():
+def test_restarted_clients_discard_the_final_state_without_changing_the_round(monkeypatch):
     """FedOpt with restarted clients asks ``local_descent`` not to join the blocks' final
     optimizer states (``keep_opt_state=False``); the blocked loop then returns None for it,
     and the models equal those of the loop that keeps it, bit for bit (two cache blocks)."""
@@ -492,6 +493,7 @@ def test_restarted_clients_discard_the_final_state_without_changing_the_round():
     N, d = 300, 60
     rng = np.random.default_rng(8)
     fed = QuadraticFederation(spd(N, d, 4), rng.standard_normal((N, d)))
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 2 ** 23)
     assert len(blocking.row_blocks(fed, N, d)) > 1
     X0 = np.broadcast_to(rng.standard_normal(d), (N, d))
     args = (fed, X0, np.arange(N), np.full(N, 3), np.ones(N), None)

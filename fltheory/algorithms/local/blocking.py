@@ -35,10 +35,15 @@ BlockFinish = Callable[[slice, np.ndarray], None]
 BlockPrepare = Callable[[slice], None]
 
 # Client data per block.  Measured on the 2-core CI machine kind (2 MB L2 per
-# core, large shared L3), FedAvg tau = 10 with 2 threads: 2 MB blocks lose to
-# thread hand-offs (4.5 GFLOP/s at N=1000, d=100); 8 MB blocks reach 8.3 GFLOP/s
-# there, 4.8 at (10000, 20) and 4.6 at (100, 50); 32 MB leaves one thread idle.
-_BLOCK_BYTES = 2 ** 23
+# core, a large shared L3: 480 MB reported), tau = 10 with 2 threads: 2 MB blocks
+# lose to thread hand-offs (4.5 GFLOP/s at N=1000, d=100; 8 MB blocks: 8.3).
+# Session 11, median of 15 interleaved trials against 8 MB blocks (wall / CPU):
+# 16 MB blocks take 0.97-0.98 / 0.98 of the time at (1000, 100) (6 blocks instead of
+# 10) and 0.91-0.94 / 0.91-0.94 at (10000, 20) (2 blocks instead of 4), for FedAvg,
+# SCAFFOLD and FedOpt-AdaGrad; with a busy process on the other core 1.00-1.01 / 0.94-0.96
+# at (10000, 20).  Blocks of 40 MB were 0.90-0.96 quiet but 1.07 with a busy core
+# at (1000, 100) (fewer blocks leave less to rebalance), and one 32 MB block is one thread.
+_BLOCK_BYTES = 2 ** 24
 _THREADS: list[int] = [min(2, os.cpu_count() or 1)]
 _POOL: list[ThreadPoolExecutor | None] = [None]
 _POOL_LOCK = threading.Lock()
