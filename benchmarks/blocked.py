@@ -8,9 +8,11 @@ Usage::
     python benchmarks/blocked.py --trials 9
     python benchmarks/blocked.py --sizes 100,50,10 --trials 41 --rounds 10 --no-fixed --no-logistic
     python benchmarks/blocked.py --processes      # also the plain-step algorithms with 2 processes
+    python benchmarks/blocked.py --reference-block-mb 16   # references in the library's block size
 
 The references are each algorithm written directly in numpy, outside the library,
-in one cache-block scheme: clients in blocks of about 8 MB of Hessians, each block
+in one cache-block scheme: clients in blocks of about 8 MB of Hessians
+(``--reference-block-mb``; the library's own blocks hold 16 MB since session 11), each block
 running all tau local steps while its Hessians stay in cache, the blocks spread
 over two threads, then the server step.
 
@@ -470,6 +472,7 @@ def size_triple(text: str) -> tuple[int, int, int]:
 
 
 def main() -> None:
+    global BLOCK_BYTES
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--trials", type=int, default=7, help="interleaved trials (median kept)")
@@ -482,7 +485,14 @@ def main() -> None:
     parser.add_argument("--no-fixed", action="store_true", help="skip the fixed per-round costs at (4, 3, 1)")
     parser.add_argument("--sizes", nargs="+", default=None, metavar="N,d,tau", type=size_triple,
                         help="sizes to measure instead of the three of issue 17, e.g. 100,50,10")
+    parser.add_argument("--reference-block-mb", type=float, default=BLOCK_BYTES / 2 ** 20, metavar="MB",
+                        help=f"Hessian bytes per client block of the references (default {BLOCK_BYTES >> 20}; "
+                             "the library's local loop uses 16)")
     args = parser.parse_args()
+    if not args.reference_block_mb > 0:
+        parser.error(f"--reference-block-mb must be > 0, got {args.reference_block_mb}")
+    BLOCK_BYTES = int(args.reference_block_mb * 2 ** 20)
+    print(f"references: client blocks of {BLOCK_BYTES / 2 ** 20:g} MB of Hessians")
     sizes = QUICK_SIZES if args.quick else SIZES
     if args.sizes is not None:
         sizes = args.sizes

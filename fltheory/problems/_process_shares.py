@@ -37,6 +37,7 @@ that registered it computes its rows locally with the same function.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import mmap
 import os
@@ -49,7 +50,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
@@ -211,15 +212,13 @@ def _rows(array: np.ndarray, rows: np.ndarray | slice, remote: bool) -> Any:
     return array[rows]
 
 
-def rows_of(args: tuple[Any, ...], rows: np.ndarray | slice, remote: bool = False) -> tuple[Any, ...]:
+def rows_of(args: tuple[Any, ...], rows: np.ndarray | slice, remote: bool = False,
+            marked: bool = False) -> tuple[Any, ...]:
     """``args`` for the share of ``rows``: every :class:`PerRow` argument restricted to those
-    rows (``remote``: in the form sent to a worker), anything else unchanged."""
-    return tuple(_rows(np.asarray(a.array), rows, remote) if isinstance(a, PerRow) else a for a in args)
-
-
-def _restricted(args: tuple[Any, ...], rows: np.ndarray | slice, remote: bool = False) -> tuple[Any, ...]:
-    """:func:`rows_of` that keeps the :class:`PerRow` marks (for a later cut into blocks)."""
-    return tuple(PerRow(_rows(np.asarray(a.array), rows, remote)) if isinstance(a, PerRow) else a for a in args)
+    rows (``remote``: in the form sent to a worker; ``marked``: still marked :class:`PerRow`,
+    for a later cut into blocks), anything else unchanged."""
+    return tuple((PerRow(_rows(np.asarray(a.array), rows, remote)) if marked
+                  else _rows(np.asarray(a.array), rows, remote)) if isinstance(a, PerRow) else a for a in args)
 
 
 def _blockwise(share: ShareFn, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...]) -> list[tuple[slice, Any]]:
@@ -326,34 +325,37 @@ class _Worker:
             pass
         self.conn.close()
 
-    def send(self, msg: bytes, fds: list[int] | None = None, drops: bool = True) -> None:
-        """Send ``msg`` (and the file descriptors ``fds``) with ``self.lock`` held, after any
-        drops the finalisers left."""
-        while drops and self.pending:
-            self.send_drops([self.pending.pop()])       # pop is atomic: a finaliser may append meanwhile
+    @contextlib.contextmanager
+    def _exchange(self, *failures: type[BaseException]) -> Iterator[None]:
+        """Around one side of an exchange on the socket: anything raised inside leaves the
+        socket out of step, so the worker is killed (:meth:`broken`); ``failures`` (the
+        socket's own errors) are raised as :class:`WorkerProcessError`, anything else
+        (an interrupt) as it is."""
         try:
-            self.conn.send_bytes(msg)
-            if fds:
-                _send_fds(self.conn, fds)
-        except (OSError, ValueError) as exc:
+            yield
+        except failures as exc:
             self.broken()
             raise self._gone(exc) from exc
         except BaseException:
             self.broken()
             raise
 
+    def send(self, msg: bytes, fds: list[int] | None = None, drops: bool = True) -> None:
+        """Send ``msg`` (and the file descriptors ``fds``) with ``self.lock`` held, after any
+        drops the finalisers left."""
+        while drops and self.pending:
+            self.send_drops([self.pending.pop()])       # pop is atomic: a finaliser may append meanwhile
+        with self._exchange(OSError, ValueError):
+            self.conn.send_bytes(msg)
+            if fds:
+                _send_fds(self.conn, fds)
+
     def reply(self) -> Any:
         """Wait for the worker's answer to the last message: raise the error it reports, or
         return the value it sent (None if none)."""
-        try:
+        with self._exchange(EOFError, OSError):
             _await(self.conn)
             msg = self.conn.recv_bytes()
-        except (EOFError, OSError) as exc:
-            self.broken()
-            raise self._gone(exc) from exc
-        except BaseException:
-            self.broken()
-            raise
         if msg[:1] != _OK:
             raise pickle.loads(msg[1:])
         return pickle.loads(msg[1:]) if len(msg) > 1 else None
@@ -500,7 +502,7 @@ class RemoteShare:
     def map_here(self, fn: RowsFn, Y: np.ndarray, args: tuple[Any, ...]) -> list[tuple[np.ndarray, Any]]:
         """:meth:`map` computed in this process (the same function, block by block)."""
         Ys = Y[self.rows]
-        parts = _blockwise(self.local(), fn, Ys, _restricted(args, self.rows))
+        parts = _blockwise(self.local(), fn, Ys, rows_of(args, self.rows, marked=True))
         Y[self.rows] = Ys
         return [(self.rows[rows], result) for rows, result in parts]
 
@@ -536,7 +538,7 @@ class RemoteShare:
             w = self._live()
             with w.lock:
                 np.take(Y, self.rows, axis=0, out=self.X, mode="clip")   # rows checked by the caller
-                w.send(pickle.dumps(("map", self.job, fn, _restricted(args, self.rows, remote=True))))
+                w.send(pickle.dumps(("map", self.job, fn, rows_of(args, self.rows, remote=True, marked=True))))
                 try:
                     own()
                 finally:
@@ -648,7 +650,7 @@ class SharedRowGradient:
         def own() -> None:
             start = time.perf_counter()
             Ys = Y[rows]
-            results[0] = [(rows[b], r) for b, r in _blockwise(local, fn, Ys, _restricted(args, rows))]
+            results[0] = [(rows[b], r) for b, r in _blockwise(local, fn, Ys, rows_of(args, rows, marked=True))]
             Y[rows] = Ys
             spent[0] = time.perf_counter() - start
 

@@ -42,7 +42,7 @@ from .constants import CurvatureBounds, ProblemConstants, problem_constants
 from .newton import shifted_newton
 from ..aliases import ClientSelection
 
-__all__ = ["Federation", "normalize_weights"]
+__all__ = ["Federation", "first_of_run", "normalize_weights"]
 
 
 def finite_output(what: str, values: np.ndarray) -> np.ndarray:
@@ -55,6 +55,19 @@ def finite_output(what: str, values: np.ndarray) -> np.ndarray:
             f"{float(values.flat[int(np.argmin(np.isfinite(values)))])!r}); the point or the data are out of "
             "the representable range")
     return values
+
+
+def first_of_run(clients: Any) -> int | None:
+    """a when ``clients`` is a non-empty 1-d integer numpy array a, a+1, ..., b-1 (e.g. full
+    participation: the clients whose data a federation can hand out as views), else None.
+    No bounds are checked against a federation (callers that index with it do)."""
+    if not isinstance(clients, np.ndarray) or clients.ndim != 1 or not clients.size \
+            or clients.dtype.kind not in "iu":
+        return None
+    a = int(clients[0])
+    if int(clients[-1]) - a + 1 != clients.size or (clients[1:] - clients[:-1] != 1).any():
+        return None
+    return a
 
 
 def client_offsets(n_clients: int, offsets: ArrayLike | None) -> np.ndarray:

@@ -55,7 +55,7 @@ from . import _logistic_oracles as lo
 from ._logistic_buckets import Bucket, Part, make_plan, thread_shares
 from ._process_shares import RemoteShare, SharedRowGradient
 from ._separation import is_separable
-from .base import Federation, RowGradient, finite_output, normalize_weights
+from .base import Federation, RowGradient, finite_output, first_of_run, normalize_weights
 from .constants import CurvatureBounds
 from .newton import newton
 from ..aliases import ClientSelection
@@ -112,11 +112,6 @@ def _share_function(share: list[Part], m: int, C: int | None, reg: float
 def _share_rows(share: list[Part], m: int) -> np.ndarray:
     """Positions, in the caller's list of ``m`` clients, of the rows a share computes."""
     return np.concatenate([np.arange(m)[p.pos] if p.pos is not None else np.arange(m) for p in share])
-
-
-def _is_run(idx: np.ndarray) -> bool:
-    """True for the clients a, a+1, ..., b-1 (e.g. full participation)."""
-    return idx.shape[0] > 0 and bool((idx == np.arange(idx[0], idx[0] + idx.shape[0])).all())
 
 
 def _localised(share: list[Part], m: int) -> list[Part]:
@@ -430,12 +425,12 @@ class LogisticFederation(Federation):
             parts = [Part(b.pos, b.A, b.y, b.rw) for b in plan]
         reg, C = self.reg, self.n_classes
         per_row = 4.0 * self.n_features * (1 if C is None else C)
-        workers = max(self._threads, self._processes if _is_run(idx) else 1)
+        workers = max(self._threads, self._processes if first_of_run(idx) is not None else 1)
         if sum(p.A.shape[0] * p.A.shape[1] for p in parts) * per_row < _MIN_THREADED_FLOPS:
             workers = 1
         shares = thread_shares(parts, m, workers, per_row) if workers > 1 else [parts]
 
-        if self._processes > 1 and len(shares) > 1 and _is_run(idx):
+        if self._processes > 1 and len(shares) > 1 and first_of_run(idx) is not None:
             # contiguous runs only (full participation): another list would ship its size groups
             # to the workers again (partial participation: every round)
             remote = [RemoteShare(j, _share_function, (_localised(share, m), rows.shape[0], C, reg), rows, m,

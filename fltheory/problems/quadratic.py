@@ -24,7 +24,7 @@ from .._validate import finite_array, in_unit_interval, positive
 from ..errors import InvalidHyperparameterError, InvalidProblemError, OutOfRangeError
 from ._chunking import client_slices
 from ._process_shares import RemoteShare, SharedRowGradient
-from .base import client_offsets, Federation, RowGradient, finite_output, normalize_weights
+from .base import client_offsets, Federation, RowGradient, finite_output, first_of_run, normalize_weights
 from .constants import CurvatureBounds
 from ..aliases import ClientSelection
 
@@ -128,10 +128,10 @@ def _first_of_run(clients: Any, n_clients: int) -> int | None:
     known, first = _LAST_RUN[0]
     if clients is known:
         return first if first + clients.shape[0] <= n_clients else None
-    if type(clients) is not np.ndarray or clients.dtype != np.int64 or clients.ndim != 1 or not clients.size:
+    if type(clients) is not np.ndarray or clients.dtype != np.int64:
         return None
-    a, b = int(clients[0]), int(clients[-1]) + 1
-    if a < 0 or b > n_clients or b - a != clients.size or (clients[1:] - clients[:-1] != 1).any():
+    a = first_of_run(clients)
+    if a is None or a < 0 or a + clients.size > n_clients:
         return None
     if type(clients.base) is bytes and not clients.flags.writeable:
         _LAST_RUN[0] = (clients, a)

@@ -153,3 +153,18 @@ def test_row_gradient_of_a_noisy_oracle_draws_as_stochastic_grad(quad):
     for u, v in zip(a, b, strict=True):
         np.testing.assert_array_equal(u, v)
     assert not np.array_equal(a[0], a[1])
+
+
+@pytest.mark.parametrize("clients, first", [
+    (np.arange(3, 9), 3), (np.arange(1), 0), (np.arange(2, 7, dtype=np.int32), 2),
+    (np.arange(4, dtype=np.uint64), 0), (np.array([5]), 5),
+    (np.array([0, 1, 3]), None), (np.array([2, 1, 0]), None), (np.array([0, 0, 1]), None),
+    (np.arange(0), None), (np.arange(4).reshape(2, 2), None), (np.arange(3.0), None),
+    ([0, 1, 2], None), (np.array([3, 2], dtype=np.uint8), None)])
+def test_first_of_run_finds_exactly_the_runs_of_clients(clients, first):
+    """``first_of_run``: a for the integer arrays a, a+1, ..., b-1 (the client lists whose
+    data are views), None for anything else (gaps, repeats, descending or unsigned
+    wrap-around steps, empty, 2-d, float or non-array lists)."""
+    from fltheory.problems.base import first_of_run
+
+    assert first_of_run(clients) == first

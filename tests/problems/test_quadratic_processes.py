@@ -188,3 +188,21 @@ def test_calls_slower_than_this_process_move_here_for_a_doubling_while(any_size,
     grad.here = 0
     run(alg, shared, 1, metrics=())
     assert calls["map"] == 10 and grad._backoff == shares_module._BACKOFF_START and grad._slow == 0
+
+
+def test_a_state_class_that_does_not_pickle_keeps_the_fused_steps_here():
+    """Worker processes take an optimizer's fused steps only when its state class pickles
+    (checked once per class and remembered)."""
+    from typing import NamedTuple
+
+    from fltheory.algorithms.local import steps as steps_module
+    from fltheory.optim.adaptive import AdaptiveState
+
+    class LocalState(NamedTuple):          # defined in a function: pickle cannot find it by name
+        a: int
+
+    assert not steps_module._pickles(LocalState) and steps_module._PICKLES[LocalState] is False
+    assert steps_module._pickles(AdaptiveState) and steps_module._PICKLES[AdaptiveState] is True
+    assert not steps_module._shared_steps(adagrad(0.1), LocalState(1))
+    assert steps_module._shared_steps(adagrad(0.1), adagrad(0.1).init(np.zeros((2, 3))))
+    assert not steps_module._shared_steps(None, None)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...errors import DivergenceError, InvalidProblemError
 from ...optim.base import Optimizer, take_rows
-from ...problems.base import Federation
+from ...problems.base import Federation, first_of_run
 from .objective import LocalObjective
 from .steps import descend
 
@@ -69,17 +69,11 @@ def _pool() -> ThreadPoolExecutor:
         return pool
 
 
-def _contiguous(clients: np.ndarray) -> bool:
-    """True for an ascending run a, a+1, ..., b-1 (e.g. full participation)."""
-    c = np.asarray(clients)
-    return c.size > 0 and int(c[-1]) - int(c[0]) + 1 == c.size and not (c[1:] - c[:-1] != 1).any()
-
-
 def blockable(problem: Federation, clients: np.ndarray) -> bool:
     """Blocks pay off only when a block's oracle reads a view of the client data:
     a contiguous ascending run of clients of a federation whose hook
     ``client_block`` provides such views (exact oracle)."""
-    if problem.is_stochastic or not _contiguous(clients):
+    if problem.is_stochastic or first_of_run(np.asarray(clients)) is None:
         return False
     a = int(clients[0])
     return problem.client_block(a, a) is not None
@@ -94,7 +88,7 @@ def _block_view(problem: Federation, clients: np.ndarray) -> tuple[Federation, n
     from the same numbers without copying the block's Hessians every step) with
     clients 0..b-a-1.  Anything else is returned unchanged."""
     m = clients.shape[0]
-    if m == 0 or problem.is_stochastic or not _contiguous(clients):
+    if m == 0 or problem.is_stochastic or first_of_run(np.asarray(clients)) is None:
         return problem, clients
     a = int(clients[0])
     view = problem.client_block(a, a + m)

@@ -55,28 +55,32 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
     extra = _NO_EXTRA if objective.D is None and objective.b is None and objective.l1 is None \
         else _ExtraGradient(objective, Y)
     grad = problem.row_gradient(clients, rng) if kmin > 0 else None
-    # an optimizer with fused steps (Optimizer.fused) takes them in place while every row is active:
-    # the same numbers as update followed by y += rate * u; they only read G, so its buffer is reused
-    # (later steps, rows with more steps than others, use the pure update)
-    fused = optimizer.fused(state) if optimizer is not None and optimizer.fused is not None and kmin > 0 else None
-    G_buf = np.empty_like(Y) if (optimizer is None or fused is not None) and kmin > 0 else None
+    # a bound gradient whose shares of rows run in worker processes (SharedRowGradient.map_rows)
+    shares = getattr(grad, "map_rows", None)
+    plain = optimizer is None and grad is not None and extra.kind in _INLINE
+    make_fused = optimizer.fused if optimizer is not None and kmin > 0 else None
+    # fused optimizer steps taken by the shares: all at once, each share building its own fused steps
+    shared_fused = make_fused is not None and shares is not None and extra.kind == "none" and not record \
+        and _shared_steps(optimizer, state)
+    # otherwise an optimizer with fused steps (Optimizer.fused) takes them in place while every row is
+    # active: the same numbers as update followed by y += rate * u; they only read G, so its buffer is
+    # reused (later steps, rows with more steps than others, use the pure update)
+    fused = make_fused(state) if make_fused is not None and not shared_fused else None
+    G_buf = np.empty_like(Y) if (optimizer is None or fused is not None) and kmin > 0 \
+        and not (plain and shares is not None) else None
     with np.errstate(over="ignore", invalid="ignore"):
-        if optimizer is None and grad is not None and extra.kind in _INLINE:
-            shares = getattr(grad, "map_rows", None)
-            if shares is not None:                     # the oracle's shares run all their steps at once
-                shares(plain_steps_on_rows, Y, (kmin, _per_row(rate, m), extra.kind,
-                                                _per_row(getattr(extra, "D", None), m), _per_row(extra.b, m)))
-            else:
-                _plain_steps(grad, G_buf, Y, rate, extra, kmin)
+        if plain and shares is not None:               # the oracle's shares run all their steps at once
+            shares(plain_steps_on_rows, Y, (kmin, _per_row(rate, m), extra.kind,
+                                            _per_row(getattr(extra, "D", None), m), _per_row(extra.b, m)))
             kdone = kmin
-        elif fused is not None and grad is not None and extra.kind == "none" and not record \
-                and _shared_steps(grad, optimizer, state):
-            # the oracle's shares (worker processes) take all their fused steps at once
-            assert optimizer is not None
-            shared: Any = grad                         # a SharedRowGradient (checked by _shared_steps)
+        elif plain:
+            _plain_steps(grad, G_buf, Y, rate, extra, kmin)
+            kdone = kmin
+        elif shared_fused:
+            assert optimizer is not None and shares is not None
             wanted = keep_state or kmax > kmin         # later steps of some rows read the state
-            parts = shared.map_rows(fused_steps_on_rows, Y, (kmin, _per_row(rate, m), optimizer, wanted,
-                                                             type(state), *(PerRow(f) for f in state)))
+            parts = shares(fused_steps_on_rows, Y, (kmin, _per_row(rate, m), optimizer, wanted,
+                                                    type(state), *(PerRow(f) for f in state)))
             if wanted:
                 fields = [np.empty(np.shape(f), dtype=np.asarray(f).dtype) for f in state]
                 for rows, part in parts:
@@ -85,7 +89,6 @@ def descend(problem: Federation, Y: np.ndarray, clients: np.ndarray, steps: np.n
                 state = type(state)(*fields)
             else:
                 state = None
-            fused = None
             kdone = kmin
         elif fused is not None and grad is not None and extra.kind == "none" and not record:
             # fused steps, nothing added: the bare loop (the optimizer's own loop when it offers one)
@@ -217,17 +220,31 @@ def _per_row(value: Any, m: int) -> Any:
     return value
 
 
-def _shared_steps(grad: Any, optimizer: Optimizer | None, state: Any) -> bool:
-    """True when the bound gradient shares its rows with worker processes (``map_rows``) and
-    the optimizer and its state type pickle (built by a factory of fltheory.optim and not
-    changed since: ``Optimizer.picklable``)."""
-    if getattr(grad, "map_rows", None) is None or optimizer is None or not optimizer.picklable:
-        return False
-    try:
-        pickle.dumps(type(state))
-    except (pickle.PicklingError, AttributeError, TypeError):
-        return False
-    return True
+def _shared_steps(optimizer: Optimizer | None, state: Any) -> bool:
+    """True when the optimizer and its state type pickle (built by a factory of fltheory.optim
+    and not changed since: ``Optimizer.picklable``), so that worker processes can take its
+    fused steps."""
+    return optimizer is not None and optimizer.picklable and _pickles(type(state))
+
+
+#: class -> whether it pickles (:func:`_pickles`); at most 64 classes remembered
+_PICKLES: dict[Any, bool] = {}
+
+
+def _pickles(kind: Any) -> bool:
+    """True when the class ``kind`` pickles (by reference: a class defined at module level);
+    checked once per class."""
+    known = _PICKLES.get(kind)
+    if known is None:
+        try:
+            pickle.dumps(kind)
+            known = True
+        except (pickle.PicklingError, AttributeError, TypeError):
+            known = False
+        if len(_PICKLES) >= 64:
+            _PICKLES.clear()
+        _PICKLES[kind] = known
+    return known
 
 
 def fused_steps_on_rows(grad: Any, Y: np.ndarray, steps: int, rate: float | np.ndarray, optimizer: Optimizer,
