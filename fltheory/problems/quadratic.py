@@ -366,11 +366,12 @@ class QuadraticFederation(Federation):
         same numbers, so results are bitwise identical for every count.  Other client
         lists (partial participation), single gradient calls and the steps of an optimizer
         assembled by hand stay in this process.  Used when the bound clients' Hessians
-        hold at least ``2 * processes`` clients and ~1 MB; then the local steps are not cut
-        into blocks on threads.  It pays off on free cores when the clients' data fit in
-        cache (N = 100, d = 50: rounds 1.4-1.6x faster than the default); for large
-        federations the default's blocks on two threads are as fast
-        (benchmarks/blocked.py).  When three calls in a row are slower than computing every
+        hold at least ``2 * processes`` clients and ~1 MB, and the local loop would run
+        them as one block in one thread (less than 2.5 MB: ``blocking._SPLIT_BYTES``); larger
+        batches run in blocks on the local loop's threads as without workers (measured as
+        fast or faster there, and less hurt by a busy core).  It pays off on free cores when
+        the clients' data fit one core's cache (N = 100, d = 50: rounds 1.3-1.6x faster than
+        the default; benchmarks/blocked.py).  When three calls in a row are slower than computing every
         share here (another process holds a worker's core), the next calls stay here for a
         while.  See :meth:`LogisticFederation.with_processes` for the workers' life cycle."""
         if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
@@ -675,8 +676,9 @@ class QuadraticFederation(Federation):
         if type(self) is not QuadraticFederation or self.is_stochastic:
             return None
         view = copy.copy(self)
-        for cached in ("_optimum", "_client_optima", "client_eigenvalues"):   # per-instance caches
-            view.__dict__.pop(cached, None)
+        for cached in ("_optimum", "_client_optima", "client_eigenvalues", "_shared_gradients"):
+            view.__dict__.pop(cached, None)                 # per-instance caches
+        view._processes = 1            # a block runs on the local loop's threads, not in the workers
         view.H = self.H[start:stop]
         view.e = self.e[start:stop]
         view.n_clients = stop - start

@@ -206,3 +206,27 @@ def test_a_state_class_that_does_not_pickle_keeps_the_fused_steps_here():
     assert not steps_module._shared_steps(adagrad(0.1), LocalState(1))
     assert steps_module._shared_steps(adagrad(0.1), adagrad(0.1).init(np.zeros((2, 3))))
     assert not steps_module._shared_steps(None, None)
+
+
+@pytest.mark.parametrize("alg", [ALGORITHMS[0], ALGORITHMS[2], ALGORITHMS[5]], ids=lambda a: type(a).__name__)
+def test_batches_the_threads_split_run_on_the_threads_not_in_the_workers(any_size, monkeypatch, alg):
+    """The workers take a round's steps only where the local loop's threads would run one
+    block; a batch of at least ``_SPLIT_BYTES`` of client data runs in blocks on the threads,
+    whose views of the client data have no workers: no call reaches a worker, same bits."""
+    from fltheory.algorithms.local import blocking
+
+    fed = _federation()
+    shared = fed.with_processes(2)
+    one = run(alg, fed, 3, seed=4, metrics=())
+    monkeypatch.setattr(blocking, "_SPLIT_BYTES", fed.client_data_bytes() * fed.n_clients)
+    assert len(blocking.row_blocks(shared, fed.n_clients, fed.dim)) == 2
+    view = shared.client_block(0, 5)
+    assert view is not None and view.worker_processes == 1 and "_shared_gradients" not in vars(view)
+    calls = count_remote_calls(monkeypatch)
+    two = run(alg, shared, 3, seed=4, metrics=())
+    assert calls == {"map": 0, "step": 0}
+    np.testing.assert_array_equal(one.x, two.x)
+    monkeypatch.setattr(blocking, "_SPLIT_BYTES", fed.client_data_bytes() * fed.n_clients + 1)
+    three = run(alg, shared, 3, seed=4, metrics=())           # one block: the workers take the steps
+    assert calls["map"] == 3
+    np.testing.assert_array_equal(one.x, three.x)

@@ -67,12 +67,15 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     rows, each block runs all its steps while its data stay in cache, and the
     blocks are spread over a thread pool (numpy releases the GIL); every row
     computes exactly the same operations either way (see
-    :func:`~fltheory.algorithms.local.blocking.set_num_threads`).  A federation
-    with worker processes (``worker_processes > 1``, e.g. ``with_processes(2)``)
-    is not cut into blocks here: its bound gradient's ``map_rows`` runs all the
-    plain or fused optimizer steps of each share of rows at once, in the calling
-    thread and in the workers (:func:`~fltheory.algorithms.local.steps.descend`),
-    again with the same operations per row.
+    :func:`~fltheory.algorithms.local.blocking.set_num_threads`).  A batch that
+    the threads run as one block (less than ``blocking._SPLIT_BYTES`` of client
+    data), of a federation with worker processes (``worker_processes > 1``, e.g.
+    ``with_processes(2)``), is shared with the workers instead: its bound
+    gradient's ``map_rows`` runs all the plain or fused optimizer steps of each
+    share of rows at once, in the calling thread and in the workers
+    (:func:`~fltheory.algorithms.local.steps.descend`), again with the same
+    operations per row.  Larger batches run in blocks on the threads (the
+    blocks' views of the client data have no workers).
 
     Returns (Y, info) with info["opt_state"] (final optimizer state, rows
     updated only while active) and info["precond_sum"] (sum over the row's steps
@@ -105,8 +108,8 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
         lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (m,))
     objective = objective or _ZERO
     blocks = blocking.row_blocks(problem, m, d)
-    if len(blocks) > 1 and (problem.worker_processes > 1 or not blocking.blockable(problem, clients)):
-        blocks = [slice(0, m)]              # worker processes take the steps (their bound gradient's map_rows)
+    if len(blocks) > 1 and not blocking.blockable(problem, clients):
+        blocks = [slice(0, m)]
     state = opt_state
     kmin, kmax = bounds if bounds is not None else (int(steps.min()), int(steps.max())) if m else (0, 0)
     if problem.is_stochastic or len(blocks) == 1 or kmax == 0:

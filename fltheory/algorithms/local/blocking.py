@@ -44,6 +44,13 @@ BlockPrepare = Callable[[slice], None]
 # at (10000, 20).  Blocks of 40 MB were 0.90-0.96 quiet but 1.07 with a busy core
 # at (1000, 100) (fewer blocks leave less to rebalance), and one 32 MB block is one thread.
 _BLOCK_BYTES = 2 ** 24
+# Client data from which a batch that fits one block is still split over the threads.  Same
+# machine kind, FedAvg tau = 10, two blocks on two threads over one block in one thread
+# (median of 15 interleaved trials, two runs): 1.8-2.3 MB of data (N, d = 100, 50; 120, 50;
+# 600, 20; 30, 100) 1.04-1.43 (one core's 2 MB L2 holds the block; the threads' hand-offs of
+# the GIL cost more than they give), 2.4-3.3 MB 0.68-0.94, 3.8-15 MB 0.60-0.77 (FedOpt-AdaGrad
+# 0.62-0.93).
+_SPLIT_BYTES = 5 * 2 ** 19
 _THREADS: list[int] = [min(2, os.cpu_count() or 1)]
 _POOL: list[ThreadPoolExecutor | None] = [None]
 _POOL_LOCK = threading.Lock()
@@ -98,22 +105,25 @@ def _block_view(problem: Federation, clients: np.ndarray) -> tuple[Federation, n
 
 
 def row_blocks(problem: Federation, m: int, d: int) -> list[slice]:
-    """Contiguous row blocks of at most about _BLOCK_BYTES of client data (one block for
-    small batches), balanced over the threads.
+    """Contiguous row blocks of at most about _BLOCK_BYTES of client data, balanced over
+    the threads; one block for batches of less than _SPLIT_BYTES of data (or one thread).
 
-    When more than one block is needed, their number is rounded up to a multiple of the
+    When more than one block is needed (more data than one block holds, or at least
+    _SPLIT_BYTES with several threads), their number is rounded up to a multiple of the
     thread count and the rows are split into blocks of equal size (sizes differing by at
-    most one row), so that each thread gets the same work: e.g. N = 12,000 clients of
-    d = 20 (3200 bytes each) on two threads made 5 blocks of up to 2621 rows (three on one
-    thread, two on the other), now 6 of 2000 rows; (10000, 20) and (1000, 100) keep their
-    4 and 10 equal blocks.  Every row computes the same operations in any partition."""
+    most one row), so that each thread gets the same work: e.g. (10000, 20) and
+    (1000, 100) make 2 and 6 blocks, N = 400, d = 50 (7.6 MB) 2 blocks, (100, 50) (1.9 MB)
+    one.  Every row computes the same operations in any partition."""
     if m == 0:
         return [slice(0, 0)]
-    per = max(1, _BLOCK_BYTES // max(problem.client_data_bytes(), 1))
-    if m <= per:
-        return [slice(0, m)]
+    client_bytes = max(problem.client_data_bytes(), 1)
+    per = max(1, _BLOCK_BYTES // client_bytes)
     threads = _THREADS[0]
     needed = -(-m // per)                                   # ceil(m / per) blocks at least
+    if needed == 1 and threads > 1 and m > 1 and m * client_bytes >= _SPLIT_BYTES:
+        needed = threads
+    if needed == 1:
+        return [slice(0, m)]
     n = min(m, -(-needed // threads) * threads)             # up to a multiple of the threads
     size, longer = divmod(m, n)
     starts = [j * size + min(j, longer) for j in range(n + 1)]

@@ -94,10 +94,12 @@ class _Bytes:
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize("m, per_client", [(10000, 3360), (1000, 80800), (23, 800), (7, 2 ** 23), (5, 2 ** 22)])
+@pytest.mark.parametrize("m, per_client", [(10000, 3360), (1000, 80800), (23, 800), (7, 2 ** 23), (5, 2 ** 22),
+                                           (400, 20000), (100, 20000), (2, 2 ** 21), (1, 2 ** 23)])
 def test_row_blocks_are_balanced_over_the_threads(threads, m, per_client):
     """Blocks cover the rows in order, hold at most _BLOCK_BYTES of client data each, differ
-    by at most one row and, when there are several, come in a multiple of the thread count."""
+    by at most one row and, when there are several, come in a multiple of the thread count;
+    a batch that fits one block is split over several threads from _SPLIT_BYTES of data on."""
     from fltheory.algorithms.local import blocking
 
     blocking.set_num_threads(threads)
@@ -110,7 +112,11 @@ def test_row_blocks_are_balanced_over_the_threads(threads, m, per_client):
     assert blocks[0].start == 0 and blocks[-1].stop == m
     assert all(a.stop == b.start for a, b in itertools.pairwise(blocks))
     assert max(sizes) <= per and max(sizes) - min(sizes) <= 1
-    expected = 1 if m <= per else min(m, math.ceil(math.ceil(m / per) / threads) * threads)
+    needed = math.ceil(m / per)
+    if needed == 1 and threads > 1 and m > 1 and m * per_client >= blocking._SPLIT_BYTES:
+        needed = threads
+    expected = 1 if needed == 1 else min(m, math.ceil(needed / threads) * threads)
+    assert (len(blocks) > 1) == (m > per or (threads > 1 and m > 1 and m * per_client >= 5 * 2 ** 19))
     assert len(blocks) == expected
     if len(blocks) > 1:
         assert len(blocks) % threads == 0 or len(blocks) == m
