@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import subprocess
 import sys
 import time
@@ -489,7 +490,7 @@ def main() -> None:
                         help=f"Hessian bytes per client block of the references (default {BLOCK_BYTES >> 20}; "
                              "the library's local loop uses 16)")
     args = parser.parse_args()
-    if not args.reference_block_mb > 0:
+    if not (args.reference_block_mb > 0 and math.isfinite(args.reference_block_mb)):
         parser.error(f"--reference-block-mb must be > 0, got {args.reference_block_mb}")
     BLOCK_BYTES = int(args.reference_block_mb * 2 ** 20)
     print(f"references: client blocks of {BLOCK_BYTES / 2 ** 20:g} MB of Hessians")

@@ -465,7 +465,9 @@ class Federation(ABC):
         """Processes (the caller's and its workers) that ``row_gradient``'s bound
         gradient spreads its rows over (``with_processes`` of the federations that offer
         it); 1 (default): none.  With more than one, ``local_descent`` leaves the local
-        steps to the bound gradient's ``map_rows`` instead of cutting cache blocks."""
+        steps of a batch its threads would run as one block (or of any batch, with one
+        thread) to the bound gradient's ``map_rows``; larger batches are cut into blocks
+        whose views (``client_block``) have no workers."""
         return 1
 
     def client_data_bytes(self) -> int:

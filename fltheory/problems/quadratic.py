@@ -80,8 +80,8 @@ class _QuadraticRows:
 
     def __init__(self, H: np.ndarray, e: np.ndarray) -> None:
         self.H, self.e = H, e
-        #: rows per cache block of a round's local steps in a share (``_blockwise``): 8 MB of H,
-        #: the block size of the default threaded loop (``algorithms.local.blocking``)
+        #: rows per cache block of a round's local steps in a share (``_blockwise``): 8 MB of H
+        #: (16 MB measured no faster here, benchmarks/README.md "Issue 17 targets")
         self.block_rows = max(1, _SHARE_BLOCK_BYTES // max(1, 8 * H.shape[1] * H.shape[2]))
 
     def __call__(self, X: np.ndarray, out: np.ndarray) -> None:
@@ -367,9 +367,10 @@ class QuadraticFederation(Federation):
         lists (partial participation), single gradient calls and the steps of an optimizer
         assembled by hand stay in this process.  Used when the bound clients' Hessians
         hold at least ``2 * processes`` clients and ~1 MB, and the local loop would run
-        them as one block in one thread (less than 2.5 MB: ``blocking._SPLIT_BYTES``); larger
-        batches run in blocks on the local loop's threads as without workers (measured as
-        fast or faster there, and less hurt by a busy core).  It pays off on free cores when
+        them as one block in one thread (less than 2.5 MB, ``blocking._SPLIT_BYTES``, with two
+        threads or more; any batch with one thread, ``set_num_threads(1)``); larger batches
+        run in blocks on the local loop's threads as without workers (measured as fast or
+        faster there, and less hurt by a busy core).  It pays off on free cores when
         the clients' data fit one core's cache (N = 100, d = 50: rounds 1.3-1.6x faster than
         the default; benchmarks/blocked.py).  When three calls in a row are slower than computing every
         share here (another process holds a worker's core), the next calls stay here for a

@@ -218,6 +218,7 @@ def test_batches_the_threads_split_run_on_the_threads_not_in_the_workers(any_siz
     fed = _federation()
     shared = fed.with_processes(2)
     one = run(alg, fed, 3, seed=4, metrics=())
+    monkeypatch.setattr(blocking, "_THREADS", [2])           # whatever this machine's core count
     monkeypatch.setattr(blocking, "_SPLIT_BYTES", fed.client_data_bytes() * fed.n_clients)
     assert len(blocking.row_blocks(shared, fed.n_clients, fed.dim)) == 2
     view = shared.client_block(0, 5)
@@ -230,3 +231,20 @@ def test_batches_the_threads_split_run_on_the_threads_not_in_the_workers(any_siz
     three = run(alg, shared, 3, seed=4, metrics=())           # one block: the workers take the steps
     assert calls["map"] == 3
     np.testing.assert_array_equal(one.x, three.x)
+
+
+def test_with_one_thread_the_workers_take_every_batch(any_size, monkeypatch):
+    """``set_num_threads(1)``: a batch the thread loop would cut into blocks (more than
+    ``_BLOCK_BYTES``) goes to the workers, which run both cores; same bits."""
+    from fltheory.algorithms.local import blocking
+
+    fed = _federation()
+    alg = ALGORITHMS[0]
+    one = run(alg, fed, 3, seed=6, metrics=())
+    monkeypatch.setattr(blocking, "_THREADS", [1])
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", fed.client_data_bytes() * 4)
+    assert len(blocking.row_blocks(fed, fed.n_clients, fed.dim)) == 4
+    calls = count_remote_calls(monkeypatch)
+    two = run(alg, fed.with_processes(2), 3, seed=6, metrics=())
+    assert calls["map"] == 3
+    np.testing.assert_array_equal(one.x, two.x)

@@ -69,7 +69,8 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     computes exactly the same operations either way (see
     :func:`~fltheory.algorithms.local.blocking.set_num_threads`).  A batch that
     the threads run as one block (less than ``blocking._SPLIT_BYTES`` of client
-    data), of a federation with worker processes (``worker_processes > 1``, e.g.
+    data with two threads or more; any batch with one thread), of a federation
+    with worker processes (``worker_processes > 1``, e.g.
     ``with_processes(2)``), is shared with the workers instead: its bound
     gradient's ``map_rows`` runs all the plain or fused optimizer steps of each
     share of rows at once, in the calling thread and in the workers
@@ -102,14 +103,17 @@ def local_descent(problem: Federation, Y0: np.ndarray, clients: np.ndarray, step
     """
     Y0 = np.asarray(Y0, dtype=np.float64)
     m, d = Y0.shape
+    if type(clients) is not np.ndarray:                 # e.g. a list: the blocks index and slice it
+        clients = np.asarray(clients)
     if not (type(steps) is np.ndarray and steps.dtype == np.int64):
         steps = np.asarray(steps, dtype=np.int64)
     if not (type(lr) is np.ndarray and lr.shape == (m,) and lr.dtype == np.float64):
         lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (m,))
     objective = objective or _ZERO
     blocks = blocking.row_blocks(problem, m, d)
-    if len(blocks) > 1 and not blocking.blockable(problem, clients):
-        blocks = [slice(0, m)]
+    if len(blocks) > 1 and (not blocking.blockable(problem, clients)
+                            or (problem.worker_processes > 1 and blocking.num_threads() == 1)):
+        blocks = [slice(0, m)]              # one thread and worker processes: the workers take the batch
     state = opt_state
     kmin, kmax = bounds if bounds is not None else (int(steps.min()), int(steps.max())) if m else (0, 0)
     if problem.is_stochastic or len(blocks) == 1 or kmax == 0:

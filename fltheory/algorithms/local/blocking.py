@@ -24,7 +24,8 @@ from ...problems.base import Federation, first_of_run
 from .objective import LocalObjective
 from .steps import descend
 
-__all__ = ["BlockFinish", "BlockPrepare", "blockable", "descend_blocks", "row_blocks", "set_num_threads"]
+__all__ = ["BlockFinish", "BlockPrepare", "blockable", "descend_blocks", "num_threads", "row_blocks",
+           "set_num_threads"]
 
 #: ``finish(rows, Y_rows)``: per-row work a caller adds after the local steps of the rows ``rows``
 #: (a slice of the batch) whose final iterates are the view ``Y_rows`` (writable, e.g. turned into
@@ -68,6 +69,11 @@ def set_num_threads(n: int) -> None:
             _POOL[0] = None
 
 
+def num_threads() -> int:
+    """Threads used by ``local_descent`` for exact-oracle batches (:func:`set_num_threads`)."""
+    return _THREADS[0]
+
+
 def _pool() -> ThreadPoolExecutor:
     with _POOL_LOCK:
         pool = _POOL[0]
@@ -106,7 +112,8 @@ def _block_view(problem: Federation, clients: np.ndarray) -> tuple[Federation, n
 
 def row_blocks(problem: Federation, m: int, d: int) -> list[slice]:
     """Contiguous row blocks of at most about _BLOCK_BYTES of client data, balanced over
-    the threads; one block for batches of less than _SPLIT_BYTES of data (or one thread).
+    the threads; one block for batches of less than _SPLIT_BYTES of data, and with one
+    thread for batches of at most _BLOCK_BYTES.
 
     When more than one block is needed (more data than one block holds, or at least
     _SPLIT_BYTES with several threads), their number is rounded up to a multiple of the

@@ -246,3 +246,18 @@ def test_blocked_fedprox_rounds_equal_one_batch_rounds_bit_for_bit(monkeypatch, 
 
     one, many = one_batch_and_blocked(monkeypatch, fed, threads, rounds)
     assert one == many
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_local_descent_takes_a_list_of_clients_like_an_array(monkeypatch, blocked):
+    """Clients given as a Python list give the array's results, blocked or not (the blocks
+    index and slice the client list)."""
+    from fltheory.algorithms.local import blocking, local_descent
+
+    fed = random_quadratic(23, 5, L=4.0, mu=0.5, heterogeneity=1.0, seed=8)
+    m, d = fed.n_clients, fed.dim
+    monkeypatch.setattr(blocking, "_BLOCK_BYTES", 8 * d * d * 4 if blocked else 2 ** 62)
+    args = (np.zeros((m, d)), np.full(m, 3), np.full(m, 0.1), None)
+    Y_list, _ = local_descent(fed, args[0], list(range(m)), *args[1:])
+    Y_array, _ = local_descent(fed, args[0], np.arange(m), *args[1:])
+    np.testing.assert_array_equal(Y_list, Y_array)
