@@ -22,14 +22,22 @@ def interleaved_samples(runs: dict[str, Callable[[], Any]], trials: int, rounds:
     """Wall and CPU seconds per round of every candidate, per trial: each call of a
     candidate runs ``rounds`` rounds; trial 1 of every candidate, then trial 2, ...
     (after one warm-up call each: pools, caches, imports), so that load from other
-    processes hits all alike.  CPU time (``time.process_time``, all threads of the
+    processes hits all alike.  Within a trial the candidates run in a new seeded random
+    order (the same orders in every run): on this machine a two-thread candidate that
+    runs right after a one-thread one was measured up to 1.2-1.3x slower in wall time
+    (same CPU time; the idle core wakes late), which a fixed order would charge to
+    whichever candidate comes next.  CPU time (``time.process_time``, all threads of the
     process) counts only the work done, not the time spent waiting for a core."""
     for fn in runs.values():
         fn()
     wall: dict[str, list[float]] = {k: [] for k in runs}
     cpu: dict[str, list[float]] = {k: [] for k in runs}
+    names = list(runs)
+    order = np.random.default_rng(0)
     for _ in range(trials):
-        for name, fn in runs.items():
+        for j in order.permutation(len(names)):
+            name = names[j]
+            fn = runs[name]
             t, c = time.perf_counter(), time.process_time()
             fn()
             wall[name].append((time.perf_counter() - t) / rounds)

@@ -29,7 +29,8 @@ controls), max |a - b| / max(1, max |b|) per array, is printed and flagged when 
 1e-15.
 
 Every figure is a ratio of medians measured in this one process with the
-trials interleaved (trial 1 of every candidate, then trial 2, ...), so that
+trials interleaved (trial 1 of every candidate, then trial 2, ..., in a seeded
+random order within each trial: ``_timing.interleaved_samples``), so that
 load from other processes hits every candidate alike; the load average is
 printed before and after.  Candidates, each timed as ``--rounds`` consecutive
 rounds per trial:

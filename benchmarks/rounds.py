@@ -19,7 +19,8 @@ printed) and the library's own thread pool for the local steps
 * ``s/round``: the median over ``--trials`` trials of the seconds per round of
   a trial of consecutive rounds (after one warm-up trial).  The trials of every
   algorithm and of every roofline kernel are interleaved (trial 1 of each,
-  then trial 2, ...; ``benchmarks/_timing.py``) so that load from other
+  then trial 2, ..., in a seeded random order within each trial;
+  ``benchmarks/_timing.py``) so that load from other
   processes hits all alike; the load average is printed before and after.
 * ``GFLOP/s``: model flops / time.  Quadratic clients: one gradient is a
   matvec H_i y (2 d^2 flops), so a round costs tau * N * 2 d^2 (the O(N d)
