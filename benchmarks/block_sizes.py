@@ -22,8 +22,8 @@ for the candidate's trials only:
 
 Every candidate computes the same bits (rows are independent; checked after the
 trials: the final models must be equal).  Trials are interleaved (trial 1 of every
-candidate, then trial 2, ...), the candidates in a new seeded random order every
-trial: a two-thread candidate that runs right after a one-thread one was measured
+candidate, then trial 2, ...; ``_timing.interleaved_samples``), the candidates in a
+new seeded random order every trial: a two-thread candidate that runs right after a one-thread one was measured
 up to 1.2-1.3x slower in wall time (same CPU time; the idle core wakes late), so a
 fixed order would charge that to whichever candidate follows the one-thread one.
 Each trial is a run of consecutive rounds of about 50 ms; the figures are medians
@@ -35,12 +35,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import interleaved_samples
+from blocked import quadratic_problem
 
 from fltheory import optim
 from fltheory._threads import single_threaded_blas
@@ -55,12 +61,6 @@ TAU = 10
 
 def _load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
-def federation(N: int, d: int, seed: int = 0) -> QuadraticFederation:
-    rng = np.random.default_rng(seed)
-    B = rng.standard_normal((N, d, d))
-    return QuadraticFederation(np.matmul(B, np.swapaxes(B, 1, 2)) / d + 0.5 * np.eye(d), rng.standard_normal((N, d)))
 
 
 def policies(data_bytes: int) -> dict[str, tuple[int, int]]:
@@ -96,7 +96,7 @@ def rounds(alg: Any, fed: QuadraticFederation, count: int) -> tuple[Callable[[],
 
 
 def measure(N: int, d: int, trials: int, trial_seconds: float = 0.05) -> None:
-    fed = federation(N, d)
+    fed = quadratic_problem(N, d)
     data = N * fed.client_data_bytes()
     cands = policies(data)
     algs = {"FedAvg": FedAvg(lr=0.05, local_steps=TAU),
@@ -112,26 +112,21 @@ def measure(N: int, d: int, trials: int, trial_seconds: float = 0.05) -> None:
         for cand, (bb, sb) in cands.items():
             with blocks_of(bb, sb):
                 runs[cand], boxes[cand] = rounds(alg, fed, count)
-                runs[cand]()                                      # warm-up
                 n_blocks[cand] = len(blocking.row_blocks(fed, N, d))
-        wall: dict[str, list[float]] = {c: [] for c in cands}
-        cpu: dict[str, list[float]] = {c: [] for c in cands}
-        names = list(cands)
-        order = np.random.default_rng(0)           # a seeded shuffle of the candidates in every trial
-        for _ in range(trials):
-            for j in order.permutation(len(names)):
-                cand = names[j]
+
+        def within(cand: str) -> Callable[[], None]:
+            def go() -> None:
                 with blocks_of(*cands[cand]):
-                    w, c = time.perf_counter(), time.process_time()
                     runs[cand]()
-                    wall[cand].append(time.perf_counter() - w)
-                    cpu[cand].append(time.process_time() - c)
+            return go
+        # seconds per round, trials interleaved in a seeded random order (after one warm-up call each)
+        wall, cpu = interleaved_samples({c: within(c) for c in cands}, trials, count)
         base_w, base_c = float(np.median(wall["policy"])), float(np.median(cpu["policy"]))
         xs = [boxes[c][0].x for c in cands]
         same = all(np.array_equal(xs[0], x) for x in xs[1:])
         cols = "  ".join(f"{c} ({n_blocks[c]} bl.) {np.median(wall[c]) / base_w:.3f} / {np.median(cpu[c]) / base_c:.3f}"
                          for c in cands)
-        print(f"  {name:<15} policy {base_w / count * 1e3:.3f} ms/round; wall / CPU over the policy: {cols}; "
+        print(f"  {name:<15} policy {base_w * 1e3:.3f} ms/round; wall / CPU over the policy: {cols}; "
               f"same models: {same}")
     print(f"  load after {_load()}")
 

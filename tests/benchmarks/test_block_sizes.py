@@ -13,7 +13,7 @@ from ._load import benchmark
 def test_candidates_cut_the_batch_as_named_and_restore_the_policy(monkeypatch):
     bs = benchmark("block_sizes")
     monkeypatch.setattr(blocking, "_THREADS", [2])
-    fed = bs.federation(40, 30)                      # 288 KB of Hessians
+    fed = bs.quadratic_problem(40, 30)                    # 288 KB of Hessians
     data = 40 * fed.client_data_bytes()
     monkeypatch.setattr(blocking, "_SPLIT_BYTES", data // 2)   # the policy splits this batch
     saved = blocking._BLOCK_BYTES, blocking._SPLIT_BYTES
